@@ -1,0 +1,51 @@
+"""The one exception hierarchy of chiplore; the CLI turns each into one red line."""
+
+from __future__ import annotations
+
+
+class ChiploreError(Exception):
+    """Base of every error chiplore raises on purpose."""
+
+
+class ConfigError(ChiploreError):
+    """Settings are missing or contradictory."""
+
+
+class StoreError(ChiploreError):
+    """The graph store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached (down, wrong address, crashed server)."""
+
+
+class StoreAuthError(StoreError):
+    """The database refused the credentials."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds the embedded store in a way this one cannot attach to."""
+
+
+class QueryError(ChiploreError):
+    """A Cypher query is malformed, failed, or timed out."""
+
+
+class WriteRefused(QueryError):
+    """A write was attempted on a read-only path."""
+
+
+class UnknownQuery(QueryError):
+    """No named query has that name."""
+
+
+class QueryParameterError(QueryError):
+    """A named query was called with a missing, unknown or ill-typed parameter."""
+
+
+class TargetError(ChiploreError):
+    """The target (compiler, device, docs) failed."""
+
+
+class BudgetExhausted(ChiploreError):
+    """The device-time budget is spent."""

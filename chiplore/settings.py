@@ -1,0 +1,46 @@
+"""Settings from the environment (prefix CHIPLORE_) and command-line overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+StoreKind = Literal["embedded", "neo4j"]
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("chiplore", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Everything chiplore reads from its environment. Secrets stay SecretStr and are never printed."""
+
+    model_config = SettingsConfigDict(env_prefix="CHIPLORE_", extra="ignore")
+
+    store: StoreKind = "embedded"
+    data_dir: Path = Field(default_factory=default_data_dir)
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr = SecretStr("")
+    neo4j_database: str = "neo4j"
+    query_timeout_s: float = Field(default=30.0, gt=0)
+    seed: int = 0
+    target: str = "simrngd"
+
+    def public_view(self) -> dict[str, object]:
+        """The settings as they may be shown to a user: the password only says whether it is set."""
+        return {
+            "store": self.store,
+            "data_dir": str(self.data_dir),
+            "neo4j_uri": self.neo4j_uri,
+            "neo4j_user": self.neo4j_user,
+            "neo4j_password": "set" if self.neo4j_password.get_secret_value() else "unset",
+            "neo4j_database": self.neo4j_database,
+            "query_timeout_s": self.query_timeout_s,
+            "seed": self.seed,
+            "target": self.target,
+        }

@@ -1,0 +1,52 @@
+"""The few Cypher differences between Neo4j 5 and FalkorDB, in one place.
+
+Named queries are written in the Cypher both accept; code that needs one of these constructs asks
+the store's dialect instead of branching on the backend. Timestamps are ISO-8601 UTC strings made
+in Python on both backends (FalkorDB has no datetime()), so no dialect entry is needed for them.
+Index and constraint DDL differ too much to template (FalkorDB creates constraints with a
+GRAPH.CONSTRAINT command, not Cypher), so each store implements `ensure_unique`/`ensure_index`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    node_id_template: str
+    supports_regex: bool
+    supports_subquery_expressions: bool
+
+    def node_id(self, variable: str) -> str:
+        """An expression giving a string id for a node, stable while the node exists."""
+        return self.node_id_template.format(variable)
+
+    def count_pattern(self, pattern: str) -> str:
+        """An expression counting the matches of a pattern anchored on bound variables."""
+        if self.supports_subquery_expressions:
+            return f"COUNT {{ {pattern} }}"
+        return f"size([{pattern} | 1])"
+
+    def exists_pattern(self, pattern: str) -> str:
+        """A predicate true when the pattern has at least one match."""
+        if self.supports_subquery_expressions:
+            return f"EXISTS {{ {pattern} }}"
+        return f"size([{pattern} | 1]) > 0"
+
+
+NEO4J = Dialect(
+    name="neo4j",
+    node_id_template="elementId({})",
+    supports_regex=True,
+    supports_subquery_expressions=True,
+)
+
+FALKORDB = Dialect(
+    name="falkordb",
+    # FalkorDB has integer ids only; toString keeps the type the same as Neo4j's elementId.
+    node_id_template="toString(id({}))",
+    supports_regex=False,
+    supports_subquery_expressions=False,
+)

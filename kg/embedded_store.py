@@ -1,0 +1,196 @@
+"""The embedded default store: FalkorDB in a supervised redis-server under the data dir."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+from falkordb import FalkorDB
+from falkordb.query_result import QueryResult
+
+from chiplore.errors import QueryError, StoreUnavailable, WriteRefused
+from kg.dialect import FALKORDB
+from kg.falkordb_server import FalkorDBServer, client_name
+from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, batches
+from kg.values import plain
+
+log = logging.getLogger(__name__)
+
+GRAPH_NAME = "chiplore"
+_READ_ONLY_MESSAGE = "is to be executed only on read-only queries"
+
+
+class EmbeddedStore:
+    """GraphStore on FalkorDB; starts (or attaches to) its server on open, stops it on close."""
+
+    backend = "embedded"
+    dialect = FALKORDB
+
+    def __init__(self, data_dir: Path, *, query_timeout_s: float = 30.0) -> None:
+        self.data_dir = data_dir
+        self.query_timeout_s = query_timeout_s
+        self.server = FalkorDBServer(data_dir)
+        self.started_server = self.server.ensure_running()
+        self._db = FalkorDB(
+            unix_socket_path=str(self.server.paths.socket),
+            client_name=client_name(),
+            socket_timeout=query_timeout_s + 5.0,
+        )
+        self._graph = self._db.select_graph(GRAPH_NAME)
+        self._closed = False
+        # Read-only queries fail on a graph key that does not exist yet; a write creates it.
+        self.write("RETURN 1 AS ready")
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def read(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        return self._run(query, params, timeout_s, read_only=True)
+
+    def write(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        return self._run(query, params, timeout_s, read_only=False)
+
+    def write_rows(
+        self,
+        query: str,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        params: Params | None = None,
+    ) -> int:
+        for batch in batches(rows, batch_size):
+            self.write(query, {**(params or {}), "rows": batch})
+        return len(rows)
+
+    def _run(self, query: str, params: Params | None, timeout_s: float | None, *, read_only: bool) -> list[Record]:
+        self._ensure_open()
+        timeout_ms = max(1, math.ceil(1000 * (timeout_s or self.query_timeout_s)))
+        try:
+            if read_only:
+                result = self._graph.ro_query(query, dict(params or {}), timeout=timeout_ms)
+            else:
+                result = self._graph.query(query, dict(params or {}), timeout=timeout_ms)
+        except redis.exceptions.ResponseError as error:
+            raise _query_error(error, query) from error
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
+            raise StoreUnavailable(f"the embedded store at {self.data_dir} stopped answering: {error}") from error
+        return _records(result)
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def ensure_index(self, label: str, prop: str) -> bool:
+        if any(o["label"] == label and o["property"] == prop for o in self._indexes()):
+            return False
+        self.write(f"CREATE INDEX FOR (n:`{label}`) ON (n.`{prop}`)")
+        return True
+
+    def ensure_unique(self, label: str, prop: str) -> bool:
+        # FalkorDB enforces uniqueness through an exact-match index on the same property.
+        self.ensure_index(label, prop)
+        if any(o["label"] == label and o["property"] == prop for o in self._constraints()):
+            return False
+        try:
+            self._db.connection.execute_command(
+                "GRAPH.CONSTRAINT", "CREATE", GRAPH_NAME, "UNIQUE", "NODE", label, "PROPERTIES", "1", prop
+            )
+        except redis.exceptions.ResponseError as error:
+            raise QueryError(f"cannot create the unique constraint on {label}.{prop}: {error}") from error
+        return True
+
+    def schema_objects(self) -> list[Record]:
+        objects = [{"kind": "unique", **c} for c in self._constraints()]
+        objects += [{"kind": "index", **i} for i in self._indexes()]
+        return sorted(objects, key=lambda o: (o["label"], o["property"], o["kind"]))
+
+    def _indexes(self) -> list[Record]:
+        rows = self.read("CALL db.indexes() YIELD label, properties, entitytype RETURN label, properties, entitytype")
+        return [
+            {"label": r["label"], "property": p}
+            for r in rows
+            if r["entitytype"] == "NODE"
+            for p in r["properties"]
+        ]
+
+    def _constraints(self) -> list[Record]:
+        rows = self.read("CALL db.constraints() YIELD type, label, properties, entitytype RETURN type, label, properties, entitytype")
+        return [
+            {"label": r["label"], "property": p}
+            for r in rows
+            if r["type"] == "UNIQUE" and r["entitytype"] == "NODE"
+            for p in r["properties"]
+        ]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def server_info(self) -> ServerInfo:
+        self._ensure_open()
+        try:
+            info = self._db.connection.info("server")
+            modules = self._db.connection.execute_command("MODULE", "LIST")
+        except (redis.exceptions.ConnectionError, OSError) as error:
+            raise StoreUnavailable(f"the embedded store at {self.data_dir} does not answer: {error}") from error
+        falkor = next((m for m in modules if _module_name(m) == "graph"), None)
+        version = _module_version(falkor) if falkor is not None else "unknown"
+        return ServerInfo(
+            backend=self.backend,
+            address=f"unix://{self.server.paths.socket}",
+            server_version=f"FalkorDB {version} on redis {info.get('redis_version', '?')}",
+            database=GRAPH_NAME,
+        )
+
+    def delete_all(self) -> None:
+        # Batched so that a large graph does not become one huge transaction.
+        while self.write("MATCH (n) WITH n LIMIT 50000 DETACH DELETE n RETURN count(*) AS deleted")[0]["deleted"]:
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._db.connection.close()
+            self._db.connection.connection_pool.disconnect()
+        finally:
+            self.server.release()
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailable("the embedded store was closed")
+
+    def __enter__(self) -> EmbeddedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _records(result: QueryResult) -> list[Record]:
+    names = [column[1] for column in result.header]
+    return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in result.result_set]
+
+
+def _query_error(error: redis.exceptions.ResponseError, query: str) -> QueryError:
+    message = str(error)
+    if _READ_ONLY_MESSAGE in message:
+        return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
+    first_line = query.strip().splitlines()[0][:80] if query.strip() else ""
+    return QueryError(f"Cypher error: {message} (in: {first_line})")
+
+
+def _module_name(module: Any) -> str:
+    fields = _module_fields(module)
+    return str(fields.get("name", ""))
+
+
+def _module_version(module: Any) -> str:
+    raw = int(_module_fields(module).get("ver", 0))
+    return f"{raw // 10000}.{raw // 100 % 100}.{raw % 100}"
+
+
+def _module_fields(module: Any) -> dict[str, Any]:
+    if isinstance(module, dict):
+        return module
+    return dict(zip(module[::2], module[1::2], strict=False))

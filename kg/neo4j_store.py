@@ -1,0 +1,226 @@
+"""GraphStore on a Neo4j 5 server over Bolt, with the official driver."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import neo4j
+import neo4j.exceptions as neo4j_errors
+from tenacity import (
+    before_sleep_log,
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from chiplore.errors import (
+    QueryError,
+    StoreAuthError,
+    StoreError,
+    StoreUnavailable,
+    WriteRefused,
+)
+from kg.dialect import NEO4J
+from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, batches
+from kg.values import plain
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Raised when the server goes away between or during transactions; worth another try.
+_RETRYABLE = (
+    neo4j_errors.ServiceUnavailable,
+    neo4j_errors.SessionExpired,
+    neo4j_errors.TransientError,
+    neo4j_errors.SessionError,
+)
+
+
+class Neo4jStore:
+    """GraphStore on Neo4j: reads in read transactions, writes in managed write transactions."""
+
+    backend = "neo4j"
+    dialect = NEO4J
+
+    def __init__(
+        self,
+        uri: str,
+        user: str,
+        password: str,
+        *,
+        database: str = "neo4j",
+        query_timeout_s: float = 30.0,
+        connect_attempts: int = 4,
+    ) -> None:
+        self.uri = uri
+        self.database = database
+        self.query_timeout_s = query_timeout_s
+        self._attempts = connect_attempts
+        try:
+            self._driver = neo4j.GraphDatabase.driver(
+                uri,
+                auth=(user, password),
+                connection_timeout=10.0,
+                # Retries are ours (tenacity, below): one policy, not two stacked ones.
+                max_transaction_retry_time=0.0,
+            )
+        except (ValueError, neo4j_errors.ConfigurationError) as error:
+            raise StoreUnavailable(f"invalid Neo4j address {uri!r}: {error}") from error
+        self._closed = False
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def read(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        work = self._unit_of_work(timeout_s)
+        return self._retrying(lambda session: session.execute_read(work, query, dict(params or {})))
+
+    def write(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        work = self._unit_of_work(timeout_s)
+        return self._retrying(lambda session: session.execute_write(work, query, dict(params or {})))
+
+    def write_rows(
+        self,
+        query: str,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        params: Params | None = None,
+    ) -> int:
+        for batch in batches(rows, batch_size):
+            self.write(query, {**(params or {}), "rows": batch})
+        return len(rows)
+
+    def _unit_of_work(self, timeout_s: float | None) -> Callable[..., list[Record]]:
+        """The transaction function, with the server-side timeout for this query."""
+        return neo4j.unit_of_work(timeout=timeout_s or self.query_timeout_s)(_collect)
+
+    def _retrying(self, work: Callable[[neo4j.Session], T]) -> T:
+        """Run work in a fresh session; retry when the connection drops, map errors to ours."""
+        if self._closed:
+            raise StoreUnavailable("the Neo4j store was closed")
+
+        @retry(
+            retry=retry_if_exception_type(_RETRYABLE),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=0.2, max=3.0),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        def attempt() -> T:
+            with self._driver.session(database=self.database) as session:
+                return work(session)
+
+        try:
+            return attempt()
+        except neo4j_errors.Neo4jError as error:
+            raise self._translate(error) from error
+        except neo4j_errors.DriverError as error:
+            raise self._translate(error) from error
+
+    def _translate(self, error: Exception) -> StoreError | QueryError:
+        if isinstance(error, neo4j_errors.AuthError):
+            return StoreAuthError(f"Neo4j at {self.uri} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)")
+        if isinstance(error, _RETRYABLE):
+            return StoreUnavailable(f"Neo4j at {self.uri} is unreachable: {_message(error)}")
+        code = getattr(error, "code", "") or ""
+        if code == "Neo.ClientError.Statement.AccessMode":
+            return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
+        if code == "Neo.ClientError.Database.DatabaseNotFound":
+            return StoreUnavailable(f"Neo4j at {self.uri} has no database {self.database!r}")
+        if "TransactionTimedOut" in code or "TransactionTimedOutClientConfiguration" in code:
+            return QueryError(f"Cypher query timed out: {_message(error)}")
+        return QueryError(f"Cypher error: {_message(error)}")
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def ensure_unique(self, label: str, prop: str) -> bool:
+        return self._ensure_schema_object(
+            f"chiplore_unique_{label}_{prop}".lower(),
+            f"CREATE CONSTRAINT `{{name}}` IF NOT EXISTS FOR (n:`{label}`) REQUIRE n.`{prop}` IS UNIQUE",
+        )
+
+    def ensure_index(self, label: str, prop: str) -> bool:
+        return self._ensure_schema_object(
+            f"chiplore_index_{label}_{prop}".lower(),
+            f"CREATE INDEX `{{name}}` IF NOT EXISTS FOR (n:`{label}`) ON (n.`{prop}`)",
+        )
+
+    def _ensure_schema_object(self, name: str, ddl_template: str) -> bool:
+        existing = {o["name"] for o in self._schema_rows()}
+        if name in existing:
+            return False
+        # DDL cannot share a transaction with data writes; an auto-commit query is the way.
+        def run(session: neo4j.Session) -> None:
+            session.run(ddl_template.format(name=name)).consume()
+            session.run("CALL db.awaitIndexes(300)").consume()
+
+        self._retrying(run)
+        return True
+
+    def _schema_rows(self) -> list[Record]:
+        constraints = self.read(
+            "SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties "
+            "RETURN name, 'unique' AS kind, labelsOrTypes[0] AS label, properties AS props"
+        )
+        indexes = self.read(
+            "SHOW INDEXES YIELD name, type, entityType, labelsOrTypes, properties, owningConstraint "
+            "WHERE type = 'RANGE' AND entityType = 'NODE' "
+            "RETURN name, 'index' AS kind, labelsOrTypes[0] AS label, properties AS props"
+        )
+        return constraints + indexes
+
+    def schema_objects(self) -> list[Record]:
+        objects = [
+            {"kind": row["kind"], "label": row["label"], "property": prop}
+            for row in self._schema_rows()
+            for prop in row["props"] or []
+        ]
+        return sorted(objects, key=lambda o: (o["label"], o["property"], o["kind"]))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def server_info(self) -> ServerInfo:
+        if self._closed:
+            raise StoreUnavailable("the Neo4j store was closed")
+        try:
+            info = self._driver.get_server_info()
+            self._driver.verify_authentication()
+        except neo4j_errors.AuthError as error:
+            raise self._translate(error) from error
+        except (neo4j_errors.DriverError, neo4j_errors.Neo4jError, OSError) as error:
+            raise StoreUnavailable(f"Neo4j at {self.uri} is unreachable: {_message(error)}") from error
+        return ServerInfo(
+            backend=self.backend,
+            address=self.uri,
+            server_version=f"{info.agent} (Bolt {'.'.join(map(str, info.protocol_version))})",
+            database=self.database,
+        )
+
+    def delete_all(self) -> None:
+        while self.write("MATCH (n) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*) AS deleted")[0]["deleted"]:
+            pass
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._driver.close()
+
+    def __enter__(self) -> Neo4jStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _collect(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> list[Record]:
+    result = tx.run(query, params)  # type: ignore[arg-type]
+    return [{key: plain(value) for key, value in record.items()} for record in result]
+
+
+def _message(error: Exception) -> str:
+    message = getattr(error, "message", None) or str(error)
+    return " ".join(str(message).split())

@@ -1,0 +1,91 @@
+"""The GraphStore interface every backend implements; callers never branch on the backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from kg.dialect import Dialect
+
+Record = dict[str, Any]
+Params = Mapping[str, Any]
+
+DEFAULT_BATCH_SIZE = 2_000
+
+
+class ServerInfo(BaseModel):
+    """What `chiplore db check` reports about the server behind a store."""
+
+    backend: str
+    address: str
+    server_version: str
+    database: str
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """A property graph that speaks Cypher.
+
+    Values always travel as parameters, never formatted into the query text.
+    Every `write` is one statement in one transaction: it applies entirely or not at all.
+    """
+
+    backend: str
+    dialect: Dialect
+
+    def read(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        """Run a query in a read-only transaction; a write inside it raises WriteRefused."""
+        ...
+
+    def write(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
+        """Run one statement in one write transaction and return its records."""
+        ...
+
+    def write_rows(
+        self,
+        query: str,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        params: Params | None = None,
+    ) -> int:
+        """Run an `UNWIND $rows AS row ...` statement over rows in batches, one transaction each."""
+        ...
+
+    def ensure_unique(self, label: str, prop: str) -> bool:
+        """Make `prop` unique (and indexed) on nodes of `label`; True when it was created now."""
+        ...
+
+    def ensure_index(self, label: str, prop: str) -> bool:
+        """Index `prop` on nodes of `label`; True when it was created now."""
+        ...
+
+    def schema_objects(self) -> list[Record]:
+        """The constraints and indexes in force, as {kind, label, property} records."""
+        ...
+
+    def server_info(self) -> ServerInfo:
+        """Contact the server and describe it; raises StoreUnavailable when it does not answer."""
+        ...
+
+    def delete_all(self) -> None:
+        """Remove every node and relationship (schema stays). For tests and benchmarks."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and, for the embedded store, the server process it started."""
+        ...
+
+    def __enter__(self) -> GraphStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def batches(rows: Sequence[Mapping[str, Any]], size: int) -> Iterator[list[Mapping[str, Any]]]:
+    """Split rows into lists of at most `size`, in order."""
+    if size < 1:
+        raise ValueError("batch size must be >= 1")
+    for start in range(0, len(rows), size):
+        yield list(rows[start : start + size])

@@ -1,0 +1,36 @@
+"""Turns driver-specific result values (nodes, relationships, paths) into plain Python data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import neo4j.graph
+from falkordb.edge import Edge as FalkorEdge
+from falkordb.node import Node as FalkorNode
+from falkordb.path import Path as FalkorPath
+
+
+def plain(value: Any) -> Any:
+    """A JSON-friendly copy of a result value: nodes become {"_labels", **props}, and so on."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, neo4j.graph.Node):
+        return {"_labels": sorted(value.labels), **{k: plain(v) for k, v in value.items()}}
+    if isinstance(value, neo4j.graph.Relationship):
+        return {"_type": value.type, **{k: plain(v) for k, v in value.items()}}
+    if isinstance(value, neo4j.graph.Path):
+        return [plain(n) for n in value.nodes]
+    if isinstance(value, FalkorNode):
+        return {"_labels": sorted(value.labels or []), **{k: plain(v) for k, v in value.properties.items()}}
+    if isinstance(value, FalkorEdge):
+        return {"_type": value.relation, **{k: plain(v) for k, v in value.properties.items()}}
+    if isinstance(value, FalkorPath):
+        return [plain(n) for n in value.nodes()]
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    # Temporal and spatial driver types: their ISO text is the one representation we use.
+    iso = getattr(value, "iso_format", None)
+    return iso() if callable(iso) else str(value)
