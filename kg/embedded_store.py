@@ -94,7 +94,15 @@ class EmbeddedStore:
             return False
         try:
             self._db.connection.execute_command(
-                "GRAPH.CONSTRAINT", "CREATE", GRAPH_NAME, "UNIQUE", "NODE", label, "PROPERTIES", "1", prop
+                "GRAPH.CONSTRAINT",
+                "CREATE",
+                GRAPH_NAME,
+                "UNIQUE",
+                "NODE",
+                label,
+                "PROPERTIES",
+                "1",
+                prop,
             )
         except redis.exceptions.ResponseError as error:
             raise QueryError(f"cannot create the unique constraint on {label}.{prop}: {error}") from error
@@ -108,14 +116,13 @@ class EmbeddedStore:
     def _indexes(self) -> list[Record]:
         rows = self.read("CALL db.indexes() YIELD label, properties, entitytype RETURN label, properties, entitytype")
         return [
-            {"label": r["label"], "property": p}
-            for r in rows
-            if r["entitytype"] == "NODE"
-            for p in r["properties"]
+            {"label": r["label"], "property": p} for r in rows if r["entitytype"] == "NODE" for p in r["properties"]
         ]
 
     def _constraints(self) -> list[Record]:
-        rows = self.read("CALL db.constraints() YIELD type, label, properties, entitytype RETURN type, label, properties, entitytype")
+        rows = self.read(
+            "CALL db.constraints() YIELD type, label, properties, entitytype RETURN type, label, properties, entitytype"
+        )
         return [
             {"label": r["label"], "property": p}
             for r in rows

@@ -212,15 +212,13 @@ class FalkorDBServer:
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
                 raise StoreUnavailable(
-                    f"the embedded store's server exited with code {process.returncode}: "
-                    f"{self._log_tail()}"
+                    f"the embedded store's server exited with code {process.returncode}: {self._log_tail()}"
                 )
             if self.paths.socket.exists() and self._probe() == "up":
                 return
             time.sleep(0.02)
         raise StoreUnavailable(
-            f"the embedded store's server did not answer within {START_TIMEOUT_S:.0f} s: "
-            f"{self._log_tail()}"
+            f"the embedded store's server did not answer within {START_TIMEOUT_S:.0f} s: {self._log_tail()}"
         )
 
     def _shutdown(self) -> None:

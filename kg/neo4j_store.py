@@ -123,7 +123,9 @@ class Neo4jStore:
 
     def _translate(self, error: Exception) -> StoreError | QueryError:
         if isinstance(error, neo4j_errors.AuthError):
-            return StoreAuthError(f"Neo4j at {self.uri} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)")
+            return StoreAuthError(
+                f"Neo4j at {self.uri} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)"
+            )
         if isinstance(error, _RETRYABLE):
             return StoreUnavailable(f"Neo4j at {self.uri} is unreachable: {_message(error)}")
         code = getattr(error, "code", "") or ""
@@ -153,6 +155,7 @@ class Neo4jStore:
         existing = {o["name"] for o in self._schema_rows()}
         if name in existing:
             return False
+
         # DDL cannot share a transaction with data writes; an auto-commit query is the way.
         def run(session: neo4j.Session) -> None:
             session.run(ddl_template.format(name=name)).consume()

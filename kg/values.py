@@ -22,7 +22,10 @@ def plain(value: Any) -> Any:
     if isinstance(value, neo4j.graph.Path):
         return [plain(n) for n in value.nodes]
     if isinstance(value, FalkorNode):
-        return {"_labels": sorted(value.labels or []), **{k: plain(v) for k, v in value.properties.items()}}
+        return {
+            "_labels": sorted(value.labels or []),
+            **{k: plain(v) for k, v in value.properties.items()},
+        }
     if isinstance(value, FalkorEdge):
         return {"_type": value.relation, **{k: plain(v) for k, v in value.properties.items()}}
     if isinstance(value, FalkorPath):

@@ -6,6 +6,7 @@ is the command-line face of this module (`python -m kg.neo4j_local`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -162,10 +163,8 @@ def _terminate(pid: int) -> None:
         time.sleep(0.1)
     if _alive(pid):
         os.killpg(pid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def _alive(pid: int) -> bool:

@@ -19,7 +19,9 @@ def main() -> None:
 def install() -> None:
     """Fetch Neo4j with Maven and compile the launcher."""
     classpath, _ = neo4j_local.install()
-    click.echo(f"Neo4j {neo4j_local.NEO4J_VERSION} ready in {neo4j_local.cache_dir()} ({classpath.count(os.pathsep) + 1} jars)")
+    click.echo(
+        f"Neo4j {neo4j_local.NEO4J_VERSION} ready in {neo4j_local.cache_dir()} ({classpath.count(os.pathsep) + 1} jars)"
+    )
 
 
 @main.command()

@@ -1,0 +1,1 @@
+"""Roles, policies, design trees, screening, acceptance statistics and the optimization loop."""

@@ -1,0 +1,256 @@
+"""The `chiplore` command line: init, status, query, cypher, db check."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+import queries as named_queries
+from chiplore import __version__
+from chiplore.app import App
+from chiplore.errors import ChiploreError, ConfigError
+from chiplore.output import print_records, to_json
+from chiplore.settings import Settings
+from kg.repo.overview import overview
+from kg.repo.targets import register_target
+from kg.schema import LATEST_VERSION, ensure_schema, schema_version
+from kg.store import GraphStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+class Context:
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+
+
+def store_options(command: F) -> F:
+    """The options every command takes to choose and locate the graph store."""
+
+    @click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Embedded store location [env CHIPLORE_DATA_DIR; default: the user data dir].",
+    )
+    @click.option(
+        "--store",
+        type=click.Choice(["embedded", "neo4j"]),
+        default=None,
+        help="Graph backend [env CHIPLORE_STORE; default: embedded].",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, data_dir: Path | None, store: str | None, **kwargs: Any) -> Any:
+        overrides: dict[str, Any] = {}
+        if data_dir is not None:
+            overrides["data_dir"] = data_dir
+        if store is not None:
+            overrides["store"] = store
+        try:
+            settings = Settings(**overrides)
+        except ValidationError as error:
+            raise ConfigError(f"invalid settings: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}") from None
+        return command(*args, app=App(settings), **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def opened(app: App) -> Iterator[GraphStore]:
+    store = app.open_store()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="-p")
+        params[name] = value
+    return params
+
+
+class ChiploreGroup(click.Group):
+    """Turns chiplore errors into one red line and a non-zero exit; tracebacks only with --debug."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ChiploreError as error:
+            if ctx.find_object(Context) is not None and ctx.find_object(Context).debug:  # type: ignore[union-attr]
+                raise
+            err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+            sys.exit(1)
+
+
+@click.group(cls=ChiploreGroup)
+@click.version_option(__version__, prog_name="chiplore")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """chiplore learns an unfamiliar AI accelerator and optimizes kernels for it."""
+    ctx.obj = Context(debug)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not debug:
+        # The driver logs each failed connection attempt; our own error line says it once.
+        logging.getLogger("neo4j").setLevel(logging.CRITICAL)
+
+
+@main.command()
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def init(app: App, as_json: bool) -> None:
+    """Set up the graph schema and register the target with its toolchains."""
+    target = app.target()
+    with opened(app) as store:
+        report = ensure_schema(store)
+        register_target(
+            store,
+            target.name,
+            target.toolchain_versions,
+            target.default_toolchain,
+            target.description,
+        )
+        state = overview(store, target.name)
+    result = {
+        "backend": app.settings.store,
+        "schema_version": report.version_after,
+        "migrations_applied": report.applied,
+        "target": target.name,
+        "toolchains": [t["version"] for t in state.toolchains],
+        "active_toolchain": state.active_toolchain,
+    }
+    if as_json:
+        click.echo(to_json(result))
+        return
+    console.print(
+        f"[green]ready[/green] {app.settings.store} store, schema v{report.version_after}"
+        f" ({len(report.applied)} migration{'s' if len(report.applied) != 1 else ''} applied); "
+        f"target [bold]{target.name}[/bold], toolchains {', '.join(result['toolchains'])}, "
+        f"active {state.active_toolchain}"
+    )
+
+
+@main.command()
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(app: App, as_json: bool) -> None:
+    """What the graph holds: target, toolchains, counts, kernels and device time."""
+    target = app.settings.target
+    with opened(app) as store:
+        info = store.server_info()
+        state = overview(store, target)
+    if as_json:
+        click.echo(to_json({"store": info.model_dump(), **state.model_dump()}))
+        return
+    console.print(f"[bold]{info.backend}[/bold] store at {info.address} ({info.server_version})")
+    if not state.registered:
+        console.print(f"[yellow]target {target} is not registered: run `chiplore init`[/yellow]")
+    else:
+        versions = ", ".join(
+            f"[bold]{t['version']}[/bold]" if t["status"] == "active" else t["version"] for t in state.toolchains
+        )
+        console.print(f"target {target}, toolchains {versions} (active in bold), schema v{state.schema_version}")
+    counts = Table(title="graph", show_header=True)
+    counts.add_column("label")
+    counts.add_column("nodes", justify="right")
+    for label, count in state.counts.items():
+        if count:
+            counts.add_row(label, str(count))
+    if counts.row_count:
+        console.print(counts)
+    kernels = [k.model_dump() for k in state.kernels]
+    if kernels:
+        print_records(console, kernels, as_json=False, title="kernels")
+    console.print(f"device time spent: {state.device_s:.1f} s")
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A query parameter.")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def query(app: App, name: str | None, params: tuple[str, ...], as_json: bool) -> None:
+    """Run a named query read-only; without NAME, list the named queries."""
+    if name is None:
+        catalogue = [
+            {
+                "name": q.name,
+                "params": ", ".join(f"{p.name}:{p.type}" + ("" if p.required else f"={p.default}") for p in q.params),
+                "description": q.description,
+            }
+            for q in named_queries.load_all().values()
+        ]
+        print_records(console, catalogue, as_json=as_json, title="named queries")
+        return
+    named = named_queries.get(name)
+    bound = named.bind(parse_params(params))  # before opening the store: a bad call costs nothing
+    with opened(app) as store:
+        rows = store.read(named.text, bound)
+    print_records(console, rows, as_json=as_json, title=name)
+
+
+@main.command()
+@click.argument("text")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter (string).")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cypher(app: App, text: str, params: tuple[str, ...], as_json: bool) -> None:
+    """Run a Cypher query read-only (writes are refused)."""
+    with opened(app) as store:
+        rows = store.read(text, parse_params(params))
+    print_records(console, rows, as_json=as_json)
+
+
+@main.group()
+def db() -> None:
+    """The graph database itself."""
+
+
+@db.command("check")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_check(app: App, as_json: bool) -> None:
+    """Connect, authenticate and report the server, the schema version and the constraints."""
+    with opened(app) as store:
+        info = store.server_info()
+        version = schema_version(store)
+        objects = store.schema_objects()
+    result = {
+        **info.model_dump(),
+        "schema_version": version,
+        "schema_current": version == LATEST_VERSION,
+        "unique_constraints": sum(o["kind"] == "unique" for o in objects),
+        "indexes": sum(o["kind"] == "index" for o in objects),
+        "settings": app.settings.public_view(),
+    }
+    if as_json:
+        click.echo(to_json(result))
+        return
+    console.print(
+        f"[green]ok[/green] {info.backend} at {info.address}: {info.server_version}, database {info.database}"
+    )
+    state = "current" if result["schema_current"] else f"needs `chiplore init` (latest is v{LATEST_VERSION})"
+    console.print(
+        f"schema v{version} ({state}); {result['unique_constraints']} unique constraints, {result['indexes']} indexes"
+    )

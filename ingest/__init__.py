@@ -1,0 +1,1 @@
+"""Knowledge acquisition: docs, microbenchmarks and compiler probes into the graph."""

@@ -1,0 +1,244 @@
+"""Pydantic models of the graph's nodes (DESIGN.md section 3), the data at the store boundary."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
+from kg.timefmt import utc_now
+
+FactStatus = Literal["current", "stale", "refuted", "superseded"]
+ToolchainStatus = Literal["active", "known", "stale"]
+DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
+RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
+Decision = Literal["accept", "reject", "continue", "inconclusive"]
+
+
+def content_sha(text: str) -> str:
+    """Content-addressed ids: the same text always gets the same id."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class GraphNode(BaseModel):
+    """A node of one label, identified by its key property."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    label: ClassVar[str]
+
+    @classmethod
+    def key_property(cls) -> str:
+        return NODE_KEYS[cls.label]
+
+    @property
+    def node_key(self) -> str:
+        return str(getattr(self, self.key_property()))
+
+    def properties(self) -> dict[str, Any]:
+        """The node's properties as stored; a fact also gets its graph-wide fact id."""
+        props = self.model_dump(mode="json")
+        if self.label in FACT_LABELS:
+            props[FACT_KEY] = f"{self.label}:{self.node_key}"
+        return props
+
+
+class Target(GraphNode):
+    label: ClassVar[str] = "Target"
+    name: str
+    description: str = ""
+
+
+class Toolchain(GraphNode):
+    label: ClassVar[str] = "Toolchain"
+    id: str
+    target: str
+    version: str
+    ordinal: int = Field(ge=0)  # release order among the target's toolchains, oldest 0
+    status: ToolchainStatus = "known"
+
+    @staticmethod
+    def id_of(target: str, version: str) -> str:
+        return f"{target}@{version}"
+
+
+class DocPage(GraphNode):
+    label: ClassVar[str] = "DocPage"
+    id: str
+    version: str
+    path: str
+    sha: str
+    title: str = ""
+
+
+class DocChunk(GraphNode):
+    label: ClassVar[str] = "DocChunk"
+    sha: str
+    text: str
+    ord: int
+
+
+class Concept(GraphNode):
+    label: ClassVar[str] = "Concept"
+    key: str
+    kind: str = "concept"
+
+
+class Claim(GraphNode):
+    label: ClassVar[str] = "Claim"
+    id: str
+    text: str
+    param: str | None = None
+    value: float | None = None
+    unit: str | None = None
+    status: FactStatus = "current"
+    toolchain: str
+
+
+class Check(GraphNode):
+    label: ClassVar[str] = "Check"
+    id: str
+    method: Literal["citation", "probe", "measurement"]
+    verdict: Literal["confirms", "contradicts", "inconclusive"]
+    detail: str = ""
+
+
+class HardwareParam(GraphNode):
+    label: ClassVar[str] = "HardwareParam"
+    key: str
+    unit: str
+    description: str = ""
+
+
+class Measurement(GraphNode):
+    label: ClassVar[str] = "Measurement"
+    id: str
+    param: str
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int = Field(ge=1)
+    fit: str
+    unit: str
+    status: FactStatus = "current"
+    toolchain: str
+    measured_at: str = Field(default_factory=utc_now)
+
+
+class ProbeProgram(GraphNode):
+    label: ClassVar[str] = "ProbeProgram"
+    sha: str
+    source: str
+    purpose: str = ""
+
+
+class Diagnostic(GraphNode):
+    label: ClassVar[str] = "Diagnostic"
+    id: str
+    code: str
+    severity: Literal["error", "warning", "note"]
+    message: str
+    toolchain: str
+
+
+class LegalityRule(GraphNode):
+    label: ClassVar[str] = "LegalityRule"
+    id: str
+    key: str
+    code: str
+    predicate: str  # JSON, evaluated by the screener
+    description: str = ""
+    status: FactStatus = "current"
+    toolchain: str
+
+
+class Kernel(GraphNode):
+    label: ClassVar[str] = "Kernel"
+    name: str
+    target: str
+    weight_bytes: int = Field(ge=0)
+    bound_cycles: float = Field(ge=0)
+
+
+class DesignNode(GraphNode):
+    label: ClassVar[str] = "DesignNode"
+    id: str
+    kernel: str
+    role: str
+    policy: str
+    rationale: str = ""
+    change: str = ""
+    status: DesignStatus = "proposed"
+    depth: int = Field(ge=0)
+    created_at: str = Field(default_factory=utc_now)
+
+
+class KernelVersion(GraphNode):
+    label: ClassVar[str] = "KernelVersion"
+    sha: str
+    kernel: str
+    source: str
+    toolchain: str
+
+
+class Screening(GraphNode):
+    label: ClassVar[str] = "Screening"
+    id: str
+    design: str
+    check: str
+    passed: bool
+    detail: str = ""
+    predicted_cycles: float | None = None
+
+
+class DeviceRun(GraphNode):
+    label: ClassVar[str] = "DeviceRun"
+    id: str
+    kernel: str
+    job_id: str
+    cycles: list[float]
+    median_cycles: float | None
+    status: RunStatus
+    device_s: float = Field(ge=0)
+    fixtures: Literal["smoke", "graded"] = "graded"
+    faults: list[str] = Field(default_factory=list)
+    toolchain: str
+    finished_at: str = Field(default_factory=utc_now)
+
+
+class Comparison(GraphNode):
+    label: ClassVar[str] = "Comparison"
+    id: str
+    kernel: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    pairs: int = Field(ge=0)
+    method: str
+    decision: Decision
+    decided_at: str = Field(default_factory=utc_now)
+
+
+class Activity(GraphNode):
+    label: ClassVar[str] = "Activity"
+    id: str
+    role: str
+    policy: str
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started_at: str = Field(default_factory=utc_now)
+    ended_at: str | None = None
+    outcome: str = "ok"
+
+
+NODE_MODELS: dict[str, type[GraphNode]] = {
+    model.label: model
+    for model in (
+        Target, Toolchain, DocPage, DocChunk, Concept, Claim, Check, HardwareParam, Measurement,
+        ProbeProgram, Diagnostic, LegalityRule, Kernel, DesignNode, KernelVersion, Screening,
+        DeviceRun, Comparison, Activity,
+    )
+}  # fmt: skip

@@ -1,0 +1,1 @@
+"""Typed repository functions: with queries/, the only places Cypher is written."""

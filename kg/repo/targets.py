@@ -1,0 +1,71 @@
+"""Targets and their toolchains: registration, the PRECEDES chain, the ACTIVE version."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from kg.models import Target, Toolchain
+from kg.repo.nodes import Link, Ref, link, unlink_all, upsert
+from kg.store import GraphStore
+
+
+def register_target(store: GraphStore, name: str, versions: Sequence[str], active: str, description: str = "") -> None:
+    """Register a target with its known toolchain versions (oldest first) and the active one.
+
+    Idempotent; an already active version that differs from `active` is not moved here
+    (that is a toolchain upgrade, which marks facts stale).
+    """
+    if active not in versions:
+        raise ValueError(f"active toolchain {active!r} is not among {list(versions)}")
+    target = Target(name=name, description=description)
+    toolchains = [
+        Toolchain(id=Toolchain.id_of(name, v), target=name, version=v, ordinal=i) for i, v in enumerate(versions)
+    ]
+    upsert(store, [target])
+    # Statuses of toolchains already in the graph are kept; only new ones get "known".
+    store.write_rows(
+        "UNWIND $rows AS row MERGE (t:Toolchain {id: row.id}) "
+        "ON CREATE SET t.target = row.target, t.version = row.version, t.status = 'known' "
+        "SET t.ordinal = row.ordinal",
+        [{"id": t.id, "target": name, "version": t.version, "ordinal": t.ordinal} for t in toolchains],
+    )
+    links = [Link(Ref.to(target), "HAS_TOOLCHAIN", Ref.to(t)) for t in toolchains]
+    links += [Link(Ref.to(a), "PRECEDES", Ref.to(b)) for a, b in itertools.pairwise(toolchains)]
+    link(store, links)
+    if active_toolchain(store, name) is None:
+        set_active_toolchain(store, name, active)
+
+
+def set_active_toolchain(store: GraphStore, target: str, version: str) -> None:
+    """Move ACTIVE to `version`; the previous active toolchain becomes `known`."""
+    ref = Ref("Target", target)
+    store.write(
+        "MATCH (:Target {name: $target})-[:ACTIVE]->(t:Toolchain) SET t.status = 'known'",
+        {"target": target},
+    )
+    unlink_all(store, ref, "ACTIVE")
+    toolchain_id = Toolchain.id_of(target, version)
+    rows = store.write(
+        "MATCH (t:Toolchain {id: $id}) SET t.status = 'active' RETURN t.id AS id",
+        {"id": toolchain_id},
+    )
+    if not rows:
+        raise ValueError(f"toolchain {version!r} of {target!r} is not registered")
+    link(store, [Link(ref, "ACTIVE", Ref("Toolchain", toolchain_id))])
+
+
+def active_toolchain(store: GraphStore, target: str) -> str | None:
+    rows = store.read(
+        "MATCH (:Target {name: $target})-[:ACTIVE]->(t:Toolchain) RETURN t.version AS version",
+        {"target": target},
+    )
+    return rows[0]["version"] if rows else None
+
+
+def toolchains(store: GraphStore, target: str) -> list[dict[str, str]]:
+    return store.read(
+        "MATCH (:Target {name: $target})-[:HAS_TOOLCHAIN]->(t:Toolchain) "
+        "RETURN t.version AS version, t.status AS status ORDER BY t.ordinal",
+        {"target": target},
+    )

@@ -1,0 +1,130 @@
+"""The graph schema of DESIGN.md section 3: node keys, hot-lookup indexes, versioned migrations."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from chiplore.errors import StoreError
+from kg.store import GraphStore
+from kg.timefmt import utc_now
+
+log = logging.getLogger(__name__)
+
+# Every label and the property that identifies its nodes (unique, indexed).
+NODE_KEYS: dict[str, str] = {
+    "Target": "name",
+    "Toolchain": "id",
+    "DocPage": "id",
+    "DocChunk": "sha",
+    "Concept": "key",
+    "Claim": "id",
+    "Check": "id",
+    "HardwareParam": "key",
+    "Measurement": "id",
+    "ProbeProgram": "sha",
+    "Diagnostic": "id",
+    "LegalityRule": "id",
+    "Kernel": "name",
+    "DesignNode": "id",
+    "KernelVersion": "sha",
+    "Screening": "id",
+    "DeviceRun": "id",
+    "Comparison": "id",
+    "Activity": "id",
+    "SchemaVersion": "name",
+}
+
+# Facts a design can consult carry a second label, Fact, with a graph-wide id "<Label>:<key>",
+# so "which designs relied on X?" is one index lookup whatever kind of fact X is.
+FACT_LABEL = "Fact"
+FACT_KEY = "fact_id"
+FACT_LABELS = ("Concept", "Claim", "HardwareParam", "Measurement", "LegalityRule", "DocChunk")
+
+# Properties the loop and the named queries filter on.
+INDEXES: tuple[tuple[str, str], ...] = (
+    ("Toolchain", "version"),
+    ("Toolchain", "status"),
+    ("DocPage", "version"),
+    ("Fact", "status"),
+    ("Claim", "status"),
+    ("Claim", "param"),
+    ("Measurement", "param"),
+    ("Measurement", "status"),
+    ("LegalityRule", "key"),
+    ("LegalityRule", "status"),
+    ("DesignNode", "kernel"),
+    ("DesignNode", "status"),
+    ("KernelVersion", "kernel"),
+    ("Screening", "design"),
+    ("DeviceRun", "kernel"),
+    ("DeviceRun", "status"),
+    ("Comparison", "kernel"),
+    ("Activity", "role"),
+)
+
+SCHEMA_NAME = "chiplore"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[GraphStore], None]
+
+
+def _base_schema(store: GraphStore) -> None:
+    for label, key in NODE_KEYS.items():
+        store.ensure_unique(label, key)
+    store.ensure_unique(FACT_LABEL, FACT_KEY)
+    for label, prop in INDEXES:
+        store.ensure_index(label, prop)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "unique keys on every label, the Fact id, and hot-lookup indexes", _base_schema),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+class SchemaReport(BaseModel):
+    version_before: int
+    version_after: int
+    applied: list[str]
+
+
+def schema_version(store: GraphStore) -> int:
+    rows = store.read("MATCH (s:SchemaVersion {name: $name}) RETURN s.version AS version", {"name": SCHEMA_NAME})
+    return int(rows[0]["version"]) if rows else 0
+
+
+def ensure_schema(store: GraphStore) -> SchemaReport:
+    """Apply the migrations the graph has not seen yet, in order; a no-op when it is current."""
+    before = schema_version(store)
+    if before > LATEST_VERSION:
+        raise StoreError(
+            f"the graph's schema is version {before}, newer than this chiplore knows ({LATEST_VERSION}); "
+            "upgrade chiplore"
+        )
+    applied: list[str] = []
+    for migration in MIGRATIONS:
+        if migration.version <= before:
+            continue
+        log.info("applying schema migration %d: %s", migration.version, migration.description)
+        migration.apply(store)
+        store.write(
+            "MERGE (s:SchemaVersion {name: $name}) SET s.version = $version, s.applied_at = $now",
+            {"name": SCHEMA_NAME, "version": migration.version, "now": utc_now()},
+        )
+        applied.append(f"{migration.version}: {migration.description}")
+    return SchemaReport(version_before=before, version_after=max(before, LATEST_VERSION), applied=applied)
+
+
+def fact_id(label: str, key: str) -> str:
+    """The graph-wide id of a fact node."""
+    if label not in FACT_LABELS:
+        raise ValueError(f"{label} is not a kind of fact")
+    return f"{label}:{key}"
