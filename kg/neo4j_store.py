@@ -65,6 +65,8 @@ class Neo4jStore:
                 uri,
                 auth=(user, password),
                 connection_timeout=10.0,
+                # Schema-less warnings ("label does not exist yet") are noise for a growing graph.
+                notifications_min_severity="OFF",
                 # Retries are ours (tenacity, below): one policy, not two stacked ones.
                 max_transaction_retry_time=0.0,
             )

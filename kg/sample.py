@@ -1,0 +1,340 @@
+"""A synthetic but coherent knowledge graph, deterministic from a seed.
+
+Used by the conformance tests (small) and benchmarks/graph_store.py (100k designs): every node
+type and relationship of the schema appears, written through the repository layer's batched paths,
+so both exercise the code the loop itself uses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from kg.models import (
+    Activity,
+    Claim,
+    Comparison,
+    Concept,
+    DesignNode,
+    DeviceRun,
+    Diagnostic,
+    DocChunk,
+    DocPage,
+    HardwareParam,
+    Kernel,
+    KernelVersion,
+    LegalityRule,
+    Measurement,
+    ProbeProgram,
+    Screening,
+    content_sha,
+)
+from kg.repo.nodes import Link, Ref, link, upsert
+from kg.repo.targets import register_target, set_active_toolchain
+from kg.schema import fact_id
+from kg.store import GraphStore
+from kg.timefmt import to_iso
+
+TARGET = "simrngd"
+VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
+OLD, NEW = "0.6.0", "0.7.0"
+KERNELS = ("sliding_project_qkv", "sliding_attention_output", "decoder_feedforward")
+PARAMS = (
+    ("hbm_bytes_per_cycle", "B/cycle"),
+    ("dma_startup_cycles", "cycles"),
+    ("dm_capacity_bytes", "B"),
+    ("switch_bytes_per_cycle", "B/cycle"),
+    ("contraction_macs_per_cycle", "MAC/cycle"),
+    ("vector_chain_max", "ops"),
+)
+RULE_CODES = ("E0201", "E0202", "E0301", "E0302", "E0401", "E0402", "E0501", "W0601")
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class SampleSummary:
+    """What was built, so callers can pick parameters for queries."""
+
+    kernels: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    consulted_fact: str = ""
+    designs: int = 0
+    nodes: int = 0
+    relationships: int = 0
+
+
+def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed: int = 0) -> SampleSummary:
+    """Write the sample graph into an empty store (schema already set up)."""
+    rng = random.Random(seed)
+    clock = _Clock()
+    summary = SampleSummary(kernels=list(KERNELS), params=[p for p, _ in PARAMS])
+    register_target(store, TARGET, VERSIONS, OLD, "sample target")
+
+    librarian = Activity(id="act-librarian", role="librarian", policy="builtin", started_at=clock.tick())
+    prober = Activity(id="act-prober", role="librarian", policy="builtin", started_at=clock.tick())
+    architect = Activity(id="act-architect", role="architect", policy="builtin", started_at=clock.tick())
+    refiner = Activity(id="act-refiner", role="refiner", policy="llm", model="scripted", started_at=clock.tick())
+    runner = Activity(id="act-runner", role="runner", policy="builtin", started_at=clock.tick())
+    judge = Activity(id="act-judge", role="judge", policy="builtin", started_at=clock.tick())
+    activities = [librarian, prober, architect, refiner, runner, judge]
+    nodes: list = list(activities)
+    links: list[Link] = []
+
+    # Docs, concepts and claims, one page per parameter per version.
+    claims_by_param: dict[str, list[Claim]] = {}
+    for version in (OLD, NEW):
+        for index, (param, unit) in enumerate(PARAMS):
+            text = f"The {param.replace('_', ' ')} is {100 + index * 7} {unit} under toolchain {version}."
+            page = DocPage(id=f"{version}/{param}.md", version=version, path=f"{param}.md", sha=content_sha(text))
+            chunk = DocChunk(sha=content_sha(f"{version}:{text}"), text=text, ord=0)
+            concept = Concept(key=param.replace("_", "."), kind="hardware")
+            claim = Claim(
+                id=f"claim-{version}-{param}",
+                text=text,
+                param=param,
+                value=float(100 + index * 7),
+                unit=unit,
+                toolchain=version,
+                status="stale" if version == OLD and index % 3 == 0 else "current",
+            )
+            claims_by_param.setdefault(param, []).append(claim)
+            nodes += [page, chunk, concept, claim]
+            links += [
+                Link(Ref.to(page), "HAS_CHUNK", Ref.to(chunk)),
+                Link(Ref.to(page), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
+                Link(Ref.to(concept), "MENTIONED_IN", Ref.to(chunk)),
+                Link(Ref.to(claim), "ABOUT", Ref.to(concept)),
+                Link(Ref.to(claim), "CITES", Ref.to(chunk)),
+                Link(Ref.to(claim), "CREATED_BY", Ref.to(librarian)),
+            ]
+
+    # Microbenchmark runs and measurements under both versions; some contradict the docs.
+    for index, (param, unit) in enumerate(PARAMS):
+        hardware = HardwareParam(key=param, unit=unit, description=f"measured {param}")
+        nodes.append(hardware)
+        for version in (OLD, NEW):
+            true_value = 100 + index * 7 + (9 if index % 2 else 0) + (3 if version == NEW and index == 1 else 0)
+            run = DeviceRun(
+                id=f"probe-run-{version}-{param}",
+                kernel="microbenchmark",
+                job_id=f"job-probe-{version}-{index}",
+                cycles=[float(1000 + index + k) for k in range(5)],
+                median_cycles=float(1002 + index),
+                status="ok",
+                device_s=round(0.5 + 0.25 * index, 3),
+                fixtures="smoke",
+                toolchain=version,
+                finished_at=clock.tick(),
+            )
+            half_width = 0.5 + 0.1 * index
+            measurement = Measurement(
+                id=f"meas-{version}-{param}",
+                param=param,
+                value=float(true_value),
+                ci_low=true_value - half_width,
+                ci_high=true_value + half_width,
+                n=5,
+                fit="theil-sen",
+                unit=unit,
+                toolchain=version,
+                status="stale" if version == OLD and index == 1 else "current",
+                measured_at=clock.tick(),
+            )
+            claim = next(c for c in claims_by_param[param] if c.toolchain == version)
+            verdict = "CONTRADICTS" if index % 2 else "CONFIRMS"
+            nodes += [run, measurement]
+            links += [
+                Link(Ref.to(measurement), "OF", Ref.to(hardware)),
+                Link(Ref.to(measurement), "FROM", Ref.to(run)),
+                Link(Ref.to(measurement), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
+                Link(Ref.to(measurement), verdict, Ref.to(claim)),
+                Link(Ref.to(measurement), "CREATED_BY", Ref.to(prober)),
+                Link(Ref.to(run), "CREATED_BY", Ref.to(prober)),
+            ]
+
+    # Legality rules: confirmed, changed, retired (old only) and new (new only).
+    rules: list[LegalityRule] = []
+    for index, code in enumerate(RULE_CODES):
+        versions = (OLD,) if index == 6 else (NEW,) if index == 7 else (OLD, NEW)
+        for version in versions:
+            limit = 4096 if not (version == NEW and index == 2) else 8192
+            predicate = json.dumps({"op": "<=", "field": f"limit_{index}", "value": limit}, sort_keys=True)
+            probe_source = f"// probe {code}\nkernel probe_{index} {{ limit = {limit + 1} }}"
+            probe = ProbeProgram(sha=content_sha(probe_source), source=probe_source, purpose=f"push {code}")
+            diagnostic = Diagnostic(
+                id=f"diag-{version}-{code}",
+                code=code,
+                severity="error",
+                message=f"{code}: limit {limit}",
+                toolchain=version,
+            )
+            rule = LegalityRule(
+                id=f"rule-{version}-{code}",
+                key=f"rule.{code.lower()}",
+                code=code,
+                predicate=predicate,
+                description=f"limit {index} at most {limit}",
+                toolchain=version,
+                status="stale" if version == OLD and index == 6 else "current",
+            )
+            rules.append(rule)
+            nodes += [probe, diagnostic, rule]
+            links += [
+                Link(Ref.to(rule), "DERIVED_FROM", Ref.to(diagnostic)),
+                Link(Ref.to(diagnostic), "EMITTED_FOR", Ref.to(probe)),
+                Link(Ref.to(rule), "HOLDS_UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
+                Link(Ref.to(rule), "CREATED_BY", Ref.to(prober)),
+            ]
+            if version == NEW and OLD in versions:
+                links.append(Link(Ref.to(rule), "SUPERSEDES", Ref("LegalityRule", f"rule-{OLD}-{code}")))
+
+    upsert(store, nodes)
+    link(store, links)
+    summary.nodes += len(nodes)
+    summary.relationships += len(links)
+
+    facts = [fact_id("Measurement", f"meas-{OLD}-{p}") for p, _ in PARAMS]
+    facts += [fact_id("LegalityRule", r.id) for r in rules]
+    summary.consulted_fact = facts[0]
+    for kernel in KERNELS:
+        built = _design_tree(store, rng, clock, kernel, designs_per_kernel, facts, (architect, refiner, runner, judge))
+        summary.designs += designs_per_kernel
+        summary.nodes += built[0]
+        summary.relationships += built[1]
+    store.write(
+        "MATCH (d:DesignNode) WHERE d.id ENDS WITH '-d1' MATCH (f:Fact {fact_id: $fact}) MERGE (d)-[:CONSULTED]->(f)",
+        {"fact": summary.consulted_fact},
+    )
+    set_active_toolchain(store, TARGET, NEW)
+    return summary
+
+
+def _design_tree(
+    store: GraphStore,
+    rng: random.Random,
+    clock: _Clock,
+    kernel: str,
+    count: int,
+    facts: list[str],
+    actors: tuple[Activity, Activity, Activity, Activity],
+) -> tuple[int, int]:
+    architect, refiner, runner, judge = actors
+    bound = 50_000.0 + 10_000 * KERNELS.index(kernel)
+    nodes: list = [Kernel(name=kernel, target=TARGET, weight_bytes=int(bound * 64), bound_cycles=bound)]
+    links: list[Link] = []
+    designs: list[DesignNode] = []
+    best_chain: list[str] = []
+    cycles_of: dict[str, float] = {}
+    for index in range(count):
+        design_id = f"{kernel}-d{index}"
+        if index == 0:
+            parent = None
+        elif index < 8:
+            # A spine of accepted refinements: the best lineage.
+            parent = best_chain[-1]
+        else:
+            parent = designs[rng.randrange(len(designs))].id
+        depth = 0 if parent is None else next(d.depth for d in designs if d.id == parent) + 1
+        status = "accepted" if index < 8 else rng.choice(["rejected", "screened_out", "failed", "measured", "queued"])
+        role = "architect" if index == 0 or index % 5 == 0 else "refiner"
+        # Every seventh design repeats its parent's source: one KernelVersion, two designs.
+        source_seed = index - 1 if index % 7 == 6 else index
+        source = f"// {kernel} design {source_seed}\nkernel {kernel} {{ tile = {16 << (source_seed % 5)} }}"
+        version = KernelVersion(sha=content_sha(source), kernel=kernel, source=source, toolchain=OLD)
+        design = DesignNode(
+            id=design_id,
+            kernel=kernel,
+            role=role,
+            policy="builtin" if role == "architect" else "llm",
+            rationale=f"try tile {16 << (source_seed % 5)}",
+            change=f"change {index}",
+            status=status,
+            depth=depth,
+            created_at=clock.tick(),
+        )
+        designs.append(design)
+        if status == "accepted":
+            best_chain.append(design_id)
+        actor = architect if role == "architect" else refiner
+        nodes += [version, design]
+        links += [
+            Link(Ref.to(design), "HAS_VERSION", Ref.to(version)),
+            Link(Ref.to(design), "CREATED_BY", Ref.to(actor)),
+        ]
+        links.append(
+            Link(Ref("Kernel", kernel), "ROOT", Ref.to(design))
+            if parent is None
+            else Link(Ref.to(design), "CHILD_OF", Ref("DesignNode", parent))
+        )
+        screening = Screening(
+            id=f"{design_id}-screen",
+            design=design_id,
+            check="legality",
+            passed=status != "screened_out",
+            detail="" if status != "screened_out" else "E0301 predicted",
+            predicted_cycles=bound * (3.0 - index / count),
+        )
+        nodes.append(screening)
+        links += [Link(Ref.to(screening), "OF", Ref.to(design)), Link(Ref.to(screening), "CREATED_BY", Ref.to(runner))]
+        if status in ("accepted", "rejected", "measured", "failed"):
+            median = bound * (3.0 - 1.8 * min(index, 8) / 8) * (1.0 + rng.random() * 0.2 * (status != "accepted"))
+            cycles_of[design_id] = median
+            run = DeviceRun(
+                id=f"{design_id}-run",
+                kernel=kernel,
+                job_id=f"job-{design_id}",
+                cycles=[round(median * (1 + 0.01 * k), 1) for k in range(-2, 3)],
+                median_cycles=round(median, 1),
+                status="fault" if status == "failed" else "ok",
+                device_s=round(0.25 + (index % 11) * 0.125, 3),
+                toolchain=OLD,
+                finished_at=clock.tick(),
+            )
+            nodes.append(run)
+            links += [Link(Ref.to(run), "RAN", Ref.to(version)), Link(Ref.to(run), "CREATED_BY", Ref.to(runner))]
+            if parent is not None and parent in cycles_of and status != "failed":
+                ratio = round(median / cycles_of[parent], 6)
+                comparison = Comparison(
+                    id=f"{design_id}-cmp",
+                    kernel=kernel,
+                    ratio=ratio,
+                    ci_low=round(ratio * 0.98, 6),
+                    ci_high=round(ratio * 1.02, 6),
+                    p_value=0.001 if status == "accepted" else 0.4,
+                    pairs=8,
+                    method="paired-log-ratio",
+                    decision="accept" if status == "accepted" else "reject",
+                    decided_at=clock.tick(),
+                )
+                nodes.append(comparison)
+                links += [
+                    Link(Ref.to(comparison), "CANDIDATE", Ref.to(design)),
+                    Link(Ref.to(comparison), "INCUMBENT", Ref("DesignNode", parent)),
+                    Link(Ref.to(comparison), "USED", Ref.to(run)),
+                    Link(Ref.to(comparison), "CREATED_BY", Ref.to(judge)),
+                ]
+    upsert(store, nodes)
+    link(store, links)
+    consulted = [
+        {"design": d.id, "fact": facts[rng.randrange(len(facts))]} for d in designs if d.id.split("-d")[-1] != "1"
+    ]
+    store.write_rows(
+        "UNWIND $rows AS row MATCH (d:DesignNode {id: row.design}) MATCH (f:Fact {fact_id: row.fact}) "
+        "MERGE (d)-[:CONSULTED]->(f)",
+        consulted,
+    )
+    link(store, [Link(Ref("Kernel", kernel), "BEST", Ref("DesignNode", best_chain[-1]))])
+    return len(nodes), len(links) + len(consulted) + 1
+
+
+class _Clock:
+    """Deterministic timestamps, one second apart, so both backends hold identical data."""
+
+    def __init__(self) -> None:
+        self._now = EPOCH
+
+    def tick(self) -> str:
+        self._now += timedelta(seconds=1)
+        return to_iso(self._now)
