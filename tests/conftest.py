@@ -1,0 +1,89 @@
+"""Fixtures: a real Neo4j over Bolt (started once per session) and embedded FalkorDB stores.
+
+Set CHIPLORE_TEST_NEO4J_URI (and CHIPLORE_TEST_NEO4J_PASSWORD) to use a Neo4j you run yourself;
+otherwise the session starts one with kg.neo4j_local (Java 17+ and Maven needed). A missing Neo4j
+fails the run: the Neo4j suite is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kg import neo4j_local
+from kg.embedded_store import EmbeddedStore
+from kg.neo4j_store import Neo4jStore
+from kg.store import GraphStore
+
+BACKENDS = ("embedded", "neo4j")
+TEST_PASSWORD = "chiplore-test-password"
+
+
+class Neo4jServer:
+    def __init__(self, uri: str, password: str) -> None:
+        self.uri = uri
+        self.user = "neo4j"
+        self.password = password
+
+    def store(self, **kwargs: object) -> Neo4jStore:
+        return Neo4jStore(self.uri, self.user, self.password, **kwargs)  # type: ignore[arg-type]
+
+    def env(self) -> dict[str, str]:
+        """Environment that points chiplore at this server."""
+        return {
+            "CHIPLORE_STORE": "neo4j",
+            "CHIPLORE_NEO4J_URI": self.uri,
+            "CHIPLORE_NEO4J_USER": self.user,
+            "CHIPLORE_NEO4J_PASSWORD": self.password,
+        }
+
+
+@pytest.fixture(scope="session")
+def neo4j_server() -> Iterator[Neo4jServer]:
+    external = os.environ.get("CHIPLORE_TEST_NEO4J_URI")
+    if external:
+        yield Neo4jServer(external, os.environ.get("CHIPLORE_TEST_NEO4J_PASSWORD", ""))
+        return
+    instance = neo4j_local.start("pytest", TEST_PASSWORD, fresh=True)
+    assert instance.uri is not None
+    try:
+        yield Neo4jServer(instance.uri, TEST_PASSWORD)
+    finally:
+        neo4j_local.stop("pytest")
+
+
+def wipe_neo4j(store: Neo4jStore) -> None:
+    """A clean database for each test: no data and no schema (community has one database)."""
+    store.delete_all()
+    for row in store.read("SHOW CONSTRAINTS YIELD name RETURN name"):
+        store.write(f"DROP CONSTRAINT `{row['name']}` IF EXISTS")
+    for row in store.read("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name"):
+        store.write(f"DROP INDEX `{row['name']}` IF EXISTS")
+
+
+@pytest.fixture
+def neo4j_store(neo4j_server: Neo4jServer) -> Iterator[Neo4jStore]:
+    store = neo4j_server.store()
+    wipe_neo4j(store)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def embedded_store(tmp_path: Path) -> Iterator[EmbeddedStore]:
+    store = EmbeddedStore(tmp_path / "data")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> GraphStore:
+    """One fresh, empty store per test, on each backend in turn."""
+    return request.getfixturevalue(f"{request.param}_store")

@@ -1,0 +1,167 @@
+"""The embedded store's server supervision: crashes, stale files, several processes, clean stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from chiplore.errors import StoreBusy, StoreUnavailable
+from kg.embedded_store import EmbeddedStore
+from kg.falkordb_server import ServerPaths, _pid_alive
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from kg.embedded_store import EmbeddedStore
+
+    store = EmbeddedStore(Path(sys.argv[1]))
+    print("attached", flush=True)
+    batch = 0
+    try:
+        while True:
+            rows = [{"key": f"b{batch}-{i}", "batch": batch} for i in range(50)]
+            store.write("UNWIND $rows AS row CREATE (:Concept {key: row.key, batch: row.batch})", {"rows": rows})
+            print(f"acked {batch}", flush=True)
+            batch += 1
+    except Exception as error:  # the server was killed under us
+        print(f"stopped {type(error).__name__}", flush=True)
+    """
+)
+
+
+def _server_pid(data_dir: Path) -> int:
+    return int(ServerPaths.for_data_dir(data_dir).pid_file.read_text())
+
+
+def test_sigkill_mid_write_loses_no_committed_transaction(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    owner = EmbeddedStore(data_dir)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(data_dir)], stdout=subprocess.PIPE, text=True, cwd=Path.cwd()
+    )
+    assert writer.stdout is not None
+    acked: list[int] = []
+    assert writer.stdout.readline().strip() == "attached"
+    for line in writer.stdout:
+        if line.startswith("acked"):
+            acked.append(int(line.split()[1]))
+        if len(acked) >= 40:
+            owner.server.kill()  # SIGKILL while the writer is mid-stream
+            break
+    rest = writer.communicate(timeout=60)[0].splitlines()
+    acked += [int(line.split()[1]) for line in rest if line.startswith("acked")]
+    assert rest[-1].startswith("stopped StoreUnavailable")
+    owner.close()
+
+    # Socket and pid file of the dead server are still there: reopening must clear them by itself.
+    paths = ServerPaths.for_data_dir(data_dir)
+    assert paths.pid_file.exists()
+    with EmbeddedStore(data_dir) as reopened:
+        assert reopened.started_server
+        rows = reopened.read("MATCH (c:Concept) RETURN c.batch AS batch, count(*) AS n ORDER BY batch")
+    counts = {row["batch"]: row["n"] for row in rows}
+    assert set(acked) <= set(counts), "an acknowledged write was lost"
+    assert all(n == 50 for n in counts.values()), "a batch was applied in part"
+
+
+def test_second_process_attaches_and_the_last_one_out_stops_the_server(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    first = EmbeddedStore(data_dir)
+    first.write("CREATE (:Concept {key: 'shared'})")
+    pid = _server_pid(data_dir)
+    reader = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from kg.embedded_store import EmbeddedStore\n"
+            "with EmbeddedStore(Path(sys.argv[1])) as s:\n"
+            "    print(s.started_server, s.read('MATCH (c:Concept) RETURN c.key AS k')[0]['k'])",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert reader.stdout.split() == ["False", "shared"]
+    assert _pid_alive(pid), "the attached process must not stop a server it did not start while others use it"
+    first.close()
+    deadline = time.monotonic() + 10
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(pid)
+
+
+def test_owner_leaves_the_server_running_for_an_attached_process(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    owner = EmbeddedStore(data_dir)
+    guest = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from kg.embedded_store import EmbeddedStore\n"
+            "s = EmbeddedStore(Path(sys.argv[1])); print('in', flush=True); sys.stdin.readline()\n"
+            "print(s.read('RETURN 7 AS x')[0]['x'], flush=True); s.close()",
+            str(data_dir),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert guest.stdout is not None and guest.stdin is not None
+    assert guest.stdout.readline().strip() == "in"
+    pid = _server_pid(data_dir)
+    owner.close()
+    assert _pid_alive(pid)
+    out, _ = guest.communicate("go\n", timeout=60)
+    assert out.strip() == "7"
+    deadline = time.monotonic() + 10
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(pid), "the last process to close stops the server"
+
+
+def test_unresponsive_server_gives_a_clear_error(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    owner = EmbeddedStore(data_dir)
+    pid = _server_pid(data_dir)
+    os.kill(pid, signal.SIGSTOP)  # alive but answering nothing
+    try:
+        with pytest.raises(StoreBusy, match=f"held by process {pid}"):
+            EmbeddedStore(data_dir)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    owner.close()
+
+
+def test_data_survives_a_clean_restart(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with EmbeddedStore(data_dir) as store:
+        store.write_rows("UNWIND $rows AS row CREATE (:Concept {key: row.k})", [{"k": str(i)} for i in range(1000)])
+    with EmbeddedStore(data_dir) as store:
+        assert store.started_server
+        assert store.read("MATCH (c:Concept) RETURN count(c) AS n") == [{"n": 1000}]
+
+
+def test_long_data_dir_gets_a_short_socket_path(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5)
+    paths = ServerPaths.for_data_dir(deep)
+    assert len(str(paths.socket)) < 108
+    with EmbeddedStore(deep) as store:
+        assert store.read("RETURN 1 AS x") == [{"x": 1}]
+    assert ServerPaths.for_data_dir(deep) == paths, "every process must find the same socket"
+
+
+def test_a_query_after_the_server_died_is_store_unavailable(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path / "data")
+    store.server.kill()
+    with pytest.raises(StoreUnavailable):
+        store.read("RETURN 1 AS x")
+    store.close()

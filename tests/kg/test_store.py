@@ -1,0 +1,139 @@
+"""The GraphStore contract, run against the real Neo4j and the embedded FalkorDB alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from chiplore.errors import QueryError, StoreUnavailable, WriteRefused
+from kg.store import GraphStore, batches
+
+
+def test_both_backends_implement_the_interface(store: GraphStore) -> None:
+    assert isinstance(store, GraphStore)
+    assert store.server_info().backend == store.backend
+
+
+def test_written_values_read_back_with_their_types(store: GraphStore) -> None:
+    store.write(
+        "CREATE (:Kernel {name: $name, weight_bytes: $w, bound_cycles: $b, cycles: $c, ok: $ok})",
+        {"name": "k", "w": 1 << 40, "b": 55_200.5, "c": [1.0, 2.5, 3.0], "ok": True},
+    )
+    rows = store.read(
+        "MATCH (k:Kernel) RETURN k.name AS name, k.weight_bytes AS w, k.bound_cycles AS b, k.cycles AS c, k.ok AS ok"
+    )
+    assert rows == [{"name": "k", "w": 1 << 40, "b": 55_200.5, "c": [1.0, 2.5, 3.0], "ok": True}]
+
+
+def test_values_travel_as_parameters_so_quotes_cannot_inject(store: GraphStore) -> None:
+    hostile = "x'}) DETACH DELETE n //\"`$"
+    store.write("CREATE (:Concept {key: $key})", {"key": hostile})
+    store.write("CREATE (:Concept {key: 'other'})")
+    assert store.read("MATCH (c:Concept {key: $key}) RETURN c.key AS key", {"key": hostile}) == [{"key": hostile}]
+    assert store.read("MATCH (c:Concept) RETURN count(c) AS n") == [{"n": 2}]
+
+
+def test_nodes_come_back_as_plain_dicts_with_labels(store: GraphStore) -> None:
+    store.write("CREATE (:Concept {key: 'dma.packet', kind: 'dma'})")
+    [row] = store.read("MATCH (c:Concept) RETURN c")
+    assert row["c"] == {"_labels": ["Concept"], "key": "dma.packet", "kind": "dma"}
+
+
+def test_a_failing_statement_leaves_nothing_behind(store: GraphStore) -> None:
+    store.ensure_unique("Concept", "key")
+    store.write("CREATE (:Concept {key: 'taken'})")
+    with pytest.raises(QueryError):
+        store.write("CREATE (:Concept {key: 'fresh'}) WITH 1 AS x CREATE (:Concept {key: 'taken'})")
+    keys = [r["key"] for r in store.read("MATCH (c:Concept) RETURN c.key AS key ORDER BY key")]
+    assert keys == ["taken"]
+
+
+def test_read_path_refuses_writes_and_changes_nothing(store: GraphStore) -> None:
+    with pytest.raises(WriteRefused):
+        store.read("CREATE (:Concept {key: 'sneaky'})")
+    with pytest.raises(WriteRefused):
+        store.read("MERGE (c:Concept {key: 'a'}) SET c.kind = 'b' RETURN c")
+    assert store.read("MATCH (n) RETURN count(n) AS n") == [{"n": 0}]
+
+
+def test_syntax_error_is_a_query_error_with_the_servers_reason(store: GraphStore) -> None:
+    with pytest.raises(QueryError) as caught:
+        store.read("MATCH (n RETURN n")
+    assert not isinstance(caught.value, WriteRefused)
+    assert "Cypher error" in str(caught.value)
+
+
+def test_slow_query_times_out(store: GraphStore) -> None:
+    with pytest.raises(QueryError, match="(?i)timed out|terminated"):
+        store.read(
+            # 10^10 rows from small lists: minutes of work, little memory, stopped by the timeout.
+            "UNWIND range(1, 100000) AS a UNWIND range(1, 100000) AS b RETURN count(*) AS n",
+            timeout_s=0.2,
+        )
+
+
+def test_write_rows_runs_every_batch(store: GraphStore) -> None:
+    rows = [{"key": f"c{i}", "n": i} for i in range(2_345)]
+    written = store.write_rows("UNWIND $rows AS row CREATE (:Concept {key: row.key, n: row.n})", rows, batch_size=500)
+    assert written == 2_345
+    assert store.read("MATCH (c:Concept) RETURN count(c) AS n, sum(c.n) AS total") == [
+        {"n": 2_345, "total": sum(range(2_345))}
+    ]
+
+
+def test_write_rows_passes_shared_parameters(store: GraphStore) -> None:
+    store.write_rows(
+        "UNWIND $rows AS row CREATE (:Claim {id: row.id, toolchain: $toolchain})",
+        [{"id": "a"}, {"id": "b"}],
+        params={"toolchain": "0.6.0"},
+    )
+    assert store.read("MATCH (c:Claim) RETURN collect(DISTINCT c.toolchain) AS t") == [{"t": ["0.6.0"]}]
+
+
+def test_unique_constraint_is_enforced_and_idempotent(store: GraphStore) -> None:
+    assert store.ensure_unique("DesignNode", "id") is True
+    assert store.ensure_unique("DesignNode", "id") is False
+    store.write("CREATE (:DesignNode {id: 'd1'})")
+    with pytest.raises(QueryError):
+        store.write("CREATE (:DesignNode {id: 'd1'})")
+    assert {"kind": "unique", "label": "DesignNode", "property": "id"} in store.schema_objects()
+
+
+def test_index_creation_is_idempotent(store: GraphStore) -> None:
+    assert store.ensure_index("DesignNode", "status") is True
+    assert store.ensure_index("DesignNode", "status") is False
+    assert {"kind": "index", "label": "DesignNode", "property": "status"} in store.schema_objects()
+
+
+def test_delete_all_empties_the_graph(store: GraphStore) -> None:
+    store.write_rows(
+        "UNWIND $rows AS row CREATE (:Concept {key: row.k})-[:ABOUT]->(:Claim {id: row.k})",
+        [{"k": str(i)} for i in range(100)],
+    )
+    store.delete_all()
+    assert store.read("MATCH (n) RETURN count(n) AS n") == [{"n": 0}]
+
+
+def test_closed_store_says_so(store: GraphStore) -> None:
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.read("RETURN 1 AS x")
+
+
+def test_dialect_expressions_run_on_their_backend(store: GraphStore) -> None:
+    store.write("CREATE (:Kernel {name: 'k'})<-[:ROOT]-(:Target {name: 't'})")
+    store.write("MATCH (k:Kernel) CREATE (k)-[:ROOT]->(:DesignNode {id: 'a'}), (k)-[:ROOT]->(:DesignNode {id: 'b'})")
+    dialect = store.dialect
+    rows = store.read(
+        f"MATCH (k:Kernel) RETURN {dialect.node_id('k')} AS id, "
+        f"{dialect.count_pattern('(k)-[:ROOT]->(:DesignNode)')} AS roots, "
+        f"{dialect.exists_pattern('(:Target)-[:ROOT]->(k)')} AS owned"
+    )
+    assert isinstance(rows[0]["id"], str)
+    assert rows[0]["roots"] == 2
+    assert rows[0]["owned"] is True
+
+
+def test_batches_split_in_order() -> None:
+    assert [len(b) for b in batches([{"i": i} for i in range(5)], 2)] == [2, 2, 1]
+    with pytest.raises(ValueError):
+        list(batches([], 0))
