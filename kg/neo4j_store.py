@@ -142,29 +142,18 @@ class Neo4jStore:
     # -- schema ---------------------------------------------------------------------------------
 
     def ensure_unique(self, label: str, prop: str) -> bool:
-        return self._ensure_schema_object(
-            f"chiplore_unique_{label}_{prop}".lower(),
-            f"CREATE CONSTRAINT `{{name}}` IF NOT EXISTS FOR (n:`{label}`) REQUIRE n.`{prop}` IS UNIQUE",
-        )
+        name = f"chiplore_unique_{label}_{prop}".lower()
+        ddl = f"CREATE CONSTRAINT `{name}` IF NOT EXISTS FOR (n:`{label}`) REQUIRE n.`{prop}` IS UNIQUE"
+        return self._run_ddl(ddl).constraints_added > 0
 
     def ensure_index(self, label: str, prop: str) -> bool:
-        return self._ensure_schema_object(
-            f"chiplore_index_{label}_{prop}".lower(),
-            f"CREATE INDEX `{{name}}` IF NOT EXISTS FOR (n:`{label}`) ON (n.`{prop}`)",
-        )
+        name = f"chiplore_index_{label}_{prop}".lower()
+        ddl = f"CREATE INDEX `{name}` IF NOT EXISTS FOR (n:`{label}`) ON (n.`{prop}`)"
+        return self._run_ddl(ddl).indexes_added > 0
 
-    def _ensure_schema_object(self, name: str, ddl_template: str) -> bool:
-        existing = {o["name"] for o in self._schema_rows()}
-        if name in existing:
-            return False
-
-        # DDL cannot share a transaction with data writes; an auto-commit query is the way.
-        def run(session: neo4j.Session) -> None:
-            session.run(ddl_template.format(name=name)).consume()
-            session.run("CALL db.awaitIndexes(300)").consume()
-
-        self._retrying(run)
-        return True
+    def _run_ddl(self, ddl: str) -> neo4j.SummaryCounters:
+        # Schema commands cannot share a transaction with data writes: an auto-commit query.
+        return self._retrying(lambda session: session.run(ddl).consume().counters)
 
     def _schema_rows(self) -> list[Record]:
         constraints = self.read(

@@ -1,0 +1,137 @@
+"""Repository functions: typed writes with provenance, the same on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from kg.models import (
+    Activity,
+    DesignNode,
+    DeviceRun,
+    HardwareParam,
+    Kernel,
+    KernelVersion,
+    Measurement,
+    content_sha,
+)
+from kg.repo.designs import add_design, best_of, children_of, register_kernel, set_best, set_design_status
+from kg.repo.knowledge import measurements_of, record_activity, record_measurement
+from kg.repo.nodes import Link, Ref, count_by_label, link
+from kg.repo.runs import record_device_run
+from kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+
+VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
+
+
+@pytest.fixture
+def graph(store: GraphStore) -> GraphStore:
+    ensure_schema(store)
+    register_target(store, "simrngd", VERSIONS, "0.6.0")
+    return store
+
+
+def test_registering_a_target_is_idempotent_and_keeps_the_active_version(graph: GraphStore) -> None:
+    set_active_toolchain(graph, "simrngd", "0.7.0")
+    register_target(graph, "simrngd", VERSIONS, "0.6.0")
+    assert active_toolchain(graph, "simrngd") == "0.7.0"
+    assert toolchains(graph, "simrngd") == [
+        {"version": "0.5.0", "status": "known"},
+        {"version": "0.6.0", "status": "known"},
+        {"version": "0.7.0", "status": "active"},
+    ]
+    chain = graph.read(
+        "MATCH (a:Toolchain)-[:PRECEDES]->(b:Toolchain) RETURN a.version AS a, b.version AS b ORDER BY a"
+    )
+    assert chain == [{"a": "0.5.0", "b": "0.6.0"}, {"a": "0.6.0", "b": "0.7.0"}]
+    assert graph.read("MATCH (:Target)-[r:ACTIVE]->() RETURN count(r) AS n") == [{"n": 1}]
+
+
+def test_unknown_toolchain_cannot_become_active(graph: GraphStore) -> None:
+    with pytest.raises(ValueError, match="not registered"):
+        set_active_toolchain(graph, "simrngd", "9.9.9")
+    with pytest.raises(ValueError):
+        register_target(graph, "other", ("1.0",), "2.0")
+
+
+def _design(index: int, depth: int) -> DesignNode:
+    return DesignNode(id=f"d{index}", kernel="gemv", role="refiner", policy="builtin", depth=depth, change=f"c{index}")
+
+
+def _version(text: str) -> KernelVersion:
+    return KernelVersion(sha=content_sha(text), kernel="gemv", source=text, toolchain="0.6.0")
+
+
+def test_design_tree_with_shared_sources_and_a_single_best(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="a1", role="refiner", policy="builtin"))
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
+    add_design(graph, _design(0, 0), version=_version("root"), parent=None, activity=actor)
+    add_design(graph, _design(1, 1), version=_version("same"), parent="d0", activity=actor)
+    add_design(graph, _design(2, 1), version=_version("same"), parent="d0", activity=actor)
+    set_best(graph, "gemv", "d1")
+    set_best(graph, "gemv", "d2")
+    set_design_status(graph, "d2", "accepted")
+
+    best = best_of(graph, "gemv")
+    assert best is not None and best.id == "d2" and best.status == "accepted"
+    assert [d.id for d in children_of(graph, "d0")] == ["d1", "d2"]
+    assert graph.read("MATCH (:Kernel)-[r:BEST]->() RETURN count(r) AS n") == [{"n": 1}]
+    assert count_by_label(graph)["KernelVersion"] == 2, "the same source is one KernelVersion"
+    with pytest.raises(KeyError):
+        set_design_status(graph, "nope", "failed")
+
+
+def test_measurement_links_to_runs_param_toolchain_and_activity(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="probe", role="librarian", policy="builtin"))
+    run = DeviceRun(
+        id="r1", kernel="mb01", job_id="j1", cycles=[10.0, 11.0], median_cycles=10.5, status="ok", device_s=0.5,
+        toolchain="0.6.0",
+    )  # fmt: skip
+    graph.write("CREATE (:KernelVersion {sha: 'probe-src'})")
+    record_device_run(graph, run, kernel_version="probe-src", activity=actor)
+    measurement = Measurement(
+        id="m1", param="hbm_bytes_per_cycle", value=256.0, ci_low=250.0, ci_high=262.0, n=8, fit="ols",
+        unit="B/cycle", toolchain="0.6.0",
+    )  # fmt: skip
+    record_measurement(
+        graph,
+        measurement,
+        param=HardwareParam(key="hbm_bytes_per_cycle", unit="B/cycle"),
+        run_ids=["r1"],
+        activity=actor,
+        target="simrngd",
+    )
+    assert measurements_of(graph, "hbm_bytes_per_cycle") == [measurement]
+    rows = graph.read(
+        "MATCH (m:Measurement {id: 'm1'})-[:OF]->(p:HardwareParam), (m)-[:FROM]->(r:DeviceRun), "
+        "(m)-[:UNDER]->(t:Toolchain), (m)-[:CREATED_BY]->(a:Activity) "
+        "RETURN p.key AS p, r.id AS r, t.version AS t, a.role AS a, m.fact_id AS fact"
+    )
+    assert rows == [
+        {"p": "hbm_bytes_per_cycle", "r": "r1", "t": "0.6.0", "a": "librarian", "fact": "Measurement:m1"}
+    ]
+
+
+def test_consulted_facts_are_linked_whatever_their_kind(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="a", role="architect", policy="builtin"))
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1, bound_cycles=1.0))
+    graph.write("CREATE (:Measurement:Fact {id: 'm', fact_id: 'Measurement:m'})")
+    graph.write("CREATE (:LegalityRule:Fact {id: 'r', fact_id: 'LegalityRule:r'})")
+    add_design(
+        graph,
+        _design(0, 0),
+        version=_version("x"),
+        parent=None,
+        activity=actor,
+        consulted=["Measurement:m", "LegalityRule:r", "LegalityRule:missing"],
+    )
+    rows = graph.read("MATCH (:DesignNode {id: 'd0'})-[:CONSULTED]->(f:Fact) RETURN f.fact_id AS f ORDER BY f")
+    assert rows == [{"f": "LegalityRule:r"}, {"f": "Measurement:m"}]
+
+
+def test_links_refuse_unknown_types_and_labels(graph: GraphStore) -> None:
+    with pytest.raises(ValueError, match="relationship"):
+        link(graph, [Link(Ref("Kernel", "a"), "DROP_EVERYTHING", Ref("Kernel", "b"))])
+    with pytest.raises(ValueError, match="label"):
+        link(graph, [Link(Ref("Kernel`) DETACH DELETE (x", "a"), "BEST", Ref("Kernel", "b"))])

@@ -1,0 +1,45 @@
+"""Schema migrations: applied once, in order, idempotent, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from chiplore.errors import QueryError, StoreError
+from kg.schema import FACT_KEY, FACT_LABEL, INDEXES, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
+from kg.store import GraphStore
+
+
+def test_fresh_graph_gets_every_key_and_index(store: GraphStore) -> None:
+    report = ensure_schema(store)
+    assert (report.version_before, report.version_after) == (0, LATEST_VERSION)
+    assert len(report.applied) == LATEST_VERSION
+    objects = store.schema_objects()
+    unique = {(o["label"], o["property"]) for o in objects if o["kind"] == "unique"}
+    indexed = {(o["label"], o["property"]) for o in objects if o["kind"] == "index"}
+    assert set(NODE_KEYS.items()) | {(FACT_LABEL, FACT_KEY)} <= unique
+    assert set(INDEXES) <= indexed | unique
+
+
+def test_running_migrations_again_changes_nothing(store: GraphStore) -> None:
+    ensure_schema(store)
+    before = store.schema_objects()
+    report = ensure_schema(store)
+    assert report.applied == []
+    assert store.schema_objects() == before
+    assert store.read("MATCH (s:SchemaVersion) RETURN count(s) AS n") == [{"n": 1}]
+
+
+def test_every_label_key_is_unique(store: GraphStore) -> None:
+    ensure_schema(store)
+    for label, key in NODE_KEYS.items():
+        store.write(f"CREATE (:{label} {{{key}: 'same'}})")
+        with pytest.raises(QueryError):
+            store.write(f"CREATE (:{label} {{{key}: 'same'}})")
+
+
+def test_a_graph_from_a_newer_chiplore_is_refused(store: GraphStore) -> None:
+    ensure_schema(store)
+    store.write("MATCH (s:SchemaVersion) SET s.version = $v", {"v": LATEST_VERSION + 1})
+    assert schema_version(store) == LATEST_VERSION + 1
+    with pytest.raises(StoreError, match="newer"):
+        ensure_schema(store)

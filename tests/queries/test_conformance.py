@@ -1,0 +1,100 @@
+"""Every named query gives the same answer on Neo4j and on the embedded store over the same graph."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import queries
+from chiplore.errors import WriteRefused
+from kg.embedded_store import EmbeddedStore
+from kg.sample import NEW, OLD, SampleSummary, build_sample_graph
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+from tests.conftest import Neo4jServer, wipe_neo4j
+
+
+@pytest.fixture(scope="module")
+def seeded(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    neo4j = neo4j_server.store()
+    wipe_neo4j(neo4j)
+    embedded = EmbeddedStore(Path(tmp_path_factory.mktemp("conformance")))
+    summaries: list[SampleSummary] = []
+    for store in (neo4j, embedded):
+        ensure_schema(store)
+        summaries.append(build_sample_graph(store, designs_per_kernel=60, seed=7))
+    assert summaries[0] == summaries[1]
+    try:
+        yield {"neo4j": neo4j, "embedded": embedded, "summary": summaries[0]}
+    finally:
+        embedded.close()
+        neo4j.close()
+
+
+def _params(name: str, summary: SampleSummary) -> dict[str, str]:
+    return {
+        "rules-in-force": {"toolchain": NEW},
+        "measurements-of": {"param": summary.params[1]},
+        "best-lineage": {"kernel": summary.kernels[2]},
+        "accepted-changes": {"kernel": summary.kernels[0]},
+        "designs-consulting": {"fact": summary.consulted_fact},
+        "toolchain-diff": {"from": OLD, "to": NEW},
+    }.get(name, {})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with floats compared to 1e-9 relative (sums may add in a different order)."""
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.mark.parametrize("name", sorted(queries.load_all()))
+def test_named_query_agrees_on_both_backends(seeded: dict[str, Any], name: str) -> None:
+    params = _params(name, seeded["summary"])
+    on_neo4j = queries.run(seeded["neo4j"], name, params)
+    on_embedded = queries.run(seeded["embedded"], name, params)
+    assert on_neo4j, f"{name} returned nothing: the comparison would prove nothing"
+    assert list(on_neo4j[0]) == list(on_embedded[0]), "same columns in the same order"
+    assert _same(on_neo4j, on_embedded), f"{name} differs:\nneo4j    {on_neo4j}\nembedded {on_embedded}"
+
+
+def test_toolchain_diff_classifies_every_kind_of_rule_change(seeded: dict[str, Any]) -> None:
+    rows = queries.run(seeded["embedded"], "toolchain-diff", {"from": OLD, "to": NEW})
+    rule_changes = {row["change"] for row in rows if row["kind"] == "rule"}
+    assert rule_changes == {"confirmed", "changed", "retired", "new"}
+    measurement_changes = {row["key"]: row["change"] for row in rows if row["kind"] == "measurement"}
+    assert measurement_changes["dma_startup_cycles"] == "changed"
+    assert measurement_changes["hbm_bytes_per_cycle"] == "confirmed"
+
+
+def test_best_lineage_walks_from_root_to_best(seeded: dict[str, Any]) -> None:
+    kernel = seeded["summary"].kernels[0]
+    rows = queries.run(seeded["neo4j"], "best-lineage", {"kernel": kernel})
+    assert [row["depth"] for row in rows] == list(range(len(rows)))
+    assert rows[0]["design"] == f"{kernel}-d0"
+
+
+@pytest.mark.parametrize("backend", ["neo4j", "embedded"])
+def test_named_queries_cannot_write(seeded: dict[str, Any], backend: str) -> None:
+    store: GraphStore = seeded[backend]
+    with pytest.raises(WriteRefused):
+        store.read("MATCH (k:Kernel) SET k.name = 'renamed' RETURN k")
+    assert store.read("MATCH (k:Kernel {name: 'renamed'}) RETURN count(k) AS n") == [{"n": 0}]
+
+
+def test_sample_graph_is_identical_on_both_backends(seeded: dict[str, Any]) -> None:
+    counting = "MATCH (n) UNWIND labels(n) AS label RETURN label, count(*) AS n ORDER BY label"
+    assert seeded["neo4j"].read(counting) == seeded["embedded"].read(counting)
+    rels = "MATCH ()-[r]->() RETURN type(r) AS type, count(*) AS n ORDER BY type"
+    assert seeded["neo4j"].read(rels) == seeded["embedded"].read(rels)
+
+
