@@ -108,9 +108,7 @@ def test_measurement_links_to_runs_param_toolchain_and_activity(graph: GraphStor
         "(m)-[:UNDER]->(t:Toolchain), (m)-[:CREATED_BY]->(a:Activity) "
         "RETURN p.key AS p, r.id AS r, t.version AS t, a.role AS a, m.fact_id AS fact"
     )
-    assert rows == [
-        {"p": "hbm_bytes_per_cycle", "r": "r1", "t": "0.6.0", "a": "librarian", "fact": "Measurement:m1"}
-    ]
+    assert rows == [{"p": "hbm_bytes_per_cycle", "r": "r1", "t": "0.6.0", "a": "librarian", "fact": "Measurement:m1"}]
 
 
 def test_consulted_facts_are_linked_whatever_their_kind(graph: GraphStore) -> None:

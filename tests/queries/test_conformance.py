@@ -96,5 +96,3 @@ def test_sample_graph_is_identical_on_both_backends(seeded: dict[str, Any]) -> N
     assert seeded["neo4j"].read(counting) == seeded["embedded"].read(counting)
     rels = "MATCH ()-[r]->() RETURN type(r) AS type, count(*) AS n ORDER BY type"
     assert seeded["neo4j"].read(rels) == seeded["embedded"].read(rels)
-
-

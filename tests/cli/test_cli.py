@@ -1,0 +1,139 @@
+"""The chiplore command line, driven as a user would: click's runner and a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from chiplore.cli import main
+from tests.conftest import Neo4jServer, wipe_neo4j
+
+
+@pytest.fixture
+def embedded_env(tmp_path: Path) -> dict[str, str]:
+    return {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+
+
+@pytest.fixture
+def neo4j_env(neo4j_server: Neo4jServer) -> dict[str, str]:
+    store = neo4j_server.store()
+    wipe_neo4j(store)
+    store.close()
+    return neo4j_server.env()
+
+
+@pytest.fixture(params=["embedded", "neo4j"])
+def env(request: pytest.FixtureRequest) -> dict[str, str]:
+    return request.getfixturevalue(f"{request.param}_env")
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def assert_one_line_error(result: Result, needle: str) -> None:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:") and needle in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_init_registers_the_target_and_status_reports_it(env: dict[str, str]) -> None:
+    first = run(env, "init", "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["active_toolchain"] == "0.6.0"
+    again = json.loads(run(env, "init", "--json").stdout)
+    assert again["migrations_applied"] == [], "init is idempotent"
+    status = json.loads(run(env, "status", "--json").stdout)
+    assert status["registered"] is True
+    assert status["counts"]["Target"] == 1 and status["counts"]["Toolchain"] == 3
+    assert [t["version"] for t in status["toolchains"]] == ["0.5.0", "0.6.0", "0.7.0"]
+    human = run(env, "status")
+    assert "simrngd" in human.stdout and "0.6.0" in human.stdout
+
+
+def test_cypher_refuses_writes(env: dict[str, str]) -> None:
+    run(env, "init")
+    assert_one_line_error(run(env, "cypher", "CREATE (:Kernel {name: 'x'})"), "writes are refused")
+    assert_one_line_error(run(env, "cypher", "MATCH (t:Target) DETACH DELETE t"), "writes are refused")
+    count = run(env, "cypher", "MATCH (k:Kernel) RETURN count(k) AS n", "--json")
+    assert json.loads(count.stdout) == [{"n": 0}]
+    assert json.loads(run(env, "status", "--json").stdout)["counts"]["Target"] == 1
+
+
+def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
+    run(env, "init")
+    result = run(env, "cypher", "MATCH (t:Toolchain {version: $v}) RETURN t.status AS s", "-p", "v=0.6.0", "--json")
+    assert json.loads(result.stdout) == [{"s": "active"}]
+
+
+def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
+    assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
+
+
+def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
+    assert_one_line_error(run(embedded_env, "query", "no-such-query"), "no named query 'no-such-query'")
+    assert_one_line_error(run(embedded_env, "query", "measurements-of"), "needs parameter 'param'")
+    assert_one_line_error(run(embedded_env, "query", "stale-facts", "-p", "limit=lots"), "must be int")
+    bad_pair = run(embedded_env, "query", "stale-facts", "-p", "limit")
+    assert bad_pair.exit_code == 2 and "NAME=VALUE" in bad_pair.stderr
+
+
+def test_named_query_runs_and_lists(embedded_env: dict[str, str]) -> None:
+    run(embedded_env, "init")
+    listing = run(embedded_env, "query", "--json")
+    assert "toolchain-diff" in {q["name"] for q in json.loads(listing.stdout)}
+    empty = run(embedded_env, "query", "rules-in-force", "-p", "toolchain=0.6.0", "--json")
+    assert empty.exit_code == 0 and json.loads(empty.stdout) == []
+
+
+def test_wrong_password_is_one_line_and_never_echoed(neo4j_env: dict[str, str]) -> None:
+    env = {**neo4j_env, "CHIPLORE_NEO4J_PASSWORD": "not-the-password-xyz"}
+    result = run(env, "db", "check")
+    assert_one_line_error(result, "refused the credentials")
+    assert "not-the-password-xyz" not in result.output
+
+
+def test_unreachable_database_is_one_line(neo4j_env: dict[str, str]) -> None:
+    env = {**neo4j_env, "CHIPLORE_NEO4J_URI": "bolt://127.0.0.1:9"}
+    assert_one_line_error(run(env, "status"), "unreachable")
+
+
+def test_db_check_reports_server_and_hides_the_password(env: dict[str, str]) -> None:
+    run(env, "init")
+    result = run(env, "db", "check", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["schema_current"] is True and report["unique_constraints"] >= 20
+    password = env.get("CHIPLORE_NEO4J_PASSWORD")
+    if password:
+        assert password not in result.output
+        assert report["settings"]["neo4j_password"] == "set"
+
+
+def test_data_dir_option_overrides_the_environment(tmp_path: Path, embedded_env: dict[str, str]) -> None:
+    other = tmp_path / "elsewhere"
+    assert run(embedded_env, "init", "--data-dir", str(other)).exit_code == 0
+    assert (other / "falkordb").is_dir()
+    assert json.loads(run(embedded_env, "status", "--json").stdout)["registered"] is False
+
+
+def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) -> None:
+    executable = shutil.which("chiplore", path=str(Path(sys.executable).parent)) or "chiplore"
+    env = {**os.environ, **embedded_env}
+    init = subprocess.run([executable, "init"], env=env, capture_output=True, text=True, timeout=120)
+    assert init.returncode == 0, init.stderr
+    assert "ready" in init.stdout
+    status = subprocess.run([executable, "status", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["active_toolchain"] == "0.6.0"
+    failing = subprocess.run([executable, "query", "nope"], env=env, capture_output=True, text=True, timeout=120)
+    assert failing.returncode == 1 and failing.stderr.count("\n") == 1 and "Traceback" not in failing.stderr
