@@ -225,6 +225,7 @@ def _design_tree(
     nodes: list = [Kernel(name=kernel, target=TARGET, weight_bytes=int(bound * 64), bound_cycles=bound)]
     links: list[Link] = []
     designs: list[DesignNode] = []
+    depth_of: dict[str, int] = {}
     best_chain: list[str] = []
     cycles_of: dict[str, float] = {}
     for index in range(count):
@@ -236,7 +237,8 @@ def _design_tree(
             parent = best_chain[-1]
         else:
             parent = designs[rng.randrange(len(designs))].id
-        depth = 0 if parent is None else next(d.depth for d in designs if d.id == parent) + 1
+        depth = 0 if parent is None else depth_of[parent] + 1
+        depth_of[design_id] = depth
         status = "accepted" if index < 8 else rng.choice(["rejected", "screened_out", "failed", "measured", "queued"])
         role = "architect" if index == 0 or index % 5 == 0 else "refiner"
         # Every seventh design repeats its parent's source: one KernelVersion, two designs.

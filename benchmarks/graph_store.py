@@ -1,0 +1,212 @@
+"""Graph-store benchmark: bulk load, point lookups and every named query, on both backends.
+
+    python benchmarks/graph_store.py [--backends embedded,neo4j] [--designs 100000] [--repeats 40]
+
+Neo4j: uses CHIPLORE_NEO4J_URI/_USER/_PASSWORD when CHIPLORE_NEO4J_URI is set, otherwise starts a
+local one with kg.neo4j_local (Java 17+ and Maven). Prints one table; --json FILE also saves it.
+Targets (issue 2): bulk load >= 10k nodes/s on the embedded store; every named query p95 <= 50 ms
+at 100k design nodes on both backends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import queries
+from kg import neo4j_local
+from kg.embedded_store import EmbeddedStore
+from kg.neo4j_store import Neo4jStore
+from kg.sample import NEW, OLD, build_sample_graph
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+
+BULK_NODES = 50_000
+BULK_RELATIONSHIPS = 50_000
+LOOKUPS = 1_000
+P95_TARGET_MS = 50.0
+LOAD_TARGET_NODES_PER_S = 10_000.0
+BENCH_PASSWORD = "chiplore-bench-password"
+
+console = Console(width=130)
+
+
+@contextmanager
+def open_backend(name: str) -> Iterator[GraphStore]:
+    if name == "embedded":
+        with tempfile.TemporaryDirectory(prefix="chiplore-bench-") as data_dir, EmbeddedStore(Path(data_dir)) as store:
+            yield store
+        return
+    uri = os.environ.get("CHIPLORE_NEO4J_URI")
+    started = False
+    password = os.environ.get("CHIPLORE_NEO4J_PASSWORD", "")
+    if not uri:
+        instance = neo4j_local.start("bench", BENCH_PASSWORD, fresh=True)
+        uri, password, started = instance.uri, BENCH_PASSWORD, True
+    assert uri is not None
+    store = Neo4jStore(uri, os.environ.get("CHIPLORE_NEO4J_USER", "neo4j"), password, query_timeout_s=600)
+    try:
+        store.delete_all()
+        yield store
+    finally:
+        store.close()
+        if started:
+            neo4j_local.stop("bench")
+
+
+def timed(work: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def bulk_load(store: GraphStore) -> dict[str, float]:
+    nodes = [
+        {"id": f"bulk-{i}", "kernel": "bulk", "status": "proposed", "depth": i % 64, "change": f"c{i}"}
+        for i in range(BULK_NODES)
+    ]
+    rng = random.Random(1)
+    edges = [{"a": f"bulk-{i}", "b": f"bulk-{rng.randrange(i)}"} for i in range(1, BULK_RELATIONSHIPS + 1)]
+    edges = [{"a": e["a"] if i < BULK_NODES else f"bulk-{i % BULK_NODES}", "b": e["b"]} for i, e in enumerate(edges)]
+    node_s = timed(
+        lambda: store.write_rows(
+            "UNWIND $rows AS row CREATE (d:DesignNode {id: row.id, kernel: row.kernel, status: row.status, "
+            "depth: row.depth, change: row.change})",
+            nodes,
+            batch_size=5_000,
+        )
+    )
+    edge_s = timed(
+        lambda: store.write_rows(
+            "UNWIND $rows AS row MATCH (a:DesignNode {id: row.a}) MATCH (b:DesignNode {id: row.b}) "
+            "CREATE (a)-[:CHILD_OF]->(b)",
+            edges,
+            batch_size=5_000,
+        )
+    )
+    keys = [f"bulk-{rng.randrange(BULK_NODES)}" for _ in range(LOOKUPS)]
+    latencies = []
+    for key in keys:
+        start = time.perf_counter()
+        rows = store.read("MATCH (d:DesignNode {id: $id}) RETURN d.status AS status", {"id": key})
+        latencies.append(time.perf_counter() - start)
+        assert rows, key
+    store.delete_all()
+    return {
+        "nodes_per_s": BULK_NODES / node_s,
+        "relationships_per_s": BULK_RELATIONSHIPS / edge_s,
+        "lookup_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+        "lookup_p99_ms": 1000 * float(np.percentile(latencies, 99)),
+    }
+
+
+def query_latencies(store: GraphStore, designs: int, repeats: int) -> tuple[dict[str, Any], dict[str, float]]:
+    start = time.perf_counter()
+    summary = build_sample_graph(store, designs_per_kernel=designs // 3, seed=11)
+    build_s = time.perf_counter() - start
+    params = {
+        "rules-in-force": {"toolchain": NEW},
+        "measurements-of": {"param": summary.params[1]},
+        "best-lineage": {"kernel": summary.kernels[2]},
+        "accepted-changes": {"kernel": summary.kernels[0]},
+        "designs-consulting": {"fact": summary.consulted_fact},
+        "toolchain-diff": {"from": OLD, "to": NEW},
+    }
+    results: dict[str, float] = {}
+    for name in queries.load_all():
+        query = queries.get(name)
+        bound = query.bind(params.get(name, {}))
+        for _ in range(3):
+            store.read(query.text, bound)  # warm caches and plan caches
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            store.read(query.text, bound)
+            samples.append(time.perf_counter() - start)
+        results[name] = 1000 * float(np.percentile(samples, 95))
+    info = {
+        "designs": summary.designs,
+        "nodes": summary.nodes,
+        "relationships": summary.relationships,
+        "build_s": build_s,
+    }
+    return info, results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="embedded,neo4j")
+    parser.add_argument("--designs", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--json", dest="json_path", type=Path, default=None)
+    args = parser.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+
+    report: dict[str, dict[str, Any]] = {}
+    for backend in backends:
+        console.print(f"[bold]{backend}[/bold]: bulk load and lookups ...")
+        with open_backend(backend) as store:
+            ensure_schema(store)
+            bulk = bulk_load(store)
+            console.print(f"[bold]{backend}[/bold]: building a graph with {args.designs:,} design nodes ...")
+            info, latencies = query_latencies(store, args.designs, args.repeats)
+            report[backend] = {"bulk": bulk, "graph": info, "query_p95_ms": latencies}
+
+    table = Table(title=f"graph store benchmark (named queries: p95 of {args.repeats} runs)")
+    table.add_column("measure")
+    for backend in backends:
+        table.add_column(backend, justify="right")
+    table.add_column("target", justify="right")
+
+    def row(label: str, values: list[str], target: str = "") -> None:
+        table.add_row(label, *values, target)
+
+    row(
+        f"bulk load {BULK_NODES:,} nodes (UNWIND, 5k/batch)",
+        [f"{report[b]['bulk']['nodes_per_s']:,.0f} nodes/s" for b in backends],
+        f">= {LOAD_TARGET_NODES_PER_S:,.0f}/s embedded",
+    )
+    row(
+        f"bulk load {BULK_RELATIONSHIPS:,} relationships",
+        [f"{report[b]['bulk']['relationships_per_s']:,.0f} rels/s" for b in backends],
+    )
+    row(f"{LOOKUPS:,} point lookups p50", [f"{report[b]['bulk']['lookup_p50_ms']:.2f} ms" for b in backends])
+    row(f"{LOOKUPS:,} point lookups p99", [f"{report[b]['bulk']['lookup_p99_ms']:.2f} ms" for b in backends])
+    row(
+        "query graph: designs / nodes / rels",
+        ["{designs:,} / {nodes:,} / {relationships:,}".format(**report[b]["graph"]) for b in backends],
+    )
+    row("query graph build time", [f"{report[b]['graph']['build_s']:.1f} s" for b in backends])
+    for name in queries.load_all():
+        row(
+            f"query {name} p95",
+            [f"{report[b]['query_p95_ms'][name]:.2f} ms" for b in backends],
+            f"<= {P95_TARGET_MS:.0f} ms",
+        )
+    console.print(table)
+    worst = {b: max(report[b]["query_p95_ms"].values()) for b in backends}
+    console.print(
+        "worst named-query p95: "
+        + ", ".join(f"{b} {worst[b]:.2f} ms" for b in backends)
+        + "; median over queries: "
+        + ", ".join(f"{b} {statistics.median(report[b]['query_p95_ms'].values()):.2f} ms" for b in backends)
+    )
+    if args.json_path:
+        args.json_path.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
