@@ -32,6 +32,7 @@ from kg.models import (
     content_sha,
 )
 from kg.repo.nodes import Link, Ref, link, upsert
+from kg.repo.runs import record_device_runs
 from kg.repo.targets import register_target, set_active_toolchain
 from kg.schema import fact_id
 from kg.store import GraphStore
@@ -61,8 +62,6 @@ class SampleSummary:
     params: list[str] = field(default_factory=list)
     consulted_fact: str = ""
     designs: int = 0
-    nodes: int = 0
-    relationships: int = 0
 
 
 def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed: int = 0) -> SampleSummary:
@@ -111,10 +110,18 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
             ]
 
     # Microbenchmark runs and measurements under both versions; some contradict the docs.
+    probe_runs: list[tuple[DeviceRun, str]] = []
     for index, (param, unit) in enumerate(PARAMS):
         hardware = HardwareParam(key=param, unit=unit, description=f"measured {param}")
         nodes.append(hardware)
         for version in (OLD, NEW):
+            sweep_source = f"// sweep of {param}\nkernel mb_{index} {{ repeat = 5 }}"
+            sweep = KernelVersion(
+                sha=content_sha(f"{version}:{sweep_source}"),
+                kernel="microbenchmark",
+                source=sweep_source,
+                toolchain=version,
+            )
             true_value = 100 + index * 7 + (9 if index % 2 else 0) + (3 if version == NEW and index == 1 else 0)
             run = DeviceRun(
                 id=f"probe-run-{version}-{param}",
@@ -144,14 +151,14 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
             )
             claim = next(c for c in claims_by_param[param] if c.toolchain == version)
             verdict = "CONTRADICTS" if index % 2 else "CONFIRMS"
-            nodes += [run, measurement]
+            nodes += [sweep, measurement]
+            probe_runs.append((run, sweep.sha))
             links += [
                 Link(Ref.to(measurement), "OF", Ref.to(hardware)),
                 Link(Ref.to(measurement), "FROM", Ref.to(run)),
                 Link(Ref.to(measurement), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
                 Link(Ref.to(measurement), verdict, Ref.to(claim)),
                 Link(Ref.to(measurement), "CREATED_BY", Ref.to(prober)),
-                Link(Ref.to(run), "CREATED_BY", Ref.to(prober)),
             ]
 
     # Legality rules: confirmed, changed, retired (old only) and new (new only).
@@ -191,18 +198,15 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 links.append(Link(Ref.to(rule), "SUPERSEDES", Ref("LegalityRule", f"rule-{OLD}-{code}")))
 
     upsert(store, nodes)
+    record_device_runs(store, probe_runs, activity=prober)
     link(store, links)
-    summary.nodes += len(nodes)
-    summary.relationships += len(links)
 
     facts = [fact_id("Measurement", f"meas-{OLD}-{p}") for p, _ in PARAMS]
     facts += [fact_id("LegalityRule", r.id) for r in rules]
     summary.consulted_fact = facts[0]
     for kernel in KERNELS:
-        built = _design_tree(store, rng, clock, kernel, designs_per_kernel, facts, (architect, refiner, runner, judge))
+        _design_tree(store, rng, clock, kernel, designs_per_kernel, facts, (architect, refiner, runner, judge))
         summary.designs += designs_per_kernel
-        summary.nodes += built[0]
-        summary.relationships += built[1]
     store.write(
         "MATCH (d:DesignNode) WHERE d.id ENDS WITH '-d1' MATCH (f:Fact {fact_id: $fact}) MERGE (d)-[:CONSULTED]->(f)",
         {"fact": summary.consulted_fact},
@@ -219,12 +223,13 @@ def _design_tree(
     count: int,
     facts: list[str],
     actors: tuple[Activity, Activity, Activity, Activity],
-) -> tuple[int, int]:
+) -> None:
     architect, refiner, runner, judge = actors
     bound = 50_000.0 + 10_000 * KERNELS.index(kernel)
     nodes: list = [Kernel(name=kernel, target=TARGET, weight_bytes=int(bound * 64), bound_cycles=bound)]
     links: list[Link] = []
     designs: list[DesignNode] = []
+    runs: list[tuple[DeviceRun, str]] = []
     depth_of: dict[str, int] = {}
     best_chain: list[str] = []
     cycles_of: dict[str, float] = {}
@@ -294,8 +299,7 @@ def _design_tree(
                 toolchain=OLD,
                 finished_at=clock.tick(),
             )
-            nodes.append(run)
-            links += [Link(Ref.to(run), "RAN", Ref.to(version)), Link(Ref.to(run), "CREATED_BY", Ref.to(runner))]
+            runs.append((run, version.sha))
             if parent is not None and parent in cycles_of and status != "failed":
                 ratio = round(median / cycles_of[parent], 6)
                 comparison = Comparison(
@@ -318,6 +322,7 @@ def _design_tree(
                     Link(Ref.to(comparison), "CREATED_BY", Ref.to(judge)),
                 ]
     upsert(store, nodes)
+    record_device_runs(store, runs, activity=runner)
     link(store, links)
     consulted = [
         {"design": d.id, "fact": facts[rng.randrange(len(facts))]} for d in designs if d.id.split("-d")[-1] != "1"
@@ -328,7 +333,6 @@ def _design_tree(
         consulted,
     )
     link(store, [Link(Ref("Kernel", kernel), "BEST", Ref("DesignNode", best_chain[-1]))])
-    return len(nodes), len(links) + len(consulted) + 1
 
 
 class _Clock:

@@ -33,6 +33,8 @@ NODE_KEYS: dict[str, str] = {
     "KernelVersion": "sha",
     "Screening": "id",
     "DeviceRun": "id",
+    # Device time charged per consumer (a kernel, or the microbenchmarks): kept with the runs.
+    "DeviceLedger": "consumer",
     "Comparison": "id",
     "Activity": "id",
     "SchemaVersion": "name",

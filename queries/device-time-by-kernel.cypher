@@ -1,7 +1,6 @@
 // name: device-time-by-kernel
 // params:
-// description: Device runs and simulated device seconds spent per kernel, with how many failed.
-MATCH (r:DeviceRun)
-RETURN r.kernel AS kernel, count(r) AS runs, sum(r.device_s) AS device_s,
-       sum(CASE WHEN r.status = 'ok' THEN 0 ELSE 1 END) AS failed_runs
+// description: Device runs and simulated device seconds spent per kernel (and on microbenchmarks), with how many failed.
+MATCH (l:DeviceLedger)
+RETURN l.consumer AS kernel, l.runs AS runs, l.device_s AS device_s, l.failed_runs AS failed_runs
 ORDER BY kernel

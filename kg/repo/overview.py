@@ -26,7 +26,7 @@ class Overview(BaseModel):
     toolchains: list[dict[str, str]]
     counts: dict[str, int]
     kernels: list[KernelSummary]
-    device_s: float
+    device_s: float  # all device time charged, microbenchmarks included
 
 
 def overview(store: GraphStore, target: str) -> Overview:
@@ -35,7 +35,16 @@ def overview(store: GraphStore, target: str) -> Overview:
         "RETURN k.name AS name, b.id AS best ORDER BY name",
         {"target": target},
     )
-    kernels = [KernelSummary.model_validate({**row, **_kernel_totals(store, row["name"])}) for row in rows]
+    spent = {
+        row["consumer"]: row["device_s"]
+        for row in store.read("MATCH (l:DeviceLedger) RETURN l.consumer AS consumer, l.device_s AS device_s")
+    }
+    kernels = [
+        KernelSummary.model_validate(
+            {**row, **_kernel_totals(store, row["name"]), "device_s": spent.get(row["name"], 0.0)}
+        )
+        for row in rows
+    ]
     registered = bool(store.read("MATCH (t:Target {name: $target}) RETURN t.name AS name", {"target": target}))
     return Overview(
         schema_version=schema_version(store),
@@ -45,22 +54,14 @@ def overview(store: GraphStore, target: str) -> Overview:
         toolchains=toolchains(store, target),
         counts=count_by_label(store),
         kernels=kernels,
-        device_s=sum(k.device_s for k in kernels),
+        device_s=sum(spent.values()),
     )
 
 
-def _kernel_totals(store: GraphStore, kernel: str) -> dict[str, float | int]:
+def _kernel_totals(store: GraphStore, kernel: str) -> dict[str, int]:
     designs = store.read(
         "MATCH (d:DesignNode {kernel: $kernel}) "
         "RETURN count(d) AS designs, sum(CASE WHEN d.status = 'accepted' THEN 1 ELSE 0 END) AS accepted",
         {"kernel": kernel},
     )[0]
-    runs = store.read(
-        "MATCH (r:DeviceRun {kernel: $kernel}) RETURN sum(r.device_s) AS device_s",
-        {"kernel": kernel},
-    )[0]
-    return {
-        "designs": designs["designs"],
-        "accepted": designs["accepted"] or 0,
-        "device_s": runs["device_s"] or 0.0,
-    }
+    return {"designs": designs["designs"], "accepted": designs["accepted"] or 0}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from kg.models import Activity, Comparison, DeviceRun, Screening
 from kg.repo.nodes import Link, Ref, link, upsert
-from kg.store import GraphStore
+from kg.store import GraphStore, batches
 
 
 def record_screening(store: GraphStore, screening: Screening, *, activity: Activity) -> Screening:
@@ -23,16 +24,53 @@ def record_screening(store: GraphStore, screening: Screening, *, activity: Activ
 
 
 def record_device_run(store: GraphStore, run: DeviceRun, *, kernel_version: str, activity: Activity) -> DeviceRun:
-    upsert(store, [run])
-    ref = Ref.to(run)
-    link(
-        store,
-        [
-            Link(ref, "RAN", Ref("KernelVersion", kernel_version)),
-            Link(ref, "CREATED_BY", Ref.to(activity)),
-        ],
-    )
+    record_device_runs(store, [(run, kernel_version)], activity=activity)
     return run
+
+
+def record_device_runs(
+    store: GraphStore, runs: Sequence[tuple[DeviceRun, str]], *, activity: Activity, batch_size: int = 2_000
+) -> int:
+    """Record device runs (each with the sha of the KernelVersion it ran) and charge the ledger.
+
+    Each batch is one statement: the new runs and the DeviceLedger increments commit together, so
+    the per-consumer totals always equal the sum over the runs. A run already recorded is skipped
+    (recording is idempotent); a concurrent duplicate fails on the unique key and charges nothing.
+    Returns how many runs were new.
+    """
+    created = 0
+    for batch in batches([{"run": run, "version": version} for run, version in runs], batch_size):
+        ids = [item["run"].id for item in batch]
+        known = {
+            row["id"] for row in store.read("MATCH (r:DeviceRun) WHERE r.id IN $ids RETURN r.id AS id", {"ids": ids})
+        }
+        fresh = [item for item in batch if item["run"].id not in known]
+        if not fresh:
+            continue
+        ledger: dict[str, dict[str, float | int]] = defaultdict(lambda: {"runs": 0, "failed_runs": 0, "device_s": 0.0})
+        for item in fresh:
+            entry = ledger[item["run"].kernel]
+            entry["runs"] += 1
+            entry["failed_runs"] += item["run"].status != "ok"
+            entry["device_s"] += item["run"].device_s
+        store.write(
+            "UNWIND $runs AS row CREATE (r:DeviceRun) SET r = row "
+            "WITH count(*) AS created "
+            "UNWIND $ledger AS entry "
+            "MERGE (l:DeviceLedger {consumer: entry.consumer}) "
+            "SET l.runs = coalesce(l.runs, 0) + entry.runs, "
+            "l.failed_runs = coalesce(l.failed_runs, 0) + entry.failed_runs, "
+            "l.device_s = coalesce(l.device_s, 0.0) + entry.device_s",
+            {
+                "runs": [item["run"].properties() for item in fresh],
+                "ledger": [{"consumer": consumer, **totals} for consumer, totals in sorted(ledger.items())],
+            },
+        )
+        links = [Link(Ref.to(item["run"]), "RAN", Ref("KernelVersion", item["version"])) for item in fresh]
+        links += [Link(Ref.to(item["run"]), "CREATED_BY", Ref.to(activity)) for item in fresh]
+        link(store, links)
+        created += len(fresh)
+    return created
 
 
 def record_comparison(

@@ -17,7 +17,7 @@ from kg.models import (
 from kg.repo.designs import add_design, best_of, children_of, register_kernel, set_best, set_design_status
 from kg.repo.knowledge import measurements_of, record_activity, record_measurement
 from kg.repo.nodes import Link, Ref, count_by_label, link
-from kg.repo.runs import record_device_run
+from kg.repo.runs import record_device_run, record_device_runs
 from kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from kg.schema import ensure_schema
 from kg.store import GraphStore
@@ -133,3 +133,30 @@ def test_links_refuse_unknown_types_and_labels(graph: GraphStore) -> None:
         link(graph, [Link(Ref("Kernel", "a"), "DROP_EVERYTHING", Ref("Kernel", "b"))])
     with pytest.raises(ValueError, match="label"):
         link(graph, [Link(Ref("Kernel`) DETACH DELETE (x", "a"), "BEST", Ref("Kernel", "b"))])
+
+
+def test_device_ledger_charges_each_run_once_and_matches_the_runs(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="runner", role="runner", policy="builtin"))
+    graph.write("CREATE (:KernelVersion {sha: 'src'})")
+
+    def run(index: int, kernel: str, status: str = "ok") -> tuple[DeviceRun, str]:
+        return (
+            DeviceRun(
+                id=f"r{index}", kernel=kernel, job_id=f"j{index}", cycles=[1.0], median_cycles=1.0, status=status,
+                device_s=0.125 * (index + 1), toolchain="0.6.0",
+            ),
+            "src",
+        )  # fmt: skip
+
+    first = [run(0, "gemv"), run(1, "gemv", "fault"), run(2, "ffn")]
+    assert record_device_runs(graph, first, activity=actor, batch_size=2) == 3
+    assert record_device_runs(graph, [*first, run(3, "gemv")], activity=actor) == 1
+    ledger = graph.read(
+        "MATCH (l:DeviceLedger) RETURN l.consumer AS c, l.runs AS runs, l.failed_runs AS failed, l.device_s AS s "
+        "ORDER BY c"
+    )
+    assert ledger == [
+        {"c": "ffn", "runs": 1, "failed": 0, "s": 0.375},
+        {"c": "gemv", "runs": 3, "failed": 1, "s": 0.125 + 0.25 + 0.5},
+    ]
+    assert graph.read("MATCH (r:DeviceRun)-[:RAN]->(:KernelVersion) RETURN count(r) AS n") == [{"n": 4}]
