@@ -30,7 +30,7 @@ import queries
 from kg import neo4j_local
 from kg.embedded_store import EmbeddedStore
 from kg.neo4j_store import Neo4jStore
-from kg.sample import NEW, OLD, build_sample_graph
+from kg.sample import build_sample_graph, sample_query_params
 from kg.schema import ensure_schema
 from kg.store import GraphStore
 
@@ -117,14 +117,7 @@ def query_latencies(store: GraphStore, designs: int, repeats: int) -> tuple[dict
     start = time.perf_counter()
     summary = build_sample_graph(store, designs_per_kernel=designs // 3, seed=11)
     build_s = time.perf_counter() - start
-    params = {
-        "rules-in-force": {"toolchain": NEW},
-        "measurements-of": {"param": summary.params[1]},
-        "best-lineage": {"kernel": summary.kernels[2]},
-        "accepted-changes": {"kernel": summary.kernels[0]},
-        "designs-consulting": {"fact": summary.consulted_fact},
-        "toolchain-diff": {"from": OLD, "to": NEW},
-    }
+    params = sample_query_params(summary)
     results: dict[str, float] = {}
     for name in queries.load_all():
         query = queries.get(name)
@@ -138,9 +131,9 @@ def query_latencies(store: GraphStore, designs: int, repeats: int) -> tuple[dict
             samples.append(time.perf_counter() - start)
         results[name] = 1000 * float(np.percentile(samples, 95))
     info = {
-        "designs": summary.designs,
-        "nodes": summary.nodes,
-        "relationships": summary.relationships,
+        "designs": store.read("MATCH (d:DesignNode) RETURN count(d) AS n")[0]["n"],
+        "nodes": store.read("MATCH (n) RETURN count(n) AS n")[0]["n"],
+        "relationships": store.read("MATCH ()-[r]->() RETURN count(r) AS n")[0]["n"],
         "build_s": build_s,
     }
     return info, results

@@ -15,7 +15,7 @@ from falkordb.query_result import QueryResult
 from chiplore.errors import QueryError, StoreUnavailable, WriteRefused
 from kg.dialect import FALKORDB
 from kg.falkordb_server import FalkorDBServer, client_name
-from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, batches
+from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from kg.values import plain
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,7 @@ class EmbeddedStore:
         batch_size: int = DEFAULT_BATCH_SIZE,
         params: Params | None = None,
     ) -> int:
-        for batch in batches(rows, batch_size):
-            self.write(query, {**(params or {}), "rows": batch})
-        return len(rows)
+        return write_in_batches(self, query, rows, batch_size, params)
 
     def _run(self, query: str, params: Params | None, timeout_s: float | None, *, read_only: bool) -> list[Record]:
         self._ensure_open()

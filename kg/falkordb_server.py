@@ -27,6 +27,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from chiplore.errors import StoreBusy, StoreUnavailable
+from kg.processes import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class FalkorDBServer:
             name = client.get("name", "")
             if name.startswith(CLIENT_NAME_PREFIX):
                 pid = int(name.removeprefix(CLIENT_NAME_PREFIX))
-                if pid != os.getpid() and _pid_alive(pid):
+                if pid != os.getpid() and pid_alive(pid):
                     pids.add(pid)
         return pids
 
@@ -247,7 +248,7 @@ class FalkorDBServer:
             return
         pid = self._read_pid()
         deadline = time.monotonic() + wait_s
-        while pid is not None and _pid_alive(pid) and time.monotonic() < deadline:
+        while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def _log_tail(self, lines: int = 3) -> str:
@@ -258,23 +259,8 @@ class FalkorDBServer:
         return " | ".join(line.strip() for line in text[-lines:]) or "empty server log"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie has exited; it only waits to be reaped.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _is_redis_process(pid: int) -> bool:
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:

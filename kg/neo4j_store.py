@@ -24,7 +24,7 @@ from chiplore.errors import (
     WriteRefused,
 )
 from kg.dialect import NEO4J
-from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, batches
+from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from kg.values import plain
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,7 @@ class Neo4jStore:
         batch_size: int = DEFAULT_BATCH_SIZE,
         params: Params | None = None,
     ) -> int:
-        for batch in batches(rows, batch_size):
-            self.write(query, {**(params or {}), "rows": batch})
-        return len(rows)
+        return write_in_batches(self, query, rows, batch_size, params)
 
     def _unit_of_work(self, timeout_s: float | None) -> Callable[..., list[Record]]:
         """The transaction function, with the server-side timeout for this query."""

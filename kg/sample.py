@@ -344,3 +344,15 @@ class _Clock:
     def tick(self) -> str:
         self._now += timedelta(seconds=1)
         return to_iso(self._now)
+
+
+def sample_query_params(summary: SampleSummary) -> dict[str, dict[str, str]]:
+    """Parameters that make every named query return rows on the sample graph."""
+    return {
+        "rules-in-force": {"toolchain": NEW},
+        "measurements-of": {"param": summary.params[1]},
+        "best-lineage": {"kernel": summary.kernels[2]},
+        "accepted-changes": {"kernel": summary.kernels[0]},
+        "designs-consulting": {"fact": summary.consulted_fact},
+        "toolchain-diff": {"from": OLD, "to": NEW},
+    }

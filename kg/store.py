@@ -83,6 +83,19 @@ class GraphStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def write_in_batches(
+    store: GraphStore,
+    query: str,
+    rows: Sequence[Mapping[str, Any]],
+    batch_size: int,
+    params: Params | None,
+) -> int:
+    """The one implementation of GraphStore.write_rows: `$rows` is each batch, one write each."""
+    for batch in batches(rows, batch_size):
+        store.write(query, {**(params or {}), "rows": batch})
+    return len(rows)
+
+
 def batches(rows: Sequence[Mapping[str, Any]], size: int) -> Iterator[list[Mapping[str, Any]]]:
     """Split rows into lists of at most `size`, in order."""
     if size < 1:

@@ -20,6 +20,7 @@ from pathlib import Path
 import platformdirs
 
 from chiplore.errors import ChiploreError
+from kg.processes import pid_alive
 
 NEO4J_VERSION = "5.26.19"
 LAUNCHER = "Neo4jLocal"
@@ -52,7 +53,7 @@ class Instance:
 
     @property
     def running(self) -> bool:
-        return self.pid is not None and _alive(self.pid)
+        return self.pid is not None and pid_alive(self.pid)
 
 
 def cache_dir() -> Path:
@@ -159,26 +160,12 @@ def _terminate(pid: int) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if pid_alive(pid):
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _free_port() -> int:

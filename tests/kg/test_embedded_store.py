@@ -14,7 +14,8 @@ import pytest
 
 from chiplore.errors import StoreBusy, StoreUnavailable
 from kg.embedded_store import EmbeddedStore
-from kg.falkordb_server import ServerPaths, _pid_alive
+from kg.falkordb_server import ServerPaths
+from kg.processes import pid_alive
 
 WRITER = textwrap.dedent(
     """
@@ -91,12 +92,12 @@ def test_second_process_attaches_and_the_last_one_out_stops_the_server(tmp_path:
         check=True,
     )
     assert reader.stdout.split() == ["False", "shared"]
-    assert _pid_alive(pid), "the attached process must not stop a server it did not start while others use it"
+    assert pid_alive(pid), "the attached process must not stop a server it did not start while others use it"
     first.close()
     deadline = time.monotonic() + 10
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _pid_alive(pid)
+    assert not pid_alive(pid)
 
 
 def test_owner_leaves_the_server_running_for_an_attached_process(tmp_path: Path) -> None:
@@ -119,13 +120,13 @@ def test_owner_leaves_the_server_running_for_an_attached_process(tmp_path: Path)
     assert guest.stdout.readline().strip() == "in"
     pid = _server_pid(data_dir)
     owner.close()
-    assert _pid_alive(pid)
+    assert pid_alive(pid)
     out, _ = guest.communicate("go\n", timeout=60)
     assert out.strip() == "7"
     deadline = time.monotonic() + 10
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _pid_alive(pid), "the last process to close stops the server"
+    assert not pid_alive(pid), "the last process to close stops the server"
 
 
 def test_unresponsive_server_gives_a_clear_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import queries
 from chiplore.errors import WriteRefused
 from kg.embedded_store import EmbeddedStore
-from kg.sample import NEW, OLD, SampleSummary, build_sample_graph
+from kg.sample import NEW, OLD, SampleSummary, build_sample_graph, sample_query_params
 from kg.schema import ensure_schema
 from kg.store import GraphStore
 from tests.conftest import Neo4jServer, wipe_neo4j
@@ -35,17 +35,6 @@ def seeded(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) 
         neo4j.close()
 
 
-def _params(name: str, summary: SampleSummary) -> dict[str, str]:
-    return {
-        "rules-in-force": {"toolchain": NEW},
-        "measurements-of": {"param": summary.params[1]},
-        "best-lineage": {"kernel": summary.kernels[2]},
-        "accepted-changes": {"kernel": summary.kernels[0]},
-        "designs-consulting": {"fact": summary.consulted_fact},
-        "toolchain-diff": {"from": OLD, "to": NEW},
-    }.get(name, {})
-
-
 def _same(a: Any, b: Any) -> bool:
     """Equal, with floats compared to 1e-9 relative (sums may add in a different order)."""
     if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
@@ -59,7 +48,7 @@ def _same(a: Any, b: Any) -> bool:
 
 @pytest.mark.parametrize("name", sorted(queries.load_all()))
 def test_named_query_agrees_on_both_backends(seeded: dict[str, Any], name: str) -> None:
-    params = _params(name, seeded["summary"])
+    params = sample_query_params(seeded["summary"]).get(name, {})
     on_neo4j = queries.run(seeded["neo4j"], name, params)
     on_embedded = queries.run(seeded["embedded"], name, params)
     assert on_neo4j, f"{name} returned nothing: the comparison would prove nothing"
