@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -254,3 +255,13 @@ def db_check(app: App, as_json: bool) -> None:
     console.print(
         f"schema v{version} ({state}); {result['unique_constraints']} unique constraints, {result['indexes']} indexes"
     )
+
+
+def run() -> None:
+    """The console script: a terminated command unwinds like Ctrl-C, so stores close cleanly."""
+
+    def exit_on_sigterm(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    main()

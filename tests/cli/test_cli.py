@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
+from kg.processes import pid_alive
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 
@@ -137,3 +140,22 @@ def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) 
     assert json.loads(status.stdout)["active_toolchain"] == "0.6.0"
     failing = subprocess.run([executable, "query", "nope"], env=env, capture_output=True, text=True, timeout=120)
     assert failing.returncode == 1 and failing.stderr.count("\n") == 1 and "Traceback" not in failing.stderr
+
+
+def test_terminated_command_closes_the_store_and_stops_its_server(embedded_env: dict[str, str]) -> None:
+    executable = shutil.which("chiplore", path=str(Path(sys.executable).parent)) or "chiplore"
+    env = {**os.environ, **embedded_env}
+    slow = "UNWIND range(1, 100000) AS a UNWIND range(1, 100000) AS b RETURN count(*) AS n"
+    process = subprocess.Popen([executable, "cypher", slow], env=env, stderr=subprocess.PIPE, text=True)
+    pid_file = Path(embedded_env["CHIPLORE_DATA_DIR"]) / "falkordb" / "redis.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server_pid = int(pid_file.read_text())
+    time.sleep(0.5)  # the query is running now
+    process.terminate()
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while pid_alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(server_pid), "the embedded server outlived the command that started it"

@@ -21,14 +21,14 @@ from tests.conftest import Neo4jServer, wipe_neo4j
 @pytest.fixture(scope="module")
 def seeded(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     neo4j = neo4j_server.store()
-    wipe_neo4j(neo4j)
     embedded = EmbeddedStore(Path(tmp_path_factory.mktemp("conformance")))
-    summaries: list[SampleSummary] = []
-    for store in (neo4j, embedded):
-        ensure_schema(store)
-        summaries.append(build_sample_graph(store, designs_per_kernel=60, seed=7))
-    assert summaries[0] == summaries[1]
     try:
+        wipe_neo4j(neo4j)
+        summaries: list[SampleSummary] = []
+        for store in (neo4j, embedded):
+            ensure_schema(store)
+            summaries.append(build_sample_graph(store, designs_per_kernel=60, seed=7))
+        assert summaries[0] == summaries[1]
         yield {"neo4j": neo4j, "embedded": embedded, "summary": summaries[0]}
     finally:
         embedded.close()
