@@ -95,7 +95,8 @@ class ChiploreGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ChiploreError as error:
-            if ctx.find_object(Context) is not None and ctx.find_object(Context).debug:  # type: ignore[union-attr]
+            context = ctx.find_object(Context)
+            if context is not None and context.debug:
                 raise
             err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
             sys.exit(1)
