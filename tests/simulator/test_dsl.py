@@ -1,0 +1,95 @@
+"""Ferrite parser and printer: round trips, canonical form, and E0101 for text that is not Ferrite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from simulator.diagnostics import render
+from simulator.dsl import ir
+from simulator.dsl.parser import MAX_SOURCE_BYTES, FerriteSyntaxError, parse
+from simulator.dsl.printer import print_program
+from tests.simulator.strategies import programs
+
+SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
+SHIPPED = sorted(SIMULATOR.glob("kernels/**/*.fe")) + sorted(SIMULATOR.glob("bench/**/*.fe"))
+
+
+def test_every_kernel_ships() -> None:
+    names = {p.name for p in SHIPPED}
+    for kernel in ("qkv", "o", "ffn"):
+        assert {f"{kernel}_baseline.fe", f"{kernel}_opt.fe"} <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_program_round_trips(path: Path) -> None:
+    program = parse(path.read_text())
+    text = print_program(program)
+    assert parse(text) == program
+    assert print_program(parse(text)) == text, "printing is a fixed point"
+    assert program.toolchain == "0.6.0" and len(program.kernels) == 1
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs)
+def test_generated_ir_round_trips(program: ir.Program) -> None:
+    text = print_program(program)
+    assert parse(text) == program
+    assert print_program(parse(text)) == text
+
+
+def test_spans_point_into_the_source() -> None:
+    source = "axes! { H = 8 }\nkernel k(x: &hbm<bf16>[H]) {\n    let y = x.dma(engines = [0]);\n}\n"
+    program = parse(source)
+    let = program.kernels[0].body.stmts[0]
+    assert isinstance(let, ir.Let)
+    assert let.span is not None and (let.span.line, let.span.column) == (3, 5)
+    assert isinstance(let.value, ir.Method) and let.value.args[0].name == "engines"
+
+
+def test_precedence_survives_printing() -> None:
+    program = parse("kernel k() { let a = (1 - (2 - 3)) * -(4 + 5) % 6; }")
+    text = print_program(program)
+    assert "1 - (2 - 3)" in text and "-(4 + 5)" in text
+    assert parse(text) == program
+
+
+@pytest.mark.parametrize(
+    ("source", "position", "expected", "found"),
+    [
+        ("kernel k( {", "1:11", "')' or a name", "'{'"),
+        ("axes! { H = }", "1:13", "'(' or an integer", "'}'"),
+        ("kernel k() {\n    let x = 1\n}", "3:1", "';'", "'}'"),
+        ("kernel k() { let x = $; }", "1:22", "'('", "'$'"),
+        ("kernel k() {", "1:13", "'#[', '(', '-', 'for', 'let', '}'", "end of input"),
+        ("kernel k() {\n", "2:1", "'#['", "end of input"),
+    ],
+)
+def test_syntax_errors_say_where_what_was_expected_and_what_was_found(
+    source: str, position: str, expected: str, found: str
+) -> None:
+    with pytest.raises(FerriteSyntaxError) as caught:
+        parse(source)
+    diagnostic = caught.value.diagnostic
+    assert diagnostic.code == "E0101" and diagnostic.severity == "error"
+    assert diagnostic.message.startswith(f"syntax error at {position}: expected {expected}")
+    assert diagnostic.message.endswith(f"found {found}")
+
+
+def test_rendered_diagnostic_has_a_caret_under_the_span() -> None:
+    source = "kernel k() {\n    let x = 1 +;\n}\n"
+    with pytest.raises(FerriteSyntaxError) as caught:
+        parse(source)
+    rendered = render(caught.value.diagnostic, source, "bad.fe").splitlines()
+    assert rendered[0].startswith("error[E0101]: syntax error at 2:16")
+    assert rendered[1] == "  --> bad.fe:2:16"
+    assert rendered[3] == "2 |     let x = 1 +;"
+    assert rendered[4] == "  |                " + "^"
+
+
+def test_oversized_input_is_refused_before_parsing() -> None:
+    source = "// " + "x" * MAX_SOURCE_BYTES
+    with pytest.raises(FerriteSyntaxError, match="at most 10,485,760 bytes"):
+        parse(source)
