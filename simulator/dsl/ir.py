@@ -27,7 +27,8 @@ class Node(BaseModel):
     span: Span | None = Field(default=None, repr=False)
 
     def _key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in type(self).model_fields if name != "span")
+        # Where a node came from is not part of what it is.
+        return tuple(getattr(self, name) for name in type(self).model_fields if not name.endswith("span"))
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
@@ -186,6 +187,7 @@ class Method(Node):
     receiver: Expr
     name: str
     args: tuple[Arg, ...] = ()
+    name_span: Span | None = Field(default=None, repr=False)  # where `.name` is written
 
 
 Expr = Annotated[

@@ -349,7 +349,9 @@ class _ToIR(Transformer[Token, ir.Program]):
 
     def method(self, meta: Any, children: list[Any]) -> ir.Method:
         receiver, name, *rest = children
-        return ir.Method(receiver=receiver, name=str(name), args=_args(rest), span=_span(meta))
+        return ir.Method(
+            receiver=receiver, name=str(name), args=_args(rest), span=_span(meta), name_span=_token_span(name)
+        )
 
     def int(self, meta: Any, children: list[Any]) -> ir.Int:
         return ir.Int(value=int(children[0]), span=_span(meta))

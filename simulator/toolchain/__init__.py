@@ -1,0 +1,1 @@
+"""The ferc toolchain of SimRNGD: versions, legality rules with coded diagnostics, and checking."""

@@ -1,0 +1,177 @@
+"""The catalogue of legality rules (SIMULATOR.md 3.2): code, message template, predicate, and the
+severity each toolchain version gives it.
+
+A rule keeps its number across versions; the letter of the emitted code is its severity in that
+version (E0205 in 0.6.0 is W0205 in 0.5.0, E0520 is N0520 in 0.6.0).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Level = Literal["E", "W", "N"]
+SEVERITY_NAMES: dict[str, Literal["error", "warning", "note"]] = {"E": "error", "W": "warning", "N": "note"}
+VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    number: str  # "0301"
+    template: str
+    predicate: str
+    levels: tuple[Level | None, Level | None, Level | None]  # per version, in VERSIONS order
+    fix: str = ""
+
+    def level(self, version: str) -> Level | None:
+        """The severity letter in that version; None where the rule is not checked."""
+        return self.levels[VERSIONS.index(version)]
+
+    def code(self, version: str) -> str | None:
+        level = self.level(version)
+        return None if level is None else f"{level}{self.number}"
+
+
+def _rule(number: str, template: str, predicate: str, levels: str, fix: str = "") -> Rule:
+    letters = tuple(None if c == "-" else c for c in levels)
+    return Rule(number=number, template=template, predicate=predicate, levels=letters, fix=fix)  # type: ignore[arg-type]
+
+
+_ORDER = "fetch, decode/widen, switch, collect, contract, vector, reduce_slices, vector, narrow, transpose, commit"
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "0101",
+        "syntax error at {line}:{col}: expected {expected}, found {found}",
+        "Lark parse failure",
+        "EEE",
+        "fix the text at the caret; the expected tokens are listed",
+    ),
+    _rule(
+        "0102",
+        "unknown {kind} '{name}'{did_you_mean}",
+        "undeclared axis/layout/tensor/fn/dtype, or kernel signature differs from the harness",
+        "EEE",
+        "declare the name, correct its spelling, or match the kernel's signature",
+    ),
+    _rule(
+        "0103",
+        "'{construct}' is not available in toolchain {version}; {replacement}",
+        "construct not in the version's vocabulary",
+        "EEE",
+        "use the replacement the message names",
+    ),
+    _rule("0110", "{stage} cannot turn {src} into {dst}", "unsupported decode/cast pair", "EEE"),
+    _rule(
+        "0120",
+        f"{{stage}} cannot follow {{prev}}: the Tensor Unit order is {_ORDER}",
+        "stage order; to_trf/to_vrf may only follow fetch/decode/widen/switch/collect",
+        "EEE",
+    ),
+    _rule(
+        "0201",
+        "{dim} mapping {m} has {n} positions, expected {expected}",
+        "cluster != 2, slice != 256, lane > 8, rep/at inside elem/time/packet",
+        "EEE",
+    ),
+    _rule(
+        "0204",
+        "digits of {axis} in {a} and {b} have no common refinement",
+        "incompatible decompositions, a digit used twice",
+        "EEE",
+    ),
+    _rule(
+        "0205",
+        "{axis} is not fully covered by {m}: digit {digit} missing",
+        "static coverage hole in a layout or stream",
+        "WEE",
+    ),
+    _rule("0207", "tile {digit}[{lo}..{hi}) exceeds extent {n}", "tile/roll outside the digit", "EEE"),
+    _rule(
+        "0301",
+        "DM use of slice {s} peaks at {bytes} B (> {limit} B usable) at {op}",
+        "liveness-based peak per slice > usable DM",
+        "EEE",
+        "reduce per-slice buffers, lower the pipeline depth, or spread rows over more slices",
+    ),
+    _rule(
+        "0302",
+        "TRF use {bytes} B per slice exceeds {limit} B",
+        "> 65,536 B, or > 32,768 B per buffer when the TRF is double-buffered",
+        "EEE",
+    ),
+    _rule("0303", "VRF live set {bytes} B exceeds 8,192 B at {op}", "live VRF tensors of a slice at any pass", "EEE"),
+    _rule("0310", "sequencer of {op} needs {n} loop entries after merging (max 8)", "stream loop nest too deep", "EEE"),
+    _rule("0312", "fetch packet of {bytes} B is not contiguous or not a multiple of 8 B", "fetch packet rule", "EEE"),
+    _rule("0320", "DMA packet {bytes} B exceeds 4,096 B", "explicit packet = too large", "EEE"),
+    _rule("0321", "HBM<->DM transfer needs 8-byte aligned offsets and packets ({detail})", "alignment", "EEE"),
+    _rule(
+        "0322", "{n} packets of {op} end in partial 256-byte HBM units (read-modify-write)", "partial HBM writes", "-WW"
+    ),
+    _rule("0323", "engine list {list} is empty, repeats or leaves 0..7", "engines argument", "EEE"),
+    _rule("0401", "contraction uses {n} lanes (max 8)", "lanes", "EEE"),
+    _rule("0402", "contraction stream packet is {bytes} B (max 64 B)", "outer packet size", "EEE"),
+    _rule(
+        "0403",
+        "contraction does not accept a {s} stream with a {t} TRF operand",
+        "allowed pairs: same-type bf16/i8/f8e4m3 (all); f8e4m3 x bf16 (0.6.0+); f4e2m1 x bf16 (0.7.0+)",
+        "EEE",
+    ),
+    _rule(
+        "0404",
+        "TRF operand {x} does not hold digit {d} where the stream needs it",
+        "TRF cluster/slice mapping incompatible with the stream's, or reduced digit absent",
+        "EEE",
+    ),
+    _rule("0405", "{stage} is not available in the sub context", "contract/switch in sub", "EEE"),
+    _rule(
+        "0410",
+        "committing a {src} stream into a {dst} tensor without a cast",
+        "dtype mismatch at commit; 0.5.0 compiles and reinterprets bits",
+        "WEE",
+    ),
+    _rule("0411", "vector engine needs f32/i32 input, stream is {dtype}", "missing widening before .vector", "EEE"),
+    _rule(
+        "0412",
+        "vector chain has {n} operations (max 6)",
+        "total ops of the (at most two) vector chains of a pass, one before and one after reduce_slices",
+        "EEE",
+    ),
+    _rule("0413", "commit writes {bytes} valid bytes per flit; must be 8, 16, 24 or 32", "commit-adapter trim", "EEE"),
+    _rule(
+        "0420", "switch cannot move data between clusters ({digit} is a cluster digit)", "cross-cluster switch", "EEE"
+    ),
+    _rule(
+        "0430", "reduce_slices group {g} must be the innermost live slice digits of {layout}", "reducer shape", "EEE"
+    ),
+    _rule("0501", "'{name}' is used before it is defined", "def-use (or a dependency cycle)", "EEE"),
+    _rule(
+        "0520",
+        "{pass} hits DM bank {b} {n} times in a row while {dma} may write cluster {c} (limit 63)",
+        "bank-run rule: 0.5.0 faults at run time, 0.6.0 serialises (note), 0.7.0 rejects",
+        "-NE",
+    ),
+    _rule(
+        "0702",
+        "'#[pipeline(depth = N)]' is deprecated in toolchain {version}; {replacement}",
+        "deprecated buffering attribute",
+        "--W",
+    ),
+    _rule(
+        "0710",
+        "{tensor} still carries digit {d} of reduced axis {axis}; reduce it before {use}",
+        "partial tensor stored to HBM or combined with a tensor lacking that digit",
+        "--E",
+    ),
+    _rule("0801", "output {param} is not fully written: {missing}", "static coverage of &mut outputs", "-WE"),
+)
+
+BY_NUMBER: dict[str, Rule] = {rule.number: rule for rule in RULES}
+
+
+def lookup(code: str) -> Rule | None:
+    """The rule for 'E0301', 'W0205', 'N0520' or '0301'."""
+    digits = code[1:] if code[:1].upper() in ("E", "W", "N") else code
+    return BY_NUMBER.get(digits)

@@ -1,0 +1,185 @@
+"""Toolchain versions and the rules checked so far (E0101, E0102, E0103, W0702), per version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simulator.ferc import main as ferc
+from simulator.toolchain.check import RULES_CHECKED, check
+from simulator.toolchain.rules import RULES, VERSIONS, lookup
+from simulator.toolchain.versions import SPECS, spec
+
+SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
+
+PRELUDE = """axes! { H = 64, K = 32 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+"""
+
+
+def program(body: str, params: str = "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]", toolchain: str = "") -> str:
+    header = f'#![toolchain = "{toolchain}"]\n' if toolchain else ""
+    return f"{header}{PRELUDE}kernel k({params}) {{\n{body}\n}}\n"
+
+
+def codes(source: str, version: str | None = None) -> list[str]:
+    return [d.code for d in check(source, version).diagnostics]
+
+
+GOOD = "    let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    a.dma_into(y, engines = [0]);"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_plain_program_is_clean_in_every_version(version: str) -> None:
+    assert codes(program(GOOD), version) == []
+
+
+# (construct, source snippet, versions that accept it)
+CONSTRUCT_CASES = [
+    ("lut", "main(a).fetch(time = [H / 16], packet = [H % 16]).lut(bf16).commit()", {"0.5.0"}),
+    ("decode", "main(a).fetch(time = [H / 16], packet = [H % 16]).decode(bf16).commit()", {"0.6.0", "0.7.0"}),
+    ("cast", "main(a).fetch(time = [H / 16], packet = [H % 16]).cast(f32).commit()", {"0.5.0", "0.6.0"}),
+    ("widen", "main(a).fetch(time = [H / 16], packet = [H % 16]).widen(f32).commit()", {"0.7.0"}),
+    ("narrow", "main(a).fetch(time = [H / 16], packet = [H % 16]).narrow(bf16).commit()", {"0.7.0"}),
+    ("dma_order", "x.dma(engines = [0], order = [H / 8])", {"0.6.0", "0.7.0"}),
+    ("dma_at", "x.dma(engines = [0], at = 0)", {"0.5.0"}),
+    ("at_addr", "dm::at_addr(0)", {"0.5.0"}),
+    ("result_all", "main(a).fetch(time = [H / 8], packet = [H % 8]).reduce_slices(add, group = [1], result = all)"
+     ".commit()", {"0.5.0", "0.6.0"}),
+    ("allreduce_slices", "main(a).fetch(time = [H / 8], packet = [H % 8]).allreduce_slices(add, group = [1])"
+     ".commit()", {"0.7.0"}),
+    ("reduce_clusters", "main(a).fetch(time = [H / 8], packet = [H % 8]).reduce_clusters(add).commit()", {"0.7.0"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("construct", "snippet", "accepted"), CONSTRUCT_CASES, ids=[c[0] for c in CONSTRUCT_CASES])
+def test_version_vocabulary(construct: str, snippet: str, accepted: set[str], version: str) -> None:
+    source = program(f"{GOOD}\n    let t = {snippet};")
+    found = codes(source, version)
+    if version in accepted:
+        assert "E0103" not in found, check(source, version).diagnostics
+    else:
+        assert found.count("E0103") == 1, found
+
+
+def test_lut_under_060_names_decode_and_cast_under_070_names_widen_and_narrow() -> None:
+    lut = check(program(f"{GOOD}\n    let t = {CONSTRUCT_CASES[0][1]};"), "0.6.0").diagnostics
+    assert [d.code for d in lut] == ["E0103"] and "'.decode(D)'" in lut[0].message
+    cast = check(program(f"{GOOD}\n    let t = {CONSTRUCT_CASES[2][1]};"), "0.7.0").diagnostics
+    assert [d.code for d in cast] == ["E0103"]
+    assert "'.widen(D)'" in cast[0].message and "'.narrow(D)'" in cast[0].message
+
+
+def test_buffers_field_is_new_in_070() -> None:
+    source = program("    let a: dm<bf16>{..One, elem: [H], buffers: 2} = x.dma(engines = [0]);")
+    assert codes(source, "0.7.0") == []
+    assert codes(source, "0.6.0") == ["E0103"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pipeline_attribute_is_deprecated_only_in_070(version: str) -> None:
+    source = program(f"    #[pipeline(depth = 2)]\n    for c in 0..2 {{\n{GOOD}\n    }}")
+    found = check(source, version).diagnostics
+    if version == "0.7.0":
+        assert [(d.code, d.severity) for d in found] == [("W0702", "warning")]
+        assert check(source, version).ok, "a warning still compiles"
+    else:
+        assert found == ()
+
+
+UNKNOWN_CASES = [
+    ("dtype", "    let a: dm<bf17>{..One, elem: [H]} = x.dma(engines = [0]);", "bf16"),
+    ("axis", "    let a: dm<bf16>{..One, elem: [Hh]} = x.dma(engines = [0]);", "H"),
+    ("layout", "    let a: dm<bf16>{..Onw, elem: [H]} = x.dma(engines = [0]);", "One"),
+    ("type", "    let a: Tile = x.dma(engines = [0]);", None),
+    ("name", "    let a: dm<bf16>{..One, elem: [H]} = xx.dma(engines = [0]);", "x"),
+    ("method", "    let a: dm<bf16>{..One, elem: [H]} = x.dmaa(engines = [0]);", "dma"),
+    ("fn", "    let a = mainn(x);", "main"),
+    ("fn", "    let a = dm::emtpy();", "dm::empty"),
+]
+
+
+@pytest.mark.parametrize(("kind", "body", "suggestion"), UNKNOWN_CASES, ids=[c[0] for c in UNKNOWN_CASES])
+def test_unknown_names_are_e0102_with_a_suggestion(kind: str, body: str, suggestion: str | None) -> None:
+    diagnostics = check(program(body), "0.6.0").diagnostics
+    assert [d.code for d in diagnostics] == ["E0102"], diagnostics
+    assert diagnostics[0].message.startswith(f"unknown {kind} ")
+    if suggestion:
+        assert diagnostics[0].message.endswith(f"did you mean '{suggestion}'?")
+    assert diagnostics[0].span is not None
+
+
+def test_unknown_header_version_is_reported_and_checking_goes_on() -> None:
+    result = check(program(GOOD, toolchain="9.9.9"))
+    assert [d.code for d in result.diagnostics] == ["E0103"] and "9.9.9" in result.diagnostics[0].message
+    assert result.version == "0.6.0"
+    with pytest.raises(ValueError, match="unknown toolchain"):
+        check(GOOD, "9.9.9")
+
+
+def test_header_selects_the_version_and_an_explicit_one_wins() -> None:
+    source = program(f"{GOOD}\n    let t = {CONSTRUCT_CASES[0][1]};", toolchain="0.5.0")
+    assert check(source).version == "0.5.0" and check(source).ok
+    assert not check(source, "0.6.0").ok
+
+
+def test_version_specs_describe_the_api_changes() -> None:
+    assert spec("0.6.0").constructs_removed == {"lut", "at_addr", "dma_at"}
+    assert spec("0.7.0").constructs_removed == {"cast", "result_all"}
+    assert {"widen", "narrow", "reduce_clusters", "allreduce_slices", "buffers"} <= spec("0.7.0").constructs_added
+    assert spec("0.7.0").truth_overrides == {"dma_chain_startup": 90.0, "dm_usable_per_slice": 464 * 1024}
+    assert spec("0.5.0").severity["0205"] == "W" and spec("0.6.0").severity["0205"] == "E"
+    assert spec("0.6.0").severity["0520"] == "N" and spec("0.5.0").severity["0520"] is None
+    assert set(SPECS) == set(VERSIONS)
+
+
+def test_rule_catalogue_covers_section_3_2() -> None:
+    numbers = {rule.number for rule in RULES}
+    assert len(numbers) == len(RULES) == 34  # the 33 rows of 3.2 plus W0702 of 3.3
+    assert lookup("W0205") is lookup("E0205") is lookup("0205")
+    assert set(RULES_CHECKED) <= numbers
+
+
+@pytest.mark.parametrize("path", sorted(SIMULATOR.glob("kernels/**/*.fe")), ids=lambda p: p.name)
+def test_ferc_check_passes_every_shipped_program(path: Path) -> None:
+    result = CliRunner().invoke(ferc, ["check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "ok under toolchain 0.6.0" in result.output
+
+
+def test_ferc_check_shows_a_caret_and_fails(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.fe"
+    broken.write_text(program("    let a = x.dma(engines = [0]) +;"))
+    result = CliRunner().invoke(ferc, ["check", str(broken)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("error[E0101]: syntax error at 4:35")
+    caret_line = next(line for line in lines if line.strip().endswith("^") and "|" in line)
+    assert caret_line.index("^") == lines[lines.index(caret_line) - 1].index("+;") + 1
+
+
+def test_ferc_check_json_and_explain() -> None:
+    path = SIMULATOR / "kernels" / "examples" / "o_opt.fe"
+    result = CliRunner().invoke(ferc, ["check", str(path), "--toolchain", "0.7.0", "--json"])
+    assert result.exit_code == 1
+    payload = json.loads(result.output)
+    assert payload["version"] == "0.7.0" and {d["code"] for d in payload["diagnostics"]} == {"E0103", "W0702"}
+    explained = CliRunner().invoke(ferc, ["explain", "E0520", "--toolchain", "0.6.0"])
+    assert explained.exit_code == 0 and explained.output.startswith("N0520:")
+    assert CliRunner().invoke(ferc, ["explain", "E0999"]).exit_code == 2
+
+
+def test_ferc_is_a_console_script() -> None:
+    ferc_path = Path(sys.executable).parent / "ferc"
+    completed = subprocess.run(
+        [str(ferc_path), "check", str(SIMULATOR / "kernels" / "baseline" / "qkv_baseline.fe")],
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
