@@ -91,7 +91,7 @@ def _literal(value: ir.AttrValue) -> str:
 
 def _type(ttype: ir.HbmType | ir.DevType | ir.TypeRef) -> str:
     if isinstance(ttype, ir.HbmType):
-        return f"hbm<{ttype.dtype}>{_mapping(ttype.mapping)}"
+        return f"hbm<{ttype.dtype}>{print_mapping(ttype.mapping)}"
     if isinstance(ttype, ir.DevType):
         return f"{ttype.space}<{ttype.dtype}>{_layout(ttype.layout)}"
     return ttype.name
@@ -106,14 +106,14 @@ def _layout_item(item: ir.MapField | ir.IntField | ir.Spread) -> str:
         return f"..{item.name}"
     if isinstance(item, ir.IntField):
         return f"{item.name}: {item.value}"
-    return f"{item.name}: {_mapping(item.mapping)}"
+    return f"{item.name}: {print_mapping(item.mapping)}"
 
 
-def _mapping(mapping: ir.Mapping) -> str:
-    return "[" + ", ".join(_term(t) for t in mapping.terms) + "]"
+def print_mapping(mapping: ir.Mapping) -> str:
+    return "[" + ", ".join(print_term(t) for t in mapping.terms) + "]"
 
 
-def _term(term: ir.Term) -> str:
+def print_term(term: ir.Term) -> str:
     if term.kind == "axis":
         text = str(term.axis) + "".join(f" {op} {operand}" for op, operand in term.ops)
     elif term.kind == "unit":
@@ -184,7 +184,7 @@ def _expr(expr: object, depth: int) -> str:
     if isinstance(expr, ir.Name):
         return expr.id
     if isinstance(expr, ir.Bracket):
-        return _mapping(expr.mapping)
+        return print_mapping(expr.mapping)
     if isinstance(expr, ir.BinOp):
         level = _PRECEDENCE[expr.op]
         # Left-associative: an operand of equal strength needs parentheses only on the right.

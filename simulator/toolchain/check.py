@@ -13,15 +13,21 @@ from pydantic import BaseModel, ConfigDict
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
+from simulator.toolchain.env import Env
 from simulator.toolchain.names import check_names
+from simulator.toolchain.statics import check_def_use, check_dma_arguments, check_mapping_sizes
+from simulator.toolchain.streams import check_streams
 from simulator.toolchain.versions import DEFAULT_VERSION, SPECS, spec
 from simulator.toolchain.vocabulary import check_vocabulary
 
 log = logging.getLogger(__name__)
 
-# Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 needs the digit
-# algebra and lowering, and is not claimed.
-RULES_CHECKED = ("0101", "0102", "0103", "0702")
+# Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage, capacity,
+# packets, reducers, bank runs, partial sums) needs the digit algebra and lowering, and is not claimed.
+RULES_CHECKED = (
+    "0101", "0102", "0103", "0110", "0120", "0201", "0320", "0323", "0403", "0405", "0410", "0411", "0412",
+    "0501", "0702",
+)  # fmt: skip
 
 
 class CheckResult(BaseModel):
@@ -77,7 +83,23 @@ def _check(source: str, version: str | None) -> CheckResult:
         chosen = DEFAULT_VERSION
     diagnostics += check_names(program)
     diagnostics += check_vocabulary(program, spec(chosen))
+    diagnostics += _check_bodies(program, chosen)
     return CheckResult(version=chosen, diagnostics=tuple(sorted(diagnostics, key=_position)))
+
+
+def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
+    env = Env.of_program(program)
+    diagnostics: list[Diagnostic] = []
+    for item in program.items:
+        if isinstance(item, ir.FnDecl | ir.KernelDecl):
+            inner = env.for_body(item.params, item.body)
+            diagnostics += check_mapping_sizes(item, inner, version)
+            diagnostics += check_dma_arguments(item, version)
+            diagnostics += check_streams(item.body, inner, version)
+            diagnostics += check_def_use(item.params, item.body, version)
+        elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
+            diagnostics += check_mapping_sizes(item, env, version)
+    return diagnostics
 
 
 def _position(diagnostic: Diagnostic) -> tuple[int, int, str]:

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from simulator.diagnostics import Diagnostic
+
 Level = Literal["E", "W", "N"]
 SEVERITY_NAMES: dict[str, Literal["error", "warning", "note"]] = {"E": "error", "W": "warning", "N": "note"}
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
@@ -175,3 +177,11 @@ def lookup(code: str) -> Rule | None:
     """The rule for 'E0301', 'W0205', 'N0520' or '0301'."""
     digits = code[1:] if code[:1].upper() in ("E", "W", "N") else code
     return BY_NUMBER.get(digits)
+
+
+def emit(number: str, version: str, message: str, span: object = None) -> list[Diagnostic]:
+    """A diagnostic of rule `number` at the severity `version` gives it; none where it is unchecked."""
+    code = BY_NUMBER[number].code(version)
+    if code is None:
+        return []
+    return [Diagnostic(code=code, severity=SEVERITY_NAMES[code[0]], message=message, span=span)]  # type: ignore[arg-type]

@@ -22,7 +22,10 @@ layout One = { cluster: [1 # 2], slice: [1 # 256] };
 """
 
 
-def program(body: str, params: str = "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]", toolchain: str = "") -> str:
+PARAMS = "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H], z: &hbm<f8e4m3>[H], s: &hbm<f32>[H]"
+
+
+def program(body: str, params: str = PARAMS, toolchain: str = "") -> str:
     header = f'#![toolchain = "{toolchain}"]\n' if toolchain else ""
     return f"{header}{PRELUDE}kernel k({params}) {{\n{body}\n}}\n"
 
@@ -31,7 +34,12 @@ def codes(source: str, version: str | None = None) -> list[str]:
     return [d.code for d in check(source, version).diagnostics]
 
 
-GOOD = "    let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    a.dma_into(y, engines = [0]);"
+GOOD = (
+    "    let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n"
+    "    let f: dm<f8e4m3>{..One, elem: [H]} = z.dma(engines = [1]);\n"
+    "    let g: dm<f32>{..One, elem: [H]} = s.dma(engines = [2]);\n"
+    "    a.dma_into(y, engines = [0]);"
+)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -41,11 +49,11 @@ def test_a_plain_program_is_clean_in_every_version(version: str) -> None:
 
 # (construct, source snippet, versions that accept it)
 CONSTRUCT_CASES = [
-    ("lut", "main(a).fetch(time = [H / 16], packet = [H % 16]).lut(bf16).commit()", {"0.5.0"}),
-    ("decode", "main(a).fetch(time = [H / 16], packet = [H % 16]).decode(bf16).commit()", {"0.6.0", "0.7.0"}),
+    ("lut", "main(f).fetch(time = [H / 32], packet = [H % 32]).lut(bf16).commit()", {"0.5.0"}),
+    ("decode", "main(f).fetch(time = [H / 32], packet = [H % 32]).decode(bf16).commit()", {"0.6.0", "0.7.0"}),
     ("cast", "main(a).fetch(time = [H / 16], packet = [H % 16]).cast(f32).commit()", {"0.5.0", "0.6.0"}),
     ("widen", "main(a).fetch(time = [H / 16], packet = [H % 16]).widen(f32).commit()", {"0.7.0"}),
-    ("narrow", "main(a).fetch(time = [H / 16], packet = [H % 16]).narrow(bf16).commit()", {"0.7.0"}),
+    ("narrow", "main(g).fetch(time = [H / 8], packet = [H % 8]).vector(exp()).narrow(bf16).commit()", {"0.7.0"}),
     ("dma_order", "x.dma(engines = [0], order = [H / 8])", {"0.6.0", "0.7.0"}),
     ("dma_at", "x.dma(engines = [0], at = 0)", {"0.5.0"}),
     ("at_addr", "dm::at_addr(0)", {"0.5.0"}),

@@ -1,0 +1,104 @@
+"""What a rule needs to know about names in one kernel or fn: axis sizes, declared tensor types,
+layouts with their spreads resolved."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from simulator.dsl import ir
+from simulator.dsl.walk import walk
+
+
+@dataclass
+class Env:
+    axis_sizes: dict[str, int] = field(default_factory=dict)
+    layouts: dict[str, ir.Layout] = field(default_factory=dict)
+    types: dict[str, ir.HbmType | ir.DevType | ir.TypeRef] = field(default_factory=dict)
+    tensors: dict[str, ir.HbmType | ir.DevType | ir.TypeRef] = field(default_factory=dict)
+
+    @classmethod
+    def of_program(cls, program: ir.Program) -> Env:
+        env = cls()
+        atoms: dict[str, int] = {}
+        composites: dict[str, tuple[str, ...]] = {}
+        for item in program.items:
+            if isinstance(item, ir.AxesDecl):
+                for axis in item.axes:
+                    if isinstance(axis, ir.AxisAtom):
+                        atoms[axis.name] = axis.size
+                    else:
+                        composites[axis.name] = axis.parts
+            elif isinstance(item, ir.LayoutDecl):
+                env.layouts[item.name] = item.layout
+            elif isinstance(item, ir.TypeDecl):
+                env.types[item.name] = item.type
+        env.axis_sizes = dict(atoms)
+        for name, parts in composites.items():
+            if all(p in atoms for p in parts):
+                env.axis_sizes[name] = math.prod(atoms[p] for p in parts)
+        return env
+
+    def for_body(self, params: tuple[object, ...], body: ir.Block) -> Env:
+        """The environment inside a kernel or fn: its tensor parameters and typed lets."""
+        inner = Env(dict(self.axis_sizes), dict(self.layouts), dict(self.types), {})
+        for param in params:
+            if isinstance(param, ir.TensorParam):
+                inner.tensors[param.name] = param.type
+        for node in walk(body):
+            if isinstance(node, ir.Let) and node.type is not None:
+                inner.tensors[node.name] = node.type
+        return inner
+
+    def resolve(self, ttype: ir.HbmType | ir.DevType | ir.TypeRef | None) -> ir.HbmType | ir.DevType | None:
+        seen: set[str] = set()
+        while isinstance(ttype, ir.TypeRef) and ttype.name not in seen:
+            seen.add(ttype.name)
+            ttype = self.types.get(ttype.name)
+        return ttype if isinstance(ttype, ir.HbmType | ir.DevType) else None
+
+    def tensor(self, name: str) -> ir.HbmType | ir.DevType | None:
+        return self.resolve(self.tensors.get(name))
+
+    def fields(self, layout: ir.Layout) -> dict[str, ir.MapField | ir.IntField]:
+        """The layout's fields with `..Spread`s expanded (later fields win, as written)."""
+        fields: dict[str, ir.MapField | ir.IntField] = {}
+        self._expand(layout, fields, set())
+        return fields
+
+    def _expand(self, layout: ir.Layout, into: dict[str, ir.MapField | ir.IntField], seen: set[str]) -> None:
+        for item in layout.items:
+            if isinstance(item, ir.Spread):
+                if item.name in self.layouts and item.name not in seen:
+                    self._expand(self.layouts[item.name], into, seen | {item.name})
+            else:
+                into[item.name] = item
+
+    def term_positions(self, term: ir.Term) -> int | None:
+        """How many positions a mapping term spans; None when it depends on an unknown size."""
+        if term.pad is not None:
+            return term.pad
+        if term.restrict is not None:
+            return term.restrict
+        if term.kind in ("unit",):
+            return 1
+        if term.kind == "rep":
+            return term.value
+        if term.kind == "at":
+            return term.positions
+        return self.digit_size(term)
+
+    def digit_size(self, term: ir.Term) -> int | None:
+        size = self.axis_sizes.get(str(term.axis))
+        if size is None:
+            return None
+        extent = size
+        for op, operand in term.ops:
+            if not isinstance(operand, int) or operand <= 0:
+                return None
+            extent = math.ceil(extent / operand) if op == "/" else min(extent, operand)
+        return extent
+
+    def positions(self, mapping: ir.Mapping) -> int | None:
+        sizes = [self.term_positions(t) for t in mapping.terms]
+        return None if any(s is None for s in sizes) else math.prod(s for s in sizes if s is not None)

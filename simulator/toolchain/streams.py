@@ -1,0 +1,177 @@
+"""Rules on Tensor-Unit passes that need only the IR and declared types: stage order (E0120),
+decode/cast pairs (E0110), contraction operand types (E0403), sub-context stages (E0405), dtype at
+commit (E0410), vector input (E0411) and chain length (E0412)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from simulator.diagnostics import Diagnostic
+from simulator.dsl import ir
+from simulator.dsl.walk import walk
+from simulator.toolchain.env import Env
+from simulator.toolchain.rules import emit
+
+MAX_VECTOR_OPS = 6
+WIDEN = {("bf16", "f32"), ("f8e4m3", "f32"), ("i8", "i32")}
+NARROW = {("f32", "bf16"), ("f32", "f8e4m3"), ("i32", "i8")}
+DECODE = {("f4e2m1", "f8e4m3"), ("f4e2m1", "bf16"), ("f8e4m3", "bf16")}
+CONTRACT_PAIRS = {
+    "0.5.0": {("bf16", "bf16"), ("i8", "i8"), ("f8e4m3", "f8e4m3")},
+    "0.6.0": {("bf16", "bf16"), ("i8", "i8"), ("f8e4m3", "f8e4m3"), ("f8e4m3", "bf16")},
+    "0.7.0": {("bf16", "bf16"), ("i8", "i8"), ("f8e4m3", "f8e4m3"), ("f8e4m3", "bf16"), ("f4e2m1", "bf16")},
+}
+# Hardware order of the stages (E0120); a vector chain may appear before and after the reducer.
+ORDER = {
+    "fetch": 0, "decode": 1, "lut": 1, "widen": 1, "switch": 2, "collect": 3, "contract": 4, "vector": 5,
+    "reduce_slices": 6, "allreduce_slices": 6, "reduce_clusters": 6, "narrow": 8, "transpose": 9,
+    "commit": 10, "commit_into": 10, "to_trf": 10, "to_vrf": 10,
+}  # fmt: skip
+STAGE_ORDER = (
+    "the Tensor Unit order is fetch, decode/widen, switch, collect, contract, vector, reduce_slices, vector, "
+    "narrow, transpose, commit"
+)
+REGISTER_WRITERS = {"fetch", "decode", "lut", "widen", "switch", "collect", "cast"}
+ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
+
+
+@dataclass(frozen=True)
+class Pass:
+    context: str  # main | sub
+    source: ir.Expr
+    stages: tuple[ir.Method, ...]
+    destination: str | None  # the let it is bound to, if any
+
+
+def passes(body: ir.Block) -> Iterator[Pass]:
+    """Every Tensor-Unit pass (a method chain rooted at main(..) or sub(..)) in a body."""
+    nodes = list(walk(body))
+    bound = {id(node.value): node.name for node in nodes if isinstance(node, ir.Let)}
+    # A method that is another method's receiver is inside a longer chain, not the end of a pass.
+    receivers = {id(node.receiver) for node in nodes if isinstance(node, ir.Method)}
+    for node in nodes:
+        if not isinstance(node, ir.Method):
+            continue
+        chain: list[ir.Method] = []
+        root: object = node
+        while isinstance(root, ir.Method):
+            chain.append(root)
+            root = root.receiver
+        if isinstance(root, ir.Call) and root.func in ("main", "sub") and root.args and id(node) not in receivers:
+            chain.reverse()
+            yield Pass(root.func, root.args[0].value, tuple(chain), bound.get(id(node)))
+
+
+def check_streams(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    diagnostics: list[Diagnostic] = []
+    for stream in passes(body):
+        diagnostics += _check_pass(stream, env, version)
+    return diagnostics
+
+
+def _dtype_of(expr: object, env: Env) -> str | None:
+    """The dtype of a tensor expression: a name, or a view (.tile/.roll/...) of one."""
+    while isinstance(expr, ir.Method):
+        expr = expr.receiver
+    if isinstance(expr, ir.Name):
+        tensor = env.tensor(expr.id)
+        return tensor.dtype if tensor is not None else None
+    return None
+
+
+def _positional_dtype(stage: ir.Method) -> str | None:
+    for arg in stage.args:
+        if arg.name is None and isinstance(arg.value, ir.Name):
+            return arg.value.id
+    return None
+
+
+def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    dtype = _dtype_of(stream.source, env)
+    previous = "fetch"
+    level = -1
+    computed = False  # past the contraction/vector stage: casts narrow from here on
+    seen_reducer = False
+    vector_ops = 0
+    for stage in stream.stages:
+        name = stage.name
+        where = stage.name_span or stage.span
+        key = name
+        if name == "cast":
+            key = "narrow" if computed else "widen"
+        rank = 7 if name == "vector" and seen_reducer else ORDER.get(key, -1)
+        if rank >= 0:
+            misplaced_register_write = name in ("to_trf", "to_vrf") and previous not in REGISTER_WRITERS
+            # A stage may not come back to an earlier unit, nor repeat one (a vector chain may continue).
+            backwards = rank < level or (rank == level and name != "vector")
+            if misplaced_register_write or backwards:
+                out += emit("0120", version, f"{name} cannot follow {previous}: {STAGE_ORDER}", where)
+            level = max(level, rank)
+        if stream.context == "sub" and name in ("contract", "switch"):
+            out += emit("0405", version, f"{name} is not available in the sub context", where)
+        target = _positional_dtype(stage)
+        if name in ("decode", "lut") and dtype is not None and target is not None:
+            if (dtype, target) not in DECODE:
+                out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
+            dtype = target
+        elif name in ("cast", "widen", "narrow") and dtype is not None and target is not None:
+            allowed = NARROW if key == "narrow" else WIDEN
+            if (dtype, target) not in allowed:
+                out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
+            dtype = target
+        elif name == "contract":
+            trf = next((a.value for a in stage.args if a.name == "trf"), None)
+            operand = _dtype_of(trf, env)
+            if dtype is not None and operand is not None:
+                if (dtype, operand) not in CONTRACT_PAIRS[version]:
+                    out += emit("0403", version, f"contraction does not accept a {dtype} stream with a {operand} "
+                                "TRF operand", where)  # fmt: skip
+                    dtype = None  # no output type to infer: avoid errors that only repeat this one
+                else:
+                    dtype = "i32" if dtype == "i8" else "f32"
+            computed = True
+        elif name == "vector":
+            if dtype is not None and dtype not in ("f32", "i32"):
+                out += emit("0411", version, f"vector engine needs f32/i32 input, stream is {dtype}", where)
+            vector_ops += sum(1 for a in stage.args if not _dropped(a))
+            computed = True
+        elif name in ("reduce_slices", "allreduce_slices", "reduce_clusters"):
+            seen_reducer = True
+        elif name in ENDS:
+            out += _check_commit(stream, stage, dtype, env, version)
+        previous = key
+    if vector_ops > MAX_VECTOR_OPS:
+        first_vector = next(s for s in stream.stages if s.name == "vector")
+        out += emit("0412", version, f"vector chain has {vector_ops} operations (max {MAX_VECTOR_OPS})",
+                    first_vector.name_span or first_vector.span)  # fmt: skip
+    return out
+
+
+def _dropped(arg: ir.Arg) -> bool:
+    """`op(..., when = 0)` is removed at compile time and costs nothing."""
+    value = arg.value
+    if isinstance(value, ir.Call):
+        return any(a.name == "when" and isinstance(a.value, ir.Int) and a.value.value == 0 for a in value.args)
+    return False
+
+
+def _check_commit(stream: Pass, stage: ir.Method, dtype: str | None, env: Env, version: str) -> list[Diagnostic]:
+    if stage.name == "commit" and stream.destination is not None:
+        destination = env.tensor(stream.destination)
+    elif stage.name == "commit_into" and stage.args:
+        name = stage.args[0].value
+        while isinstance(name, ir.Method):
+            name = name.receiver
+        destination = env.tensor(name.id) if isinstance(name, ir.Name) else None
+    else:
+        return []
+    if dtype is None or destination is None or destination.dtype == dtype:
+        return []
+    return emit(
+        "0410",
+        version,
+        f"committing a {dtype} stream into a {destination.dtype} tensor without a cast",
+        stage.name_span or stage.span,
+    )

@@ -1,0 +1,129 @@
+"""Table-driven rule tests: for every checked rule and every version, a program that triggers it at
+the severity that version gives it, and a near-identical one that is clean."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.toolchain.check import check
+from simulator.toolchain.rules import BY_NUMBER, VERSIONS
+
+PRELUDE = """axes! { H = 64, K = 32 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+kernel k(x: &hbm<bf16>[H], q: &hbm<i8>[H], y: &mut hbm<bf16>[H]) {
+    let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);
+"""
+FETCH = "fetch(time = [H / 16], packet = [H % 16])"
+
+
+def widen(version: str) -> str:
+    return "cast" if version != "0.7.0" else "widen"
+
+
+def narrow(version: str) -> str:
+    return "cast" if version != "0.7.0" else "narrow"
+
+
+TRF = "    let xt: trf<bf16>{..One, lane: [1], elem: [H]} = sub(a).fetch(time = [H / 4], packet = [H % 4]).to_trf();\n"
+
+
+def contraction(stream: str, context: str = "main") -> str:
+    source = "x" if stream == "bf16" else "q"
+    return (
+        TRF
+        + f"    let w: dm<{stream}>{{..One, elem: [H]}} = {source}.dma(engines = [0]);\n"
+        + f"    let o: dm<f32>{{..One, elem: [1 # 8]}} = {context}(w).fetch(time = [H / 32], packet = [H % 32])"
+        ".contract(trf = xt, reduce = [H], fold = [1 # 8]).commit();\n"
+    )
+
+
+# rule -> (triggering body, clean body), each a function of the version
+CASES = {
+    "0110": (
+        lambda v: f"    let t: dm<i32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(i32).commit();\n",
+        lambda v: f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).commit();\n",
+    ),
+    "0120": (
+        lambda v: (
+            f"    let t: dm<bf16>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).vector(exp())"
+            f".collect(time = [H / 16], packet = [H % 16]).{narrow(v)}(bf16).commit();\n"
+        ),
+        lambda v: (
+            f"    let t: dm<bf16>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).vector(exp())"
+            f".{narrow(v)}(bf16).commit();\n"
+        ),
+    ),
+    "0201": (
+        lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 128], elem: [H]} = x.dma(engines = [1]);\n",
+        lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = x.dma(engines = [1]);\n",
+    ),
+    "0320": (
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 8192);\n",
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 128);\n",
+    ),
+    "0323": (
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1, 1, 9]);\n",
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1, 2]);\n",
+    ),
+    "0403": (lambda v: contraction("i8"), lambda v: contraction("bf16")),
+    "0405": (lambda v: contraction("bf16", context="sub"), lambda v: contraction("bf16")),
+    "0410": (
+        lambda v: (
+            f"    let t: dm<bf16>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).vector(exp()).commit();\n"
+        ),
+        lambda v: f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).vector(exp()).commit();\n",
+    ),
+    "0411": (
+        lambda v: f"    let t: dm<bf16>{{..One, elem: [H]}} = main(a).{FETCH}.vector(exp()).commit();\n",
+        lambda v: (
+            f"    let t: dm<bf16>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).vector(exp())"
+            f".{narrow(v)}(bf16).commit();\n"
+        ),
+    ),
+    "0412": (
+        lambda v: (
+            f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32)"
+            ".vector(exp(), add(1.0), mul(2.0), rsqrt(), square(), neg(), recip()).commit();\n"
+        ),
+        lambda v: (
+            f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32)"
+            ".vector(exp(), add(1.0), mul(2.0), rsqrt(), square(), neg(), recip(when = 0)).commit();\n"
+        ),
+    ),
+    "0501": (
+        lambda v: "    b.dma_into(y, engines = [0]);\n    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n",
+        lambda v: "    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n    b.dma_into(y, engines = [0]);\n",
+    ),
+}
+
+
+def _source(body: str) -> str:
+    return PRELUDE + body + "    a.dma_into(y, engines = [0]);\n}\n"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("number", sorted(CASES))
+def test_rule_triggers_at_its_severity_and_not_on_the_fixed_program(number: str, version: str) -> None:
+    triggering, clean = CASES[number]
+    expected = BY_NUMBER[number].code(version)
+    found = [d.code for d in check(_source(triggering(version)), version).diagnostics]
+    if expected is None:
+        assert not any(code.endswith(number) for code in found)
+    else:
+        assert expected in found, found
+        assert all(code == expected for code in found), f"only {expected} expected, got {found}"
+    assert check(_source(clean(version)), version).diagnostics == ()
+
+
+def test_e0410_is_a_warning_in_050_and_an_error_after() -> None:
+    body = CASES["0410"][0]
+    result = check(_source(body("0.5.0")), "0.5.0")
+    assert [(d.code, d.severity) for d in result.diagnostics] == [("W0410", "warning")] and result.ok
+    assert not check(_source(body("0.6.0")), "0.6.0").ok
+
+
+def test_mixed_precision_contraction_arrives_in_060() -> None:
+    body = contraction("bf16").replace("dm<bf16>{..One, elem: [H]} = x.dma", "dm<f8e4m3>{..One, elem: [H]} = z.dma")
+    source = _source(body).replace("y: &mut hbm<bf16>[H]", "y: &mut hbm<bf16>[H], z: &hbm<f8e4m3>[H]")
+    assert [d.code for d in check(source, "0.5.0").diagnostics] == ["E0403"]
+    assert check(source, "0.6.0").diagnostics == ()
