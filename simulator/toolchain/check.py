@@ -14,6 +14,7 @@ from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.env import Env
+from simulator.toolchain.mappings import axis_system, check_fetch_digits, check_type_digits
 from simulator.toolchain.names import check_names
 from simulator.toolchain.statics import check_def_use, check_dma_arguments, check_mapping_sizes
 from simulator.toolchain.streams import check_streams
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 # Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage, capacity,
 # packets, reducers, bank runs, partial sums) needs the digit algebra and lowering, and is not claimed.
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0110", "0120", "0201", "0320", "0323", "0403", "0405", "0410", "0411", "0412",
+    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0320", "0323", "0403", "0405", "0410", "0411", "0412",
     "0501", "0702",
 )  # fmt: skip
 
@@ -89,6 +90,7 @@ def _check(source: str, version: str | None) -> CheckResult:
 
 def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
     env = Env.of_program(program)
+    axes = axis_system(program)
     diagnostics: list[Diagnostic] = []
     for item in program.items:
         if isinstance(item, ir.FnDecl | ir.KernelDecl):
@@ -97,8 +99,11 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_dma_arguments(item, version)
             diagnostics += check_streams(item.body, inner, version)
             diagnostics += check_def_use(item.params, item.body, version)
+            diagnostics += check_type_digits(item, inner, axes, version)
+            diagnostics += check_fetch_digits(item.body, inner, axes, version)
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
+            diagnostics += check_type_digits(item, env, axes, version)
     return diagnostics
 
 

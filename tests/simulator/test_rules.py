@@ -57,6 +57,10 @@ CASES = {
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 128], elem: [H]} = x.dma(engines = [1]);\n",
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = x.dma(engines = [1]);\n",
     ),
+    "0204": (
+        lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, H % 8]} = x.dma(engines = [1]);\n",
+        lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, K % 8]} = x.dma(engines = [1]);\n",
+    ),
     "0320": (
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 8192);\n",
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 128);\n",
@@ -127,3 +131,14 @@ def test_mixed_precision_contraction_arrives_in_060() -> None:
     source = _source(body).replace("y: &mut hbm<bf16>[H]", "y: &mut hbm<bf16>[H], z: &hbm<f8e4m3>[H]")
     assert [d.code for d in check(source, "0.5.0").diagnostics] == ["E0403"]
     assert check(source, "0.6.0").diagnostics == ()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fetch_must_refactor_the_source_elem_digits(version: str) -> None:
+    bad = "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 3], packet = [H % 3]).commit();\n"
+    found = check(_source(bad), version).diagnostics
+    assert [d.code for d in found] == ["E0204"] and "no common refinement" in found[0].message
+    twice = "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 8], packet = [H % 16]).commit();\n"
+    assert [d.code for d in check(_source(twice), version).diagnostics] == ["E0204"]
+    good = "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 16 % 2, H / 32], packet = [H % 16])"
+    assert check(_source(good + ".commit();\n"), version).diagnostics == ()

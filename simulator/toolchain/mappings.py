@@ -1,0 +1,91 @@
+"""E0204 on declared types and fetch stages: a digit used twice, or two decompositions of an axis
+with no common refinement (the digit algebra of `digits.py` applied to the IR)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from simulator.diagnostics import Diagnostic
+from simulator.dsl import ir
+from simulator.dsl.walk import walk
+from simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
+from simulator.toolchain.env import Env
+from simulator.toolchain.rules import emit
+from simulator.toolchain.streams import passes
+
+
+def axis_system(program: ir.Program) -> AxisSystem:
+    atoms: dict[str, int] = {}
+    composites: dict[str, tuple[str, ...]] = {}
+    for item in program.items:
+        if isinstance(item, ir.AxesDecl):
+            for axis in item.axes:
+                if isinstance(axis, ir.AxisAtom):
+                    atoms[axis.name] = axis.size
+                else:
+                    composites[axis.name] = axis.parts
+    # Composites over unknown parts cannot be sized; leave them out (E0102 reports the name).
+    known = {name: parts for name, parts in composites.items() if all(p in atoms for p in parts)}
+    return AxisSystem(atoms=atoms, composites=known)
+
+
+def mapping_digits(mappings: Iterable[ir.Mapping], axes: AxisSystem) -> list[Digit] | None:
+    """The normalised digits of the data terms, or None when one depends on an unknown size."""
+    digits: list[Digit] = []
+    for mapping in mappings:
+        for term in mapping.terms:
+            if term.kind != "axis":
+                continue
+            known = term.axis in axes.atoms or term.axis in axes.composites
+            if not known or any(not isinstance(operand, int) or operand <= 0 for _, operand in term.ops):
+                return None
+            digits.append(axes.digit(str(term.axis), [(op, int(operand)) for op, operand in term.ops]))
+    return normalise(digits, axes)
+
+
+def check_type_digits(root: ir.Node, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for node in walk(root):
+        if isinstance(node, ir.DevType):
+            mappings = [f.mapping for f in env.fields(node.layout).values() if isinstance(f, ir.MapField)]
+        elif isinstance(node, ir.HbmType):
+            mappings = [node.mapping]
+        else:
+            continue
+        digits = mapping_digits(mappings, axes)
+        twice = overlapping(digits) if digits is not None else None
+        if twice is not None:
+            first, second = twice
+            out += emit("0204", version, f"digits of {first.axis} in {first} and {second} have no common refinement "
+                        "(a digit is used twice)", node.span)  # fmt: skip
+    return out
+
+
+def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+    """fetch(time, packet) must refactor the source's elem digits."""
+    out: list[Diagnostic] = []
+    for stream in passes(body):
+        fetch = next((s for s in stream.stages if s.name == "fetch"), None)
+        source = stream.source
+        while isinstance(source, ir.Method):
+            source = source.receiver
+        tensor = env.tensor(source.id) if isinstance(source, ir.Name) else None
+        if fetch is None or not isinstance(tensor, ir.DevType):
+            continue
+        elem = env.fields(tensor.layout).get("elem")
+        stream_maps = [
+            a.value.mapping for a in fetch.args if a.name in ("time", "packet") and isinstance(a.value, ir.Bracket)
+        ]
+        if not isinstance(elem, ir.MapField) or len(stream_maps) != 2:
+            continue
+        held, fetched = mapping_digits([elem.mapping], axes), mapping_digits(stream_maps, axes)
+        if held is None or fetched is None:
+            continue
+        twice = overlapping(fetched)
+        try:
+            if twice is not None:
+                raise NoCommonRefinement(twice[0].axis, *twice)
+            refine(held, fetched)
+        except NoCommonRefinement as error:
+            out += emit("0204", version, str(error), fetch.name_span or fetch.span)
+    return out
