@@ -13,10 +13,17 @@ from pydantic import BaseModel, ConfigDict
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
+from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
 from simulator.toolchain.mappings import axis_system, check_fetch_digits, check_type_digits
 from simulator.toolchain.names import check_names
-from simulator.toolchain.statics import check_def_use, check_dma_arguments, check_mapping_sizes
+from simulator.toolchain.statics import (
+    check_def_use,
+    check_dma_arguments,
+    check_mapping_sizes,
+    check_outputs_written,
+    check_tile_extents,
+)
 from simulator.toolchain.streams import check_streams
 from simulator.toolchain.versions import DEFAULT_VERSION, SPECS, spec
 from simulator.toolchain.vocabulary import check_vocabulary
@@ -26,8 +33,8 @@ log = logging.getLogger(__name__)
 # Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage, capacity,
 # packets, reducers, bank runs, partial sums) needs the digit algebra and lowering, and is not claimed.
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0320", "0323", "0403", "0405", "0410", "0411", "0412",
-    "0501", "0702",
+    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0207", "0301", "0302", "0303", "0320", "0321", "0323",
+    "0402", "0403", "0405", "0410", "0411", "0412", "0501", "0702", "0801",
 )  # fmt: skip
 
 
@@ -101,6 +108,10 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_def_use(item.params, item.body, version)
             diagnostics += check_type_digits(item, inner, axes, version)
             diagnostics += check_fetch_digits(item.body, inner, axes, version)
+            diagnostics += check_capacity(item.body, inner, version)
+            diagnostics += check_tile_extents(item.body, axes, version)
+            if isinstance(item, ir.KernelDecl):
+                diagnostics += check_outputs_written(item.params, item.body, version)
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
             diagnostics += check_type_digits(item, env, axes, version)

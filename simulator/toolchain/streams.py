@@ -14,6 +14,8 @@ from simulator.toolchain.env import Env
 from simulator.toolchain.rules import emit
 
 MAX_VECTOR_OPS = 6
+MAX_CONTRACT_PACKET = 64  # bytes per contraction step
+DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}
 WIDEN = {("bf16", "f32"), ("f8e4m3", "f32"), ("i8", "i32")}
 NARROW = {("f32", "bf16"), ("f32", "f8e4m3"), ("i32", "i8")}
 DECODE = {("f4e2m1", "f8e4m3"), ("f4e2m1", "bf16"), ("f8e4m3", "bf16")}
@@ -95,6 +97,7 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
     computed = False  # past the contraction/vector stage: casts narrow from here on
     seen_reducer = False
     vector_ops = 0
+    packet_positions: int | None = None
     for stage in stream.stages:
         name = stage.name
         where = stage.name_span or stage.span
@@ -121,7 +124,14 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
             if (dtype, target) not in allowed:
                 out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
             dtype = target
+        elif name == "fetch":
+            packet = next((a.value for a in stage.args if a.name == "packet"), None)
+            packet_positions = env.positions(packet.mapping) if isinstance(packet, ir.Bracket) else None
         elif name == "contract":
+            width = DTYPE_BYTES.get(dtype or "")
+            if packet_positions is not None and width is not None and packet_positions * width > MAX_CONTRACT_PACKET:
+                out += emit("0402", version, f"contraction stream packet is {packet_positions * width:g} B "
+                            f"(max {MAX_CONTRACT_PACKET} B)", where)  # fmt: skip
             trf = next((a.value for a in stage.args if a.name == "trf"), None)
             operand = _dtype_of(trf, env)
             if dtype is not None and operand is not None:

@@ -8,7 +8,7 @@ import pytest
 from simulator.toolchain.check import check
 from simulator.toolchain.rules import BY_NUMBER, VERSIONS
 
-PRELUDE = """axes! { H = 64, K = 32 }
+PRELUDE = """axes! { H = 64, K = 32, B = 131072, C = 480000 }
 layout One = { cluster: [1 # 2], slice: [1 # 256] };
 kernel k(x: &hbm<bf16>[H], q: &hbm<i8>[H], y: &mut hbm<bf16>[H]) {
     let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);
@@ -27,12 +27,13 @@ def narrow(version: str) -> str:
 TRF = "    let xt: trf<bf16>{..One, lane: [1], elem: [H]} = sub(a).fetch(time = [H / 4], packet = [H % 4]).to_trf();\n"
 
 
-def contraction(stream: str, context: str = "main") -> str:
+def contraction(stream: str, context: str = "main", packet: str = "H % 32") -> str:
     source = "x" if stream == "bf16" else "q"
     return (
         TRF
         + f"    let w: dm<{stream}>{{..One, elem: [H]}} = {source}.dma(engines = [0]);\n"
-        + f"    let o: dm<f32>{{..One, elem: [1 # 8]}} = {context}(w).fetch(time = [H / 32], packet = [H % 32])"
+        + f"    let o: dm<f32>{{..One, elem: [1 # 8]}} = {context}(w)"
+        f".fetch(time = [H / {packet.split()[-1]}], packet = [{packet}])"
         ".contract(trf = xt, reduce = [H], fold = [1 # 8]).commit();\n"
     )
 
@@ -61,6 +62,33 @@ CASES = {
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, H % 8]} = x.dma(engines = [1]);\n",
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, K % 8]} = x.dma(engines = [1]);\n",
     ),
+    "0207": (
+        lambda v: (
+            "    for c in 0..5 {\n        let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, c * 16, 16)"
+            ".dma(engines = [1]);\n    }\n"
+        ),
+        lambda v: (
+            "    for c in 0..4 {\n        let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, c * 16, 16)"
+            ".dma(engines = [1]);\n    }\n"
+        ),
+    ),
+    "0301": (
+        lambda v: "    let t: dm<f32>{..One, elem: [B]} = dm::empty();\n",
+        lambda v: "    let t: dm<bf16>{..One, elem: [B]} = dm::empty();\n",
+    ),
+    "0302": (
+        lambda v: "    let t: trf<bf16>{..One, lane: [1 # 8], elem: [B / 16]} = dm::empty();\n",
+        lambda v: "    let t: trf<bf16>{..One, lane: [1 # 2], elem: [B / 16]} = dm::empty();\n",
+    ),
+    "0303": (
+        lambda v: "    let t: vrf<f32>{..One, elem: [B / 32]} = dm::empty();\n",
+        lambda v: "    let t: vrf<f32>{..One, elem: [B / 64]} = dm::empty();\n",
+    ),
+    "0321": (
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 100);\n",
+        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 128);\n",
+    ),
+    "0402": (lambda v: contraction("bf16", packet="H % 64"), lambda v: contraction("bf16")),
     "0320": (
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 8192);\n",
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1], packet = 128);\n",
@@ -142,3 +170,36 @@ def test_fetch_must_refactor_the_source_elem_digits(version: str) -> None:
     assert [d.code for d in check(_source(twice), version).diagnostics] == ["E0204"]
     good = "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 16 % 2, H / 32], packet = [H % 16])"
     assert check(_source(good + ".commit();\n"), version).diagnostics == ()
+
+
+def test_pipeline_buffers_count_towards_dm_capacity() -> None:
+    body = (
+        "    #[pipeline(depth = 2)]\n    for c in 0..2 {\n"
+        "        let t: dm<bf16>{..One, elem: [B]} = dm::empty();\n    }\n"
+    )
+    [diagnostic] = check(_source(body), "0.6.0").diagnostics
+    assert diagnostic.code == "E0301"
+    assert "peaks at 524,288 B (> 491,520 B usable)" in diagnostic.message
+
+
+def test_070_reserves_more_dm() -> None:
+    body = "    let t: dm<i8>{..One, elem: [C]} = dm::empty();\n"  # 480,000 B per slice
+    assert check(_source(body), "0.6.0").diagnostics == ()
+    [diagnostic] = check(_source(body), "0.7.0").diagnostics
+    assert diagnostic.code == "E0301" and "475,136 B usable" in diagnostic.message
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_output_nothing_writes(version: str) -> None:
+    source = _source("").replace("    a.dma_into(y, engines = [0]);\n", "")
+    expected = BY_NUMBER["0801"].code(version)
+    assert [d.code for d in check(source, version).diagnostics] == ([expected] if expected else [])
+
+
+def test_a_loop_that_never_runs_tiles_nothing() -> None:
+    # Found by the fuzz test: an empty range once crashed the tile-extent rule.
+    body = (
+        "    for c in 4..0 {\n"
+        "        let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, c * 16, 16).dma(engines = [1]);\n    }\n"
+    )
+    assert check(_source(body), "0.6.0").diagnostics == ()

@@ -1,0 +1,82 @@
+"""Per-slice capacity of one tensor: DM (E0301), TRF (E0302) and VRF (E0303).
+
+The full rules bound the liveness peak of all tensors of a slice; one tensor (times its rotating
+buffers) that alone exceeds the limit is the part that needs no scheduling, and is checked here.
+Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (SIMULATOR.md 1.2 P15).
+"""
+
+from __future__ import annotations
+
+from simulator.diagnostics import Diagnostic
+from simulator.dsl import ir
+from simulator.toolchain.env import Env
+from simulator.toolchain.rules import emit
+from simulator.toolchain.streams import DTYPE_BYTES
+from simulator.toolchain.versions import spec
+
+DM_USABLE_PER_SLICE = 480 * 1024
+TRF_PER_SLICE = 64 * 1024
+VRF_PER_SLICE = 8 * 1024
+
+
+def dm_limit(version: str) -> int:
+    return int(spec(version).truth_overrides.get("dm_usable_per_slice", DM_USABLE_PER_SLICE))
+
+
+def slice_bytes(ttype: ir.DevType, env: Env) -> float | None:
+    """Bytes one slice holds of a device tensor (elem, and lane for a TRF), one buffer."""
+    fields = env.fields(ttype.layout)
+    total = DTYPE_BYTES.get(ttype.dtype)
+    if total is None:
+        return None
+    for name in ("elem", "lane"):
+        field = fields.get(name)
+        if isinstance(field, ir.MapField):
+            positions = env.positions(field.mapping)
+            if positions is None:
+                return None
+            total *= positions
+    return total
+
+
+def _buffers(ttype: ir.DevType, env: Env, depth: int) -> int:
+    field = env.fields(ttype.layout).get("buffers")
+    return field.value if isinstance(field, ir.IntField) else depth
+
+
+def check_capacity(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for let, depth in _lets_with_depth(body, 1):
+        ttype = env.resolve(let.type)
+        if not isinstance(ttype, ir.DevType):
+            continue
+        per_buffer = slice_bytes(ttype, env)
+        if per_buffer is None:
+            continue
+        if ttype.space == "dm":
+            total = per_buffer * _buffers(ttype, env, depth)
+            if total > dm_limit(version):
+                out += emit("0301", version, f"DM use of slice 0 peaks at {total:,.0f} B (> {dm_limit(version):,} B "
+                            f"usable) at `{let.name}`", let.span)  # fmt: skip
+        elif ttype.space == "trf" and per_buffer > TRF_PER_SLICE:
+            out += emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {TRF_PER_SLICE:,} B", let.span)
+        elif ttype.space == "vrf" and per_buffer > VRF_PER_SLICE:
+            out += emit("0303", version, f"VRF live set {per_buffer:,.0f} B exceeds 8,192 B at `{let.name}`", let.span)
+    return out
+
+
+def _lets_with_depth(block: ir.Block, depth: int) -> list[tuple[ir.Let, int]]:
+    """Every typed let with the pipeline depth of the loop it is in (1 outside pipelined loops)."""
+    found: list[tuple[ir.Let, int]] = []
+    for statement in block.stmts:
+        if isinstance(statement, ir.Let) and statement.type is not None:
+            found.append((statement, depth))
+        elif isinstance(statement, ir.For):
+            inner = depth
+            for attr in statement.attrs:
+                if attr.name == "pipeline" and attr.args:
+                    for arg in attr.args:
+                        if arg.name == "depth" and arg.value.kind == "int":
+                            inner = int(arg.value.value)
+            found += _lets_with_depth(statement.body, inner)
+    return found
