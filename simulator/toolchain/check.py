@@ -15,7 +15,7 @@ from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
-from simulator.toolchain.mappings import axis_system, check_fetch_digits, check_type_digits
+from simulator.toolchain.mappings import axis_system, check_fetch_digits, check_reducer_groups, check_type_digits
 from simulator.toolchain.names import check_names
 from simulator.toolchain.statics import (
     check_def_use,
@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 # Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage, capacity,
 # packets, reducers, bank runs, partial sums) needs the digit algebra and lowering, and is not claimed.
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0207", "0301", "0302", "0303", "0320", "0321", "0323",
-    "0402", "0403", "0405", "0410", "0411", "0412", "0501", "0702", "0801",
+    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0207", "0301", "0302", "0303", "0320", "0321",
+    "0323", "0402", "0403", "0405", "0410", "0411", "0412", "0430", "0501", "0702", "0801",
 )  # fmt: skip
 
 
@@ -108,6 +108,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_def_use(item.params, item.body, version)
             diagnostics += check_type_digits(item, inner, axes, version)
             diagnostics += check_fetch_digits(item.body, inner, axes, version)
+            diagnostics += check_reducer_groups(item.body, inner, axes, version)
             diagnostics += check_capacity(item.body, inner, version)
             diagnostics += check_tile_extents(item.body, axes, version)
             if isinstance(item, ir.KernelDecl):

@@ -1,5 +1,5 @@
-"""E0204 on declared types and fetch stages: a digit used twice, or two decompositions of an axis
-with no common refinement (the digit algebra of `digits.py` applied to the IR)."""
+"""The digit algebra of `digits.py` applied to the IR: E0204 on declared types and fetch stages (a
+digit used twice, or two decompositions with no common refinement) and E0430 on reducer groups."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
+from simulator.dsl.printer import print_mapping
 from simulator.dsl.walk import walk
 from simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
 from simulator.toolchain.env import Env
@@ -88,4 +89,35 @@ def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str)
             refine(held, fetched)
         except NoCommonRefinement as error:
             out += emit("0204", version, str(error), fetch.name_span or fetch.span)
+    return out
+
+
+def check_reducer_groups(body: ir.Block, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+    """E0430: a reduce_slices group must be the innermost live digits of the source's slice mapping."""
+    out: list[Diagnostic] = []
+    for stream in passes(body):
+        source = stream.source
+        while isinstance(source, ir.Method):
+            source = source.receiver
+        tensor = env.tensor(source.id) if isinstance(source, ir.Name) else None
+        if not isinstance(tensor, ir.DevType):
+            continue
+        slice_field = env.fields(tensor.layout).get("slice")
+        if not isinstance(slice_field, ir.MapField):
+            continue
+        live = [t for t in slice_field.mapping.terms if t.kind == "axis"]
+        for stage in stream.stages:
+            if stage.name not in ("reduce_slices", "allreduce_slices"):
+                continue
+            group = next((a.value for a in stage.args if a.name == "group"), None)
+            if not isinstance(group, ir.Bracket):
+                continue
+            wanted = mapping_digits([group.mapping], axes)
+            innermost = mapping_digits([ir.Mapping(terms=tuple(live[-len(group.mapping.terms) :]))], axes)
+            if wanted is None or innermost is None or not group.mapping.terms:
+                continue
+            if wanted != innermost:
+                out += emit("0430", version, f"reduce_slices group {print_mapping(group.mapping)} must be the "
+                            f"innermost live slice digits of {print_mapping(slice_field.mapping)}",
+                            stage.name_span or stage.span)  # fmt: skip
     return out

@@ -10,6 +10,7 @@ from simulator.toolchain.rules import BY_NUMBER, VERSIONS
 
 PRELUDE = """axes! { H = 64, K = 32, B = 131072, C = 480000 }
 layout One = { cluster: [1 # 2], slice: [1 # 256] };
+layout Split = { cluster: [1 # 2], slice: [H / 16 % 4 # 64, K / 8] };
 kernel k(x: &hbm<bf16>[H], q: &hbm<i8>[H], y: &mut hbm<bf16>[H]) {
     let a: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);
 """
@@ -120,6 +121,18 @@ CASES = {
         lambda v: (
             f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32)"
             ".vector(exp(), add(1.0), mul(2.0), rsqrt(), square(), neg(), recip(when = 0)).commit();\n"
+        ),
+    ),
+    "0430": (
+        lambda v: (
+            "    let p: dm<f32>{..Split, elem: [H % 16]} = dm::empty();\n    let r = main(p)"
+            ".fetch(time = [H % 16 / 8], packet = [H % 8]).reduce_slices(add, group = [H / 16 % 4], result = leader)"
+            ".commit();\n"
+        ),
+        lambda v: (
+            "    let p: dm<f32>{..Split, elem: [H % 16]} = dm::empty();\n    let r = main(p)"
+            ".fetch(time = [H % 16 / 8], packet = [H % 8]).reduce_slices(add, group = [K / 8], result = leader)"
+            ".commit();\n"
         ),
     ),
     "0501": (
