@@ -15,7 +15,7 @@ from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
-from simulator.toolchain.mappings import axis_system, check_fetch_digits, check_reducer_groups, check_type_digits
+from simulator.toolchain.mappings import check_fetch_digits, check_reducer_groups, check_type_digits
 from simulator.toolchain.names import check_names
 from simulator.toolchain.statics import (
     check_def_use,
@@ -97,7 +97,7 @@ def _check(source: str, version: str | None) -> CheckResult:
 
 def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
     env = Env.of_program(program)
-    axes = axis_system(program)
+    axes = env.axes
     diagnostics: list[Diagnostic] = []
     for item in program.items:
         if isinstance(item, ir.FnDecl | ir.KernelDecl):

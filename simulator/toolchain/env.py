@@ -8,40 +8,44 @@ from dataclasses import dataclass, field
 
 from simulator.dsl import ir
 from simulator.dsl.walk import walk
+from simulator.toolchain.digits import AxisSystem
+
+
+def axis_system(program: ir.Program) -> AxisSystem:
+    """The program's axes; composites over undeclared parts are left out (E0102 names those)."""
+    atoms: dict[str, int] = {}
+    composites: dict[str, tuple[str, ...]] = {}
+    for item in program.items:
+        if isinstance(item, ir.AxesDecl):
+            for axis in item.axes:
+                if isinstance(axis, ir.AxisAtom):
+                    atoms[axis.name] = axis.size
+                else:
+                    composites[axis.name] = axis.parts
+    known = {name: parts for name, parts in composites.items() if all(p in atoms for p in parts)}
+    return AxisSystem(atoms=atoms, composites=known)
 
 
 @dataclass
 class Env:
-    axis_sizes: dict[str, int] = field(default_factory=dict)
+    axes: AxisSystem = field(default_factory=lambda: AxisSystem(atoms={}, composites={}))
     layouts: dict[str, ir.Layout] = field(default_factory=dict)
     types: dict[str, ir.HbmType | ir.DevType | ir.TypeRef] = field(default_factory=dict)
     tensors: dict[str, ir.HbmType | ir.DevType | ir.TypeRef] = field(default_factory=dict)
 
     @classmethod
     def of_program(cls, program: ir.Program) -> Env:
-        env = cls()
-        atoms: dict[str, int] = {}
-        composites: dict[str, tuple[str, ...]] = {}
+        env = cls(axes=axis_system(program))
         for item in program.items:
-            if isinstance(item, ir.AxesDecl):
-                for axis in item.axes:
-                    if isinstance(axis, ir.AxisAtom):
-                        atoms[axis.name] = axis.size
-                    else:
-                        composites[axis.name] = axis.parts
-            elif isinstance(item, ir.LayoutDecl):
+            if isinstance(item, ir.LayoutDecl):
                 env.layouts[item.name] = item.layout
             elif isinstance(item, ir.TypeDecl):
                 env.types[item.name] = item.type
-        env.axis_sizes = dict(atoms)
-        for name, parts in composites.items():
-            if all(p in atoms for p in parts):
-                env.axis_sizes[name] = math.prod(atoms[p] for p in parts)
         return env
 
     def for_body(self, params: tuple[object, ...], body: ir.Block) -> Env:
         """The environment inside a kernel or fn: its tensor parameters and typed lets."""
-        inner = Env(dict(self.axis_sizes), dict(self.layouts), dict(self.types), {})
+        inner = Env(self.axes, dict(self.layouts), dict(self.types), {})
         for param in params:
             if isinstance(param, ir.TensorParam):
                 inner.tensors[param.name] = param.type
@@ -89,15 +93,12 @@ class Env:
         return self.digit_size(term)
 
     def digit_size(self, term: ir.Term) -> int | None:
-        size = self.axis_sizes.get(str(term.axis))
-        if size is None:
+        axis = str(term.axis)
+        if axis not in self.axes.atoms and axis not in self.axes.composites:
             return None
-        extent = size
-        for op, operand in term.ops:
-            if not isinstance(operand, int) or operand <= 0:
-                return None
-            extent = math.ceil(extent / operand) if op == "/" else min(extent, operand)
-        return extent
+        if any(not isinstance(operand, int) or operand <= 0 for _, operand in term.ops):
+            return None
+        return self.axes.digit(axis, [(op, int(operand)) for op, operand in term.ops]).size
 
     def positions(self, mapping: ir.Mapping) -> int | None:
         sizes = [self.term_positions(t) for t in mapping.terms]

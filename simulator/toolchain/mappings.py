@@ -15,21 +15,6 @@ from simulator.toolchain.rules import emit
 from simulator.toolchain.streams import passes
 
 
-def axis_system(program: ir.Program) -> AxisSystem:
-    atoms: dict[str, int] = {}
-    composites: dict[str, tuple[str, ...]] = {}
-    for item in program.items:
-        if isinstance(item, ir.AxesDecl):
-            for axis in item.axes:
-                if isinstance(axis, ir.AxisAtom):
-                    atoms[axis.name] = axis.size
-                else:
-                    composites[axis.name] = axis.parts
-    # Composites over unknown parts cannot be sized; leave them out (E0102 reports the name).
-    known = {name: parts for name, parts in composites.items() if all(p in atoms for p in parts)}
-    return AxisSystem(atoms=atoms, composites=known)
-
-
 def mapping_digits(mappings: Iterable[ir.Mapping], axes: AxisSystem) -> list[Digit] | None:
     """The normalised digits of the data terms, or None when one depends on an unknown size."""
     digits: list[Digit] = []
