@@ -27,3 +27,10 @@ def _collect(value: object, into: list[ir.Node]) -> None:
     elif isinstance(value, tuple):
         for item in value:
             _collect(item, into)
+
+
+def viewed_name(expr: object) -> str | None:
+    """The tensor a view expression refers to: `w`, `w.tile(..)`, `o_weight.tile(..).rename(..)`."""
+    while isinstance(expr, ir.Method):
+        expr = expr.receiver
+    return expr.id if isinstance(expr, ir.Name) else None

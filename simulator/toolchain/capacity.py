@@ -11,7 +11,6 @@ from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.toolchain.env import Env
 from simulator.toolchain.rules import emit
-from simulator.toolchain.streams import DTYPE_BYTES
 from simulator.toolchain.versions import spec
 
 DM_USABLE_PER_SLICE = 480 * 1024
@@ -26,7 +25,7 @@ def dm_limit(version: str) -> int:
 def slice_bytes(ttype: ir.DevType, env: Env) -> float | None:
     """Bytes one slice holds of a device tensor (elem, and lane for a TRF), one buffer."""
     fields = env.fields(ttype.layout)
-    total = DTYPE_BYTES.get(ttype.dtype)
+    total = ir.DTYPE_BYTES.get(ttype.dtype)
     if total is None:
         return None
     for name in ("elem", "lane"):

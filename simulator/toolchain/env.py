@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from simulator.dsl import ir
-from simulator.dsl.walk import walk
+from simulator.dsl.walk import viewed_name, walk
 from simulator.toolchain.digits import AxisSystem
 
 
@@ -60,6 +60,11 @@ class Env:
             seen.add(ttype.name)
             ttype = self.types.get(ttype.name)
         return ttype if isinstance(ttype, ir.HbmType | ir.DevType) else None
+
+    def viewed(self, expr: object) -> ir.HbmType | ir.DevType | None:
+        """The declared type of the tensor a view expression refers to."""
+        name = viewed_name(expr)
+        return self.tensor(name) if name is not None else None
 
     def tensor(self, name: str) -> ir.HbmType | ir.DevType | None:
         return self.resolve(self.tensors.get(name))

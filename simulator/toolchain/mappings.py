@@ -52,10 +52,7 @@ def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str)
     out: list[Diagnostic] = []
     for stream in passes(body):
         fetch = next((s for s in stream.stages if s.name == "fetch"), None)
-        source = stream.source
-        while isinstance(source, ir.Method):
-            source = source.receiver
-        tensor = env.tensor(source.id) if isinstance(source, ir.Name) else None
+        tensor = env.viewed(stream.source)
         if fetch is None or not isinstance(tensor, ir.DevType):
             continue
         elem = env.fields(tensor.layout).get("elem")
@@ -81,10 +78,7 @@ def check_reducer_groups(body: ir.Block, env: Env, axes: AxisSystem, version: st
     """E0430: a reduce_slices group must be the innermost live digits of the source's slice mapping."""
     out: list[Diagnostic] = []
     for stream in passes(body):
-        source = stream.source
-        while isinstance(source, ir.Method):
-            source = source.receiver
-        tensor = env.tensor(source.id) if isinstance(source, ir.Name) else None
+        tensor = env.viewed(stream.source)
         if not isinstance(tensor, ir.DevType):
             continue
         slice_field = env.fields(tensor.layout).get("slice")

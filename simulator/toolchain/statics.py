@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.printer import print_mapping
-from simulator.dsl.walk import walk
+from simulator.dsl.walk import viewed_name, walk
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
 from simulator.toolchain.rules import emit
@@ -105,11 +105,9 @@ def check_outputs_written(params: Iterable[object], body: ir.Block, version: str
     written: set[str] = set()
     for node in walk(body):
         if isinstance(node, ir.Method) and node.name == "dma_into" and node.args:
-            target = node.args[0].value
-            while isinstance(target, ir.Method):
-                target = target.receiver
-            if isinstance(target, ir.Name):
-                written.add(target.id)
+            target = viewed_name(node.args[0].value)
+            if target is not None:
+                written.add(target)
     out: list[Diagnostic] = []
     for param in params:
         if isinstance(param, ir.TensorParam) and param.ref == "&mut" and param.name not in written:

@@ -15,7 +15,6 @@ from simulator.toolchain.rules import emit
 
 MAX_VECTOR_OPS = 6
 MAX_CONTRACT_PACKET = 64  # bytes per contraction step
-DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}
 WIDEN = {("bf16", "f32"), ("f8e4m3", "f32"), ("i8", "i32")}
 NARROW = {("f32", "bf16"), ("f32", "f8e4m3"), ("i32", "i8")}
 DECODE = {("f4e2m1", "f8e4m3"), ("f4e2m1", "bf16"), ("f8e4m3", "bf16")}
@@ -74,12 +73,8 @@ def check_streams(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
 
 def _dtype_of(expr: object, env: Env) -> str | None:
     """The dtype of a tensor expression: a name, or a view (.tile/.roll/...) of one."""
-    while isinstance(expr, ir.Method):
-        expr = expr.receiver
-    if isinstance(expr, ir.Name):
-        tensor = env.tensor(expr.id)
-        return tensor.dtype if tensor is not None else None
-    return None
+    tensor = env.viewed(expr)
+    return tensor.dtype if tensor is not None else None
 
 
 def _positional_dtype(stage: ir.Method) -> str | None:
@@ -128,7 +123,7 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
             packet = next((a.value for a in stage.args if a.name == "packet"), None)
             packet_positions = env.positions(packet.mapping) if isinstance(packet, ir.Bracket) else None
         elif name == "contract":
-            width = DTYPE_BYTES.get(dtype or "")
+            width = ir.DTYPE_BYTES.get(dtype or "")
             if packet_positions is not None and width is not None and packet_positions * width > MAX_CONTRACT_PACKET:
                 out += emit("0402", version, f"contraction stream packet is {packet_positions * width:g} B "
                             f"(max {MAX_CONTRACT_PACKET} B)", where)  # fmt: skip
@@ -171,10 +166,7 @@ def _check_commit(stream: Pass, stage: ir.Method, dtype: str | None, env: Env, v
     if stage.name == "commit" and stream.destination is not None:
         destination = env.tensor(stream.destination)
     elif stage.name == "commit_into" and stage.args:
-        name = stage.args[0].value
-        while isinstance(name, ir.Method):
-            name = name.receiver
-        destination = env.tensor(name.id) if isinstance(name, ir.Name) else None
+        destination = env.viewed(stage.args[0].value)
     else:
         return []
     if dtype is None or destination is None or destination.dtype == dtype:
