@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,11 @@ class GraphNode(BaseModel):
     @property
     def node_key(self) -> str:
         return str(getattr(self, self.key_property()))
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, Any]) -> Self:
+        """The model of a node read back from the graph (labels and derived keys are dropped)."""
+        return cls.model_validate({k: v for k, v in properties.items() if k in cls.model_fields})
 
     def properties(self) -> dict[str, Any]:
         """The node's properties as stored; a fact also gets its graph-wide fact id."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kg.models import Activity, DesignNode, DesignStatus, Kernel, KernelVersion
 from kg.repo.nodes import Link, Ref, link, unlink_all, upsert
@@ -65,7 +64,7 @@ def best_of(store: GraphStore, kernel: str) -> DesignNode | None:
         "MATCH (:Kernel {name: $kernel})-[:BEST]->(d:DesignNode) RETURN d AS node",
         {"kernel": kernel},
     )
-    return _design(rows[0]["node"]) if rows else None
+    return DesignNode.from_properties(rows[0]["node"]) if rows else None
 
 
 def children_of(store: GraphStore, design_id: str) -> list[DesignNode]:
@@ -73,8 +72,4 @@ def children_of(store: GraphStore, design_id: str) -> list[DesignNode]:
         "MATCH (c:DesignNode)-[:CHILD_OF]->(:DesignNode {id: $id}) RETURN c AS node ORDER BY c.created_at, c.id",
         {"id": design_id},
     )
-    return [_design(row["node"]) for row in rows]
-
-
-def _design(node: dict[str, Any]) -> DesignNode:
-    return DesignNode.model_validate({k: v for k, v in node.items() if k in DesignNode.model_fields})
+    return [DesignNode.from_properties(row["node"]) for row in rows]

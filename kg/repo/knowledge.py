@@ -106,9 +106,4 @@ def measurements_of(store: GraphStore, param: str) -> list[Measurement]:
         "MATCH (m:Measurement {param: $param}) RETURN m AS node ORDER BY m.measured_at, m.id",
         {"param": param},
     )
-    return [Measurement.model_validate(_fields(row["node"], Measurement)) for row in rows]
-
-
-def _fields(node: dict, model: type) -> dict:
-    """Node properties restricted to the model's fields (drops labels and derived keys)."""
-    return {k: v for k, v in node.items() if k in model.model_fields}
+    return [Measurement.from_properties(row["node"]) for row in rows]
