@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import neo4j
 import neo4j.exceptions as neo4j_errors
 from tenacity import (
+    Retrying,
     before_sleep_log,
-    retry,
     retry_if_exception_type,
     stop_after_attempt,
     wait_exponential,
@@ -59,7 +59,13 @@ class Neo4jStore:
         self.uri = uri
         self.database = database
         self.query_timeout_s = query_timeout_s
-        self._attempts = connect_attempts
+        self._retry = Retrying(
+            retry=retry_if_exception_type(_RETRYABLE),
+            stop=stop_after_attempt(connect_attempts),
+            wait=wait_exponential(multiplier=0.2, max=3.0),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
         try:
             self._driver = neo4j.GraphDatabase.driver(
                 uri,
@@ -103,22 +109,13 @@ class Neo4jStore:
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
 
-        @retry(
-            retry=retry_if_exception_type(_RETRYABLE),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential(multiplier=0.2, max=3.0),
-            before_sleep=before_sleep_log(log, logging.WARNING),
-            reraise=True,
-        )
         def attempt() -> T:
             with self._driver.session(database=self.database) as session:
                 return work(session)
 
         try:
-            return attempt()
-        except neo4j_errors.Neo4jError as error:
-            raise self._translate(error) from error
-        except neo4j_errors.DriverError as error:
+            return self._retry(attempt)
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
             raise self._translate(error) from error
 
     def _translate(self, error: Exception) -> StoreError | QueryError:
