@@ -190,6 +190,10 @@ class Method(Node):
     args: tuple[Arg, ...] = ()
     name_span: Span | None = Field(default=None, repr=False)  # where `.name` is written
 
+    def kwarg(self, name: str) -> Expr | None:
+        """The value of keyword argument `name`, if given."""
+        return next((arg.value for arg in self.args if arg.name == name), None)
+
 
 Expr = Annotated[
     Int | Float | Str | Name | BinOp | Neg | Bracket | Call | PathCall | Method, Field(discriminator="kind")

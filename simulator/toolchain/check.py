@@ -97,7 +97,6 @@ def _check(source: str, version: str | None) -> CheckResult:
 
 def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
     env = Env.of_program(program)
-    axes = env.axes
     diagnostics: list[Diagnostic] = []
     for item in program.items:
         if isinstance(item, ir.FnDecl | ir.KernelDecl):
@@ -106,16 +105,16 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_dma_arguments(item, version)
             diagnostics += check_streams(item.body, inner, version)
             diagnostics += check_def_use(item.params, item.body, version)
-            diagnostics += check_type_digits(item, inner, axes, version)
-            diagnostics += check_fetch_digits(item.body, inner, axes, version)
-            diagnostics += check_reducer_groups(item.body, inner, axes, version)
+            diagnostics += check_type_digits(item, inner, version)
+            diagnostics += check_fetch_digits(item.body, inner, version)
+            diagnostics += check_reducer_groups(item.body, inner, version)
             diagnostics += check_capacity(item.body, inner, version)
-            diagnostics += check_tile_extents(item.body, axes, version)
+            diagnostics += check_tile_extents(item.body, env.axes, version)
             if isinstance(item, ir.KernelDecl):
                 diagnostics += check_outputs_written(item.params, item.body, version)
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
-            diagnostics += check_type_digits(item, env, axes, version)
+            diagnostics += check_type_digits(item, env, version)
     return diagnostics
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from simulator.dsl import ir
 from simulator.dsl.walk import viewed_name, walk
-from simulator.toolchain.digits import AxisSystem
+from simulator.toolchain.digits import AxisSystem, Digit
 
 
 def axis_system(program: ir.Program) -> AxisSystem:
@@ -24,6 +24,16 @@ def axis_system(program: ir.Program) -> AxisSystem:
                     composites[axis.name] = axis.parts
     known = {name: parts for name, parts in composites.items() if all(p in atoms for p in parts)}
     return AxisSystem(atoms=atoms, composites=known)
+
+
+def term_digit(term: ir.Term, axes: AxisSystem) -> Digit | None:
+    """The digit an axis term denotes; None for other terms or when a size is unknown."""
+    axis = str(term.axis)
+    if term.kind != "axis" or (axis not in axes.atoms and axis not in axes.composites):
+        return None
+    if any(not isinstance(operand, int) or operand <= 0 for _, operand in term.ops):
+        return None
+    return axes.digit(axis, [(op, int(operand)) for op, operand in term.ops])
 
 
 @dataclass
@@ -98,12 +108,8 @@ class Env:
         return self.digit_size(term)
 
     def digit_size(self, term: ir.Term) -> int | None:
-        axis = str(term.axis)
-        if axis not in self.axes.atoms and axis not in self.axes.composites:
-            return None
-        if any(not isinstance(operand, int) or operand <= 0 for _, operand in term.ops):
-            return None
-        return self.axes.digit(axis, [(op, int(operand)) for op, operand in term.ops]).size
+        digit = term_digit(term, self.axes)
+        return digit.size if digit is not None else None
 
     def positions(self, mapping: ir.Mapping) -> int | None:
         sizes = [self.term_positions(t) for t in mapping.terms]

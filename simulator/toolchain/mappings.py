@@ -10,7 +10,7 @@ from simulator.dsl import ir
 from simulator.dsl.printer import print_mapping
 from simulator.dsl.walk import walk
 from simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
-from simulator.toolchain.env import Env
+from simulator.toolchain.env import Env, term_digit
 from simulator.toolchain.rules import emit
 from simulator.toolchain.streams import passes
 
@@ -22,14 +22,14 @@ def mapping_digits(mappings: Iterable[ir.Mapping], axes: AxisSystem) -> list[Dig
         for term in mapping.terms:
             if term.kind != "axis":
                 continue
-            known = term.axis in axes.atoms or term.axis in axes.composites
-            if not known or any(not isinstance(operand, int) or operand <= 0 for _, operand in term.ops):
+            digit = term_digit(term, axes)
+            if digit is None:
                 return None
-            digits.append(axes.digit(str(term.axis), [(op, int(operand)) for op, operand in term.ops]))
+            digits.append(digit)
     return normalise(digits, axes)
 
 
-def check_type_digits(root: ir.Node, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+def check_type_digits(root: ir.Node, env: Env, version: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for node in walk(root):
         if isinstance(node, ir.DevType):
@@ -38,7 +38,7 @@ def check_type_digits(root: ir.Node, env: Env, axes: AxisSystem, version: str) -
             mappings = [node.mapping]
         else:
             continue
-        digits = mapping_digits(mappings, axes)
+        digits = mapping_digits(mappings, env.axes)
         twice = overlapping(digits) if digits is not None else None
         if twice is not None:
             first, second = twice
@@ -47,7 +47,7 @@ def check_type_digits(root: ir.Node, env: Env, axes: AxisSystem, version: str) -
     return out
 
 
-def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+def check_fetch_digits(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
     """fetch(time, packet) must refactor the source's elem digits."""
     out: list[Diagnostic] = []
     for stream in passes(body):
@@ -61,7 +61,7 @@ def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str)
         ]
         if not isinstance(elem, ir.MapField) or len(stream_maps) != 2:
             continue
-        held, fetched = mapping_digits([elem.mapping], axes), mapping_digits(stream_maps, axes)
+        held, fetched = mapping_digits([elem.mapping], env.axes), mapping_digits(stream_maps, env.axes)
         if held is None or fetched is None:
             continue
         twice = overlapping(fetched)
@@ -74,7 +74,7 @@ def check_fetch_digits(body: ir.Block, env: Env, axes: AxisSystem, version: str)
     return out
 
 
-def check_reducer_groups(body: ir.Block, env: Env, axes: AxisSystem, version: str) -> list[Diagnostic]:
+def check_reducer_groups(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
     """E0430: a reduce_slices group must be the innermost live digits of the source's slice mapping."""
     out: list[Diagnostic] = []
     for stream in passes(body):
@@ -88,11 +88,11 @@ def check_reducer_groups(body: ir.Block, env: Env, axes: AxisSystem, version: st
         for stage in stream.stages:
             if stage.name not in ("reduce_slices", "allreduce_slices"):
                 continue
-            group = next((a.value for a in stage.args if a.name == "group"), None)
+            group = stage.kwarg("group")
             if not isinstance(group, ir.Bracket):
                 continue
-            wanted = mapping_digits([group.mapping], axes)
-            innermost = mapping_digits([ir.Mapping(terms=tuple(live[-len(group.mapping.terms) :]))], axes)
+            wanted = mapping_digits([group.mapping], env.axes)
+            innermost = mapping_digits([ir.Mapping(terms=tuple(live[-len(group.mapping.terms) :]))], env.axes)
             if wanted is None or innermost is None or not group.mapping.terms:
                 continue
             if wanted != innermost:

@@ -120,14 +120,14 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
                 out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
             dtype = target
         elif name == "fetch":
-            packet = next((a.value for a in stage.args if a.name == "packet"), None)
+            packet = stage.kwarg("packet")
             packet_positions = env.positions(packet.mapping) if isinstance(packet, ir.Bracket) else None
         elif name == "contract":
             width = ir.DTYPE_BYTES.get(dtype or "")
             if packet_positions is not None and width is not None and packet_positions * width > MAX_CONTRACT_PACKET:
                 out += emit("0402", version, f"contraction stream packet is {packet_positions * width:g} B "
                             f"(max {MAX_CONTRACT_PACKET} B)", where)  # fmt: skip
-            trf = next((a.value for a in stage.args if a.name == "trf"), None)
+            trf = stage.kwarg("trf")
             operand = _dtype_of(trf, env)
             if dtype is not None and operand is not None:
                 if (dtype, operand) not in CONTRACT_PAIRS[version]:
