@@ -5,6 +5,7 @@ the store's dialect instead of branching on the backend. Timestamps are ISO-8601
 in Python on both backends (FalkorDB has no datetime()), so no dialect entry is needed for them.
 Index and constraint DDL differ too much to template (FalkorDB creates constraints with a
 GRAPH.CONSTRAINT command, not Cypher), so each store implements `ensure_unique`/`ensure_index`.
+FalkorDB has no `=~`; named queries match with STARTS WITH / CONTAINS instead of regular expressions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 class Dialect:
     name: str
     node_id_template: str
-    supports_regex: bool
     supports_subquery_expressions: bool
 
     def node_id(self, variable: str) -> str:
@@ -39,7 +39,6 @@ class Dialect:
 NEO4J = Dialect(
     name="neo4j",
     node_id_template="elementId({})",
-    supports_regex=True,
     supports_subquery_expressions=True,
 )
 
@@ -47,6 +46,5 @@ FALKORDB = Dialect(
     name="falkordb",
     # FalkorDB has integer ids only; toString keeps the type the same as Neo4j's elementId.
     node_id_template="toString(id({}))",
-    supports_regex=False,
     supports_subquery_expressions=False,
 )

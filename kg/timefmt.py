@@ -16,7 +16,3 @@ def to_iso(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("naive datetimes are ambiguous; pass an aware one")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def from_iso(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)

@@ -6,18 +6,24 @@ import pytest
 
 from kg.models import (
     Activity,
+    Claim,
+    Concept,
     DesignNode,
     DeviceRun,
+    Diagnostic,
     HardwareParam,
     Kernel,
     KernelVersion,
+    LegalityRule,
     Measurement,
+    ProbeProgram,
+    Screening,
     content_sha,
 )
 from kg.repo.designs import add_design, best_of, children_of, register_kernel, set_best, set_design_status
-from kg.repo.knowledge import measurements_of, record_activity, record_measurement
+from kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
 from kg.repo.nodes import Link, Ref, count_by_label, link
-from kg.repo.runs import record_device_run, record_device_runs
+from kg.repo.runs import record_device_run, record_device_runs, record_screening
 from kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from kg.schema import ensure_schema
 from kg.store import GraphStore
@@ -160,3 +166,51 @@ def test_device_ledger_charges_each_run_once_and_matches_the_runs(graph: GraphSt
         {"c": "gemv", "runs": 3, "failed": 1, "s": 0.125 + 0.25 + 0.5},
     ]
     assert graph.read("MATCH (r:DeviceRun)-[:RAN]->(:KernelVersion) RETURN count(r) AS n") == [{"n": 4}]
+
+
+def test_claims_rules_and_screenings_carry_their_provenance(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="lib", role="librarian", policy="builtin"))
+    graph.write("CREATE (:DocChunk:Fact {sha: 'c1', fact_id: 'DocChunk:c1'})")
+    record_claim(
+        graph,
+        Claim(id="cl1", text="DM holds 512 KB per slice", param="dm_capacity_bytes", value=524288.0, unit="B",
+              toolchain="0.6.0"),
+        concept=Concept(key="dm.capacity"),
+        chunk_shas=["c1"],
+        activity=actor,
+        target="simrngd",
+    )  # fmt: skip
+    probe = ProbeProgram(sha="p1", source="kernel probe {}", purpose="DM capacity by bisection")
+    for version, limit, supersedes in (("0.6.0", 491520, None), ("0.7.0", 475136, "r-0.6.0")):
+        record_rule(
+            graph,
+            LegalityRule(id=f"r-{version}", key="dm.capacity", code="E0301", predicate=f'{{"max": {limit}}}',
+                         toolchain=version),
+            diagnostic=Diagnostic(id=f"d-{version}", code="E0301", severity="error", message="DM use peaks",
+                                  toolchain=version),
+            probe=probe,
+            activity=actor,
+            target="simrngd",
+            supersedes=supersedes,
+        )  # fmt: skip
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1, bound_cycles=1.0))
+    add_design(graph, _design(0, 0), version=_version("src"), parent=None, activity=actor)
+    record_screening(graph, Screening(id="s1", design="d0", check="legality", passed=False), activity=actor)
+
+    claim = graph.read(
+        "MATCH (c:Claim {id: 'cl1'})-[:ABOUT]->(k:Concept), (c)-[:CITES]->(d:DocChunk), (c)-[:UNDER]->(t:Toolchain), "
+        "(c)-[:CREATED_BY]->(a:Activity) RETURN k.key AS concept, d.sha AS chunk, t.version AS t, c.fact_id AS fact"
+    )
+    assert claim == [{"concept": "dm.capacity", "chunk": "c1", "t": "0.6.0", "fact": "Claim:cl1"}]
+    rules = graph.read(
+        "MATCH (r:LegalityRule)-[:DERIVED_FROM]->(:Diagnostic)-[:EMITTED_FOR]->(p:ProbeProgram), "
+        "(r)-[:HOLDS_UNDER]->(t:Toolchain) OPTIONAL MATCH (r)-[:SUPERSEDES]->(old:LegalityRule) "
+        "RETURN r.id AS rule, t.version AS t, p.sha AS probe, old.id AS supersedes ORDER BY rule"
+    )
+    assert rules == [
+        {"rule": "r-0.6.0", "t": "0.6.0", "probe": "p1", "supersedes": None},
+        {"rule": "r-0.7.0", "t": "0.7.0", "probe": "p1", "supersedes": "r-0.6.0"},
+    ]
+    assert graph.read("MATCH (s:Screening)-[:OF]->(d:DesignNode) RETURN s.passed AS ok, d.id AS d") == [
+        {"ok": False, "d": "d0"}
+    ]
