@@ -6,8 +6,7 @@ import functools
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +24,6 @@ from chiplore.settings import Settings
 from kg.repo.overview import overview
 from kg.repo.targets import register_target
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
-from kg.store import GraphStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,15 +65,6 @@ def store_options(command: F) -> F:
         return command(*args, app=App(settings), **kwargs)
 
     return wrapper  # type: ignore[return-value]
-
-
-@contextmanager
-def opened(app: App) -> Iterator[GraphStore]:
-    store = app.open_store()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -124,7 +113,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 def init(app: App, as_json: bool) -> None:
     """Set up the graph schema and register the target with its toolchains."""
     target = app.target()
-    with opened(app) as store:
+    with app.open_store() as store:
         report = ensure_schema(store)
         register_target(
             store,
@@ -159,7 +148,7 @@ def init(app: App, as_json: bool) -> None:
 def status(app: App, as_json: bool) -> None:
     """What the graph holds: target, toolchains, counts, kernels and device time."""
     target = app.settings.target
-    with opened(app) as store:
+    with app.open_store() as store:
         info = store.server_info()
         state = overview(store, target)
     if as_json:
@@ -207,7 +196,7 @@ def query(app: App, name: str | None, params: tuple[str, ...], as_json: bool) ->
         return
     named = named_queries.get(name)
     bound = named.bind(parse_params(params))  # before opening the store: a bad call costs nothing
-    with opened(app) as store:
+    with app.open_store() as store:
         rows = store.read(named.text, bound)
     print_records(console, rows, as_json=as_json, title=name)
 
@@ -219,7 +208,7 @@ def query(app: App, name: str | None, params: tuple[str, ...], as_json: bool) ->
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cypher(app: App, text: str, params: tuple[str, ...], as_json: bool) -> None:
     """Run a Cypher query read-only (writes are refused)."""
-    with opened(app) as store:
+    with app.open_store() as store:
         rows = store.read(text, parse_params(params))
     print_records(console, rows, as_json=as_json)
 
@@ -234,7 +223,7 @@ def db() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def db_check(app: App, as_json: bool) -> None:
     """Connect, authenticate and report the server, the schema version and the constraints."""
-    with opened(app) as store:
+    with app.open_store() as store:
         info = store.server_info()
         version = schema_version(store)
         objects = store.schema_objects()
