@@ -1,0 +1,554 @@
+"""lower(program, version) -> LoweredProgram (SIMULATOR.md 2.5).
+
+An interpreter over the kernel body: `fn`s are inlined at their call sites (tensor, axis, int and
+layout parameters bound to the caller's values), loops are unrolled, every type is resolved to
+atom-digit places, and each DMA and Tensor-Unit pass becomes an op with its work counts
+(lower_dma, lower_pass), its producers (read-after-write) and the buffers it reads and writes
+(`#[pipeline(depth = N)]` / `buffers: N` rotate N buffers; without them a loop reuses one, which
+the scheduler serialises as write-after-read). Lower only programs that check clean: on anything
+else it raises LoweringError rather than guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from simulator.dsl import ir
+from simulator.dsl.parser import parse
+from simulator.toolchain.digits import Digit
+from simulator.toolchain.env import Env
+from simulator.toolchain.lower_dma import plan_dma
+from simulator.toolchain.lower_pass import plan_pass
+from simulator.toolchain.lowered import BufferInfo, DmaOp, LoweredProgram, PassOp, PassWork
+from simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions, range_restrictions
+from simulator.toolchain.versions import DEFAULT_VERSION, spec
+
+VIEW_METHODS = {"tile", "roll", "at", "rename"}
+PASS_ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
+
+
+@dataclass(frozen=True)
+class AxisRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class LayoutRef:
+    name: str
+
+
+@dataclass
+class Frame:
+    values: dict[str, object]
+    label: str = ""  # op labels: call sites and loop iterations, e.g. "q/" or "c=2/"
+    slot: str = ""  # buffer identities: call sites and loop variables without their values
+    depth: int = 1  # pipeline depth of the innermost loop
+    iteration: int | None = None
+
+    def child(self, label: str, slot: str, **changes: object) -> Frame:
+        frame = Frame(dict(self.values), self.label + label, self.slot + slot, self.depth, self.iteration)
+        for key, value in changes.items():
+            setattr(frame, key, value)
+        return frame
+
+
+@dataclass
+class _State:
+    ops: list[DmaOp | PassOp] = field(default_factory=list)
+    writers: dict[str, list[str]] = field(default_factory=dict)
+    buffers: dict[str, BufferInfo] = field(default_factory=dict)
+    labels: dict[str, int] = field(default_factory=dict)
+    tensor_ids: dict[str, int] = field(default_factory=dict)
+
+
+def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgram:
+    """Lower a (checked) program under `version` (else its header, else the default)."""
+    if isinstance(program, str):
+        program = parse(program)
+    chosen = version or program.toolchain or DEFAULT_VERSION
+    return _Lowerer(program, chosen).run()
+
+
+class _Lowerer:
+    def __init__(self, program: ir.Program, version: str) -> None:
+        self.program = program
+        self.version = version
+        self.spec = spec(version)
+        self.env = Env.of_program(program)
+        self.axes = self.env.axes
+        self.fns = {item.name: item for item in program.items if isinstance(item, ir.FnDecl)}
+        self.state = _State()
+
+    def run(self) -> LoweredProgram:
+        kernels = self.program.kernels
+        if len(kernels) != 1:
+            raise LoweringError(f"a Ferrite file holds one kernel, found {len(kernels)}")
+        kernel = kernels[0]
+        frame = Frame(values={})
+        for param in kernel.params:
+            if not isinstance(param, ir.TensorParam):
+                raise LoweringError(f"kernel parameter {param.name} must be a tensor")
+            frame.values[param.name] = View(self._param_tensor(param))
+        self._block(kernel.body, frame, None)
+        return LoweredProgram(
+            kernel=kernel.name,
+            version=self.version,
+            ops=tuple(self.state.ops),
+            buffers=tuple(self.state.buffers.values()),
+        )
+
+    # ---- statements --------------------------------------------------------------------------
+
+    def _block(self, block: ir.Block, frame: Frame, returns: ir.DevType | None) -> object:
+        for statement in block.stmts:
+            self._scope = frame
+            if isinstance(statement, ir.Let):
+                ttype = self._resolve_type(statement.type) if statement.type is not None else None
+                frame.values[statement.name] = self._value(statement.value, frame, ttype, statement.name)
+            elif isinstance(statement, ir.Assign):
+                frame.values[statement.name] = self._value(statement.value, frame, None, statement.name)
+            elif isinstance(statement, ir.ExprStmt):
+                self._value(statement.expr, frame, None, None)
+            elif isinstance(statement, ir.For):
+                self._loop(statement, frame)
+        if block.tail is not None:
+            self._scope = frame
+            return self._value(block.tail, frame, returns, None)
+        return None
+
+    def _loop(self, loop: ir.For, frame: Frame) -> None:
+        start, stop = self._int(loop.start, frame), self._int(loop.stop, frame)
+        depth = 1
+        for attr in loop.attrs:
+            if attr.name == "pipeline":
+                for arg in attr.args or ():
+                    if arg.name == "depth" and isinstance(arg.value.value, int):
+                        depth = arg.value.value
+        for k in range(start, stop):
+            inner = frame.child(f"{loop.var}={k}/", f"{loop.var}/", depth=depth, iteration=k - start)
+            inner.values[loop.var] = k
+            self._block(loop.body, inner, None)
+
+    # ---- expressions -------------------------------------------------------------------------
+
+    def _value(self, expr: ir.Expr, frame: Frame, ttype: ir.DevType | None, name: str | None) -> object:
+        if isinstance(expr, ir.Int | ir.BinOp | ir.Neg):
+            return self._int(expr, frame)
+        if isinstance(expr, ir.Name):
+            return self._lookup(expr.id, frame)
+        if isinstance(expr, ir.Call):
+            if expr.func in self.fns:
+                return self._inline(self.fns[expr.func], expr, frame, name)
+            raise LoweringError(f"{expr.func}(..) is not a value here")
+        if isinstance(expr, ir.PathCall):
+            return self._allocate(expr, frame, ttype, name)
+        if isinstance(expr, ir.Method):
+            root = _chain_root(expr)
+            if isinstance(root, ir.Call) and root.func in ("main", "sub"):
+                return self._pass(expr, frame, ttype, name)
+            if expr.name == "dma":
+                return self._dma(expr, frame, ttype, name)
+            if expr.name == "dma_into":
+                return self._dma(expr, frame, None, name)
+            if expr.name == "fill":
+                return self._fill(expr, frame)
+            if expr.name in VIEW_METHODS:
+                return self._view(expr, frame)
+        raise LoweringError(f"cannot lower expression of kind {expr.kind}")
+
+    def _lookup(self, name: str, frame: Frame) -> object:
+        if name not in frame.values:
+            raise LoweringError(f"'{name}' is not defined here")
+        return frame.values[name]
+
+    def _int(self, expr: ir.Expr, frame: Frame) -> int:
+        if isinstance(expr, ir.Int):
+            return expr.value
+        if isinstance(expr, ir.Neg):
+            return -self._int(expr.operand, frame)
+        if isinstance(expr, ir.Name):
+            value = self._lookup(expr.id, frame)
+            if isinstance(value, int):
+                return value
+            raise LoweringError(f"'{expr.id}' is not an integer")
+        if isinstance(expr, ir.BinOp):
+            left, right = self._int(expr.left, frame), self._int(expr.right, frame)
+            if expr.op in ("/", "%") and right == 0:
+                raise LoweringError("division by zero in an integer expression")
+            return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1),
+                    "%": left % max(right, 1)}[expr.op]  # fmt: skip
+        raise LoweringError(f"expected an integer, found {expr.kind}")
+
+    def _inline(self, fn: ir.FnDecl, call: ir.Call, frame: Frame, binding: str | None) -> object:
+        positional = [a for a in call.args if a.name is None]
+        if len(positional) != len(fn.params):
+            raise LoweringError(f"{fn.name} takes {len(fn.params)} arguments, got {len(positional)}")
+        site = binding or fn.name
+        inner = frame.child(f"{site}/", f"{site}/")
+        inner.values = {}
+        for param, arg in zip(fn.params, positional, strict=True):
+            if isinstance(param, ir.AxisParam):
+                if not isinstance(arg.value, ir.Name):
+                    raise LoweringError(f"axis argument {param.name} of {fn.name} must be an axis name")
+                inner.values[param.name] = AxisRef(self._axis_name(arg.value.id, frame))
+            elif isinstance(param, ir.IntParam):
+                inner.values[param.name] = self._int(arg.value, frame)
+            elif isinstance(param, ir.LayoutParam):
+                if not isinstance(arg.value, ir.Name):
+                    raise LoweringError(f"layout argument {param.name} of {fn.name} must be a layout name")
+                inner.values[param.name] = LayoutRef(self._layout_name(arg.value.id, frame))
+            else:
+                value = self._value(arg.value, frame, None, None)
+                if not isinstance(value, View):
+                    raise LoweringError(f"argument {param.name} of {fn.name} must be a tensor")
+                inner.values[param.name] = value
+        returns = None
+        if fn.returns is not None:
+            # The return type is read in the callee's scope (its axis and int parameters).
+            returns = self._resolve_type(fn.returns)
+            inner.values["__returns__"] = returns
+        saved = self._scope
+        self._scope = inner
+        try:
+            return self._block(fn.body, inner, returns)
+        finally:
+            self._scope = saved
+
+    _scope: Frame | None = None
+
+    # ---- names, mappings, types --------------------------------------------------------------
+
+    def _axis_name(self, name: str, frame: Frame | None = None) -> str:
+        frame = frame or self._scope
+        value = frame.values.get(name) if frame is not None else None
+        return value.name if isinstance(value, AxisRef) else name
+
+    def _layout_name(self, name: str, frame: Frame | None = None) -> str:
+        frame = frame or self._scope
+        value = frame.values.get(name) if frame is not None else None
+        return value.name if isinstance(value, LayoutRef) else name
+
+    def _operand(self, operand: int | str) -> int:
+        if isinstance(operand, int):
+            return operand
+        value = self._scope.values.get(operand) if self._scope is not None else None
+        if not isinstance(value, int):
+            raise LoweringError(f"'{operand}' is not an integer in a mapping")
+        return value
+
+    def _digit(self, axis: str, ops: list[tuple[str, int]]) -> Digit:
+        axis = self._axis_name(axis)
+        if axis not in self.axes.atoms and axis not in self.axes.composites:
+            raise LoweringError(f"unknown axis {axis}")
+        return self.axes.digit(axis, ops)
+
+    def _place(self, term: ir.Term) -> Place:
+        if term.kind == "axis":
+            digit = self._digit(str(term.axis), [(op, self._operand(x)) for op, x in term.ops])
+            atoms = self.axes.to_atoms(digit)
+            if len(atoms) == 1 and atoms[0].axis in self.axes.composites:
+                raise LoweringError(f"{digit} does not align with the atoms of {digit.axis}")
+            digits = tuple(a for a in atoms if a.size > 1)
+            size = digit.size
+            count = min(size, term.restrict) if term.restrict is not None else size
+            return Place(term.pad or count, digits, restrict=term.restrict, written=digit)
+        if term.kind == "rep":
+            return Place(term.pad or int(term.value or 1), copies=int(term.value or 1))
+        if term.kind == "at":
+            return Place(int(term.positions or 1), at=int(term.value or 0))
+        return Place(term.pad or 1)
+
+    def _places(self, mapping: ir.Mapping) -> tuple[Place, ...]:
+        return tuple(self._place(term) for term in mapping.terms)
+
+    def _mapping_arg(self, expr: ir.Expr | None) -> tuple[Place, ...]:
+        if expr is None:
+            return ()
+        if isinstance(expr, ir.Bracket):
+            return self._places(expr.mapping)
+        if isinstance(expr, ir.Name):  # `slice = Layout` names a layout's slice mapping
+            layout = self.env.layouts.get(self._layout_name(expr.id))
+            if layout is not None:
+                fields = self.env.fields(layout)
+                slice_field = fields.get("slice")
+                if isinstance(slice_field, ir.MapField):
+                    return self._places(slice_field.mapping)
+        raise LoweringError("expected a mapping argument")
+
+    def _resolve_type(self, ttype: ir.TType | None) -> ir.DevType | ir.HbmType | None:
+        resolved = self.env.resolve(ttype)
+        if resolved is None:
+            raise LoweringError("unknown type")
+        return resolved
+
+    def _layout_fields(self, layout: ir.Layout) -> dict[str, ir.MapField | ir.IntField]:
+        fields: dict[str, ir.MapField | ir.IntField] = {}
+        for item in layout.items:
+            if isinstance(item, ir.Spread):
+                target = self.env.layouts.get(self._layout_name(item.name))
+                if target is None:
+                    raise LoweringError(f"unknown layout {item.name}")
+                fields.update(self._layout_fields(target))
+            else:
+                fields[item.name] = item
+        return fields
+
+    def _param_tensor(self, param: ir.TensorParam) -> Tensor:
+        ttype = self._resolve_type(param.type)
+        if not isinstance(ttype, ir.HbmType):
+            raise LoweringError(f"kernel parameter {param.name} must live in HBM")
+        digits = tuple(d for place in self._places(ttype.mapping) for d in place.digits)
+        return Tensor(
+            id=param.name, name=param.name, space="hbm", dtype=ttype.dtype, hbm=digits,
+            mutable=param.ref == "&mut", line=param.span.line if param.span else None,
+        )  # fmt: skip
+
+    def _new_tensor(self, ttype: object, name: str | None, frame: Frame, line: int | None) -> Tensor:
+        if not isinstance(ttype, ir.DevType):
+            raise LoweringError(f"'{name or 'the result'}' needs a device tensor type (dm, trf or vrf)")
+        fields = self._layout_fields(ttype.layout)
+        places = {k: self._places(v.mapping) for k, v in fields.items() if isinstance(v, ir.MapField)}
+        buffers_field = fields.get("buffers")
+        depth = buffers_field.value if isinstance(buffers_field, ir.IntField) else frame.depth
+        base = f"{frame.label}{name or 'tmp'}"
+        n = self.state.tensor_ids.get(base, 0)
+        self.state.tensor_ids[base] = n + 1
+        tensor_id = base if n == 0 else f"{base}#{n}"
+        buffer = f"{frame.slot}{name or 'tmp'}"
+        if frame.iteration is not None:
+            buffer += f"[{frame.iteration % max(depth, 1)}]"
+        tensor = Tensor(id=tensor_id, name=name or "tmp", space=ttype.space, dtype=ttype.dtype, fields=places,
+                        buffer=buffer, line=line)  # fmt: skip
+        self._record_buffer(tensor)
+        return tensor
+
+    def _view_of(self, tensor: Tensor) -> View:
+        """A whole tensor: `T = k` terms hold only the first k values of their digit."""
+        restrictions = []
+        for places in tensor.fields.values():
+            for place in places:
+                if place.restrict is not None and place.written is not None and place.restrict < place.size:
+                    restrictions += range_restrictions(place.written, 0, place.restrict, self.axes, {}, move=False)
+        return View(tensor, restrictions=tuple(restrictions))
+
+    def _record_buffer(self, tensor: Tensor) -> None:
+        width = ir.DTYPE_BYTES[tensor.dtype]
+        per_slice = width * math.prod(p.positions for p in tensor.places("elem") + tensor.places("lane"))
+        live = live_positions(tensor.places("cluster") + tensor.places("slice"), (), self.axes)
+        self.state.buffers[tensor.buffer] = BufferInfo(
+            id=tensor.buffer, space=tensor.space, bytes_per_slice=per_slice, live_slices=live
+        )
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def _as_view(self, expr: ir.Expr, frame: Frame) -> View:
+        value = self._value(expr, frame, None, None)
+        if not isinstance(value, View):
+            raise LoweringError("expected a tensor")
+        return value
+
+    def _digit_expr(self, expr: ir.Expr, frame: Frame) -> Digit:
+        ops: list[tuple[str, int]] = []
+        while isinstance(expr, ir.BinOp) and expr.op in ("/", "%"):
+            ops.append((expr.op, self._int(expr.right, frame)))
+            expr = expr.left
+        if not isinstance(expr, ir.Name):
+            raise LoweringError("expected a digit such as `A`, `A / d` or `A % m`")
+        saved, self._scope = self._scope, frame
+        try:
+            return self._digit(expr.id, list(reversed(ops)))
+        finally:
+            self._scope = saved
+
+    def _view(self, method: ir.Method, frame: Frame) -> View:
+        view = self._as_view(method.receiver, frame)
+        positional = [a.value for a in method.args if a.name is None]
+        shifts = dict(view.shifts)
+        if method.name == "tile":
+            if len(positional) != 3:
+                raise LoweringError("tile takes (digit, start, len)")
+            digit = self._digit_expr(positional[0], frame)
+            start, length = self._int(positional[1], frame), self._int(positional[2], frame)
+            added = range_restrictions(digit, start, start + length, self.axes, shifts, move=True)
+            return View(view.tensor, tuple(shifts.items()), view.restrictions + tuple(added), view.renames,
+                        view.gathers, view.rolls)  # fmt: skip
+        if method.name == "roll":
+            digit = self._digit_expr(positional[0], frame)
+            amount = self._int(positional[1], frame) if len(positional) > 1 else 1
+            return View(view.tensor, view.shifts, view.restrictions, view.renames, view.gathers,
+                        (*view.rolls, (digit, amount)))  # fmt: skip
+        if method.name == "at":
+            selected = [a for a in method.args if a.name is not None]
+            if len(selected) != 1:
+                raise LoweringError("at takes one `Axis = index` argument")
+            axis = self._axis_name(selected[0].name or "", frame)
+            whole = self.axes.digit(axis, [])
+            added = range_restrictions(whole, 0, 1, self.axes, shifts, move=True)
+            atoms = tuple(d.axis for d in self.axes.to_atoms(whole))
+            return View(view.tensor, tuple(shifts.items()), view.restrictions + tuple(added), view.renames,
+                        view.gathers + atoms, view.rolls)  # fmt: skip
+        # rename(A, B, offset): axis A of the tensor seen as the range [offset, offset + |A|) of B
+        if len(positional) != 3 or not all(isinstance(p, ir.Name) for p in positional[:2]):
+            raise LoweringError("rename takes (axis, axis, offset)")
+        source = self._axis_name(positional[0].id, frame)  # type: ignore[union-attr]
+        target = self._axis_name(positional[1].id, frame)  # type: ignore[union-attr]
+        offset = self._int(positional[2], frame)
+        size = self.axes.size(source)
+        added = range_restrictions(self.axes.digit(target, []), offset, offset + size, self.axes, shifts, move=False)
+        return View(view.tensor, view.shifts, view.restrictions + tuple(added),
+                    (*view.renames, (source, target, offset)), view.gathers, view.rolls)  # fmt: skip
+
+    # ---- ops ---------------------------------------------------------------------------------
+
+    def _label(self, frame: Frame, name: str) -> str:
+        label = f"{frame.label}{name}"
+        n = self.state.labels.get(label, 0)
+        self.state.labels[label] = n + 1
+        return label if n == 0 else f"{label}#{n}"
+
+    def _emit(self, op: DmaOp | PassOp, reads: list[Tensor], written: Tensor, whole: bool) -> None:
+        self.state.ops.append(op)
+        if whole:
+            self.state.writers[written.id] = [op.id]
+        else:
+            self.state.writers.setdefault(written.id, []).append(op.id)
+
+    def _deps(self, reads: list[Tensor]) -> tuple[str, ...]:
+        deps: list[str] = []
+        for tensor in reads:
+            for writer in self.state.writers.get(tensor.id, []):
+                if writer not in deps:
+                    deps.append(writer)
+        return tuple(deps)
+
+    @staticmethod
+    def _buffers(tensors: list[Tensor]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.buffer for t in tensors if t.space != "hbm"))
+
+    def _dma(self, method: ir.Method, frame: Frame, ttype: object, name: str | None) -> View | None:
+        source = self._as_view(method.receiver, frame)
+        line = method.span.line if method.span else None
+        if method.name == "dma":
+            destination = self._view_of(self._new_tensor(ttype, name, frame, line))
+        else:
+            target = next((a.value for a in method.args if a.name is None), None)
+            if target is None:
+                raise LoweringError("dma_into needs a destination view")
+            destination = self._as_view(target, frame)
+        engines_arg, packet_arg, order_arg = method.kwarg("engines"), method.kwarg("packet"), method.kwarg("order")
+        engines = None
+        if isinstance(engines_arg, ir.Bracket):
+            engines = tuple(int(t.value or 0) for t in engines_arg.mapping.terms)
+        packet = packet_arg.value if isinstance(packet_arg, ir.Int) else None
+        order = None
+        if isinstance(order_arg, ir.Bracket):
+            order = [d for p in self._places_in(order_arg.mapping, frame) for d in p.digits]
+        plan = plan_dma(source, destination, self.axes, engines, packet, order, self.spec.auto_engines)
+        what = name if method.name == "dma" else f"{destination.tensor.name}<-{source.tensor.name}"
+        label = self._label(frame, str(what))
+        reads = [source.tensor]
+        op = DmaOp(
+            id=label, label=label, line=line, dma_kind=plan.kind, bytes=plan.bytes, packet_bytes=plan.packet_bytes,
+            packets=plan.packets, engines=plan.engines, flows=plan.flows, clusters=plan.clusters,
+            source=source.tensor.id, destination=destination.tensor.id, deps=self._deps(reads),
+            reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
+        )  # fmt: skip
+        self._emit(op, reads, destination.tensor, destination.whole and method.name == "dma")
+        return destination if method.name == "dma" else None
+
+    def _places_in(self, mapping: ir.Mapping, frame: Frame) -> tuple[Place, ...]:
+        saved, self._scope = self._scope, frame
+        try:
+            return self._places(mapping)
+        finally:
+            self._scope = saved
+
+    def _pass(self, end: ir.Method, frame: Frame, ttype: object, name: str | None) -> View | None:
+        chain: list[ir.Method] = []
+        node: ir.Expr = end
+        while isinstance(node, ir.Method):
+            chain.append(node)
+            node = node.receiver
+        chain.reverse()
+        assert isinstance(node, ir.Call)
+        context = node.func
+        if not node.args:
+            raise LoweringError(f"{context}(..) needs a source tensor")
+        source = self._as_view(node.args[0].value, frame)
+        last = chain[-1]
+        if last.name not in PASS_ENDS:
+            raise LoweringError(f"a pass ends in commit, commit_into, to_trf or to_vrf, not {last.name}")
+        line = node.span.line if node.span else None
+        if ttype is None and self._scope is not None and last.name != "commit_into":
+            ttype = self._scope.values.get("__returns__")
+        saved, self._scope = self._scope, frame
+        try:
+            plan = plan_pass(context, source, tuple(chain), self.axes, self._mapping_arg,
+                             lambda e: self._int(e, frame))  # fmt: skip
+        finally:
+            self._scope = saved
+        operands = [self._as_view(e, frame).tensor for e in plan.operands]
+        if last.name == "commit_into":
+            target = next((a.value for a in last.args if a.name is None), None)
+            if target is None:
+                raise LoweringError("commit_into needs a destination view")
+            destination = self._as_view(target, frame)
+        else:
+            destination = self._view_of(self._new_tensor(ttype, name, frame, line))
+        reads = [source.tensor, *operands]
+        clusters = _live_clusters(source, self.axes)
+        label = self._label(frame, name or f"{destination.tensor.name}<-{context}")
+        op = PassOp(
+            id=label, label=label, line=line, context=context,  # type: ignore[arg-type]
+            clusters=clusters, live_slices=live_positions(source.tensor.places("slice"), source.constraints(),
+                                                          self.axes),
+            work=plan.work, sources=tuple(t.id for t in reads), destination=destination.tensor.id,
+            deps=self._deps(reads), reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
+        )  # fmt: skip
+        self._emit(op, reads, destination.tensor, destination.whole and last.name != "commit_into")
+        return destination if last.name != "commit_into" else None
+
+    def _fill(self, method: ir.Method, frame: Frame) -> None:
+        view = self._as_view(method.receiver, frame)
+        self._fill_view(view, frame, method.span.line if method.span else None)
+
+    def _fill_view(self, view: View, frame: Frame, line: int | None) -> None:
+        tensor = view.tensor
+        elems = live_positions(tensor.places("elem"), view.constraints(), self.axes)
+        flits = max(1, math.ceil(elems * ir.DTYPE_BYTES[tensor.dtype] / 32))
+        label = self._label(frame, f"{tensor.name}.fill")
+        op = PassOp(
+            id=label, label=label, line=line, context="main", clusters=_live_clusters(view, self.axes),
+            live_slices=live_positions(tensor.places("slice"), view.constraints(), self.axes),
+            work=PassWork(vector_flits=flits, flits=flits, commit_writes=flits), sources=(), destination=tensor.id,
+            deps=(), reads=(), writes=self._buffers([tensor]),
+        )  # fmt: skip
+        self._emit(op, [], tensor, False)
+
+    def _allocate(self, call: ir.PathCall, frame: Frame, ttype: object, name: str | None) -> View:
+        if call.path != "dm" or call.func not in ("empty", "zeros"):
+            raise LoweringError(f"{call.path}::{call.func} is not supported by the lowerer")
+        line = call.span.line if call.span else None
+        view = self._view_of(self._new_tensor(ttype, name, frame, line))
+        if call.func == "zeros":
+            self._fill_view(view, frame, line)
+        return view
+
+
+def _chain_root(expr: ir.Expr) -> ir.Expr:
+    while isinstance(expr, ir.Method):
+        expr = expr.receiver
+    return expr
+
+
+def _live_clusters(view: View, axes: object) -> tuple[int, ...]:
+    """Cluster indices that hold data of the view."""
+    from simulator.toolchain.lower_dma import dm_base, dm_dims
+
+    dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field == "cluster"]  # type: ignore[arg-type]
+    base = int(dm_base(view)["cluster"])
+    clusters = {base}
+    for dim in dims:
+        clusters = {c + v * int(dim.step) for c in clusters for v in dim.values}
+    return tuple(sorted(clusters))

@@ -1,0 +1,401 @@
+"""Lowering of one DMA statement: which elements move, in which packets, on which engines.
+
+The element set is the DM side's live positions (the destination's, replicated copies included;
+the source's for DM -> HBM) under both views' restrictions. The packet is the largest run that is
+contiguous on both sides (<= 4,096 B, a multiple of 8 when HBM is involved) unless `packet =` says
+otherwise. Packets are enumerated in loop order (destination-major by default, or `order =`) and
+split over the engines, each engine taking whole packets of its own cluster first; per-flow DMN
+alternation and HBM units come from the enumerated addresses, so nothing here is a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.dsl import ir
+from simulator.toolchain.digits import AxisSystem, Digit
+from simulator.toolchain.lowered import DmaKind, Flow
+from simulator.toolchain.placement import Constraint, LoweringError, View, admitted_values
+
+MAX_PACKET = 4096
+HBM_UNIT = 256
+SLICES_PER_DMN = 32
+ENGINES_PER_CLUSTER = 4
+MAX_PACKETS = 4_000_000  # enumeration guard: far above any real kernel
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One loop of the DM side: a digit (or the copies of a rep) and where a step moves."""
+
+    values: tuple[int, ...]
+    digit: Digit | None  # None: replicated copies
+    field: str  # cluster | slice | elem
+    step: float  # positions of its field per value (elem: bytes)
+    positions: int  # positions of the place it belongs to
+
+
+@dataclass(frozen=True)
+class DmaPlan:
+    kind: DmaKind
+    bytes: int
+    packet_bytes: int
+    packets: int
+    engines: tuple[int, ...]
+    flows: tuple[Flow, ...]
+    clusters: tuple[int, ...]
+
+
+def dm_dims(
+    view: View, constraints: tuple[Constraint, ...], axes: AxisSystem, with_copies: bool, cuts: Cuts | None = None
+) -> list[Dim]:
+    """The loops over a device tensor's live positions, outer to inner (cluster, slice, elem).
+
+    Digits are split where the other side of the copy cuts the same atom (`cuts`), so that every
+    loop is linear on both sides."""
+    tensor = view.tensor
+    width = ir.DTYPE_BYTES[tensor.dtype]
+    dims: list[Dim] = []
+    for name in ("cluster", "slice", "elem"):
+        places = tensor.places(name)
+        for index, place in enumerate(places):
+            inner = math.prod(p.positions for p in places[index + 1 :]) * (width if name == "elem" else 1)
+            if place.is_rep:
+                if with_copies:
+                    dims.append(Dim(tuple(range(place.copies)), None, name, inner, place.positions))
+                continue
+            for k, digit in enumerate(place.digits):
+                local = math.prod(d.size for d in place.digits[k + 1 :])
+                pieces = _split(digit, (cuts or {}).get(digit.axis, set()))
+                for j, piece in enumerate(pieces):
+                    below = piece.stride // digit.stride
+                    values = admitted_values(piece, constraints, axes)
+                    # Padding or a restriction ends a contiguous run after the place's top digit.
+                    span = place.positions // (local * below) if k == 0 and j == 0 else piece.size
+                    dims.append(Dim(values, piece, name, inner * local * below, span))
+    return dims
+
+
+Cuts = dict[str, set[int]]
+
+
+def cuts_of(view: View) -> Cuts:
+    """Place values where the view's tensor starts or ends a digit, per atom."""
+    tensor = view.tensor
+    digits = list(tensor.hbm) + [d for places in tensor.fields.values() for p in places for d in p.digits]
+    cuts: Cuts = {}
+    for digit in digits:
+        cuts.setdefault(digit.axis, set()).update({digit.stride, digit.limit})
+    return cuts
+
+
+def _split(digit: Digit, cuts: set[int]) -> list[Digit]:
+    inner = sorted(c for c in cuts if digit.stride < c < digit.limit and c % digit.stride == 0)
+    bounds = [digit.stride]
+    for c in inner:
+        if c % bounds[-1] == 0:
+            bounds.append(c)
+    if digit.limit % bounds[-1]:
+        return [digit]
+    bounds.append(digit.limit)
+    pieces = [Digit(digit.axis, lo, hi // lo) for lo, hi in itertools.pairwise(bounds)]
+    return list(reversed(pieces))
+
+
+def dm_base(view: View) -> dict[str, float]:
+    """Positions of the unit/at terms (data at a fixed position) per field."""
+    tensor = view.tensor
+    width = ir.DTYPE_BYTES[tensor.dtype]
+    base = {"cluster": 0.0, "slice": 0.0, "elem": 0.0}
+    for name in base:
+        places = tensor.places(name)
+        for index, place in enumerate(places):
+            if not place.digits and not place.is_rep:
+                inner = math.prod(p.positions for p in places[index + 1 :]) * (width if name == "elem" else 1)
+                base[name] += place.at * inner
+    return base
+
+
+def locate(view: View, index: dict[str, np.ndarray], axes: AxisSystem, n: int) -> dict[str, np.ndarray]:
+    """Where elements with these view indices sit in the view's tensor: HBM byte offset, or DM
+    cluster, slice and elem byte offset (copy 0 of replicated data)."""
+    root = {atom: index.get(atom, np.zeros(n, dtype=np.int64)) + view.shift(atom) for atom in axes.atoms}
+    for source, target, offset in reversed(view.renames):
+        flat = sum(root[atom] * place for atom, place in _places(target, axes))
+        flat = flat - offset
+        for atom, place in _places(source, axes):
+            root[atom] = (flat // place) % axes.atoms[atom]
+    tensor = view.tensor
+    width = ir.DTYPE_BYTES[tensor.dtype]
+    if tensor.space == "hbm":
+        offset = np.zeros(n, dtype=np.float64)
+        row = 1
+        for digit in reversed(tensor.hbm):
+            offset += ((root[digit.axis] // digit.stride) % digit.size) * row
+            row *= digit.size
+        return {"hbm": offset * width}
+    out: dict[str, np.ndarray] = {}
+    for name in ("cluster", "slice", "elem"):
+        position = np.zeros(n, dtype=np.float64)
+        places = tensor.places(name)
+        for place_index, place in enumerate(places):
+            inner = math.prod(p.positions for p in places[place_index + 1 :])
+            if place.is_rep:
+                continue
+            if not place.digits:
+                position += place.at * inner
+                continue
+            local = 1
+            value = np.zeros(n, dtype=np.int64)
+            for digit in reversed(place.digits):
+                value += ((root[digit.axis] // digit.stride) % digit.size) * local
+                local *= digit.size
+            position += value * inner
+        out[name] = position * (width if name == "elem" else 1)
+    return out
+
+
+def _places(axis: str, axes: AxisSystem) -> list[tuple[str, int]]:
+    """(atom, place value in the axis's row-major flattening) for every atom of an axis."""
+    if axis in axes.atoms:
+        return [(axis, 1)]
+    result: list[tuple[str, int]] = []
+    place = 1
+    for part in reversed(axes.composites[axis]):
+        for atom, inner in reversed(_places(part, axes)):
+            result.append((atom, inner * place))
+        place *= axes.size(part)
+    return list(reversed(result))
+
+
+def plan_dma(
+    source: View,
+    destination: View,
+    axes: AxisSystem,
+    engines: tuple[int, ...] | None,
+    packet: int | None,
+    order: list[Digit] | None,
+    auto_engines_per_cluster: int,
+) -> DmaPlan:
+    """Everything the cost model needs about one DMA statement."""
+    hbm_source, hbm_destination = source.tensor.space == "hbm", destination.tensor.space == "hbm"
+    if hbm_source and hbm_destination:
+        raise LoweringError("HBM -> HBM copies are not DMA statements")
+    if source.tensor.space not in ("hbm", "dm") or destination.tensor.space not in ("hbm", "dm"):
+        raise LoweringError("DMA moves data between HBM and DM only; register files are filled by passes")
+    source, destination = _aligned(source, destination, axes), _aligned(destination, source, axes)
+    constraints = destination.constraints() + source.constraints()
+    dm_side = source if hbm_destination else destination
+    other = destination if hbm_destination else source
+    dims = dm_dims(dm_side, constraints, axes, with_copies=not hbm_destination, cuts=cuts_of(other))
+    if any(not d.values for d in dims):
+        return _empty(destination, hbm_source, hbm_destination, source, engines, auto_engines_per_cluster)
+    width = ir.DTYPE_BYTES[dm_side.tensor.dtype]
+    run_dims = _run(dims, dm_side, other, axes, width)
+    run_bytes = math.prod(len(d.values) for d in run_dims) * width
+    involves_hbm = hbm_source or hbm_destination
+    size = _packet_size(run_bytes, packet, involves_hbm)
+    per_run = math.ceil(run_bytes / size)
+    outer = [d for d in dims if d not in run_dims]
+    outer = _ordered(outer, order)
+    count = math.prod(len(d.values) for d in outer) * per_run
+    if count > MAX_PACKETS:
+        raise LoweringError(f"a DMA of {count:,} packets is beyond what the lowerer enumerates")
+    grids = _grid([d.values for d in outer])
+    n_outer = len(grids[0]) if grids else 1
+    index: dict[str, np.ndarray] = {}
+    dm_position = {k: np.full(n_outer, v) for k, v in dm_base(dm_side).items()}
+    zero = np.zeros(n_outer, dtype=np.int64)
+    for dim, values in zip(outer, grids, strict=True):
+        dm_position[dim.field] = dm_position[dim.field] + values * dim.step
+        if dim.digit is not None:
+            index[dim.digit.axis] = index.get(dim.digit.axis, zero) + values * dim.digit.stride
+    for dim in run_dims:  # a run starts at the first value of each of its dims
+        if dim.digit is not None and dim.values[0]:
+            index[dim.digit.axis] = index.get(dim.digit.axis, zero) + dim.values[0] * dim.digit.stride
+            dm_position["elem"] = dm_position["elem"] + dim.values[0] * dim.step
+    far = locate(other, index, axes, n_outer)
+    # Packets of one run follow each other on both sides.
+    within = np.arange(per_run, dtype=np.float64) * size
+    sizes = np.full(per_run, float(size))
+    sizes[-1] = run_bytes - size * (per_run - 1)
+    dm_cluster = np.repeat(dm_position["cluster"], per_run).astype(np.int64)
+    dm_slice = np.repeat(dm_position["slice"], per_run).astype(np.int64)
+    packet_sizes = np.tile(sizes, n_outer)
+    hbm = (np.repeat(far["hbm"], per_run) + np.tile(within, n_outer)) if involves_hbm else None
+    if hbm_source or hbm_destination:
+        cluster = dm_cluster
+        kind: DmaKind = (
+            ("gather" if source.gathers else "h2d") if hbm_source else ("scatter" if destination.gathers else "d2h")
+        )
+        crossing = np.zeros(len(cluster), dtype=bool)
+    else:
+        source_cluster = np.repeat(far["cluster"], per_run).astype(np.int64)
+        cluster = dm_cluster
+        crossing = source_cluster != dm_cluster
+        kind = "d2d_x" if crossing.any() else "d2d"
+    chosen = engines if engines is not None else _auto_engines(cluster, auto_engines_per_cluster)
+    flows = _flows(chosen, cluster, dm_slice, packet_sizes, hbm, hbm_destination, crossing)
+    total = round(float(packet_sizes.sum()))
+    return DmaPlan(
+        kind=kind,
+        bytes=total,
+        packet_bytes=int(size),
+        packets=len(packet_sizes),
+        engines=tuple(f.engine for f in flows),
+        flows=flows,
+        clusters=tuple(sorted({int(c) for c in np.unique(cluster)})),
+    )
+
+
+def _aligned(view: View, other: View, axes: AxisSystem) -> View:
+    """A tile is positional against a tensor that holds only a tile's extent of that digit
+    (`A % 60 = 4`): its start moves to 0. Against anything else it keeps absolute indices, so
+    `out.tile(Hd, 16, 8)` meets `k_cache.rename(Ps, Rall, 4096)` at heads 16..23."""
+    relative = {
+        atom.axis
+        for places in other.tensor.fields.values()
+        for place in places
+        if place.restrict is not None and place.written is not None
+        for atom in axes.to_atoms(place.written)
+    }
+    kept = tuple((atom, shift) for atom, shift in view.shifts if atom in relative)
+    return dataclasses.replace(view, shifts=kept) if kept != view.shifts else view
+
+
+def _empty(destination: View, hbm_source: bool, hbm_destination: bool, source: View,
+           engines: tuple[int, ...] | None, per_cluster: int) -> DmaPlan:  # fmt: skip
+    kind: DmaKind = "h2d" if hbm_source else "d2h" if hbm_destination else "d2d"
+    chosen = engines if engines is not None else tuple(range(per_cluster))
+    return DmaPlan(kind, 0, 0, 0, chosen, (), ())
+
+
+def _run(dims: list[Dim], dm_side: View, other: View, axes: AxisSystem, width: float) -> list[Dim]:
+    """The innermost dims that stay contiguous on both sides (the longest possible packet)."""
+    run: list[Dim] = []
+    run_bytes = width
+    for dim in reversed(dims):
+        if dim.field != "elem" or dim.digit is None or dim.step != run_bytes:
+            break
+        values = dim.values
+        if values != tuple(range(values[0], values[0] + len(values))):
+            break
+        if len(values) > 1 and not _contiguous_on(other, dim.digit, values, run_bytes, axes):
+            break
+        run.append(dim)
+        run_bytes *= len(values)
+        if len(values) < dim.positions:
+            break
+    return list(reversed(run))
+
+
+def _contiguous_on(view: View, digit: Digit, values: tuple[int, ...], run_bytes: float, axes: AxisSystem) -> bool:
+    """Does stepping `digit` move `run_bytes` per value on the other side, within one slice?"""
+    first, last = values[0], values[-1]
+    points = np.array([first, first + 1, last], dtype=np.int64) * digit.stride
+    where = locate(view, {digit.axis: points}, axes, 3)
+    expected = np.array([0.0, run_bytes, (last - first) * run_bytes])
+    if "hbm" in where:
+        return bool(np.array_equal(where["hbm"] - where["hbm"][0], expected))
+    same_slice = len(set(where["cluster"])) == 1 and len(set(where["slice"])) == 1
+    return bool(same_slice and np.array_equal(where["elem"] - where["elem"][0], expected))
+
+
+def _packet_size(run_bytes: float, packet: int | None, involves_hbm: bool) -> int:
+    run = int(run_bytes)
+    if packet is not None:
+        return max(1, min(packet, run))
+    step = 8 if involves_hbm and run % 8 == 0 else 1
+    for size in range(min(MAX_PACKET, run) // step * step, 0, -step):
+        if run % size == 0:
+            return size
+    return run
+
+
+def _ordered(dims: list[Dim], order: list[Digit] | None) -> list[Dim]:
+    if not order:
+        return dims
+    listed: list[Dim] = []
+    for digit in order:
+        listed += [d for d in dims if d.digit is not None and d.digit.axis == digit.axis
+                   and digit.stride <= d.digit.stride < digit.limit and d not in listed]  # fmt: skip
+    return listed + [d for d in dims if d not in listed]
+
+
+def _grid(value_lists: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """Row-major cartesian product: the first list is the outermost loop."""
+    if not value_lists:
+        return []
+    arrays = [np.asarray(v, dtype=np.int64) for v in value_lists]
+    mesh = np.meshgrid(*arrays, indexing="ij")
+    return [m.reshape(-1) for m in mesh]
+
+
+def _auto_engines(cluster: np.ndarray, per_cluster: int) -> tuple[int, ...]:
+    """`engines = auto`: the first `per_cluster` engines of every destination cluster."""
+    clusters = sorted({int(c) for c in np.unique(cluster)}) or [0]
+    return tuple(c * ENGINES_PER_CLUSTER + e for c in clusters for e in range(per_cluster))
+
+
+def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, sizes: np.ndarray,
+           hbm: np.ndarray | None, hbm_write: bool, crossing: np.ndarray) -> tuple[Flow, ...]:  # fmt: skip
+    """Split the packet sequence: equal quotas, each engine filled from its own cluster first."""
+    n = len(sizes)
+    quota = {e: n // len(engines) + (1 if i < n % len(engines) else 0) for i, e in enumerate(engines)}
+    taken: dict[int, list[np.ndarray]] = {e: [] for e in engines}
+    leftovers: list[np.ndarray] = []
+    for c in sorted({int(x) for x in np.unique(cluster)}):
+        mine = np.flatnonzero(cluster == c)
+        own = [e for e in engines if e // ENGINES_PER_CLUSTER == c]
+        position = 0
+        for e in own:
+            share = min(quota[e], len(mine) - position)
+            taken[e].append(mine[position : position + share])
+            quota[e] -= share
+            position += share
+        leftovers.append(mine[position:])
+    rest = np.concatenate(leftovers) if leftovers else np.array([], dtype=np.int64)
+    position = 0
+    for e in engines:
+        share = min(quota[e], len(rest) - position)
+        if share > 0:
+            taken[e].append(rest[position : position + share])
+            position += share
+    flows: list[Flow] = []
+    for e in engines:
+        picked = np.concatenate(taken[e]) if taken[e] else np.array([], dtype=np.int64)
+        if picked.size == 0:
+            continue
+        dmn = dm_slice[picked] // SLICES_PER_DMN + cluster[picked] * 1000
+        alt = float(np.mean(dmn[1:] != dmn[:-1])) if picked.size > 1 else 0.0
+        units, partial = 0.0, 0
+        if hbm is not None:
+            start = hbm[picked]
+            end = start + sizes[picked]
+            first_unit = np.floor(start / HBM_UNIT)
+            last_unit = np.ceil(end / HBM_UNIT)
+            units = float((last_unit - first_unit).sum())
+            if hbm_write:
+                head = (start % HBM_UNIT) != 0
+                tail = (end % HBM_UNIT) != 0
+                one_unit = (last_unit - first_unit) == 1
+                partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
+        home = int(np.bincount(cluster[picked]).argmax())
+        flows.append(
+            Flow(
+                engine=e,
+                cluster=home,
+                cross_cluster=home != e // ENGINES_PER_CLUSTER or bool(crossing[picked].mean() > 0.5),
+                bytes=round(float(sizes[picked].sum())),
+                packets=int(picked.size),
+                alt_fraction=alt,
+                hbm_units=units,
+                partial_units=partial,
+            )
+        )
+    return tuple(flows)

@@ -1,0 +1,238 @@
+"""Lowering of one Tensor-Unit pass: the stream after every stage and the per-slice work of each
+stage (SIMULATOR.md 4.3).
+
+The stream is `T` packets of `P` positions of one dtype. Fetch reads each packet in reads of the
+largest power of two (<= 32 B on main, <= 8 B on sub) that divides its contiguous DM run; adapters
+(decode, widen) change the dtype; the switch, reducers and vector engine work on flits of 32 B; a
+contraction turns the stream into folded f32/i32 packets of what it did not reduce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from simulator.dsl import ir
+from simulator.toolchain.digits import AxisSystem, Digit
+from simulator.toolchain.lowered import PassWork
+from simulator.toolchain.placement import Place, View, admitted_values, live_count
+
+FLIT = 32
+READ_CAP = {"main": 32, "sub": 8}
+TRANSCENDENTAL = {"exp", "erf", "tanh", "rsqrt", "recip"}
+REDUCTIONS = {"sum_time", "sum_packet", "sum_all", "max_all"}
+
+Resolve = Callable[[ir.Expr | None], tuple[Place, ...]]  # a mapping argument -> places
+IntOf = Callable[[ir.Expr], int]
+
+
+@dataclass
+class Stream:
+    time: int
+    packet: int  # positions per packet
+    dtype: str
+    digits: list[tuple[Digit, int]] = field(default_factory=list)  # live stream digits with their counts
+
+    @property
+    def packet_bytes(self) -> float:
+        return self.packet * ir.DTYPE_BYTES[self.dtype]
+
+    @property
+    def flits_per_packet(self) -> int:
+        return max(1, math.ceil(self.packet_bytes / FLIT))
+
+    @property
+    def flits(self) -> int:
+        return self.time * self.flits_per_packet
+
+
+@dataclass
+class PassPlan:
+    work: PassWork
+    operands: list[ir.Expr]  # TRF/VRF operand expressions the pass reads
+    dtype: str  # of what it commits
+
+
+def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: AxisSystem,
+              resolve: Resolve, int_of: IntOf) -> PassPlan:  # fmt: skip
+    constraints = source.constraints()
+    work: dict[str, float] = {}
+    operands: list[ir.Expr] = []
+    stream = Stream(time=1, packet=1, dtype=source.tensor.dtype)
+    computed = False
+    adapted = False
+
+    def count(places: tuple[Place, ...]) -> int:
+        return math.prod(p.positions if p.positions != p.size or not p.digits
+                         else live_count(p, constraints, axes) for p in places)  # fmt: skip
+
+    def add(name: str, amount: float) -> None:
+        work[name] = work.get(name, 0) + amount
+
+    for stage in stages:
+        name = stage.name
+        adapter = name in ("fetch", "decode", "lut", "widen") or (name == "cast" and not computed)
+        if not adapter and not adapted:  # flits are counted once the fetch adapters are done
+            add("flits", stream.flits)
+            adapted = True
+        if name == "fetch":
+            time, packet = resolve(stage.kwarg("time")), resolve(stage.kwarg("packet"))
+            stream = Stream(count(time), count(packet), source.tensor.dtype, _digits(time + packet, constraints, axes))
+            live_bytes = math.prod(live_count(p, constraints, axes) for p in packet) * ir.DTYPE_BYTES[stream.dtype]
+            run = _contiguous_run(source, packet, constraints, axes)
+            read = _read_size(min(run, live_bytes), READ_CAP[context])
+            add("fetch_reads", stream.time * math.ceil(live_bytes / read))
+        elif name in ("decode", "lut"):
+            add("decode_bytes", stream.time * stream.packet_bytes)
+            stream.dtype = _dtype_arg(stage) or stream.dtype
+        elif name in ("cast", "widen", "narrow"):
+            stream.dtype = _dtype_arg(stage) or stream.dtype
+        elif name == "switch":
+            ring = stage.kwarg("ring")
+            add("switch_ring", int_of(ring) if ring is not None else _span(source, resolve(stage.kwarg("slice"))))
+            add("switch_flits", stream.flits)
+            kind = stage.args[0].value if stage.args else None
+            if isinstance(kind, ir.Name) and kind.id == "gather" and stage.kwarg("time") is not None:
+                stream.time *= count(resolve(stage.kwarg("time")))
+        elif name in ("collect", "transpose"):
+            if stage.kwarg("time") is not None:
+                stream.time = count(resolve(stage.kwarg("time")))
+            if stage.kwarg("packet") is not None:
+                stream.packet = math.prod(p.positions for p in resolve(stage.kwarg("packet")))
+        elif name == "contract":
+            operand = stage.kwarg("trf")
+            if operand is not None:
+                operands.append(operand)
+            add("contract_steps", stream.time)
+            add("contract_bytes", stream.time * stream.packet_bytes)
+            reduced = _reduced(stage.kwarg("reduce"), resolve, axes)
+            left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
+            fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
+            stream.packet = math.prod(p.positions for p in fold) if fold else 1
+            stream.time = max(1, math.ceil(left / stream.packet))
+            stream.dtype = "i32" if stream.dtype == "i8" else "f32"
+            stream.digits = [(d, n) for d, n in stream.digits if not any(_within(d, r) for r in reduced)]
+            computed = True
+        elif name == "vector":
+            active = [a for a in stage.args if not _dropped(a, int_of)]
+            add("vector_flits", stream.flits)
+            for arg in active:
+                op = arg.value
+                if not isinstance(op, ir.Call):
+                    continue
+                add("transcendentals", 1 if op.func in TRANSCENDENTAL else 0)
+                operands += [a.value for a in op.args if a.name == "vrf"]
+                if op.func == "sum_time":
+                    stream.time = max(1, stream.time // max(1, count(resolve(op.args[0].value if op.args else None))))
+                elif op.func == "sum_packet":
+                    stream.packet = 1
+                elif op.func in ("sum_all", "max_all"):
+                    stream.time, stream.packet = 1, 1
+            computed = True
+        elif name in ("reduce_slices", "allreduce_slices"):
+            add("reduce_ring", _span(source, resolve(stage.kwarg("group"))))
+            add("reduce_flits", stream.flits)
+        elif name == "reduce_clusters":
+            add("cluster_reduce_flits", stream.flits)
+        elif name in ("commit", "commit_into", "to_trf", "to_vrf"):
+            if context == "main":
+                add("commit_writes", stream.flits)
+            else:
+                add("commit_writes", stream.time * stream.packet_bytes / 8)
+    as_int = {k: v for k, v in work.items() if k not in ("decode_bytes", "commit_writes")}
+    return PassPlan(
+        work=PassWork(
+            **{k: round(v) for k, v in as_int.items()},
+            decode_bytes=work.get("decode_bytes", 0.0),
+            commit_writes=work.get("commit_writes", 0.0),
+        ),
+        operands=operands,
+        dtype=stream.dtype,
+    )
+
+
+def _digits(places: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> list[tuple[Digit, int]]:
+    out: list[tuple[Digit, int]] = []
+    for place in places:
+        if len(place.digits) == 1:
+            out.append((place.digits[0], live_count(place, constraints, axes)))
+        else:
+            out += [(d, len(admitted_values(d, constraints, axes))) for d in place.digits]
+    return out
+
+
+def _within(digit: Digit, reduced: Digit) -> bool:
+    return digit.axis == reduced.axis and reduced.stride <= digit.stride and digit.limit <= reduced.limit
+
+
+def _reduced(value: ir.Expr | None, resolve: Resolve, axes: AxisSystem) -> list[Digit]:
+    digits: list[Digit] = []
+    for place in resolve(value):
+        digits += list(place.digits)
+    return digits
+
+
+def _contiguous_run(source: View, packet: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> float:
+    """Bytes of the packet that sit back to back in the source's DM elem layout."""
+    tensor = source.tensor
+    width = ir.DTYPE_BYTES[tensor.dtype]
+    steps: dict[tuple[str, int], tuple[float, Digit]] = {}
+    places = tensor.places("elem")
+    for index, place in enumerate(places):
+        inner = math.prod(p.positions for p in places[index + 1 :]) * width
+        for k, digit in enumerate(place.digits):
+            local = math.prod(d.size for d in place.digits[k + 1 :])
+            steps[(digit.axis, digit.stride)] = (inner * local, digit)
+    run = width
+    for place in reversed(packet):
+        if not place.digits:
+            break
+        for digit in reversed(place.digits):
+            step = next((s * (digit.stride // d.stride) for (axis, _), (s, d) in steps.items()
+                         if axis == digit.axis and d.stride <= digit.stride < d.limit), None)  # fmt: skip
+            if step != run:
+                return run
+            run *= len(admitted_values(digit, constraints, axes))
+    return run
+
+
+def _read_size(run: float, cap: int) -> int:
+    size = cap
+    while size > 1 and int(run) % size:
+        size //= 2
+    return size
+
+
+def _span(source: View, places: tuple[Place, ...]) -> int:
+    """Slice positions from the outermost slice term a switch or reducer involves, inward."""
+    slices = source.tensor.places("slice")
+    if not places:
+        return 1
+    involved = [d for p in places for d in p.digits]
+    if any(p.is_rep for p in places) and places[0].is_rep:
+        return math.prod(p.positions for p in slices) or 256
+    for index, place in enumerate(slices):
+        if any(_within(d, inv) or _within(inv, d) for d in place.digits for inv in involved):
+            return math.prod(p.positions for p in slices[index:])
+    return math.prod(p.positions for p in places)
+
+
+def _dtype_arg(stage: ir.Method) -> str | None:
+    for arg in stage.args:
+        if arg.name is None and isinstance(arg.value, ir.Name):
+            return arg.value.id
+    return None
+
+
+def _dropped(arg: ir.Arg, int_of: IntOf) -> bool:
+    """`op(..., when = 0)` (or `enable = 0`) is removed at compile time and costs nothing."""
+    value = arg.value
+    if isinstance(value, ir.Call):
+        for a in value.args:
+            if a.name in ("when", "enable"):
+                try:
+                    return int_of(a.value) == 0
+                except Exception:
+                    return False
+    return False

@@ -1,0 +1,129 @@
+"""The LoweredProgram (SIMULATOR.md 2.5): what the cost model and the executor consume.
+
+Every op is in program order after inlining and unrolling. Work counts of a pass are per slice
+(every live slice runs the same sequencer; the busiest one sets the time). A DMA op is split into
+one flow per engine; byte counts include replicated copies (each copy is written).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DmaKind = Literal["h2d", "d2h", "d2d", "d2d_x", "gather", "scatter"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Flow(Frozen):
+    """The share of one DMA op that one engine moves."""
+
+    engine: int
+    cluster: int  # destination cluster (source cluster for DM -> HBM)
+    cross_cluster: bool  # the engine or the data's source sits in the other cluster
+    bytes: int
+    packets: int
+    alt_fraction: float  # consecutive packets landing in a different DMN (DMN = slice / 32)
+    hbm_units: float  # 256-byte HBM units touched, summed over packets (0 when no HBM side)
+    partial_units: int  # HBM units only partly written (read-modify-write)
+
+
+class DmaOp(Frozen):
+    kind: Literal["dma"] = "dma"
+    id: str
+    label: str
+    line: int | None = None
+    dma_kind: DmaKind
+    bytes: int
+    packet_bytes: int
+    packets: int
+    engines: tuple[int, ...]
+    flows: tuple[Flow, ...]
+    clusters: tuple[int, ...]  # destination clusters
+    source: str  # tensor ids
+    destination: str
+    deps: tuple[str, ...] = ()  # producers of what it reads
+    reads: tuple[str, ...] = ()  # buffer identities (write-after-read)
+    writes: tuple[str, ...] = ()
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        return tuple(f"e{engine}" for engine in self.engines)
+
+
+class PassWork(Frozen):
+    """Per-slice work of one Tensor-Unit pass, one field per stage of SIMULATOR.md 4.3."""
+
+    fetch_reads: int = 0
+    decode_bytes: float = 0.0
+    flits: int = 0
+    contract_steps: int = 0
+    contract_bytes: int = 0
+    vector_flits: int = 0
+    transcendentals: int = 0
+    switch_ring: int = 0
+    switch_flits: int = 0
+    reduce_ring: int = 0
+    reduce_flits: int = 0
+    cluster_reduce_flits: int = 0  # reduce_clusters (0.7.0)
+    commit_writes: float = 0.0
+
+
+class PassOp(Frozen):
+    kind: Literal["pass"] = "pass"
+    id: str
+    label: str
+    line: int | None = None
+    context: Literal["main", "sub"]
+    clusters: tuple[int, ...]
+    live_slices: int  # per cluster
+    work: PassWork
+    sources: tuple[str, ...]  # tensor ids read (stream source, TRF/VRF operands)
+    destination: str | None
+    deps: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        return (self.context,)
+
+
+LoweredOp = Annotated[DmaOp | PassOp, Field(discriminator="kind")]
+
+
+class BufferInfo(Frozen):
+    """A DM/TRF/VRF buffer: how many bytes it takes in each slice it lives in."""
+
+    id: str
+    space: Literal["dm", "trf", "vrf"]
+    bytes_per_slice: float
+    live_slices: int
+
+
+class LoweredProgram(Frozen):
+    kernel: str
+    version: str
+    ops: tuple[LoweredOp, ...]
+    buffers: tuple[BufferInfo, ...] = ()
+
+    @property
+    def dmas(self) -> list[DmaOp]:
+        return [op for op in self.ops if isinstance(op, DmaOp)]
+
+    @property
+    def passes(self) -> list[PassOp]:
+        return [op for op in self.ops if isinstance(op, PassOp)]
+
+    def op(self, label: str) -> DmaOp | PassOp:
+        """The op with this label (labels are unique)."""
+        for op in self.ops:
+            if op.label == label:
+                return op
+        raise KeyError(label)
+
+    def bytes_moved(self, *kinds: str) -> int:
+        return sum(op.bytes for op in self.dmas if not kinds or op.dma_kind in kinds)
