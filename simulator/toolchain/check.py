@@ -15,8 +15,11 @@ from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
+from simulator.toolchain.lower import lower
+from simulator.toolchain.lowered_rules import check_lowered
 from simulator.toolchain.mappings import check_fetch_digits, check_reducer_groups, check_type_digits
 from simulator.toolchain.names import check_names
+from simulator.toolchain.placement import LoweringError
 from simulator.toolchain.statics import (
     check_def_use,
     check_dma_arguments,
@@ -30,11 +33,12 @@ from simulator.toolchain.vocabulary import check_vocabulary
 
 log = logging.getLogger(__name__)
 
-# Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage, capacity,
-# packets, reducers, bank runs, partial sums) needs the digit algebra and lowering, and is not claimed.
+# Rule numbers this checker implements so far; the rest of SIMULATOR.md 3.2 (coverage holes, fetch packets,
+# TRF operand placement, bank runs, partial sums) is not claimed yet.
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0207", "0301", "0302", "0303", "0320", "0321",
-    "0323", "0402", "0403", "0405", "0410", "0411", "0412", "0430", "0501", "0702", "0801",
+    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0207", "0301", "0302", "0303", "0310", "0320",
+    "0321", "0322", "0323", "0401", "0402", "0403", "0405", "0410", "0411", "0412", "0413", "0430", "0501",
+    "0702", "0801",
 )  # fmt: skip
 
 
@@ -92,6 +96,8 @@ def _check(source: str, version: str | None) -> CheckResult:
     diagnostics += check_names(program)
     diagnostics += check_vocabulary(program, spec(chosen))
     diagnostics += _check_bodies(program, chosen)
+    if not any(d.is_error for d in diagnostics):
+        diagnostics += _check_lowered(program, chosen)
     return CheckResult(version=chosen, diagnostics=tuple(sorted(diagnostics, key=_position)))
 
 
@@ -116,6 +122,15 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_mapping_sizes(item, env, version)
             diagnostics += check_type_digits(item, env, version)
     return diagnostics
+
+
+def _check_lowered(program: ir.Program, version: str) -> list[Diagnostic]:
+    try:
+        lowered = lower(program, version)
+    except LoweringError as error:
+        # What the IR rules let through but cannot be placed is still a compile error, not a crash.
+        return [Diagnostic(code="E0100", severity="error", message=f"cannot lower the kernel: {error}")]
+    return check_lowered(lowered)
 
 
 def _position(diagnostic: Diagnostic) -> tuple[int, int, str]:

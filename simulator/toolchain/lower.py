@@ -24,6 +24,7 @@ from simulator.toolchain.lowered import BufferInfo, DmaOp, LoweredProgram, PassO
 from simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions, range_restrictions
 from simulator.toolchain.versions import DEFAULT_VERSION, spec
 
+SLICES = 256  # per cluster
 VIEW_METHODS = {"tile", "roll", "at", "rename"}
 PASS_ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
 
@@ -310,7 +311,10 @@ class _Lowerer:
         fields = self._layout_fields(ttype.layout)
         places = {k: self._places(v.mapping) for k, v in fields.items() if isinstance(v, ir.MapField)}
         buffers_field = fields.get("buffers")
-        depth = buffers_field.value if isinstance(buffers_field, ir.IntField) else frame.depth
+        # `#[pipeline(depth)]` rotates the loop's DM tensors; register files are rewritten in place.
+        depth = frame.depth if ttype.space == "dm" else 1
+        if isinstance(buffers_field, ir.IntField):
+            depth = buffers_field.value
         base = f"{frame.label}{name or 'tmp'}"
         n = self.state.tensor_ids.get(base, 0)
         self.state.tensor_ids[base] = n + 1
@@ -320,6 +324,21 @@ class _Lowerer:
             buffer += f"[{frame.iteration % max(depth, 1)}]"
         tensor = Tensor(id=tensor_id, name=name or "tmp", space=ttype.space, dtype=ttype.dtype, fields=places,
                         buffer=buffer, line=line)  # fmt: skip
+        self._record_buffer(tensor)
+        return tensor
+
+    def _new_tensor_like(self, like: Tensor, space: str, dtype: str, name: str | None, frame: Frame,
+                         line: int | None) -> Tensor:  # fmt: skip
+        if like.space == "hbm":
+            raise LoweringError("a pass reads a device tensor, not HBM")
+        base = f"{frame.label}{name or 'tmp'}"
+        n = self.state.tensor_ids.get(base, 0)
+        self.state.tensor_ids[base] = n + 1
+        buffer = f"{frame.slot}{name or 'tmp'}"
+        if frame.iteration is not None and space == "dm":
+            buffer += f"[{frame.iteration % max(frame.depth, 1)}]"
+        tensor = Tensor(id=base if n == 0 else f"{base}#{n}", name=name or "tmp", space=space, dtype=dtype,
+                        fields=dict(like.fields), buffer=buffer, line=line)  # fmt: skip
         self._record_buffer(tensor)
         return tensor
 
@@ -336,8 +355,9 @@ class _Lowerer:
         width = ir.DTYPE_BYTES[tensor.dtype]
         per_slice = width * math.prod(p.positions for p in tensor.places("elem") + tensor.places("lane"))
         live = live_positions(tensor.places("cluster") + tensor.places("slice"), (), self.axes)
+        slices = _live_slice_ids(View(tensor), self.axes)
         self.state.buffers[tensor.buffer] = BufferInfo(
-            id=tensor.buffer, space=tensor.space, bytes_per_slice=per_slice, live_slices=live
+            id=tensor.buffer, space=tensor.space, bytes_per_slice=per_slice, live_slices=live, slices=slices
         )
 
     # ---- views -------------------------------------------------------------------------------
@@ -494,6 +514,11 @@ class _Lowerer:
             if target is None:
                 raise LoweringError("commit_into needs a destination view")
             destination = self._as_view(target, frame)
+        elif ttype is None:
+            # An untyped result keeps the source's placement, in the stream's dtype and the end's space.
+            space = {"to_trf": "trf", "to_vrf": "vrf"}.get(last.name, "dm")
+            tensor = self._new_tensor_like(source.tensor, space, plan.dtype, name, frame, line)
+            destination = View(tensor)
         else:
             destination = self._view_of(self._new_tensor(ttype, name, frame, line))
         reads = [source.tensor, *operands]
@@ -503,7 +528,7 @@ class _Lowerer:
             id=label, label=label, line=line, context=context,  # type: ignore[arg-type]
             clusters=clusters, live_slices=live_positions(source.tensor.places("slice"), source.constraints(),
                                                           self.axes),
-            work=plan.work, sources=tuple(t.id for t in reads), destination=destination.tensor.id,
+            work=plan.work, shape=plan.shape, sources=tuple(t.id for t in reads), destination=destination.tensor.id,
             deps=self._deps(reads), reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
         )  # fmt: skip
         self._emit(op, reads, destination.tensor, destination.whole and last.name != "commit_into")
@@ -552,3 +577,16 @@ def _live_clusters(view: View, axes: object) -> tuple[int, ...]:
     for dim in dims:
         clusters = {c + v * int(dim.step) for c in clusters for v in dim.values}
     return tuple(sorted(clusters))
+
+
+def _live_slice_ids(view: View, axes: object) -> tuple[int, ...]:
+    """Global ids (cluster * 256 + slice) of the slices that hold the view's data or copies."""
+    from simulator.toolchain.lower_dma import dm_base, dm_dims
+
+    dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field in ("cluster", "slice")]  # type: ignore[arg-type]
+    base = dm_base(view)
+    ids = {int(base["cluster"]) * SLICES + int(base["slice"])}
+    for dim in dims:
+        scale = SLICES if dim.field == "cluster" else 1
+        ids = {i + v * int(dim.step) * scale for i in ids for v in dim.values}
+    return tuple(sorted(ids))

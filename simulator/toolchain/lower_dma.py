@@ -240,7 +240,8 @@ def plan_dma(
         crossing = source_cluster != dm_cluster
         kind = "d2d_x" if crossing.any() else "d2d"
     chosen = engines if engines is not None else _auto_engines(cluster, auto_engines_per_cluster)
-    flows = _flows(chosen, cluster, dm_slice, packet_sizes, hbm, hbm_destination, crossing)
+    extent = _hbm_bytes(destination) if hbm_destination else math.inf
+    flows = _flows(chosen, cluster, dm_slice, packet_sizes, hbm, hbm_destination, crossing, extent)
     total = round(float(packet_sizes.sum()))
     return DmaPlan(
         kind=kind,
@@ -266,6 +267,10 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
     }
     kept = tuple((atom, shift) for atom, shift in view.shifts if atom in relative)
     return dataclasses.replace(view, shifts=kept) if kept != view.shifts else view
+
+
+def _hbm_bytes(view: View) -> float:
+    return math.prod(d.size for d in view.tensor.hbm) * ir.DTYPE_BYTES[view.tensor.dtype]
 
 
 def _empty(destination: View, hbm_source: bool, hbm_destination: bool, source: View,
@@ -343,7 +348,8 @@ def _auto_engines(cluster: np.ndarray, per_cluster: int) -> tuple[int, ...]:
 
 
 def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, sizes: np.ndarray,
-           hbm: np.ndarray | None, hbm_write: bool, crossing: np.ndarray) -> tuple[Flow, ...]:  # fmt: skip
+           hbm: np.ndarray | None, hbm_write: bool, crossing: np.ndarray,
+           hbm_extent: float = math.inf) -> tuple[Flow, ...]:  # fmt: skip
     """Split the packet sequence: equal quotas, each engine filled from its own cluster first."""
     n = len(sizes)
     quota = {e: n // len(engines) + (1 if i < n % len(engines) else 0) for i, e in enumerate(engines)}
@@ -373,7 +379,7 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
             continue
         dmn = dm_slice[picked] // SLICES_PER_DMN + cluster[picked] * 1000
         alt = float(np.mean(dmn[1:] != dmn[:-1])) if picked.size > 1 else 0.0
-        units, partial = 0.0, 0
+        units, partial, partial_packets = 0.0, 0, 0
         if hbm is not None:
             start = hbm[picked]
             end = start + sizes[picked]
@@ -381,10 +387,12 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
             last_unit = np.ceil(end / HBM_UNIT)
             units = float((last_unit - first_unit).sum())
             if hbm_write:
+                # HBM tensors are allocated in whole units: writing up to a tensor's end needs no RMW.
                 head = (start % HBM_UNIT) != 0
-                tail = (end % HBM_UNIT) != 0
+                tail = ((end % HBM_UNIT) != 0) & (end < hbm_extent)
                 one_unit = (last_unit - first_unit) == 1
                 partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
+                partial_packets = int((head | tail).sum())
         home = int(np.bincount(cluster[picked]).argmax())
         flows.append(
             Flow(
@@ -396,6 +404,7 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
                 alt_fraction=alt,
                 hbm_units=units,
                 partial_units=partial,
+                partial_packets=partial_packets,
             )
         )
     return tuple(flows)

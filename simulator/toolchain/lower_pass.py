@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulator.dsl import ir
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lowered import PassWork
+from simulator.toolchain.digits import AxisSystem, Digit, normalise
+from simulator.toolchain.lowered import PassShape, PassWork
 from simulator.toolchain.placement import Place, View, admitted_values, live_count
 
 FLIT = 32
@@ -23,6 +23,7 @@ READ_CAP = {"main": 32, "sub": 8}
 TRANSCENDENTAL = {"exp", "erf", "tanh", "rsqrt", "recip"}
 REDUCTIONS = {"sum_time", "sum_packet", "sum_all", "max_all"}
 
+_REDUCED_PACKET = 8  # a reduced packet leaves the vector engine as one flit of 8 positions, 1 live
 Resolve = Callable[[ir.Expr | None], tuple[Place, ...]]  # a mapping argument -> places
 IntOf = Callable[[ir.Expr], int]
 
@@ -50,6 +51,7 @@ class Stream:
 @dataclass
 class PassPlan:
     work: PassWork
+    shape: PassShape
     operands: list[ir.Expr]  # TRF/VRF operand expressions the pass reads
     dtype: str  # of what it commits
 
@@ -62,6 +64,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
     stream = Stream(time=1, packet=1, dtype=source.tensor.dtype)
     computed = False
     adapted = False
+    shape: dict[str, float] = {}
 
     def count(places: tuple[Place, ...]) -> int:
         return math.prod(p.positions if p.positions != p.size or not p.digits
@@ -79,6 +82,8 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         if name == "fetch":
             time, packet = resolve(stage.kwarg("time")), resolve(stage.kwarg("packet"))
             stream = Stream(count(time), count(packet), source.tensor.dtype, _digits(time + packet, constraints, axes))
+            loops = normalise([d for d, n in stream.digits if n > 1], axes)
+            shape["loop_entries"] = len(loops) + sum(1 for p in time + packet if not p.digits and p.positions > 1)
             live_bytes = math.prod(live_count(p, constraints, axes) for p in packet) * ir.DTYPE_BYTES[stream.dtype]
             run = _contiguous_run(source, packet, constraints, axes)
             read = _read_size(min(run, live_bytes), READ_CAP[context])
@@ -110,6 +115,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
             fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
             stream.packet = math.prod(p.positions for p in fold) if fold else 1
+            shape["lanes"] = stream.packet
             stream.time = max(1, math.ceil(left / stream.packet))
             stream.dtype = "i32" if stream.dtype == "i8" else "f32"
             stream.digits = [(d, n) for d, n in stream.digits if not any(_within(d, r) for r in reduced)]
@@ -126,9 +132,9 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
                 if op.func == "sum_time":
                     stream.time = max(1, stream.time // max(1, count(resolve(op.args[0].value if op.args else None))))
                 elif op.func == "sum_packet":
-                    stream.packet = 1
+                    stream.packet = _REDUCED_PACKET
                 elif op.func in ("sum_all", "max_all"):
-                    stream.time, stream.packet = 1, 1
+                    stream.time, stream.packet = 1, _REDUCED_PACKET
             computed = True
         elif name in ("reduce_slices", "allreduce_slices"):
             add("reduce_ring", _span(source, resolve(stage.kwarg("group"))))
@@ -136,6 +142,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         elif name == "reduce_clusters":
             add("cluster_reduce_flits", stream.flits)
         elif name in ("commit", "commit_into", "to_trf", "to_vrf"):
+            shape["commit_packet_bytes"] = stream.packet_bytes
             if context == "main":
                 add("commit_writes", stream.flits)
             else:
@@ -147,6 +154,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             decode_bytes=work.get("decode_bytes", 0.0),
             commit_writes=work.get("commit_writes", 0.0),
         ),
+        shape=PassShape(**shape),  # type: ignore[arg-type]
         operands=operands,
         dtype=stream.dtype,
     )

@@ -29,6 +29,7 @@ class Flow(Frozen):
     alt_fraction: float  # consecutive packets landing in a different DMN (DMN = slice / 32)
     hbm_units: float  # 256-byte HBM units touched, summed over packets (0 when no HBM side)
     partial_units: int  # HBM units only partly written (read-modify-write)
+    partial_packets: int = 0  # packets that write at least one partial unit
 
 
 class DmaOp(Frozen):
@@ -72,6 +73,14 @@ class PassWork(Frozen):
     commit_writes: float = 0.0
 
 
+class PassShape(Frozen):
+    """Facts of a pass's stream that legality rules read (E0310, E0401, E0413)."""
+
+    loop_entries: int = 0  # fetch sequencer loops after merging adjacent digits
+    lanes: int = 0  # contraction output packet (fold) positions
+    commit_packet_bytes: float = 0.0  # bytes per packet reaching the commit adapter
+
+
 class PassOp(Frozen):
     kind: Literal["pass"] = "pass"
     id: str
@@ -81,6 +90,7 @@ class PassOp(Frozen):
     clusters: tuple[int, ...]
     live_slices: int  # per cluster
     work: PassWork
+    shape: PassShape = PassShape()
     sources: tuple[str, ...]  # tensor ids read (stream source, TRF/VRF operands)
     destination: str | None
     deps: tuple[str, ...] = ()
@@ -102,6 +112,7 @@ class BufferInfo(Frozen):
     space: Literal["dm", "trf", "vrf"]
     bytes_per_slice: float
     live_slices: int
+    slices: tuple[int, ...] = ()  # global slice ids (cluster * 256 + slice) it occupies
 
 
 class LoweredProgram(Frozen):

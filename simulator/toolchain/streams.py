@@ -68,7 +68,21 @@ def check_streams(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
     diagnostics: list[Diagnostic] = []
     for stream in passes(body):
         diagnostics += _check_pass(stream, env, version)
+    diagnostics += _orphan_stages(body, version)
     return diagnostics
+
+
+def _orphan_stages(body: ir.Block, version: str) -> list[Diagnostic]:
+    """A stage chain must start at main(..) or sub(..): `t.fetch(..)` has no Tensor Unit to run on."""
+    out: list[Diagnostic] = []
+    for node in walk(body):
+        if isinstance(node, ir.Method) and node.name in ORDER and not isinstance(node.receiver, ir.Method):
+            root = node.receiver
+            if not (isinstance(root, ir.Call) and root.func in ("main", "sub")):
+                what = root.id if isinstance(root, ir.Name) else root.kind
+                out += emit("0120", version, f"{node.name} cannot follow {what}: a Tensor-Unit pass starts with "
+                            "main(src) or sub(src)", node.name_span or node.span)  # fmt: skip
+    return out
 
 
 def _dtype_of(expr: object, env: Env) -> str | None:

@@ -44,11 +44,17 @@ def test_mutated_programs_give_only_diagnostics() -> None:
     pool = sorted({t for tokens in meaningful for t in tokens} | set(EXTRA))
     rng = random.Random(20261129)
     codes: dict[str, int] = {}
+    refused = 0
     for index in range(MUTANTS):
         which = index % len(sources)
         mutant = _mutate(token_lists[which], rng, pool)
         result = check(mutant, VERSIONS[index % len(VERSIONS)])
         for diagnostic in result.diagnostics:
-            assert diagnostic.code != "E0100", f"internal compiler error on mutant {index}:\n{mutant}"
+            crashed = diagnostic.message.startswith("internal compiler error")
+            assert not crashed, f"internal compiler error on mutant {index}:\n{mutant}"
+            refused += diagnostic.message.startswith("cannot lower the kernel")
             codes[diagnostic.code] = codes.get(diagnostic.code, 0) + 1
     assert {"E0101", "E0102", "E0103"} <= set(codes), codes
+    # A program the IR rules let through but the lowerer cannot place is refused with its reason
+    # (E0100 "cannot lower the kernel: ..."); each one is a gap in the IR rules, so keep them rare.
+    assert refused <= MUTANTS // 1000, refused

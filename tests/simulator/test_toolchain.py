@@ -28,7 +28,8 @@ PARAMS = "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H], z: &hbm<f8e4m3>[H], s: &hbm<f3
 def program(body: str, params: str = PARAMS, toolchain: str = "") -> str:
     header = f'#![toolchain = "{toolchain}"]\n' if toolchain else ""
     # The output is written at the end, so only what a case is about is reported.
-    return f"{header}{PRELUDE}kernel k({params}) {{\n{body}\n    x.dma_into(y, engines = [3]);\n}}\n"
+    output = "    let out_: dm<bf16>{..One, elem: [H]} = x.dma(engines = [3]);\n    out_.dma_into(y, engines = [3]);\n"
+    return f"{header}{PRELUDE}kernel k({params}) {{\n{body}\n{output}}}\n"
 
 
 def codes(source: str, version: str | None = None) -> list[str]:

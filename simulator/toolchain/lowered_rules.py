@@ -1,0 +1,90 @@
+"""Rules checked on the lowered program (SIMULATOR.md 3.2): the DM and VRF liveness peaks per
+slice (E0301, E0303), sequencer depth (E0310), partial HBM writes (W0322), contraction lanes
+(E0401) and the commit-adapter trim (E0413).
+
+They need inlining, unrolling and stream inference, so they run only on programs that pass every
+IR-level rule: lowering an erroneous program would only repeat its errors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from simulator.diagnostics import Diagnostic
+from simulator.dsl import ir
+from simulator.toolchain.capacity import VRF_PER_SLICE, dm_limit
+from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from simulator.toolchain.rules import emit
+
+MAX_LOOP_ENTRIES = 8
+MAX_LANES = 8
+VALID_TRIMS = (8, 16, 24, 32)
+
+
+def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
+    version = program.version
+    out: list[Diagnostic] = []
+    for op in program.ops:
+        where = _span(op.line)
+        if isinstance(op, DmaOp):
+            partial = sum(f.partial_packets for f in op.flows)
+            if partial:
+                out += emit("0322", version, f"{partial} packets of {op.label} end in partial 256-byte HBM units "
+                            "(read-modify-write)", where)  # fmt: skip
+            continue
+        if op.shape.loop_entries > MAX_LOOP_ENTRIES:
+            out += emit("0310", version, f"sequencer of {op.label} needs {op.shape.loop_entries} loop entries after "
+                        f"merging (max {MAX_LOOP_ENTRIES})", where)  # fmt: skip
+        if op.shape.lanes > MAX_LANES:
+            out += emit("0401", version, f"contraction uses {op.shape.lanes} lanes (max {MAX_LANES})", where)
+        trim = op.shape.commit_packet_bytes % 32 or (32 if op.shape.commit_packet_bytes else 0)
+        if trim and trim not in VALID_TRIMS:
+            out += emit("0413", version, f"commit writes {trim:g} valid bytes per flit; must be 8, 16, 24 or 32", where)
+    out += _liveness(program, "dm", dm_limit(version), "0301")
+    out += _liveness(program, "vrf", VRF_PER_SLICE, "0303")
+    return out
+
+
+def _liveness(program: LoweredProgram, space: str, limit: int, number: str) -> list[Diagnostic]:
+    """Peak bytes per slice of the buffers alive at each op: from their first write to last read."""
+    buffers = {b.id: b for b in program.buffers if b.space == space}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, op in enumerate(program.ops):
+        for buffer in op.writes:
+            first.setdefault(buffer, index)
+            last[buffer] = max(last.get(buffer, index), index)
+        for buffer in op.reads:
+            last[buffer] = index
+    starts: dict[int, list[str]] = defaultdict(list)
+    ends: dict[int, list[str]] = defaultdict(list)
+    for buffer in buffers:
+        if buffer in first:
+            starts[first[buffer]].append(buffer)
+            ends[last[buffer]].append(buffer)
+    use: dict[int, float] = defaultdict(float)
+    for index, op in enumerate(program.ops):
+        for buffer in starts[index]:
+            for slice_id in buffers[buffer].slices:
+                use[slice_id] += buffers[buffer].bytes_per_slice
+        worst = max(use, key=use.__getitem__, default=None)
+        if worst is not None and use[worst] > limit:
+            return _over(number, program.version, space, worst, use[worst], limit, op)
+        for buffer in ends[index]:
+            for slice_id in buffers[buffer].slices:
+                use[slice_id] -= buffers[buffer].bytes_per_slice
+    return []
+
+
+def _over(number: str, version: str, space: str, slice_id: int, peak: float, limit: int,
+          op: DmaOp | PassOp) -> list[Diagnostic]:  # fmt: skip
+    where = f"slice {slice_id % 256} of cluster {slice_id // 256}"
+    if space == "dm":
+        message = f"DM use of {where} peaks at {peak:,.0f} B (> {limit:,} B usable) at {op.label}"
+    else:
+        message = f"VRF live set {peak:,.0f} B exceeds {limit:,} B at {op.label} ({where})"
+    return emit(number, version, message, _span(op.line))
+
+
+def _span(line: int | None) -> ir.Span | None:
+    return ir.Span(line=line, column=1, end_line=line, end_column=1) if line else None
