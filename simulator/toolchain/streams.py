@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.walk import walk
-from simulator.toolchain.env import Env
+from simulator.toolchain.digits import Digit
+from simulator.toolchain.env import Env, term_digit
 from simulator.toolchain.rules import emit
 
 MAX_VECTOR_OPS = 6
@@ -121,6 +122,8 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
             if misplaced_register_write or backwards:
                 out += emit("0120", version, f"{name} cannot follow {previous}: {STAGE_ORDER}", where)
             level = max(level, rank)
+        if name == "switch":
+            out += _cross_cluster(stream, stage, env, version)
         if stream.context == "sub" and name in ("contract", "switch"):
             out += emit("0405", version, f"{name} is not available in the sub context", where)
         target = _positional_dtype(stage)
@@ -166,6 +169,38 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
         out += emit("0412", version, f"vector chain has {vector_ops} operations (max {MAX_VECTOR_OPS})",
                     first_vector.name_span or first_vector.span)  # fmt: skip
     return out
+
+
+def _cross_cluster(stream: Pass, stage: ir.Method, env: Env, version: str) -> list[Diagnostic]:
+    """E0420: the switch network stays inside one cluster; a digit the source keeps on its cluster
+    coordinate cannot be gathered into time or spread over slices by it."""
+    source = env.viewed(stream.source)
+    if not isinstance(source, ir.DevType):
+        return []
+    cluster = env.fields(source.layout).get("cluster")
+    if not isinstance(cluster, ir.MapField):
+        return []
+    on_cluster = [d for d in (term_digit(t, env.axes) for t in cluster.mapping.terms) if d is not None]
+    moved: list[Digit] = []
+    for key in ("slice", "time"):
+        value = stage.kwarg(key)
+        if isinstance(value, ir.Bracket):
+            moved += [d for d in (term_digit(t, env.axes) for t in value.mapping.terms) if d is not None]
+    for digit in moved:
+        for held in on_cluster:
+            if _overlaps(digit, held, env):
+                return emit("0420", version, f"switch cannot move data between clusters ({held} is a cluster digit)",
+                            stage.name_span or stage.span)  # fmt: skip
+    return []
+
+
+def _overlaps(first: Digit, second: Digit, env: Env) -> bool:
+    """Do two digits use a common part of one atom axis?"""
+    for a in env.axes.to_atoms(first):
+        for b in env.axes.to_atoms(second):
+            if a.axis == b.axis and a.stride < b.limit and b.stride < a.limit:
+                return True
+    return False
 
 
 def _dropped(arg: ir.Arg) -> bool:

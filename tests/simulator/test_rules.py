@@ -166,6 +166,20 @@ CASES = {
             ".vector(exp(), add(1.0), mul(2.0), rsqrt(), square(), neg(), recip(when = 0)).commit();\n"
         ),
     ),
+    "0420": (  # gathering the cluster digit into time would cross the cluster bridge
+        lambda v: (
+            "    let c: dm<bf16>{cluster: [H / 32], slice: [1 # 256], elem: [H % 32]} = x.dma(engines = [0, 4]);\n"
+            "    let g: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = main(c)"
+            ".fetch(time = [1], packet = [H % 32]).switch(gather, slice = [1 # 256], time = [H / 32], ring = 256)"
+            ".commit();\n"
+        ),
+        lambda v: (
+            "    let c: dm<bf16>{cluster: [1 # 2], slice: [H / 32 # 256], elem: [H % 32]} = x.dma(engines = [0]);\n"
+            "    let g: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = main(c)"
+            ".fetch(time = [1], packet = [H % 32]).switch(gather, slice = [1 # 256], time = [H / 32], ring = 256)"
+            ".commit();\n"
+        ),
+    ),
     "0430": (
         lambda v: (
             "    let p: dm<f32>{..Split, elem: [H % 16]} = dm::zeros();\n"
