@@ -75,7 +75,7 @@ class AxisSystem:
         places: list[tuple[str, int, int]] = []  # (atom, place value, size), least significant first
         place = 1
         for part in reversed(self.composites[digit.axis]):
-            for atom, atom_place, atom_size in reversed(self._atoms_of(part)):
+            for atom, atom_place, atom_size in reversed(self.atoms_of(part)):
                 places.append((atom, place * atom_place, atom_size))
             place *= self.size(part)
         pieces: list[Digit] = []
@@ -89,14 +89,14 @@ class AxisSystem:
         covered = math.prod(p.size for p in pieces)
         return list(reversed(pieces)) if covered == digit.size else [digit]
 
-    def _atoms_of(self, axis: str) -> list[tuple[str, int, int]]:
+    def atoms_of(self, axis: str) -> list[tuple[str, int, int]]:
         """(atom, place value within axis, size), most significant first."""
         if axis in self.atoms:
             return [(axis, 1, self.atoms[axis])]
         result: list[tuple[str, int, int]] = []
         place = 1
         for part in reversed(self.composites[axis]):
-            for atom, atom_place, atom_size in reversed(self._atoms_of(part)):
+            for atom, atom_place, atom_size in reversed(self.atoms_of(part)):
                 result.append((atom, place * atom_place, atom_size))
             place *= self.size(part)
         return list(reversed(result))

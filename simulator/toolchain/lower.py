@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from simulator.dsl import ir
 from simulator.dsl.parser import parse
-from simulator.toolchain.digits import Digit
+from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
-from simulator.toolchain.lower_dma import plan_dma
+from simulator.toolchain.lower_dma import dm_base, dm_dims, plan_dma
 from simulator.toolchain.lower_pass import plan_pass
 from simulator.toolchain.lowered import BufferInfo, DmaOp, LoweredProgram, PassOp, PassWork
 from simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions, range_restrictions
@@ -312,33 +312,20 @@ class _Lowerer:
         places = {k: self._places(v.mapping) for k, v in fields.items() if isinstance(v, ir.MapField)}
         buffers_field = fields.get("buffers")
         # `#[pipeline(depth)]` rotates the loop's DM tensors; register files are rewritten in place.
-        depth = frame.depth if ttype.space == "dm" else 1
-        if isinstance(buffers_field, ir.IntField):
-            depth = buffers_field.value
-        base = f"{frame.label}{name or 'tmp'}"
-        n = self.state.tensor_ids.get(base, 0)
-        self.state.tensor_ids[base] = n + 1
-        tensor_id = base if n == 0 else f"{base}#{n}"
-        buffer = f"{frame.slot}{name or 'tmp'}"
+        depth = buffers_field.value if isinstance(buffers_field, ir.IntField) else None
+        return self._make_tensor(name, ttype.space, ttype.dtype, places, frame, line, depth)
+
+    def _make_tensor(self, name: str | None, space: str, dtype: str, fields: dict[str, tuple[Place, ...]],
+                     frame: Frame, line: int | None, depth: int | None = None) -> Tensor:  # fmt: skip
+        """A device tensor with a unique id and its buffer identity (`depth` rotating buffers in a loop)."""
+        name = name or "tmp"
+        if depth is None:
+            depth = frame.depth if space == "dm" else 1
+        buffer = f"{frame.slot}{name}"
         if frame.iteration is not None:
             buffer += f"[{frame.iteration % max(depth, 1)}]"
-        tensor = Tensor(id=tensor_id, name=name or "tmp", space=ttype.space, dtype=ttype.dtype, fields=places,
-                        buffer=buffer, line=line)  # fmt: skip
-        self._record_buffer(tensor)
-        return tensor
-
-    def _new_tensor_like(self, like: Tensor, space: str, dtype: str, name: str | None, frame: Frame,
-                         line: int | None) -> Tensor:  # fmt: skip
-        if like.space == "hbm":
-            raise LoweringError("a pass reads a device tensor, not HBM")
-        base = f"{frame.label}{name or 'tmp'}"
-        n = self.state.tensor_ids.get(base, 0)
-        self.state.tensor_ids[base] = n + 1
-        buffer = f"{frame.slot}{name or 'tmp'}"
-        if frame.iteration is not None and space == "dm":
-            buffer += f"[{frame.iteration % max(frame.depth, 1)}]"
-        tensor = Tensor(id=base if n == 0 else f"{base}#{n}", name=name or "tmp", space=space, dtype=dtype,
-                        fields=dict(like.fields), buffer=buffer, line=line)  # fmt: skip
+        tensor_id = self._unique(self.state.tensor_ids, f"{frame.label}{name}")
+        tensor = Tensor(id=tensor_id, name=name, space=space, dtype=dtype, fields=fields, buffer=buffer, line=line)
         self._record_buffer(tensor)
         return tensor
 
@@ -354,10 +341,9 @@ class _Lowerer:
     def _record_buffer(self, tensor: Tensor) -> None:
         width = ir.DTYPE_BYTES[tensor.dtype]
         per_slice = width * math.prod(p.positions for p in tensor.places("elem") + tensor.places("lane"))
-        live = live_positions(tensor.places("cluster") + tensor.places("slice"), (), self.axes)
         slices = _live_slice_ids(View(tensor), self.axes)
         self.state.buffers[tensor.buffer] = BufferInfo(
-            id=tensor.buffer, space=tensor.space, bytes_per_slice=per_slice, live_slices=live, slices=slices
+            id=tensor.buffer, space=tensor.space, bytes_per_slice=per_slice, live_slices=len(slices), slices=slices
         )
 
     # ---- views -------------------------------------------------------------------------------
@@ -422,12 +408,16 @@ class _Lowerer:
     # ---- ops ---------------------------------------------------------------------------------
 
     def _label(self, frame: Frame, name: str) -> str:
-        label = f"{frame.label}{name}"
-        n = self.state.labels.get(label, 0)
-        self.state.labels[label] = n + 1
-        return label if n == 0 else f"{label}#{n}"
+        return self._unique(self.state.labels, f"{frame.label}{name}")
 
-    def _emit(self, op: DmaOp | PassOp, reads: list[Tensor], written: Tensor, whole: bool) -> None:
+    @staticmethod
+    def _unique(seen: dict[str, int], base: str) -> str:
+        """`base`, or `base#n` when it was taken n times before."""
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        return base if n == 0 else f"{base}#{n}"
+
+    def _emit(self, op: DmaOp | PassOp, written: Tensor, whole: bool) -> None:
         self.state.ops.append(op)
         if whole:
             self.state.writers[written.id] = [op.id]
@@ -474,7 +464,7 @@ class _Lowerer:
             source=source.tensor.id, destination=destination.tensor.id, deps=self._deps(reads),
             reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
         )  # fmt: skip
-        self._emit(op, reads, destination.tensor, destination.whole and method.name == "dma")
+        self._emit(op, destination.tensor, destination.whole and method.name == "dma")
         return destination if method.name == "dma" else None
 
     def _places_in(self, mapping: ir.Mapping, frame: Frame) -> tuple[Place, ...]:
@@ -517,7 +507,9 @@ class _Lowerer:
         elif ttype is None:
             # An untyped result keeps the source's placement, in the stream's dtype and the end's space.
             space = {"to_trf": "trf", "to_vrf": "vrf"}.get(last.name, "dm")
-            tensor = self._new_tensor_like(source.tensor, space, plan.dtype, name, frame, line)
+            if source.tensor.space == "hbm":
+                raise LoweringError("a pass reads a device tensor, not HBM")
+            tensor = self._make_tensor(name, space, plan.dtype, dict(source.tensor.fields), frame, line)
             destination = View(tensor)
         else:
             destination = self._view_of(self._new_tensor(ttype, name, frame, line))
@@ -531,7 +523,7 @@ class _Lowerer:
             work=plan.work, shape=plan.shape, sources=tuple(t.id for t in reads), destination=destination.tensor.id,
             deps=self._deps(reads), reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
         )  # fmt: skip
-        self._emit(op, reads, destination.tensor, destination.whole and last.name != "commit_into")
+        self._emit(op, destination.tensor, destination.whole and last.name != "commit_into")
         return destination if last.name != "commit_into" else None
 
     def _fill(self, method: ir.Method, frame: Frame) -> None:
@@ -549,7 +541,7 @@ class _Lowerer:
             work=PassWork(vector_flits=flits, flits=flits, commit_writes=flits), sources=(), destination=tensor.id,
             deps=(), reads=(), writes=self._buffers([tensor]),
         )  # fmt: skip
-        self._emit(op, [], tensor, False)
+        self._emit(op, tensor, False)
 
     def _allocate(self, call: ir.PathCall, frame: Frame, ttype: object, name: str | None) -> View:
         if call.path != "dm" or call.func not in ("empty", "zeros"):
@@ -567,23 +559,14 @@ def _chain_root(expr: ir.Expr) -> ir.Expr:
     return expr
 
 
-def _live_clusters(view: View, axes: object) -> tuple[int, ...]:
+def _live_clusters(view: View, axes: AxisSystem) -> tuple[int, ...]:
     """Cluster indices that hold data of the view."""
-    from simulator.toolchain.lower_dma import dm_base, dm_dims
-
-    dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field == "cluster"]  # type: ignore[arg-type]
-    base = int(dm_base(view)["cluster"])
-    clusters = {base}
-    for dim in dims:
-        clusters = {c + v * int(dim.step) for c in clusters for v in dim.values}
-    return tuple(sorted(clusters))
+    return tuple(sorted({i // SLICES for i in _live_slice_ids(view, axes)}))
 
 
-def _live_slice_ids(view: View, axes: object) -> tuple[int, ...]:
+def _live_slice_ids(view: View, axes: AxisSystem) -> tuple[int, ...]:
     """Global ids (cluster * 256 + slice) of the slices that hold the view's data or copies."""
-    from simulator.toolchain.lower_dma import dm_base, dm_dims
-
-    dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field in ("cluster", "slice")]  # type: ignore[arg-type]
+    dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field in ("cluster", "slice")]
     base = dm_base(view)
     ids = {int(base["cluster"]) * SLICES + int(base["slice"])}
     for dim in dims:

@@ -126,9 +126,9 @@ def locate(view: View, index: dict[str, np.ndarray], axes: AxisSystem, n: int) -
     cluster, slice and elem byte offset (copy 0 of replicated data)."""
     root = {atom: index.get(atom, np.zeros(n, dtype=np.int64)) + view.shift(atom) for atom in axes.atoms}
     for source, target, offset in reversed(view.renames):
-        flat = sum(root[atom] * place for atom, place in _places(target, axes))
+        flat = sum(root[atom] * place for atom, place, _ in axes.atoms_of(target))
         flat = flat - offset
-        for atom, place in _places(source, axes):
+        for atom, place, _ in axes.atoms_of(source):
             root[atom] = (flat // place) % axes.atoms[atom]
     tensor = view.tensor
     width = ir.DTYPE_BYTES[tensor.dtype]
@@ -160,19 +160,6 @@ def locate(view: View, index: dict[str, np.ndarray], axes: AxisSystem, n: int) -
     return out
 
 
-def _places(axis: str, axes: AxisSystem) -> list[tuple[str, int]]:
-    """(atom, place value in the axis's row-major flattening) for every atom of an axis."""
-    if axis in axes.atoms:
-        return [(axis, 1)]
-    result: list[tuple[str, int]] = []
-    place = 1
-    for part in reversed(axes.composites[axis]):
-        for atom, inner in reversed(_places(part, axes)):
-            result.append((atom, inner * place))
-        place *= axes.size(part)
-    return list(reversed(result))
-
-
 def plan_dma(
     source: View,
     destination: View,
@@ -194,9 +181,9 @@ def plan_dma(
     other = destination if hbm_destination else source
     dims = dm_dims(dm_side, constraints, axes, with_copies=not hbm_destination, cuts=cuts_of(other))
     if any(not d.values for d in dims):
-        return _empty(destination, hbm_source, hbm_destination, source, engines, auto_engines_per_cluster)
+        return _empty(hbm_source, hbm_destination, engines, auto_engines_per_cluster)
     width = ir.DTYPE_BYTES[dm_side.tensor.dtype]
-    run_dims = _run(dims, dm_side, other, axes, width)
+    run_dims = _run(dims, other, axes, width)
     run_bytes = math.prod(len(d.values) for d in run_dims) * width
     involves_hbm = hbm_source or hbm_destination
     size = _packet_size(run_bytes, packet, involves_hbm)
@@ -273,14 +260,13 @@ def _hbm_bytes(view: View) -> float:
     return math.prod(d.size for d in view.tensor.hbm) * ir.DTYPE_BYTES[view.tensor.dtype]
 
 
-def _empty(destination: View, hbm_source: bool, hbm_destination: bool, source: View,
-           engines: tuple[int, ...] | None, per_cluster: int) -> DmaPlan:  # fmt: skip
+def _empty(hbm_source: bool, hbm_destination: bool, engines: tuple[int, ...] | None, per_cluster: int) -> DmaPlan:
     kind: DmaKind = "h2d" if hbm_source else "d2h" if hbm_destination else "d2d"
     chosen = engines if engines is not None else tuple(range(per_cluster))
     return DmaPlan(kind, 0, 0, 0, chosen, (), ())
 
 
-def _run(dims: list[Dim], dm_side: View, other: View, axes: AxisSystem, width: float) -> list[Dim]:
+def _run(dims: list[Dim], other: View, axes: AxisSystem, width: float) -> list[Dim]:
     """The innermost dims that stay contiguous on both sides (the longest possible packet)."""
     run: list[Dim] = []
     run_bytes = width

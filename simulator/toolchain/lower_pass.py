@@ -17,6 +17,7 @@ from simulator.dsl import ir
 from simulator.toolchain.digits import AxisSystem, Digit, normalise
 from simulator.toolchain.lowered import PassShape, PassWork
 from simulator.toolchain.placement import Place, View, admitted_values, live_count
+from simulator.toolchain.streams import positional_dtype
 
 FLIT = 32
 READ_CAP = {"main": 32, "sub": 8}
@@ -90,9 +91,9 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             add("fetch_reads", stream.time * math.ceil(live_bytes / read))
         elif name in ("decode", "lut"):
             add("decode_bytes", stream.time * stream.packet_bytes)
-            stream.dtype = _dtype_arg(stage) or stream.dtype
+            stream.dtype = positional_dtype(stage) or stream.dtype
         elif name in ("cast", "widen", "narrow"):
-            stream.dtype = _dtype_arg(stage) or stream.dtype
+            stream.dtype = positional_dtype(stage) or stream.dtype
         elif name == "switch":
             ring = stage.kwarg("ring")
             add("switch_ring", int_of(ring) if ring is not None else _span(source, resolve(stage.kwarg("slice"))))
@@ -111,7 +112,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
                 operands.append(operand)
             add("contract_steps", stream.time)
             add("contract_bytes", stream.time * stream.packet_bytes)
-            reduced = _reduced(stage.kwarg("reduce"), resolve, axes)
+            reduced = [d for place in resolve(stage.kwarg("reduce")) for d in place.digits]
             left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
             fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
             stream.packet = math.prod(p.positions for p in fold) if fold else 1
@@ -174,13 +175,6 @@ def _within(digit: Digit, reduced: Digit) -> bool:
     return digit.axis == reduced.axis and reduced.stride <= digit.stride and digit.limit <= reduced.limit
 
 
-def _reduced(value: ir.Expr | None, resolve: Resolve, axes: AxisSystem) -> list[Digit]:
-    digits: list[Digit] = []
-    for place in resolve(value):
-        digits += list(place.digits)
-    return digits
-
-
 def _contiguous_run(source: View, packet: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> float:
     """Bytes of the packet that sit back to back in the source's DM elem layout."""
     tensor = source.tensor
@@ -224,13 +218,6 @@ def _span(source: View, places: tuple[Place, ...]) -> int:
         if any(_within(d, inv) or _within(inv, d) for d in place.digits for inv in involved):
             return math.prod(p.positions for p in slices[index:])
     return math.prod(p.positions for p in places)
-
-
-def _dtype_arg(stage: ir.Method) -> str | None:
-    for arg in stage.args:
-        if arg.name is None and isinstance(arg.value, ir.Name):
-            return arg.value.id
-    return None
 
 
 def _dropped(arg: ir.Arg, int_of: IntOf) -> bool:

@@ -181,7 +181,3 @@ def live_count(place: Place, constraints: tuple[Constraint, ...], axes: AxisSyst
 
 def live_positions(places: tuple[Place, ...], constraints: tuple[Constraint, ...], axes: AxisSystem) -> int:
     return math.prod(live_count(p, constraints, axes) for p in places)
-
-
-def positions(places: tuple[Place, ...]) -> int:
-    return math.prod(p.positions for p in places)

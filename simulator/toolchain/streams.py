@@ -92,7 +92,7 @@ def _dtype_of(expr: object, env: Env) -> str | None:
     return tensor.dtype if tensor is not None else None
 
 
-def _positional_dtype(stage: ir.Method) -> str | None:
+def positional_dtype(stage: ir.Method) -> str | None:
     for arg in stage.args:
         if arg.name is None and isinstance(arg.value, ir.Name):
             return arg.value.id
@@ -126,7 +126,7 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
             out += _cross_cluster(stream, stage, env, version)
         if stream.context == "sub" and name in ("contract", "switch"):
             out += emit("0405", version, f"{name} is not available in the sub context", where)
-        target = _positional_dtype(stage)
+        target = positional_dtype(stage)
         if name in ("decode", "lut") and dtype is not None and target is not None:
             if (dtype, target) not in DECODE:
                 out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
