@@ -13,14 +13,19 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simulator.dsl import ir
 from simulator.toolchain.digits import AxisSystem, Digit, normalise
 from simulator.toolchain.lowered import PassShape, PassWork
-from simulator.toolchain.placement import Place, View, admitted_values, live_count
+from simulator.toolchain.placement import Place, Tensor, View, admitted_values, live_count
 from simulator.toolchain.streams import positional_dtype
 
 FLIT = 32
 READ_CAP = {"main": 32, "sub": 8}
+BANK_WIDTH = 8  # bytes per DM bank word
+DM_BANKS = 16
+MAX_BANK_READS = 1 << 18
 TRANSCENDENTAL = {"exp", "erf", "tanh", "rsqrt", "recip"}
 REDUCTIONS = {"sum_time", "sum_packet", "sum_all", "max_all"}
 
@@ -65,7 +70,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
     stream = Stream(time=1, packet=1, dtype=source.tensor.dtype)
     computed = False
     adapted = False
-    shape: dict[str, float] = {}
+    shape: dict[str, float | bool] = {}
 
     def count(places: tuple[Place, ...]) -> int:
         return math.prod(p.positions if p.positions != p.size or not p.digits
@@ -79,6 +84,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         adapter = name in ("fetch", "decode", "lut", "widen") or (name == "cast" and not computed)
         if not adapter and not adapted:  # flits are counted once the fetch adapters are done
             add("flits", stream.flits)
+            shape["fetch_packet_bytes"] = stream.packet_bytes
             adapted = True
         if name == "fetch":
             time, packet = resolve(stage.kwarg("time")), resolve(stage.kwarg("packet"))
@@ -89,6 +95,10 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             run = _contiguous_run(source, packet, constraints, axes)
             read = _read_size(min(run, live_bytes), READ_CAP[context])
             add("fetch_reads", stream.time * math.ceil(live_bytes / read))
+            shape["fetch_contiguous"] = run >= live_bytes
+            if read <= BANK_WIDTH:
+                bank, bank_run = _bank_run(source, time + packet, constraints, axes, min(run, live_bytes), read)
+                shape["bank"], shape["bank_run"] = bank, bank_run
         elif name in ("decode", "lut"):
             add("decode_bytes", stream.time * stream.packet_bytes)
             stream.dtype = positional_dtype(stage) or stream.dtype
@@ -175,28 +185,65 @@ def _within(digit: Digit, reduced: Digit) -> bool:
     return digit.axis == reduced.axis and reduced.stride <= digit.stride and digit.limit <= reduced.limit
 
 
-def _contiguous_run(source: View, packet: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> float:
-    """Bytes of the packet that sit back to back in the source's DM elem layout."""
-    tensor = source.tensor
+def _elem_steps(tensor: Tensor) -> list[tuple[float, Digit]]:
+    """Byte step of each digit of a DM tensor's elem layout."""
     width = ir.DTYPE_BYTES[tensor.dtype]
-    steps: dict[tuple[str, int], tuple[float, Digit]] = {}
+    steps: list[tuple[float, Digit]] = []
     places = tensor.places("elem")
     for index, place in enumerate(places):
         inner = math.prod(p.positions for p in places[index + 1 :]) * width
         for k, digit in enumerate(place.digits):
-            local = math.prod(d.size for d in place.digits[k + 1 :])
-            steps[(digit.axis, digit.stride)] = (inner * local, digit)
-    run = width
+            steps.append((inner * math.prod(d.size for d in place.digits[k + 1 :]), digit))
+    return steps
+
+
+def _step(digit: Digit, steps: list[tuple[float, Digit]]) -> float | None:
+    """Bytes between consecutive values of a stream digit in the source, None if elem lacks it."""
+    return next((s * (digit.stride // d.stride) for s, d in steps
+                 if d.axis == digit.axis and d.stride <= digit.stride < d.limit), None)  # fmt: skip
+
+
+def _contiguous_run(source: View, packet: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> float:
+    """Bytes of the packet that sit back to back in the source's DM elem layout."""
+    steps = _elem_steps(source.tensor)
+    run = ir.DTYPE_BYTES[source.tensor.dtype]
     for place in reversed(packet):
         if not place.digits:
             break
         for digit in reversed(place.digits):
-            step = next((s * (digit.stride // d.stride) for (axis, _), (s, d) in steps.items()
-                         if axis == digit.axis and d.stride <= digit.stride < d.limit), None)  # fmt: skip
-            if step != run:
+            if _step(digit, steps) != run:
                 return run
             run *= len(admitted_values(digit, constraints, axes))
     return run
+
+
+def _bank_run(source: View, places: tuple[Place, ...], constraints: tuple, axes: AxisSystem, run: float,
+              read: int) -> tuple[int, int]:  # fmt: skip
+    """(bank, longest run of consecutive reads hitting that DM bank) of a fetch sequencer that reads
+    `read` <= 8 bytes at a time: one bank per read, bank = address bits 3..6 (SIMULATOR.md 4.4)."""
+    steps = _elem_steps(source.tensor)
+    loops: list[tuple[int, float]] = []  # (count, byte step), outer to inner
+    for place in places:
+        for digit in place.digits:
+            step = _step(digit, steps)
+            count = len(admitted_values(digit, constraints, axes))
+            if step is not None and count > 1:
+                loops.append((count, step))
+    covered = float(ir.DTYPE_BYTES[source.tensor.dtype])  # the contiguous run is read in `read`-byte steps
+    while loops and loops[-1][1] == covered and covered * loops[-1][0] <= run:
+        covered *= loops.pop()[0]
+    loops.append((max(1, math.ceil(run / read)), float(read)))
+    address = np.zeros(1)
+    for count, step in loops:
+        if address.size * count > MAX_BANK_READS:  # runs repeat with the outer loops: a prefix shows them
+            break
+        address = (address[:, None] + np.arange(count) * step).ravel()
+    banks = (address.astype(np.int64) >> 3) % DM_BANKS
+    edges = np.flatnonzero(np.diff(banks)) + 1
+    bounds = np.concatenate(([0], edges, [banks.size]))
+    lengths = np.diff(bounds)
+    longest = int(np.argmax(lengths))
+    return int(banks[bounds[longest]]), int(lengths[longest])
 
 
 def _read_size(run: float, cap: int) -> int:

@@ -74,11 +74,16 @@ class PassWork(Frozen):
 
 
 class PassShape(Frozen):
-    """Facts of a pass's stream that legality rules read (E0310, E0401, E0413)."""
+    """Facts of a pass's stream that legality rules and the scheduler read (E0310, E0312, E0401, E0413,
+    E0520)."""
 
     loop_entries: int = 0  # fetch sequencer loops after merging adjacent digits
     lanes: int = 0  # contraction output packet (fold) positions
     commit_packet_bytes: float = 0.0  # bytes per packet reaching the commit adapter
+    fetch_contiguous: bool = True  # every fetch packet is one contiguous DM run (E0312)
+    fetch_packet_bytes: float = 0.0  # packet bytes leaving the fetch adapters (E0312)
+    bank: int = 0  # DM bank of the longest same-bank run of the fetch sequencer
+    bank_run: int = 0  # its length in consecutive reads (E0520 at >= 64)
 
 
 class PassOp(Frozen):

@@ -1,6 +1,6 @@
 """Rules checked on the lowered program (SIMULATOR.md 3.2): the DM and VRF liveness peaks per
-slice (E0301, E0303), sequencer depth (E0310), partial HBM writes (W0322), contraction lanes
-(E0401) and the commit-adapter trim (E0413).
+slice (E0301, E0303), sequencer depth (E0310), fetch packets (E0312), partial HBM writes (W0322),
+contraction lanes (E0401), the commit-adapter trim (E0413) and DM bank runs (E0520).
 
 They need inlining, unrolling and stream inference, so they run only on programs that pass every
 IR-level rule: lowering an erroneous program would only repeat its errors.
@@ -14,9 +14,12 @@ from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.toolchain.capacity import VRF_PER_SLICE, dm_limit
 from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from simulator.toolchain.ordering import Ordering
 from simulator.toolchain.rules import emit
 
 MAX_LOOP_ENTRIES = 8
+BANK_RUN_LIMIT = 63  # consecutive same-bank reads a pass may make while DMA writes its cluster
+FETCH_WORD = 8  # the fetch adapter hands the stream on in 8-byte words
 MAX_LANES = 8
 VALID_TRIMS = (8, 16, 24, 32)
 
@@ -35,13 +38,39 @@ def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
         if op.shape.loop_entries > MAX_LOOP_ENTRIES:
             out += emit("0310", version, f"sequencer of {op.label} needs {op.shape.loop_entries} loop entries after "
                         f"merging (max {MAX_LOOP_ENTRIES})", where)  # fmt: skip
+        out += _fetch_packet(op, version, where)
         if op.shape.lanes > MAX_LANES:
             out += emit("0401", version, f"contraction uses {op.shape.lanes} lanes (max {MAX_LANES})", where)
         trim = op.shape.commit_packet_bytes % 32 or (32 if op.shape.commit_packet_bytes else 0)
         if trim and trim not in VALID_TRIMS:
             out += emit("0413", version, f"commit writes {trim:g} valid bytes per flit; must be 8, 16, 24 or 32", where)
+    out += _bank_runs(program, version)
     out += _liveness(program, "dm", dm_limit(version), "0301")
     out += _liveness(program, "vrf", VRF_PER_SLICE, "0303")
+    return out
+
+
+def _fetch_packet(op: PassOp, version: str, where: ir.Span | None) -> list[Diagnostic]:
+    """A fetch packet is one contiguous DM run, and leaves the adapters (decode/widen) as whole 8-B
+    words; the packet is measured there, so 60 f8 scales widened to f32 (240 B) are fine."""
+    shape = op.shape
+    if shape.fetch_contiguous and shape.fetch_packet_bytes % FETCH_WORD == 0:
+        return []
+    return emit("0312", version, f"fetch packet of {shape.fetch_packet_bytes:g} B of {op.label} is not contiguous or "
+                "not a multiple of 8 B", where)  # fmt: skip
+
+
+def _bank_runs(program: LoweredProgram, version: str) -> list[Diagnostic]:
+    runs = [op for op in program.passes if op.shape.bank_run > BANK_RUN_LIMIT]
+    if not runs:
+        return []
+    ordering = Ordering(program)
+    out: list[Diagnostic] = []
+    for op in runs:
+        for dma, cluster in ordering.concurrent_dmas_into(op)[:1]:
+            message = (f"{op.label} hits DM bank {op.shape.bank} {op.shape.bank_run} times in a row while {dma.label} "
+                       f"may write cluster {cluster} (limit {BANK_RUN_LIMIT})")  # fmt: skip
+            out += emit("0520", version, message, _span(op.line))
     return out
 
 

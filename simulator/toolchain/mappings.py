@@ -1,5 +1,6 @@
 """The digit algebra of `digits.py` applied to the IR: E0204 on declared types and fetch stages (a
-digit used twice, or two decompositions with no common refinement) and E0430 on reducer groups."""
+digit used twice, or two decompositions with no common refinement), E0205 on coverage holes (a
+fetch or a DMA destination that drops a digit its source holds) and E0430 on reducer groups."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterable
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.printer import print_mapping
-from simulator.dsl.walk import walk
+from simulator.dsl.walk import viewed_name, walk
 from simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
 from simulator.toolchain.env import Env, term_digit
 from simulator.toolchain.rules import emit
@@ -64,14 +65,181 @@ def check_fetch_digits(body: ir.Block, env: Env, version: str) -> list[Diagnosti
         held, fetched = mapping_digits([elem.mapping], env.axes), mapping_digits(stream_maps, env.axes)
         if held is None or fetched is None:
             continue
+        held = _without(held, _fixed(stream.source, env), env.axes)
         twice = overlapping(fetched)
         try:
             if twice is not None:
                 raise NoCommonRefinement(twice[0].axis, *twice)
-            refine(held, fetched)
+            hole = _uncovered(held, fetched)
         except NoCommonRefinement as error:
             out += emit("0204", version, str(error), fetch.name_span or fetch.span)
+            continue
+        if hole is not None:
+            streamed = ir.Mapping(terms=tuple(t for m in stream_maps for t in m.terms))
+            out += emit("0205", version, f"{hole.axis} is not fully covered by fetch {print_mapping(streamed)}: digit "
+                        f"{hole} of the source's elem is missing", fetch.name_span or fetch.span)  # fmt: skip
     return out
+
+
+def check_dma_coverage(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    """E0205: a DMA into DM must give every digit of its source a place, or data is silently dropped."""
+    out: list[Diagnostic] = []
+    bound = {id(node.value): node.name for node in walk(body) if isinstance(node, ir.Let)}
+    for node in walk(body):
+        if not isinstance(node, ir.Method) or node.name not in ("dma", "dma_into"):
+            continue
+        if node.name == "dma":
+            name = bound.get(id(node))
+            target = env.tensor(name) if name is not None else None
+            target_expr: ir.Expr | None = None
+        else:
+            target_expr = next((a.value for a in node.args if a.name is None), None)
+            target = env.viewed(target_expr)
+        if not isinstance(target, ir.DevType) or _renamed(node.receiver) or _renamed(target_expr):
+            continue
+        held = _tensor_digits(env.viewed(node.receiver), env)
+        placed = _tensor_digits(target, env)
+        if held is None or placed is None:
+            continue
+        held = _without(held, _fixed(node.receiver, env), env.axes)
+        placed = _without(placed, _fixed(target_expr, env), env.axes)
+        try:
+            hole = _uncovered(held, placed)
+        except NoCommonRefinement:
+            continue  # E0204's business
+        if hole is not None:
+            out += emit("0205", version, f"{hole.axis} is not fully covered by the DMA's destination: digit {hole} "
+                        "of the source has no place in it", node.name_span or node.span)  # fmt: skip
+    return out
+
+
+def check_trf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    """E0404: a contraction's TRF operand must hold every digit it reduces, and hold the digits of the
+    axes it shares with the stream on the same clusters and slices as the stream's source."""
+    out: list[Diagnostic] = []
+    for stream in passes(body):
+        source = env.viewed(stream.source)
+        for stage in stream.stages:
+            if stage.name != "contract" or not isinstance(source, ir.DevType):
+                continue
+            operand, reduce = stage.kwarg("trf"), stage.kwarg("reduce")
+            trf = env.viewed(operand)
+            held = _tensor_digits(trf, env)
+            if not isinstance(trf, ir.DevType) or held is None:
+                continue
+            name = viewed_name(operand) or "operand"
+            where = stage.name_span or stage.span
+            reduced = mapping_digits([reduce.mapping], env.axes) if isinstance(reduce, ir.Bracket) else []
+            try:
+                hole = _uncovered(_within(_tensor_digits(source, env) or [], reduced or []), held)
+                if hole is None:
+                    hole = _misplaced(source, trf, env)
+            except NoCommonRefinement:
+                continue  # E0204's business
+            if hole is not None:
+                out += emit("0404", version, f"TRF operand {name} does not hold digit {hole} where the stream needs it",
+                            where)  # fmt: skip
+    return out
+
+
+def _misplaced(source: ir.DevType, trf: ir.DevType, env: Env) -> Digit | None:
+    """A cluster/slice digit of a shared axis that one side places and the other does not."""
+    axes_of_trf = {d.axis for d in _tensor_digits(trf, env) or []}
+    axes_of_source = {d.axis for d in _tensor_digits(source, env) or []}
+    stream_side = _tensor_digits(source, env, ("cluster", "slice")) or []
+    trf_side = _tensor_digits(trf, env, ("cluster", "slice")) or []
+    needed = [d for d in stream_side if d.axis in axes_of_trf]
+    offered = [d for d in trf_side if d.axis in axes_of_source]
+    return _uncovered(needed, trf_side) or _uncovered(offered, stream_side)
+
+
+def _tensor_digits(tensor: ir.HbmType | ir.DevType | None, env: Env,
+                   names: tuple[str, ...] = ("cluster", "slice", "lane", "elem")) -> list[Digit] | None:  # fmt: skip
+    """The digits a tensor type holds; a restricted term `d = k` holds only the lowest k values of d."""
+    if isinstance(tensor, ir.HbmType):
+        mappings = [tensor.mapping]
+    elif isinstance(tensor, ir.DevType):
+        fields = env.fields(tensor.layout)
+        mappings = [f.mapping for n, f in fields.items() if isinstance(f, ir.MapField) and n in names]
+    else:
+        return None
+    digits: list[Digit] = []
+    for term in (t for m in mappings for t in m.terms if t.kind == "axis"):
+        digit = term_digit(term, env.axes)
+        if digit is None:
+            return None
+        if term.restrict is not None and 0 < term.restrict < digit.size and digit.size % term.restrict == 0:
+            digit = Digit(digit.axis, digit.stride, term.restrict)
+        digits.append(digit)
+    return normalise(digits, env.axes)
+
+
+def _fixed(expr: ir.Expr | None, env: Env) -> list[Digit]:
+    """Digits a view pins to one value: `at(A = p)` pins A, and `tile(d, i * n, n)` pins the part of d
+    above its lowest n values (the view keeps `d % n`)."""
+    fixed: list[Digit] = []
+    while isinstance(expr, ir.Method):
+        args = [a.value for a in expr.args]
+        if expr.name == "tile" and len(args) == 3 and isinstance(args[2], ir.Int) and args[2].value > 0:
+            digit, length = _digit_expr(args[0], env), args[2].value
+            if digit is not None and digit.size % length == 0 and digit.size > length:
+                fixed.append(Digit(digit.axis, digit.stride * length, digit.size // length))
+        elif expr.name == "at":
+            fixed += [env.axes.digit(a.name, []) for a in expr.args if a.name in env.axes.atoms or
+                      a.name in env.axes.composites]  # fmt: skip
+        expr = expr.receiver
+    return fixed
+
+
+def _digit_expr(expr: ir.Expr, env: Env) -> Digit | None:
+    """`A`, `A / d`, `A % m / d` written as an expression (a tile's first argument)."""
+    ops: list[tuple[str, int]] = []
+    while isinstance(expr, ir.BinOp) and expr.op in ("/", "%") and isinstance(expr.right, ir.Int):
+        if expr.right.value <= 0:
+            return None
+        ops.append((expr.op, expr.right.value))
+        expr = expr.left
+    if not isinstance(expr, ir.Name) or (expr.id not in env.axes.atoms and expr.id not in env.axes.composites):
+        return None
+    return env.axes.digit(expr.id, list(reversed(ops)))
+
+
+def _renamed(expr: ir.Expr | None) -> bool:
+    while isinstance(expr, ir.Method):
+        if expr.name == "rename":
+            return True
+        expr = expr.receiver
+    return False
+
+
+def _without(digits: list[Digit], fixed: list[Digit], axes: AxisSystem) -> list[Digit]:
+    """`digits` less the parts of them that `fixed` covers."""
+    if not fixed:
+        return digits
+    fixed_atoms = normalise(fixed, axes)
+    try:
+        pieces, _ = refine(digits, fixed_atoms)
+    except NoCommonRefinement:
+        return digits
+    return [d for d in pieces if not any(_inside(d, f) for f in fixed_atoms)]
+
+
+def _uncovered(held: list[Digit], other: list[Digit]) -> Digit | None:
+    """A piece of `held` that `other` does not hold (raises NoCommonRefinement when they clash)."""
+    pieces, _ = refine(held, other)
+    return next((d for d in pieces if not any(_inside(d, o) for o in other)), None)
+
+
+def _within(digits: list[Digit], bounds: list[Digit]) -> list[Digit]:
+    """The parts of `digits` inside some digit of `bounds` (`reduce = [Qs]` reduces what the stream holds)."""
+    if not digits or not bounds:
+        return []
+    pieces, _ = refine(digits, bounds)
+    return [d for d in pieces if any(_inside(d, b) for b in bounds)]
+
+
+def _inside(digit: Digit, outer: Digit) -> bool:
+    return digit.axis == outer.axis and outer.stride <= digit.stride and digit.limit <= outer.limit
 
 
 def check_reducer_groups(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.toolchain.check import check
+from simulator.toolchain.check import RULES_CHECKED, check
 from simulator.toolchain.rules import BY_NUMBER, VERSIONS
 
 PRELUDE = """axes! { H = 64, K = 32, B = 131072, C = 480000 }
@@ -39,13 +39,24 @@ def contraction(stream: str, context: str = "main", packet: str = "H % 32") -> s
     )
 
 
+SLICED = "cluster: [1 # 2], slice: [H / 16 # 256]"
+SPLIT_K = (
+    contraction("bf16")
+    .replace("dm<bf16>{..One, elem: [H]} = x.dma", f"dm<bf16>{{{SLICED}, elem: [H % 16]}} = x.dma")
+    .replace("fetch(time = [H / 32], packet = [H % 32])", "fetch(time = [1], packet = [H % 16])")
+    .replace("dm<f32>{..One, elem: [1 # 8]} = main(w)", f"dm<f32>{{{SLICED}, elem: [1 # 8]}} = main(w)")
+)
 BIG = "    let {n}: dm<i8>{{..One, elem: [B]}} = dm::zeros();\n"
 INTO = "    main({src}).fetch(time = [B / 32], packet = [B % 32]).commit_into({dst});\n"
 VRF = (
     "    let d: dm<f32>{..One, elem: [H, K]} = dm::zeros();\n"
     "    let v1: vrf<f32>{..One, elem: [H, K]} = sub(d).fetch(time = [H, K / 8], packet = [K % 8]).to_vrf();\n"
 )
-REVERSED = ", ".join(f"B / {1 << i} % 2" for i in range(9))  # nine digits no merge can join
+BANK = (
+    "    let p: dm<i8>{{..One, elem: [B % {n}]}} = dm::zeros();\n"
+    "    main(p).fetch(time = [B % 128 / 8, B % {n} / 128], packet = [B % 8]).commit_into(p);\n"
+)
+REVERSED = ", ".join(f"B / {1 << i} % 2" for i in range(8, 17))  # nine digits no merge can join
 
 # rule -> (triggering body, clean body), each a function of the version
 CASES = {
@@ -69,8 +80,48 @@ CASES = {
         ),
     ),
     "0310": (
-        lambda v: BIG.format(n="p") + f"    main(p).fetch(time = [{REVERSED}], packet = [B / 512]).commit_into(p);\n",
-        lambda v: BIG.format(n="p") + "    main(p).fetch(time = [B % 512], packet = [B / 512]).commit_into(p);\n",
+        lambda v: BIG.format(n="p") + f"    main(p).fetch(time = [{REVERSED}], packet = [B % 256]).commit_into(p);\n",
+        lambda v: BIG.format(n="p") + "    main(p).fetch(time = [B / 256], packet = [B % 256]).commit_into(p);\n",
+    ),
+    "0312/contiguous": (  # four elements 32 B apart are not one DM run
+        lambda v: "    main(a).fetch(time = [H % 16], packet = [H / 16]).commit_into(a);\n",
+        lambda v: "    main(a).fetch(time = [H / 16], packet = [H % 16]).commit_into(a);\n",
+    ),
+    "0312/words": (  # a 4-B packet is half a word (the transpose repacks to 16 B for the commit)
+        lambda v: (
+            "    main(a).fetch(time = [H / 2], packet = [H % 2]).transpose(time = [H / 8], packet = [H % 8])"
+            ".commit_into(a);\n"
+        ),
+        lambda v: (
+            "    main(a).fetch(time = [H / 4], packet = [H % 4]).transpose(time = [H / 8], packet = [H % 8])"
+            ".commit_into(a);\n"
+        ),
+    ),
+    "0205/fetch": (  # the stream skips H / 32; pinning it with a one-value tile is a complete fetch
+        lambda v: "    main(a).fetch(time = [H / 16 % 2], packet = [H % 16]).commit_into(a);\n",
+        lambda v: "    main(a.tile(H / 32, 1, 1)).fetch(time = [H / 16 % 2], packet = [H % 16]).commit_into(a);\n",
+    ),
+    "0205/dma": (  # the destination has no place for H / 32 of x
+        lambda v: "    let b: dm<bf16>{..One, elem: [H % 32]} = x.dma(engines = [0]);\n",
+        lambda v: "    let b: dm<bf16>{..One, elem: [H % 32]} = x.tile(H / 32, 1, 1).dma(engines = [0]);\n",
+    ),
+    "0404/reduced": (  # the TRF holds half of the H it should be contracted over
+        lambda v: (
+            contraction("bf16")
+            .replace("trf<bf16>{..One, lane: [1], elem: [H]}", "trf<bf16>{..One, lane: [1], elem: [H % 32]}")
+            .replace("sub(a).fetch(time = [H / 4]", "sub(a.tile(H / 32, 0, 1)).fetch(time = [H % 32 / 4]")
+        ),
+        lambda v: contraction("bf16"),
+    ),
+    "0404/placed": (  # the stream has H / 16 on its slices; the TRF keeps all of H in every slice
+        lambda v: SPLIT_K,
+        lambda v: SPLIT_K.replace(
+            "trf<bf16>{..One, lane: [1], elem: [H]}", f"trf<bf16>{{{SLICED}, lane: [1], elem: [H % 16]}}"
+        ),
+    ),
+    "0520": (  # 8-byte reads 128 B apart hit one bank; x's DMA may write cluster 0 meanwhile
+        lambda v: BANK.format(n=8192),
+        lambda v: BANK.format(n=4096),
     ),
     "0322": (
         lambda v: "    a.tile(H, 0, 32).dma_into(y, engines = [1]);\n",
@@ -80,9 +131,15 @@ CASES = {
         lambda v: contraction("bf16").replace("fold = [1 # 8]", "fold = [1 # 16]"),
         lambda v: contraction("bf16"),
     ),
-    "0413": (
-        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 2], packet = [H % 2]).commit();\n",
-        lambda v: "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 4], packet = [H % 4]).commit();\n",
+    "0413": (  # 4 valid bytes per flit reach the commit adapter
+        lambda v: (
+            "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 4], packet = [H % 4])"
+            ".transpose(time = [H / 2], packet = [H % 2]).commit();\n"
+        ),
+        lambda v: (
+            "    let t: dm<bf16>{..One, elem: [H]} = main(a).fetch(time = [H / 4], packet = [H % 4])"
+            ".transpose(time = [H / 4], packet = [H % 4]).commit();\n"
+        ),
     ),
     "0110": (
         lambda v: f"    let t: dm<i32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(i32).commit();\n",
@@ -276,3 +333,39 @@ def test_a_loop_that_never_runs_tiles_nothing() -> None:
         "        let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, c * 16, 16).dma(engines = [1]);\n    }\n"
     )
     assert check(_source(body), "0.6.0").diagnostics == ()
+
+
+def test_a_bank_run_is_legal_when_no_dma_can_overlap_the_pass() -> None:
+    """The only DMA into the cluster produces what the pass reads, so it has finished before."""
+    source = """axes! { B = 131072, H = 64 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+kernel k(x: &hbm<i8>[B], y: &mut hbm<i8>[B]) {
+    let p: dm<i8>{..One, elem: [B % 8192]} = x.tile(B / 8192, 0, 1).dma(engines = [0]);
+    main(p).fetch(time = [B % 128 / 8, B % 8192 / 128], packet = [B % 8]).commit_into(p);
+    p.dma_into(y.tile(B / 8192, 0, 1), engines = [0]);
+}
+"""
+    codes = [d.code for d in check(source, "0.7.0").diagnostics]
+    assert "E0520" not in codes
+    second = "    let q: dm<i8>{..One, elem: [B % 8192]} = x.tile(B / 8192, 1, 1).dma(engines = [1]);\n"
+    store = "\n    q.dma_into(y.tile(B / 8192, 1, 1), engines = [1]);"
+    concurrent = source.replace("    main(p)", second + "    main(p)").replace(
+        "commit_into(p);", "commit_into(p);" + store
+    )
+    assert "E0520" in [d.code for d in check(concurrent, "0.7.0").diagnostics]
+
+
+# Checked rules whose per-version tests live outside the table (they need a whole program or a header).
+TESTED_ELSEWHERE = {
+    "0101": "test_toolchain.test_ferc_check_shows_a_caret_and_fails and the parser tests",
+    "0102": "test_toolchain.test_unknown_names_are_e0102_with_a_suggestion",
+    "0103": "test_toolchain.test_version_vocabulary",
+    "0702": "test_toolchain.test_pipeline_attribute_is_deprecated_only_in_070",
+    "0801": "test_an_output_nothing_writes",
+}
+
+
+def test_every_checked_rule_has_a_triggering_and_a_clean_program() -> None:
+    tabled = {case.split("/")[0] for case in CASES}
+    assert set(RULES_CHECKED) == tabled | set(TESTED_ELSEWHERE)
+    assert not tabled & set(TESTED_ELSEWHERE)
