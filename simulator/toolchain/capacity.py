@@ -57,11 +57,24 @@ def check_capacity(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
             if total > dm_limit(version):
                 out += emit("0301", version, f"DM use of slice 0 peaks at {total:,.0f} B (> {dm_limit(version):,} B "
                             f"usable) at `{let.name}`", let.span)  # fmt: skip
-        elif ttype.space == "trf" and per_buffer > TRF_PER_SLICE:
-            out += emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {TRF_PER_SLICE:,} B", let.span)
+        elif ttype.space == "trf":
+            out += _check_trf(ttype, per_buffer, env, version, let.span)
         elif ttype.space == "vrf" and per_buffer > VRF_PER_SLICE:
             out += emit("0303", version, f"VRF live set {per_buffer:,.0f} B exceeds 8,192 B at `{let.name}`", let.span)
     return out
+
+
+def _check_trf(ttype: ir.DevType, per_buffer: float, env: Env, version: str, span: ir.Span | None) -> list[Diagnostic]:
+    """A TRF holds 64 KB per slice; double-buffered (`buffers: 2`, 0.7.0) each half holds 32 KB.
+    Pipelined loops do not rotate register files, so only the type's own `buffers` counts."""
+    buffers = _buffers(ttype, env, 1)
+    if buffers >= 2 and per_buffer * buffers > TRF_PER_SLICE:
+        half = TRF_PER_SLICE // buffers
+        return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {half:,} B per buffer when the "
+                    f"TRF has {buffers} buffers", span)  # fmt: skip
+    if per_buffer > TRF_PER_SLICE:
+        return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {TRF_PER_SLICE:,} B", span)
+    return []
 
 
 def _lets_with_depth(block: ir.Block, depth: int) -> list[tuple[ir.Let, int]]:

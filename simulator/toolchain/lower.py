@@ -14,13 +14,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simulator.dsl import ir
 from simulator.dsl.parser import parse
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
 from simulator.toolchain.lower_dma import dm_base, dm_dims, plan_dma
 from simulator.toolchain.lower_pass import plan_pass
-from simulator.toolchain.lowered import BufferInfo, DmaOp, LoweredProgram, PassOp, PassWork
+from simulator.toolchain.lowered import (
+    BufferInfo,
+    DmaOp,
+    LoweredProgram,
+    OutputCoverage,
+    PartialDigit,
+    PassOp,
+    PassWork,
+)
 from simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions, range_restrictions
 from simulator.toolchain.versions import DEFAULT_VERSION, spec
 
@@ -61,6 +71,8 @@ class _State:
     buffers: dict[str, BufferInfo] = field(default_factory=dict)
     labels: dict[str, int] = field(default_factory=dict)
     tensor_ids: dict[str, int] = field(default_factory=dict)
+    written: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # HBM param -> byte ranges
+    selected: dict[str, set[str]] = field(default_factory=dict)  # HBM param -> atoms picked by `.at`
 
 
 def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgram:
@@ -92,12 +104,35 @@ class _Lowerer:
                 raise LoweringError(f"kernel parameter {param.name} must be a tensor")
             frame.values[param.name] = View(self._param_tensor(param))
         self._block(kernel.body, frame, None)
+        outputs = [frame.values[p.name] for p in kernel.params if isinstance(p, ir.TensorParam) and p.ref == "&mut"]
         return LoweredProgram(
             kernel=kernel.name,
             version=self.version,
             ops=tuple(self.state.ops),
             buffers=tuple(self.state.buffers.values()),
+            outputs=tuple(self._coverage(view.tensor) for view in outputs if isinstance(view, View)),
         )
+
+    def _coverage(self, param: Tensor) -> OutputCoverage:
+        """Which elements of an output the DMAs into it write (SIMULATOR.md 3.2, E0801)."""
+        width = ir.DTYPE_BYTES[param.dtype]
+        sizes = [d.size for d in param.hbm]
+        written = np.zeros(math.prod(sizes), dtype=bool)
+        for start, end in self.state.written.get(param.id, []):
+            written[int(start // width) : math.ceil(end / width)] = True
+        grid = written.reshape(sizes) if sizes else written
+        selected = self.state.selected.get(param.id, set())
+        for axis_index, digit in enumerate(param.hbm):
+            if digit.axis in selected:  # run-time index: the written row stands for all of them
+                grid = np.take(grid, [0], axis=axis_index)
+        missing = np.argwhere(~grid)
+        first = None
+        if len(missing):
+            named = [d.axis if d.stride == 1 and d.size == self.axes.size(d.axis) else str(d) for d in param.hbm]
+            first = ", ".join(
+                f"{n}={int(i)}" for n, d, i in zip(named, param.hbm, missing[0], strict=True) if d.size > 1
+            )
+        return OutputCoverage(param=param.name, elements=int(grid.size), written=int(grid.sum()), first_missing=first)
 
     # ---- statements --------------------------------------------------------------------------
 
@@ -458,11 +493,16 @@ class _Lowerer:
         what = name if method.name == "dma" else f"{destination.tensor.name}<-{source.tensor.name}"
         label = self._label(frame, str(what))
         reads = [source.tensor]
+        if destination.tensor.space == "hbm":
+            self.state.written.setdefault(destination.tensor.id, []).extend(plan.written)
+            self.state.selected.setdefault(destination.tensor.id, set()).update(destination.gathers)
+        destination.tensor.partial = _merged(destination.tensor.partial, source.tensor.partial)
         op = DmaOp(
             id=label, label=label, line=line, dma_kind=plan.kind, bytes=plan.bytes, packet_bytes=plan.packet_bytes,
             packets=plan.packets, engines=plan.engines, flows=plan.flows, clusters=plan.clusters,
             source=source.tensor.id, destination=destination.tensor.id, deps=self._deps(reads),
             reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
+            partial=_partial_digits(source.tensor, source.tensor.partial),
         )  # fmt: skip
         self._emit(op, destination.tensor, destination.whole and method.name == "dma")
         return destination if method.name == "dma" else None
@@ -514,6 +554,15 @@ class _Lowerer:
         else:
             destination = self._view_of(self._new_tensor(ttype, name, frame, line))
         reads = [source.tensor, *operands]
+        # Partial sums flow on through every operand; a VRF operand's partial digit must also be one the
+        # stream holds, or every position would combine with the same partial (E0710).
+        partial, mixes = plan.partial, []
+        for operand in operands:
+            partial = _merged(partial, operand.partial)
+        for expr in plan.vector_operands:
+            operand = self._as_view(expr, frame).tensor
+            mixes += _partial_digits(operand, tuple(d for d in operand.partial if not _holds(source.tensor, d)))
+        destination.tensor.partial = _merged(() if destination.whole else destination.tensor.partial, partial)
         clusters = _live_clusters(source, self.axes)
         label = self._label(frame, name or f"{destination.tensor.name}<-{context}")
         op = PassOp(
@@ -522,6 +571,7 @@ class _Lowerer:
                                                           self.axes),
             work=plan.work, shape=plan.shape, sources=tuple(t.id for t in reads), destination=destination.tensor.id,
             deps=self._deps(reads), reads=self._buffers(reads), writes=self._buffers([destination.tensor]),
+            mixes_partial=tuple(mixes),
         )  # fmt: skip
         self._emit(op, destination.tensor, destination.whole and last.name != "commit_into")
         return destination if last.name != "commit_into" else None
@@ -551,6 +601,20 @@ class _Lowerer:
         if call.func == "zeros":
             self._fill_view(view, frame, line)
         return view
+
+
+def _merged(first: tuple[Digit, ...], second: tuple[Digit, ...]) -> tuple[Digit, ...]:
+    return tuple(dict.fromkeys(first + second))
+
+
+def _holds(tensor: Tensor, digit: Digit) -> bool:
+    """Does the tensor place (part of) this digit, so each position sees its own partial?"""
+    placed = [d for places in tensor.fields.values() for p in places for d in p.digits] + list(tensor.hbm)
+    return any(d.axis == digit.axis and d.stride < digit.limit and digit.stride < d.limit for d in placed)
+
+
+def _partial_digits(tensor: Tensor, digits: tuple[Digit, ...]) -> tuple[PartialDigit, ...]:
+    return tuple(PartialDigit(tensor=tensor.name, digit=str(d), axis=d.axis) for d in digits)
 
 
 def _chain_root(expr: ir.Expr) -> ir.Expr:

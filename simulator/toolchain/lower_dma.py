@@ -49,6 +49,7 @@ class DmaPlan:
     engines: tuple[int, ...]
     flows: tuple[Flow, ...]
     clusters: tuple[int, ...]
+    written: tuple[tuple[int, int], ...] = ()  # merged [start, end) byte ranges of an HBM destination
 
 
 def dm_dims(
@@ -238,7 +239,20 @@ def plan_dma(
         engines=tuple(f.engine for f in flows),
         flows=flows,
         clusters=tuple(sorted({int(c) for c in np.unique(cluster)})),
+        written=_intervals(hbm, packet_sizes) if hbm_destination and hbm is not None else (),
     )
+
+
+def _intervals(starts: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The byte ranges the packets cover, merged."""
+    order = np.argsort(starts, kind="stable")
+    merged: list[list[int]] = []
+    for start, size in zip(starts[order].astype(np.int64), sizes[order].astype(np.int64), strict=True):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], int(start + size))
+        else:
+            merged.append([int(start), int(start + size)])
+    return tuple((a, b) for a, b in merged)
 
 
 def _aligned(view: View, other: View, axes: AxisSystem) -> View:

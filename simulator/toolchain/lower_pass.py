@@ -9,6 +9,7 @@ contraction turns the stream into folded f32/i32 packets of what it did not redu
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class PassPlan:
     shape: PassShape
     operands: list[ir.Expr]  # TRF/VRF operand expressions the pass reads
     dtype: str  # of what it commits
+    partial: tuple[Digit, ...] = ()  # digits of partly reduced axes its result still carries
+    vector_operands: tuple[ir.Expr, ...] = ()  # the VRF operands a vector op combines with the stream
 
 
 def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: AxisSystem,
@@ -70,6 +73,10 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
     stream = Stream(time=1, packet=1, dtype=source.tensor.dtype)
     computed = False
     adapted = False
+    partial: list[Digit] = list(source.tensor.partial)
+    spatial = [d for name in ("cluster", "slice") for p in source.tensor.places(name) for d in p.digits]
+    packet_digits: list[Digit] = []  # data digits of the stream's packet (what sum_packet reduces)
+    vector_operands: list[ir.Expr] = []
     shape: dict[str, float | bool] = {}
 
     def count(places: tuple[Place, ...]) -> int:
@@ -89,6 +96,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         if name == "fetch":
             time, packet = resolve(stage.kwarg("time")), resolve(stage.kwarg("packet"))
             stream = Stream(count(time), count(packet), source.tensor.dtype, _digits(time + packet, constraints, axes))
+            packet_digits = [d for p in packet for d in p.digits]
             loops = normalise([d for d, n in stream.digits if n > 1], axes)
             shape["loop_entries"] = len(loops) + sum(1 for p in time + packet if not p.digits and p.positions > 1)
             live_bytes = math.prod(live_count(p, constraints, axes) for p in packet) * ir.DTYPE_BYTES[stream.dtype]
@@ -122,9 +130,14 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
                 operands.append(operand)
             add("contract_steps", stream.time)
             add("contract_bytes", stream.time * stream.packet_bytes)
-            reduced = [d for place in resolve(stage.kwarg("reduce")) for d in place.digits]
+            named = [d for place in resolve(stage.kwarg("reduce")) for d in place.digits]
+            # `reduce = [H]` reduces the digits of H the stream holds; H's slice digits stay partial.
+            reduced = [p for d, _ in stream.digits for p in _split_by(d, named) if any(_within(p, n) for n in named)]
+            partial += [d for d in _subtract(spatial + [d for d, _ in stream.digits], reduced)
+                        if d.axis in {r.axis for r in named} and d not in partial]  # fmt: skip
             left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
             fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
+            packet_digits = [d for p in fold for d in p.digits] if fold else _subtract(packet_digits, reduced)
             stream.packet = math.prod(p.positions for p in fold) if fold else 1
             shape["lanes"] = stream.packet
             stream.time = max(1, math.ceil(left / stream.packet))
@@ -140,18 +153,28 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
                     continue
                 add("transcendentals", 1 if op.func in TRANSCENDENTAL else 0)
                 operands += [a.value for a in op.args if a.name == "vrf"]
+                vector_operands += [a.value for a in op.args if a.name == "vrf"]
                 if op.func == "sum_time":
-                    stream.time = max(1, stream.time // max(1, count(resolve(op.args[0].value if op.args else None))))
+                    summed = resolve(op.args[0].value if op.args else None)
+                    stream.time = max(1, stream.time // max(1, count(summed)))
+                    partial = _subtract(partial, [d for p in summed for d in p.digits])
+                elif op.func == "sum_packet":
+                    partial = _subtract(partial, packet_digits)
+                elif op.func in ("sum_all", "max_all"):
+                    partial = [d for d in partial if any(_within(d, s) for s in spatial)]
                 elif op.func == "sum_packet":
                     stream.packet = _REDUCED_PACKET
-                elif op.func in ("sum_all", "max_all"):
+                if op.func in ("sum_all", "max_all"):
                     stream.time, stream.packet = 1, _REDUCED_PACKET
             computed = True
         elif name in ("reduce_slices", "allreduce_slices"):
-            add("reduce_ring", _span(source, resolve(stage.kwarg("group"))))
+            group = resolve(stage.kwarg("group"))
+            add("reduce_ring", _span(source, group))
             add("reduce_flits", stream.flits)
+            partial = _subtract(partial, [d for p in group for d in p.digits])
         elif name == "reduce_clusters":
             add("cluster_reduce_flits", stream.flits)
+            partial = _subtract(partial, [d for p in source.tensor.places("cluster") for d in p.digits])
         elif name in ("commit", "commit_into", "to_trf", "to_vrf"):
             shape["commit_packet_bytes"] = stream.packet_bytes
             if context == "main":
@@ -168,6 +191,8 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         shape=PassShape(**shape),  # type: ignore[arg-type]
         operands=operands,
         dtype=stream.dtype,
+        partial=tuple(partial),
+        vector_operands=tuple(vector_operands),
     )
 
 
@@ -179,6 +204,19 @@ def _digits(places: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> 
         else:
             out += [(d, len(admitted_values(d, constraints, axes))) for d in place.digits]
     return out
+
+
+def _subtract(digits: list[Digit], removed: list[Digit]) -> list[Digit]:
+    """The parts of `digits` outside every digit of `removed` (so `H % 64` less `H % 16` is `H / 16 % 4`)."""
+    return [p for d in digits for p in _split_by(d, removed) if not any(_within(p, r) for r in removed)]
+
+
+def _split_by(digit: Digit, others: list[Digit]) -> list[Digit]:
+    """`digit` cut where a digit of `others` on its axis starts or ends."""
+    cuts = sorted({c for o in others if o.axis == digit.axis for c in (o.stride, o.limit)
+                   if digit.stride < c < digit.limit and c % digit.stride == 0})  # fmt: skip
+    bounds = [digit.stride, *cuts, digit.limit]
+    return [Digit(digit.axis, low, math.ceil(high / low)) for low, high in itertools.pairwise(bounds)]
 
 
 def _within(digit: Digit, reduced: Digit) -> bool:

@@ -32,6 +32,14 @@ class Flow(Frozen):
     partial_packets: int = 0  # packets that write at least one partial unit
 
 
+class PartialDigit(Frozen):
+    """A digit of a partly reduced axis that a tensor of partial sums still carries (E0710)."""
+
+    tensor: str  # name as written
+    digit: str
+    axis: str
+
+
 class DmaOp(Frozen):
     kind: Literal["dma"] = "dma"
     id: str
@@ -49,6 +57,7 @@ class DmaOp(Frozen):
     deps: tuple[str, ...] = ()  # producers of what it reads
     reads: tuple[str, ...] = ()  # buffer identities (write-after-read)
     writes: tuple[str, ...] = ()
+    partial: tuple[PartialDigit, ...] = ()  # the source is a tensor of partial sums in these digits
 
     @property
     def queues(self) -> tuple[str, ...]:
@@ -101,6 +110,8 @@ class PassOp(Frozen):
     deps: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    # VRF operands of partial sums combined with a stream that lacks their partial digit (E0710)
+    mixes_partial: tuple[PartialDigit, ...] = ()
 
     @property
     def queues(self) -> tuple[str, ...]:
@@ -120,11 +131,26 @@ class BufferInfo(Frozen):
     slices: tuple[int, ...] = ()  # global slice ids (cluster * 256 + slice) it occupies
 
 
+class OutputCoverage(Frozen):
+    """How much of a `&mut` HBM parameter the program writes. Digits selected at run time by
+    `.at(A = p)` count as written: a cache update writes the row the harness asks for."""
+
+    param: str
+    elements: int  # with run-time selected digits counted once
+    written: int
+    first_missing: str | None = None  # index of the first element never written, as `A=i, B=j`
+
+    @property
+    def complete(self) -> bool:
+        return self.written >= self.elements
+
+
 class LoweredProgram(Frozen):
     kernel: str
     version: str
     ops: tuple[LoweredOp, ...]
     buffers: tuple[BufferInfo, ...] = ()
+    outputs: tuple[OutputCoverage, ...] = ()
 
     @property
     def dmas(self) -> list[DmaOp]:

@@ -1,6 +1,7 @@
-"""Rules checked on the lowered program (SIMULATOR.md 3.2): the DM and VRF liveness peaks per
-slice (E0301, E0303), sequencer depth (E0310), fetch packets (E0312), partial HBM writes (W0322),
-contraction lanes (E0401), the commit-adapter trim (E0413) and DM bank runs (E0520).
+"""Rules checked on the lowered program (SIMULATOR.md 3.2): the DM, TRF and VRF liveness peaks per
+slice (E0301, E0302, E0303), sequencer depth (E0310), fetch packets (E0312), partial HBM writes (W0322),
+contraction lanes (E0401), the commit-adapter trim (E0413), DM bank runs (E0520), partial sums
+that reach HBM or meet a stream without their digit (E0710) and outputs written only in part (E0801).
 
 They need inlining, unrolling and stream inference, so they run only on programs that pass every
 IR-level rule: lowering an erroneous program would only repeat its errors.
@@ -12,8 +13,8 @@ from collections import defaultdict
 
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
-from simulator.toolchain.capacity import VRF_PER_SLICE, dm_limit
-from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from simulator.toolchain.capacity import TRF_PER_SLICE, VRF_PER_SLICE, dm_limit
+from simulator.toolchain.lowered import DmaOp, LoweredProgram, PartialDigit, PassOp
 from simulator.toolchain.ordering import Ordering
 from simulator.toolchain.rules import emit
 
@@ -30,6 +31,8 @@ def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
     for op in program.ops:
         where = _span(op.line)
         if isinstance(op, DmaOp):
+            if op.dma_kind == "d2h":
+                out += _partial_sums(op.partial, "storing it to HBM", version, where)
             partial = sum(f.partial_packets for f in op.flows)
             if partial:
                 out += emit("0322", version, f"{partial} packets of {op.label} end in partial 256-byte HBM units "
@@ -39,13 +42,19 @@ def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
             out += emit("0310", version, f"sequencer of {op.label} needs {op.shape.loop_entries} loop entries after "
                         f"merging (max {MAX_LOOP_ENTRIES})", where)  # fmt: skip
         out += _fetch_packet(op, version, where)
+        out += _partial_sums(op.mixes_partial, f"combining it with the stream of {op.label}", version, where)
         if op.shape.lanes > MAX_LANES:
             out += emit("0401", version, f"contraction uses {op.shape.lanes} lanes (max {MAX_LANES})", where)
         trim = op.shape.commit_packet_bytes % 32 or (32 if op.shape.commit_packet_bytes else 0)
         if trim and trim not in VALID_TRIMS:
             out += emit("0413", version, f"commit writes {trim:g} valid bytes per flit; must be 8, 16, 24 or 32", where)
+    for output in program.outputs:
+        if output.written and not output.complete:  # nothing written at all is the IR rule's report
+            out += emit("0801", version, f"output {output.param} is not fully written: {output.written:,} of "
+                        f"{output.elements:,} elements, the first missing at {output.first_missing}")  # fmt: skip
     out += _bank_runs(program, version)
     out += _liveness(program, "dm", dm_limit(version), "0301")
+    out += _liveness(program, "trf", TRF_PER_SLICE, "0302")
     out += _liveness(program, "vrf", VRF_PER_SLICE, "0303")
     return out
 
@@ -58,6 +67,14 @@ def _fetch_packet(op: PassOp, version: str, where: ir.Span | None) -> list[Diagn
         return []
     return emit("0312", version, f"fetch packet of {shape.fetch_packet_bytes:g} B of {op.label} is not contiguous or "
                 "not a multiple of 8 B", where)  # fmt: skip
+
+
+def _partial_sums(digits: tuple[PartialDigit, ...], use: str, version: str, where: ir.Span | None) -> list[Diagnostic]:
+    if not digits:
+        return []
+    first = digits[0]
+    return emit("0710", version, f"{first.tensor} still carries digit {first.digit} of reduced axis {first.axis}; "
+                f"reduce it before {use}", where)  # fmt: skip
 
 
 def _bank_runs(program: LoweredProgram, version: str) -> list[Diagnostic]:
@@ -110,6 +127,8 @@ def _over(number: str, version: str, space: str, slice_id: int, peak: float, lim
     where = f"slice {slice_id % 256} of cluster {slice_id // 256}"
     if space == "dm":
         message = f"DM use of {where} peaks at {peak:,.0f} B (> {limit:,} B usable) at {op.label}"
+    elif space == "trf":
+        message = f"TRF use {peak:,.0f} B per slice exceeds {limit:,} B at {op.label} ({where})"
     else:
         message = f"VRF live set {peak:,.0f} B exceeds {limit:,} B at {op.label} ({where})"
     return emit(number, version, message, _span(op.line))

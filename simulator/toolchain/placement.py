@@ -98,6 +98,8 @@ class Tensor:
     buffer: str = ""
     mutable: bool = False
     line: int | None = None
+    # Digits of a partly reduced axis that the data still carries: a tensor of partial sums (E0710).
+    partial: tuple[Digit, ...] = ()
 
     def __hash__(self) -> int:
         return hash(self.id)

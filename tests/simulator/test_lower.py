@@ -224,3 +224,29 @@ kernel k(x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]) {
 """
     with pytest.raises(LoweringError, match="missing_tensor"):
         lower(source)
+
+
+# ---- partial sums (E0710) ---------------------------------------------------------------------
+
+
+def test_no_shipped_program_stores_or_mixes_partial_sums() -> None:
+    for name in ("qkv_baseline", "o_baseline", "ffn_baseline", "qkv_opt", "o_opt", "ffn_opt"):
+        program = lowered(name)
+        assert not any(op.partial for op in program.dmas if op.dma_kind == "d2h"), name
+        assert not any(op.mixes_partial for op in program.passes), name
+
+
+@pytest.mark.parametrize(
+    ("reducer", "digit"),
+    [
+        (".reduce_slices(add, group = [H / 1920], result = leader)\n        .vector(mul(vrf = gu_v)", "H / 1920 % 2"),
+        (".reduce_slices(add, group = [L / 960], result = leader)", "L / 960 % 16"),
+    ],
+)
+def test_a_split_k_result_without_its_reducer_reaches_hbm_as_partial_sums(reducer: str, digit: str) -> None:
+    """The bug zoo's missing reduction: the partials flow through DM, TRF and VRF operands to the store."""
+    source = (KERNELS / "examples" / "ffn_opt.fe").read_text()
+    broken = source.replace(reducer, reducer.split("\n")[-1].strip() if "\n" in reducer else "", 1)
+    assert broken != source
+    store = dma(lower(broken), "residual<-out")
+    assert [p.digit for p in store.partial] == [digit]
