@@ -15,9 +15,11 @@ from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
+from simulator.toolchain.harness import check_harness_signature
 from simulator.toolchain.lower import lower
 from simulator.toolchain.lowered_rules import check_lowered
 from simulator.toolchain.mappings import (
+    check_atom_cuts,
     check_dma_coverage,
     check_fetch_digits,
     check_reducer_groups,
@@ -99,6 +101,7 @@ def _check(source: str, version: str | None) -> CheckResult:
         )
         chosen = DEFAULT_VERSION
     diagnostics += check_names(program)
+    diagnostics += check_harness_signature(program)
     diagnostics += check_vocabulary(program, spec(chosen))
     diagnostics += _check_bodies(program, chosen)
     if not any(d.is_error for d in diagnostics):
@@ -117,6 +120,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_streams(item.body, inner, version)
             diagnostics += check_def_use(item.params, item.body, version)
             diagnostics += check_type_digits(item, inner, version)
+            diagnostics += check_atom_cuts(item, inner, version)
             diagnostics += check_fetch_digits(item.body, inner, version)
             diagnostics += check_dma_coverage(item.body, inner, version)
             diagnostics += check_trf_operands(item.body, inner, version)
@@ -128,6 +132,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
             diagnostics += check_type_digits(item, env, version)
+            diagnostics += check_atom_cuts(item, env, version)
     return diagnostics
 
 

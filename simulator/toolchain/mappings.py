@@ -48,6 +48,21 @@ def check_type_digits(root: ir.Node, env: Env, version: str) -> list[Diagnostic]
     return out
 
 
+def check_atom_cuts(root: ir.Node, env: Env, version: str) -> list[Diagnostic]:
+    """E0204: a digit of a composite axis must be made of whole digits of its atoms (`Qs / 256` is
+    `[Ns, Gs]`; `Qs / 320` splits no atom evenly and means nothing in the hardware's index space)."""
+    out: list[Diagnostic] = []
+    for node in walk(root):
+        if not isinstance(node, ir.Term) or node.kind != "axis" or node.axis not in env.axes.composites:
+            continue
+        digit = term_digit(node, env.axes)
+        if digit is not None and digit.size > 1 and env.axes.to_atoms(digit) == [digit]:
+            out += emit("0204", version, f"{digit} cuts an atom of {digit.axis} "
+                        f"({', '.join(env.axes.composites[digit.axis])}): it has no common refinement with them",
+                        node.span)  # fmt: skip
+    return out
+
+
 def check_fetch_digits(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
     """fetch(time, packet) must refactor the source's elem digits."""
     out: list[Diagnostic] = []

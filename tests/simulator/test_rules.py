@@ -407,3 +407,16 @@ def test_a_double_buffered_trf_holds_32_kb_per_buffer() -> None:
     found = [(d.code, d.message) for d in check(_source(body.format(lanes=3)), "0.7.0").diagnostics]
     assert found == [("E0302", "TRF use 49,152 B per slice exceeds 32,768 B per buffer when the TRF has 2 buffers")]
     assert check(_source(body.format(lanes=2)), "0.7.0").diagnostics == ()
+
+
+def test_a_digit_that_cuts_an_atom_of_a_composite_axis_is_e0204() -> None:
+    source = """axes! { Ns = 8, Ds = 256, Qs = (Ns, Ds) }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+kernel k(x: &hbm<bf16>[Qs], y: &mut hbm<bf16>[Qs]) {
+    let a: dm<bf16>{..One, elem: [Qs / 320 % 6, Qs % 320]} = x.dma(engines = [0]);
+    a.dma_into(y, engines = [0]);
+}
+"""
+    found = [d for d in check(source, "0.6.0").diagnostics if d.code == "E0204"]
+    assert found and found[0].message.startswith("Qs / 320 % 6 cuts an atom of Qs (Ns, Ds)")
+    assert check(source.replace("Qs / 320 % 6, Qs % 320", "Qs / 256, Qs % 256"), "0.6.0").diagnostics == ()

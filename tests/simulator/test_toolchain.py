@@ -193,3 +193,44 @@ def test_ferc_is_a_console_script() -> None:
         text=True,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("    x: &hbm<bf16>[Ns, Gs, Ds],", "    xx: &hbm<bf16>[Ns, Gs, Ds],",
+         "unknown parameter 'xx' of kernel sliding_attention_output: the harness does not pass it; did you mean 'x'?"),
+        ("    o_weight: &hbm<f8e4m3>[H, Qs],", "    o_weight: &hbm<bf16>[H, Qs],",
+         "parameter 'o_weight' of kernel sliding_attention_output differs from the harness signature "
+         "'o_weight: &hbm<f8e4m3>[H, Qs]' (H = 3840, Ns = 8, Gs = 2, Ds = 256)"),
+        ("    x: &hbm<bf16>[Ns, Gs, Ds],", "    x: &hbm<bf16>[Gs, Ns, Ds],",
+         "parameter 'x' of kernel sliding_attention_output differs from the harness signature "
+         "'x: &hbm<bf16>[Ns, Gs, Ds]' (Ns = 8, Gs = 2, Ds = 256)"),
+        ("axes! { H = 3840,", "axes! { H = 3584,",
+         "parameter 'post_attn_rms_weight' of kernel sliding_attention_output differs from the harness signature "
+         "'post_attn_rms_weight: &hbm<bf16>[H]' (H = 3840)"),
+        ("    residual: &mut hbm<bf16>[H],", "    residual: &hbm<bf16>[H],",
+         "parameter 'residual' of kernel sliding_attention_output differs from the harness signature "
+         "'residual: &mut hbm<bf16>[H]' (H = 3840)"),
+    ],
+)  # fmt: skip
+def test_a_harness_kernel_must_take_the_harness_parameters(old: str, new: str, message: str) -> None:
+    source = (SIMULATOR / "kernels" / "baseline" / "o_baseline.fe").read_text()
+    assert old in source
+    assert message in [d.message for d in check(source.replace(old, new, 1)).diagnostics if d.code == "E0102"]
+
+
+def test_a_harness_kernel_lacking_or_reordering_parameters() -> None:
+    source = (SIMULATOR / "kernels" / "baseline" / "o_baseline.fe").read_text()
+    dropped = source.replace("    o_weight_scale: &hbm<bf16>[H],\n", "", 1)
+    messages = [d.message for d in check(dropped).diagnostics if d.code == "E0102"]
+    assert "kernel sliding_attention_output lacks parameter 'o_weight_scale: &hbm<bf16>[H]' that the harness " \
+        "passes" in messages  # fmt: skip
+    swapped = source.replace("    o_weight_scale: &hbm<bf16>[H],\n", "", 1).replace(
+        "    x: &hbm<bf16>[Ns, Gs, Ds],\n", "    x: &hbm<bf16>[Ns, Gs, Ds],\n    o_weight_scale: &hbm<bf16>[H],\n", 1
+    )
+    assert [d.message.split(":")[0] for d in check(swapped).diagnostics if d.code == "E0102"] == [
+        "parameters of kernel sliding_attention_output are out of the harness order"
+    ]
+    # Another kernel name is a probe or a test, not held to any signature.
+    assert check(source.replace("kernel sliding_attention_output(", "kernel probe(", 1)).ok
