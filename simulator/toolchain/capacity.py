@@ -7,19 +7,19 @@ Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (SIMU
 
 from __future__ import annotations
 
+from simulator._truth import load_truth
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.toolchain.env import Env
 from simulator.toolchain.rules import emit
-from simulator.toolchain.versions import spec
 
-DM_USABLE_PER_SLICE = 480 * 1024
 TRF_PER_SLICE = 64 * 1024
 VRF_PER_SLICE = 8 * 1024
 
 
 def dm_limit(version: str) -> int:
-    return int(spec(version).truth_overrides.get("dm_usable_per_slice", DM_USABLE_PER_SLICE))
+    """Usable DM per slice: a compile-time limit the compiler knows (and its messages quote)."""
+    return int(load_truth(version).dm_usable_per_slice)
 
 
 def slice_bytes(ttype: ir.DevType, env: Env) -> float | None:

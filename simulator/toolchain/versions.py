@@ -38,7 +38,7 @@ class VersionSpec(BaseModel):
     constructs_added: frozenset[str]
     replacements: dict[str, str]  # construct -> what to write instead, for E0103
     truth_overrides: dict[str, float]  # ChipTruth fields this version changes
-    auto_engines: int  # engines per destination cluster that `engines = auto` uses (3.4)
+    auto_engines: int  # engines per destination cluster that `engines = auto` uses (P13; unchanged in 3.4)
     docs_dir: str
     changelog: str
 
@@ -127,7 +127,6 @@ SPECS: dict[str, VersionSpec] = {
         # P03 chained DMA startup and P15 usable DM per slice change in 0.7.0 (SIMULATOR.md 1.2).
         {"dma_chain_startup": 90.0, "dm_usable_per_slice": 464.0 * 1024},
         "Ferrite toolchain 0.7.0: cast split into widen/narrow, allreduce_slices, reduce_clusters, f4 contraction.",
-        auto_engines=4,  # `engines = auto` spreads over the four local engines from 0.7.0 on
     ),
 }
 assert tuple(SPECS) == VERSIONS

@@ -55,11 +55,12 @@ HAND_DMAS = {
         ("v/w8", PS * H, 3840, "h2d"),
         ("q/s_d", QS * 2, 32, "h2d"),
         ("xn/w_d", 7680, 960, "h2d"),  # rmsnorm_ops dma_w
-        ("qw_d", 512, 512, "h2d"),  # headnorm dma_w
-        ("c_d", 512, 512, "gather"),  # rope.g_cos
+        ("qw_d", 16 * 512, 512, "h2d"),  # headnorm dma_w, copied to the 16 head slices
+        ("c_d", 16 * 512, 512, "gather"),  # rope.g_cos, likewise
     ],
     "o_baseline": [
-        *[(f"c={c}/w8", H * 1024, 1024, "h2d") for c in range(4)],
+        # each chunk in two pipelined halves (calibrate: one 1,024-column DMA, see o_baseline.fe)
+        *[(f"c={c}/h={h}/w8", H * 512, 512, "h2d") for c in range(4) for h in range(2)],
         ("x1", QS * 2, 4096, "h2d"),
         ("s_d", H * 2, 240, "h2d"),  # os.dma
         ("y8", H * 2, 240, "d2d"),  # relayout
@@ -95,8 +96,12 @@ HAND_PASSES = {
     ],
     "o_baseline": [
         *[
-            (f"c={c}/w16", {"fetch_reads": 3840, "decode_bytes": 122880, "flits": 7680, "commit_writes": 7680})
+            (
+                f"c={c}/h={h}/w16<-main",
+                {"fetch_reads": 1920, "decode_bytes": 61440, "flits": 3840, "commit_writes": 3840},
+            )
             for c in range(4)
+            for h in range(2)
         ],
         *[(f"c={c}/part", {"fetch_reads": 7680, "flits": 7680, "contract_bytes": 245760}) for c in range(4)],
         ("xr", {"fetch_reads": 256, "flits": 256, "switch_ring": 256, "switch_flits": 256, "commit_writes": 256}),
@@ -170,7 +175,7 @@ def test_ops_are_ordered_and_their_dependencies_come_first(kernel: str) -> None:
 
 def test_op_counts_of_the_baselines() -> None:
     # calibrate.py's FFN has 139 DMA ops and 329 passes; the program folds a few of them.
-    assert (len(lowered("ffn_baseline").dmas), len(lowered("o_baseline").dmas)) == (136, 10)
+    assert (len(lowered("ffn_baseline").dmas), len(lowered("o_baseline").dmas)) == (137, 14)
     assert len(lowered("qkv_baseline").dmas) == 16
 
 
@@ -178,7 +183,8 @@ def test_pipeline_depth_rotates_buffers_and_plain_loops_reuse_one() -> None:
     opt = lowered("qkv_opt")
     assert [opt.op(f"c={c}/w8<-q_weight").writes for c in range(4)] == [("c/w8[0]",), ("c/w8[1]",)] * 2
     base = lowered("o_baseline")
-    assert {base.op(f"c={c}/w8").writes for c in range(4)} == {("c/w8[0]",)}
+    assert {base.op(f"c={c}/part").writes for c in range(4)} == {("c/part[0]",)}  # a plain loop
+    assert [base.op(f"c=0/h={h}/w8").writes for h in range(2)] == [("c/h/w8[0]",), ("c/h/w8[1]",)]
 
 
 def test_explicit_engines_split_packets_evenly_within_each_cluster() -> None:
@@ -189,9 +195,10 @@ def test_explicit_engines_split_packets_evenly_within_each_cluster() -> None:
     assert {f.cluster for f in op.flows if f.engine < 4} == {0}
 
 
-def test_070_spreads_auto_over_four_engines() -> None:
+def test_auto_is_one_local_engine_per_destination_cluster_in_every_version() -> None:
+    """P13, and SIMULATOR.md 3.4: the default engines do not change with the toolchain."""
     source = (KERNELS / "baseline" / "o_baseline.fe").read_text()
-    assert dma(lower(source, "0.7.0"), "c=0/w8").engines == (0, 1, 2, 3)
+    assert {dma(lower(source, v), "c=0/h=0/w8").engines for v in ("0.5.0", "0.6.0", "0.7.0")} == {(0,)}
 
 
 def test_renamed_tiles_meet_at_absolute_indices() -> None:

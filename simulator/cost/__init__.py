@@ -1,0 +1,5 @@
+"""The cost model (SIMULATOR.md 4): harness-only; agents see device measurements instead."""
+
+from simulator.cost.estimate import CostReport, NotCompiled, estimate, estimate_lowered
+
+__all__ = ["CostReport", "NotCompiled", "estimate", "estimate_lowered"]

@@ -1,0 +1,119 @@
+"""estimate(program, version) -> CostReport: check, lower, schedule (SIMULATOR.md 4.1).
+
+Harness-only: agents never see a CostReport, only device measurements. Deterministic, and
+cached per (source hash, toolchain, truth) because cycles do not depend on input values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict
+
+from simulator._truth import ChipTruth, load_truth, truth_key
+from simulator.cost.scheduler import schedule
+from simulator.diagnostics import Diagnostic
+from simulator.toolchain.check import check
+from simulator.toolchain.lower import lower
+from simulator.toolchain.lowered import LoweredProgram
+from simulator.toolchain.ordering import Ordering
+from simulator.toolchain.versions import DEFAULT_VERSION
+
+
+class OpCost(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    queue: str
+    start: float
+    end: float
+    bound_by: str
+    line: int | None = None
+
+
+class BankFault(BaseModel):
+    """A pass that breaks the bank-run rule while DMA may write its cluster (0.5.0 faults on it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    cluster: int
+    cycle: float
+
+
+class CostReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kernel: str
+    version: str
+    cycles: float  # launch + makespan
+    per_queue_busy: dict[str, float]
+    per_op: tuple[OpCost, ...]
+    bytes_moved: int
+    warnings: tuple[Diagnostic, ...] = ()
+    bank_faults: tuple[BankFault, ...] = ()
+
+
+class NotCompiled(ValueError):
+    """The program has compile errors: there is nothing to estimate."""
+
+    def __init__(self, diagnostics: tuple[Diagnostic, ...]) -> None:
+        self.diagnostics = diagnostics
+        first = next(d for d in diagnostics if d.is_error)
+        super().__init__(f"{first.code}: {first.message}")
+
+
+def estimate(source: str, version: str | None = None, truth: ChipTruth | None = None) -> CostReport:
+    """Cycles of one kernel run on the true chip (noise-free)."""
+    result = check(source, version)
+    chosen = result.version
+    chip = truth if truth is not None else load_truth(chosen)
+    return _estimate(hashlib.sha256(source.encode()).hexdigest(), source, chosen, truth_key(chip), chip)
+
+
+@lru_cache(maxsize=256)
+def _estimate(digest: str, source: str, version: str, key: str, truth: ChipTruth) -> CostReport:
+    result = check(source, version)
+    if not result.ok:
+        raise NotCompiled(result.diagnostics)
+    program = lower(source, version)
+    return estimate_lowered(program, truth, tuple(d for d in result.diagnostics if not d.is_error))
+
+
+def estimate_lowered(program: LoweredProgram, truth: ChipTruth, warnings: tuple[Diagnostic, ...] = ()) -> CostReport:
+    faults, exclusive = _bank_runs(program, truth)
+    timeline = schedule(program, truth, exclusive)
+    starts = {t.label: t.start for t in timeline.timings}
+    return CostReport(
+        kernel=program.kernel,
+        version=program.version or DEFAULT_VERSION,
+        cycles=truth.launch_cycles + timeline.makespan,
+        per_queue_busy=timeline.busy,
+        per_op=tuple(OpCost(**vars(t)) for t in timeline.timings),
+        bytes_moved=program.bytes_moved(),
+        warnings=warnings,
+        bank_faults=tuple(
+            BankFault(label=f.label, cluster=f.cluster, cycle=truth.launch_cycles + starts[f.label]) for f in faults
+        ),
+    )
+
+
+def _bank_runs(program: LoweredProgram, truth: ChipTruth) -> tuple[list[BankFault], frozenset[str]]:
+    """Passes over the bank-run limit with DMA into their cluster able to overlap: 0.6.0 runs them
+    exclusively; 0.5.0 runs them as written and the device faults (SIMULATOR.md 4.4, 5.3)."""
+    risky = [op for op in program.passes if op.shape.bank_run >= truth.bank_run_limit]
+    if not risky:
+        return [], frozenset()
+    ordering = Ordering(program)
+    faults: list[BankFault] = []
+    exclusive: set[str] = set()
+    for op in risky:
+        overlapping = ordering.concurrent_dmas_into(op)
+        if not overlapping:
+            continue
+        if program.version == "0.5.0":
+            faults.append(BankFault(label=op.label, cluster=overlapping[0][1], cycle=0.0))
+        else:
+            exclusive.add(op.id)
+    return faults, frozenset(exclusive)
