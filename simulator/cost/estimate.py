@@ -14,11 +14,12 @@ from pydantic import BaseModel, ConfigDict
 from simulator._truth import ChipTruth, load_truth, truth_key
 from simulator.cost.scheduler import schedule
 from simulator.diagnostics import Diagnostic
+from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.toolchain.check import check
 from simulator.toolchain.lower import lower
 from simulator.toolchain.lowered import LoweredProgram
 from simulator.toolchain.ordering import Ordering
-from simulator.toolchain.versions import DEFAULT_VERSION
+from simulator.toolchain.versions import DEFAULT_VERSION, SPECS
 
 
 class OpCost(BaseModel):
@@ -65,20 +66,28 @@ class NotCompiled(ValueError):
 
 
 def estimate(source: str, version: str | None = None, truth: ChipTruth | None = None) -> CostReport:
-    """Cycles of one kernel run on the true chip (noise-free)."""
-    result = check(source, version)
-    chosen = result.version
-    chip = truth if truth is not None else load_truth(chosen)
-    return _estimate(hashlib.sha256(source.encode()).hexdigest(), source, chosen, truth_key(chip), chip)
+    """Cycles of one kernel run on the true chip (noise-free); raises NotCompiled on errors."""
+    chosen = version or _header_version(source)
+    chip = truth if truth is not None else load_truth(chosen if chosen in SPECS else DEFAULT_VERSION)
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    return _estimate(digest, chosen, truth_key(chip), source, chip)
 
 
 @lru_cache(maxsize=256)
-def _estimate(digest: str, source: str, version: str, key: str, truth: ChipTruth) -> CostReport:
+def _estimate(digest: str, version: str, key: str, source: str, truth: ChipTruth) -> CostReport:
+    # Keyed by (source digest, toolchain, chip): a repeated job costs nothing the second time.
     result = check(source, version)
     if not result.ok:
         raise NotCompiled(result.diagnostics)
-    program = lower(source, version)
+    program = lower(source, result.version)
     return estimate_lowered(program, truth, tuple(d for d in result.diagnostics if not d.is_error))
+
+
+def _header_version(source: str) -> str:
+    try:
+        return parse(source).toolchain or DEFAULT_VERSION
+    except FerriteSyntaxError:
+        return DEFAULT_VERSION  # check() reports the syntax error
 
 
 def estimate_lowered(program: LoweredProgram, truth: ChipTruth, warnings: tuple[Diagnostic, ...] = ()) -> CostReport:

@@ -13,6 +13,7 @@ from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 
 MAX_SOURCE_BYTES = 10 * 1024 * 1024
+CACHED_SOURCE_BYTES = 256 * 1024  # larger texts are parsed each time rather than kept
 _READABLE = {
     "AXES": "'axes!'",
     "NAME": "a name",
@@ -44,6 +45,17 @@ def parse(text: str) -> ir.Program:
         raise FerriteSyntaxError(
             _syntax_diagnostic(1, 1, f"at most {MAX_SOURCE_BYTES:,} bytes of source", f"{size:,} bytes")
         )
+    return _parse_small(text) if size <= CACHED_SOURCE_BYTES else _parse(text)
+
+
+@functools.lru_cache(maxsize=128)
+def _parse_small(text: str) -> ir.Program:
+    """Programs are parsed again and again (check, lower, estimate, execute): the IR is frozen, so
+    one parse per text is shared."""
+    return _parse(text)
+
+
+def _parse(text: str) -> ir.Program:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as error:

@@ -105,7 +105,7 @@ def _check(source: str, version: str | None) -> CheckResult:
     diagnostics += check_vocabulary(program, spec(chosen))
     diagnostics += _check_bodies(program, chosen)
     if not any(d.is_error for d in diagnostics):
-        diagnostics += _check_lowered(program, chosen)
+        diagnostics += _check_lowered(source, chosen)
     return CheckResult(version=chosen, diagnostics=tuple(sorted(diagnostics, key=_position)))
 
 
@@ -136,9 +136,9 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
     return diagnostics
 
 
-def _check_lowered(program: ir.Program, version: str) -> list[Diagnostic]:
+def _check_lowered(source: str, version: str) -> list[Diagnostic]:
     try:
-        lowered = lower(program, version)
+        lowered = lower(source, version)
     except LoweringError as error:
         # What the IR rules let through but cannot be placed is still a compile error, not a crash.
         return [Diagnostic(code="E0100", severity="error", message=f"cannot lower the kernel: {error}")]

@@ -11,13 +11,14 @@ else it raises LoweringError rather than guess.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simulator.dsl import ir
-from simulator.dsl.parser import parse
+from simulator.dsl.parser import CACHED_SOURCE_BYTES, parse
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
 from simulator.toolchain.lower_dma import dm_base, dm_dims, plan_dma
@@ -78,9 +79,18 @@ class _State:
 def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgram:
     """Lower a (checked) program under `version` (else its header, else the default)."""
     if isinstance(program, str):
+        if len(program) <= CACHED_SOURCE_BYTES:
+            return _lower_text(program, version)
         program = parse(program)
     chosen = version or program.toolchain or DEFAULT_VERSION
     return _Lowerer(program, chosen).run()
+
+
+@functools.lru_cache(maxsize=64)
+def _lower_text(text: str, version: str | None) -> LoweredProgram:
+    """check, estimate and execute all lower the same text: once is enough (the result is frozen)."""
+    program = parse(text)
+    return _Lowerer(program, version or program.toolchain or DEFAULT_VERSION).run()
 
 
 class _Lowerer:

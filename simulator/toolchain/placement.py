@@ -157,8 +157,13 @@ def admitted_values(digit: Digit, constraints: tuple[Constraint, ...], axes: Axi
     """The values of a digit (in view coordinates) that some admitted index takes."""
     relevant = tuple(c for c in constraints if c[0].atom == digit.axis)
     if not relevant:
-        return tuple(range(digit.size))
+        return _every_value(digit.size)
     return _admitted(digit, relevant, axes.size(digit.axis))
+
+
+@lru_cache(maxsize=1024)
+def _every_value(size: int) -> tuple[int, ...]:
+    return tuple(range(size))  # shared: large axes are asked for again and again
 
 
 @lru_cache(maxsize=8192)
