@@ -6,13 +6,16 @@ failure yields one E0100 "internal compiler error" diagnostic (the fuzz test hol
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 
 from pydantic import BaseModel, ConfigDict
 
+from simulator._truth import ENV_VAR as TRUTH_ENV
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
-from simulator.dsl.parser import FerriteSyntaxError, parse
+from simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
 from simulator.toolchain.harness import check_harness_signature
@@ -66,6 +69,19 @@ def check(source: str, version: str | None = None) -> CheckResult:
     """Check Ferrite source under `version` (else its `#![toolchain]` header, else the default)."""
     if version is not None:
         spec(version)  # an unknown explicit version is the caller's error
+    if len(source) <= CACHED_SOURCE_BYTES:
+        return _check_cached(source, version, os.environ.get(TRUTH_ENV))
+    return _check_guarded(source, version)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_cached(source: str, version: str | None, chip: str | None) -> CheckResult:
+    """Checking is pure and the result frozen: a job resubmitted, estimated or executed is checked
+    once per chip (compile-time limits such as usable DM come from its truth)."""
+    return _check_guarded(source, version)
+
+
+def _check_guarded(source: str, version: str | None) -> CheckResult:
     try:
         return _check(source, version)
     except Exception:  # a compiler must answer with diagnostics, never with a crash

@@ -1,0 +1,315 @@
+"""The shared, scarce, noisy device of SIMULATOR.md 5.2-5.3.
+
+One simulated RNGD with two job slots, shared with background tenants that arrive as a Poisson
+process. Time is a simulated clock (seconds), so a 12-day campaign runs in minutes; every result
+reports simulated device seconds and the real wall time the simulation took. Everything random
+comes from generators seeded by (project seed, device id): replaying the same job sequence gives
+the same queue waits, cycles and faults.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator._truth import ChipTruth, load_truth
+from simulator.cost import CostReport, NotCompiled, estimate
+from simulator.device.models import (
+    Correctness,
+    DeviceJob,
+    DeviceResult,
+    Fault,
+    JobHandle,
+    Profile,
+    ProfileEntry,
+    RunSample,
+)
+from simulator.device.noise import MeasurementModel
+from simulator.toolchain.check import check
+
+DAY_S = 86_400.0
+
+# (program, kernel, toolchain, fixture sets) -> correctness: the executor, attached by the target
+Grader = Callable[[str, str, str, tuple[str, ...]], Correctness]
+
+
+class DeviceConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device_id: str = "rngd-sim-0"
+    slots: int = Field(2, ge=1)
+    tenant_load: float = Field(0.4, ge=0.0, lt=1.0)  # fraction of slot time background tenants fill
+    tenant_mean_s: float = Field(30.0, gt=0)
+    max_pending_per_agent: int = Field(2, ge=1)
+    job_cap_s: float = 70.0
+    load_s: float = 1.5
+    upload_bytes_per_s: float = 2e9
+    host_sync_s: float = 0.02  # per run
+    reset_s: float = 20.0  # NOC_TIMEOUT + CLUSTER_RESET
+    hang_reset_s: float = 30.0  # after a hang is killed at the cap
+    idle_warm_s: float = 60.0
+    agent_budget_s_per_day: float = 3600.0
+    project_budget_s: float | None = None  # None: unlimited
+    p_transient: float = 0.01  # per job
+    p_hang: float = 0.002  # per job
+    p_noc_timeout: float = 1e-4  # per run
+
+
+class InvalidJob(ValueError):
+    """A request the device cannot accept as written (unknown kernel or fixture set)."""
+
+
+@dataclass
+class _Ledger:
+    per_agent_day: dict[tuple[str, int], float] = field(default_factory=dict)
+    project: float = 0.0
+
+
+class SimDevice:
+    def __init__(
+        self,
+        seed: int,
+        config: DeviceConfig | None = None,
+        *,
+        input_bytes: Callable[[str], int] | None = None,
+        grader: Grader | None = None,
+        truth: ChipTruth | None = None,
+    ) -> None:
+        self.config = config or DeviceConfig()
+        self.seed = seed
+        self.truth_override = truth
+        self.input_bytes = input_bytes or (lambda kernel: 0)
+        self.grader = grader
+        streams = np.random.SeedSequence([seed, zlib.crc32(self.config.device_id.encode())]).spawn(2)
+        self.rng = np.random.Generator(np.random.PCG64(streams[0]))  # runs and faults, in job order
+        self._tenant_rng = np.random.Generator(np.random.PCG64(streams[1]))
+        self.noise = MeasurementModel(truth or load_truth(), self.rng)
+        self.now = 0.0
+        self._slot_free = [0.0] * self.config.slots
+        self._last_busy = -math.inf
+        self._next_tenant = self._tenant_gap()
+        self._jobs: dict[str, tuple[DeviceResult, float]] = {}  # id -> (result, finish time)
+        self._pending: dict[str, list[float]] = {}  # agent -> finish times of its jobs
+        self._ledger = _Ledger()
+        self._count = 0
+
+    # ---- public surface ----------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Let simulated time pass (an agent thinking, a campaign sleeping)."""
+        self.now += max(0.0, seconds)
+
+    def submit(self, job: DeviceJob) -> JobHandle:
+        wall = time.perf_counter()
+        self._count += 1
+        job_id = f"{self.config.device_id}/{self._count:06d}"
+        try:
+            sets = job.fixture_sets()
+        except ValueError as error:
+            raise InvalidJob(str(error)) from None
+        result, finish = self._run(job_id, job, sets)
+        result = result.model_copy(update={"wall_s": time.perf_counter() - wall})
+        self._jobs[job_id] = (result, finish)
+        if result.status not in ("compile_error", "queue_rejected"):
+            self._pending.setdefault(job.agent, []).append(finish)
+        return JobHandle(job_id=job_id, device_id=self.config.device_id, submitted_s=self.now)
+
+    def result(self, handle: JobHandle) -> DeviceResult:
+        """Wait (in simulated time) for the job and return its result."""
+        try:
+            result, finish = self._jobs[handle.job_id]
+        except KeyError:
+            raise InvalidJob(f"no job {handle.job_id} on {self.config.device_id}") from None
+        self.now = max(self.now, finish)
+        return result
+
+    def spent(self, agent: str | None = None) -> float:
+        """Device seconds charged so far: to one agent today, or to the project."""
+        if agent is None:
+            return self._ledger.project
+        return self._ledger.per_agent_day.get((agent, self._day(self.now)), 0.0)
+
+    # ---- one job -------------------------------------------------------------------------------
+
+    def _run(self, job_id: str, job: DeviceJob, sets: tuple[str, ...]) -> tuple[DeviceResult, float]:
+        checked = check(job.program, job.toolchain)
+        version = checked.version
+        base = {"job_id": job_id, "kernel": job.kernel, "toolchain": version, "device_id": self.config.device_id,
+                "diagnostics": checked.diagnostics}  # fmt: skip
+        if not checked.ok:  # compiled on the host: free, never queued
+            return DeviceResult(status="compile_error", message="the program does not compile", **base), self.now
+        try:
+            report = estimate(job.program, version, self.truth_override)
+        except NotCompiled as error:  # an internal lowering refusal surfaces as a compile error
+            return DeviceResult(status="compile_error", message=str(error), **base), self.now
+        planned = self._planned_seconds(job, sets, report.cycles)
+        refusal = self._refusal(job, planned)
+        if refusal:
+            return DeviceResult(status="queue_rejected", message=refusal, **base), self.now
+        start = self._queue(self.now)
+        wait = start - self.now
+        outcome = self._execute(job, sets, report, start)
+        device_s = outcome.device_s
+        finish = start + device_s + outcome.extra_busy_s
+        slot = min(range(self.config.slots), key=lambda i: self._slot_free[i])
+        self._slot_free[slot] = finish
+        self._last_busy = max(self._last_busy, finish)
+        self._charge(job.agent, start, device_s)
+        timed = [r.cycles for r in outcome.runs if not r.warmup]
+        correctness = None
+        if outcome.status == "ok" and self.grader is not None:
+            correctness = self.grader(job.program, job.kernel, version, sets)
+        result = DeviceResult(
+            status=outcome.status,
+            queue_wait_s=wait,
+            device_s=device_s,
+            runs=tuple(outcome.runs),
+            median_cycles=int(statistics.median(timed)) if timed and outcome.status == "ok" else None,
+            correctness=correctness,
+            faults=tuple(outcome.faults),
+            profile=self._profile(report) if job.profile and outcome.status == "ok" else None,
+            retryable=outcome.status == "transient",
+            message=outcome.message,
+            **base,
+        )
+        return result, finish
+
+    def _planned_seconds(self, job: DeviceJob, sets: tuple[str, ...], cycles: float) -> float:
+        runs = len(sets) * self._runs_per_set(job)
+        upload = len(sets) * self.input_bytes(job.kernel) / self.config.upload_bytes_per_s
+        per_run = self.config.host_sync_s + cycles * 1e-9
+        return (self.config.load_s + upload + runs * per_run) * (2 if job.profile else 1)
+
+    def _runs_per_set(self, job: DeviceJob) -> int:
+        return job.repeats if job.fixtures == "smoke" else 1 + job.repeats  # graded sets get a warm-up
+
+    def _refusal(self, job: DeviceJob, planned: float) -> str:
+        cfg = self.config
+        left_today = cfg.agent_budget_s_per_day - self.spent(job.agent)
+        if planned > left_today:
+            left = max(left_today, 0.0)
+            return (f"device budget exhausted for {job.agent}: the job needs {planned:.1f} s, {left:.1f} s of "
+                    f"{cfg.agent_budget_s_per_day:.0f} s are left today")  # fmt: skip
+        if cfg.project_budget_s is not None and planned > cfg.project_budget_s - self._ledger.project:
+            left = max(cfg.project_budget_s - self._ledger.project, 0.0)
+            return f"project device budget exhausted: the job needs {planned:.1f} s, {left:.1f} s are left"
+        pending = [f for f in self._pending.get(job.agent, []) if f > self.now]
+        self._pending[job.agent] = pending
+        if len(pending) >= cfg.max_pending_per_agent:
+            return f"{job.agent} already has {len(pending)} jobs pending (at most {cfg.max_pending_per_agent})"
+        return ""
+
+    def _charge(self, agent: str, start: float, seconds: float) -> None:
+        key = (agent, self._day(start))
+        self._ledger.per_agent_day[key] = self._ledger.per_agent_day.get(key, 0.0) + seconds
+        self._ledger.project += seconds
+
+    @staticmethod
+    def _day(t: float) -> int:
+        return int(t // DAY_S)
+
+    # ---- the queue -----------------------------------------------------------------------------
+
+    def _tenant_gap(self) -> float:
+        rate = self.config.tenant_load * self.config.slots / self.config.tenant_mean_s
+        return float(self._tenant_rng.exponential(1 / rate)) if rate > 0 else math.inf
+
+    def _queue(self, arrival: float) -> float:
+        """FIFO: tenants that arrived before this job take their slots first."""
+        while self._next_tenant <= arrival:
+            at = self._next_tenant
+            duration = float(np.clip(self._tenant_rng.exponential(self.config.tenant_mean_s), 1.0,
+                                     self.config.job_cap_s))  # fmt: skip
+            slot = min(range(self.config.slots), key=lambda i: self._slot_free[i])
+            begin = max(at, self._slot_free[slot])
+            self._slot_free[slot] = begin + duration
+            self._last_busy = max(self._last_busy, begin + duration)
+            self._next_tenant = at + self._tenant_gap()
+        return max(arrival, min(self._slot_free))
+
+    # ---- running ---------------------------------------------------------------------------------
+
+    def _execute(self, job: DeviceJob, sets: tuple[str, ...], report: CostReport, start: float) -> _Outcome:
+        cfg = self.config
+        out = _Outcome()
+        if self.rng.random() < cfg.p_hang:
+            out.status, out.device_s, out.extra_busy_s = "timeout", cfg.job_cap_s, cfg.hang_reset_s
+            out.faults.append(Fault(code="HANG"))
+            out.message = f"the job hung and was killed at the {cfg.job_cap_s:.0f} s cap (device reset follows)"
+            return out
+        transient_at = self.rng.random() if self.rng.random() < cfg.p_transient else None
+        planned = self._planned_seconds(job, sets, report.cycles)
+        if planned > cfg.job_cap_s:
+            out.status, out.device_s = "timeout", cfg.job_cap_s
+            out.message = f"the job needs {planned:.1f} s of device time, over the {cfg.job_cap_s:.0f} s cap"
+            return out
+        scale = 2 if job.profile else 1
+        elapsed = cfg.load_s * scale
+        first = start - self._last_busy > cfg.idle_warm_s
+        run_index = 0
+        for fixture in sets:
+            elapsed += self.input_bytes(job.kernel) / cfg.upload_bytes_per_s * scale
+            for k in range(self._runs_per_set(job)):
+                if transient_at is not None and elapsed >= transient_at * planned:
+                    out.status, out.device_s, out.retryable = "transient", elapsed, True
+                    out.faults.append(Fault(code="TRANSIENT"))
+                    out.message = "transient device error (PCIe replay); the job can be retried"
+                    return out
+                fault = self._bank_fault(report) or (
+                    Fault(code="NOC_TIMEOUT", cluster=int(self.rng.integers(0, 2)), cycle=int(report.cycles // 2))
+                    if self.rng.random() < cfg.p_noc_timeout else None
+                )  # fmt: skip
+                if fault is not None:
+                    out.status = "fault"
+                    reset = Fault(code="CLUSTER_RESET", cluster=fault.cluster)
+                    out.faults += [fault.model_copy(update={"run": run_index}), reset]
+                    out.device_s = elapsed + cfg.reset_s
+                    out.message = f"NOC_TIMEOUT on cluster {fault.cluster} at cycle {fault.cycle} of run {run_index}"
+                    self.noise.redraw_bias()
+                    return out
+                t = start + elapsed
+                cycles = self.noise.measure(report.cycles, t, first)
+                first = False
+                warmup = job.fixtures != "smoke" and k == 0
+                out.runs.append(RunSample(fixture=fixture, cycles=cycles, warmup=warmup))
+                elapsed += (cfg.host_sync_s + cycles * 1e-9) * scale
+                run_index += 1
+        out.device_s = elapsed
+        return out
+
+    @staticmethod
+    def _bank_fault(report: CostReport) -> Fault | None:
+        """0.5.0 schedules a bank-run violation as written and the NoC times out at its start."""
+        if not report.bank_faults:
+            return None
+        first = min(report.bank_faults, key=lambda f: f.cycle)
+        return Fault(code="NOC_TIMEOUT", cluster=first.cluster, cycle=int(first.cycle))
+
+    def _profile(self, report: CostReport) -> Profile:
+        busy = {queue: round(cycles / report.cycles, 3) for queue, cycles in report.per_queue_busy.items()}
+        longest = sorted(report.per_op, key=lambda op: op.end - op.start, reverse=True)[:8]
+        entries = tuple(
+            ProfileEntry(
+                line=op.line, label=op.label, cycles=int((op.end - op.start) * float(self.rng.uniform(0.95, 1.05)))
+            )
+            for op in longest
+        )
+        return Profile(busy_fraction=busy, longest=entries)
+
+
+@dataclass
+class _Outcome:
+    status: str = "ok"
+    device_s: float = 0.0
+    extra_busy_s: float = 0.0  # the slot stays unavailable (a reset) without charging the job
+    runs: list[RunSample] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    retryable: bool = False
+    message: str = ""
