@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from chiplore.target import Diagnostic, Severity
 
-from pydantic import BaseModel, ConfigDict
-
-from simulator.dsl.ir import Span
-
-Severity = Literal["error", "warning", "note"]
-
-
-class Diagnostic(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    code: str
-    severity: Severity
-    message: str
-    span: Span | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity == "error"
+__all__ = ["Diagnostic", "Severity", "render"]
 
 
 def render(diagnostic: Diagnostic, source: str, path: str = "<input>") -> str:

@@ -1,16 +1,8 @@
 """The shared, scarce, noisy device (SIMULATOR.md 5): queue, budget, measurement noise, faults."""
 
+from chiplore.target import Correctness, DeviceJob, DeviceResult, Fault, JobHandle, RunSample
 from simulator.device.device import DeviceConfig, Grader, InvalidJob, SimDevice
-from simulator.device.models import (
-    ALL_SETS,
-    GRADED_SETS,
-    Correctness,
-    DeviceJob,
-    DeviceResult,
-    Fault,
-    JobHandle,
-    RunSample,
-)
+from simulator.device.models import ALL_SETS, GRADED_SETS, fixture_sets
 
 __all__ = [
     "ALL_SETS",
@@ -25,4 +17,5 @@ __all__ = [
     "JobHandle",
     "RunSample",
     "SimDevice",
+    "fixture_sets",
 ]

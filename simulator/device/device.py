@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator._truth import ChipTruth, load_truth
-from simulator.cost import CostReport, NotCompiled, estimate
-from simulator.device.models import (
+from chiplore.target import (
     Correctness,
     DeviceJob,
     DeviceResult,
@@ -31,6 +29,9 @@ from simulator.device.models import (
     ProfileEntry,
     RunSample,
 )
+from simulator._truth import ChipTruth, load_truth
+from simulator.cost import CostReport, NotCompiled, estimate
+from simulator.device.models import fixture_sets
 from simulator.device.noise import MeasurementModel
 from simulator.toolchain.check import check
 
@@ -78,14 +79,14 @@ class SimDevice:
         seed: int,
         config: DeviceConfig | None = None,
         *,
-        input_bytes: Callable[[str], int] | None = None,
+        input_bytes: Callable[[str, str], int] | None = None,
         grader: Grader | None = None,
         truth: ChipTruth | None = None,
     ) -> None:
         self.config = config or DeviceConfig()
         self.seed = seed
         self.truth_override = truth
-        self.input_bytes = input_bytes or (lambda kernel: 0)
+        self.input_bytes = input_bytes or (lambda kernel, program: 0)
         self.grader = grader
         streams = np.random.SeedSequence([seed, zlib.crc32(self.config.device_id.encode())]).spawn(2)
         self.rng = np.random.Generator(np.random.PCG64(streams[0]))  # runs and faults, in job order
@@ -111,7 +112,7 @@ class SimDevice:
         self._count += 1
         job_id = f"{self.config.device_id}/{self._count:06d}"
         try:
-            sets = job.fixture_sets()
+            sets = fixture_sets(job)
         except ValueError as error:
             raise InvalidJob(str(error)) from None
         result, finish = self._run(job_id, job, sets)
@@ -135,6 +136,47 @@ class SimDevice:
         if agent is None:
             return self._ledger.project
         return self._ledger.per_agent_day.get((agent, self._day(self.now)), 0.0)
+
+    def snapshot(self) -> dict[str, object]:
+        """Everything needed to continue this device in another process (fe-run keeps it on disk)."""
+        return {
+            "device_id": self.config.device_id,
+            "seed": self.seed,
+            "now": self.now,
+            "count": self._count,
+            "slot_free": list(self._slot_free),
+            "last_busy": self._last_busy if math.isfinite(self._last_busy) else None,
+            "next_tenant": self._next_tenant if math.isfinite(self._next_tenant) else None,
+            "rng": self.rng.bit_generator.state,
+            "tenant_rng": self._tenant_rng.bit_generator.state,
+            "noise": {"phase": self.noise.phase, "bias": self.noise.bias},
+            "ledger": {
+                "project": self._ledger.project,
+                "per_agent_day": [[a, d, s] for (a, d), s in self._ledger.per_agent_day.items()],
+            },
+            "pending": {agent: list(times) for agent, times in self._pending.items()},
+        }
+
+    def restore(self, state: dict[str, object]) -> None:
+        if state.get("device_id") != self.config.device_id or state.get("seed") != self.seed:
+            raise InvalidJob(
+                f"the saved state belongs to device {state.get('device_id')} with seed {state.get('seed')}"
+            )
+        self.now = float(state["now"])  # type: ignore[arg-type]
+        self._count = int(state["count"])  # type: ignore[call-overload]
+        self._slot_free = [float(t) for t in state["slot_free"]]  # type: ignore[attr-defined]
+        self._last_busy = -math.inf if state["last_busy"] is None else float(state["last_busy"])  # type: ignore[arg-type]
+        self._next_tenant = math.inf if state["next_tenant"] is None else float(state["next_tenant"])  # type: ignore[arg-type]
+        self.rng.bit_generator.state = state["rng"]
+        self._tenant_rng.bit_generator.state = state["tenant_rng"]
+        noise = state["noise"]
+        self.noise.phase, self.noise.bias = float(noise["phase"]), float(noise["bias"])  # type: ignore[index]
+        ledger = state["ledger"]
+        self._ledger = _Ledger(
+            per_agent_day={(a, int(d)): float(s) for a, d, s in ledger["per_agent_day"]},  # type: ignore[index]
+            project=float(ledger["project"]),  # type: ignore[index]
+        )
+        self._pending = {agent: [float(t) for t in times] for agent, times in state["pending"].items()}  # type: ignore[attr-defined]
 
     # ---- one job -------------------------------------------------------------------------------
 
@@ -183,7 +225,7 @@ class SimDevice:
 
     def _planned_seconds(self, job: DeviceJob, sets: tuple[str, ...], cycles: float) -> float:
         runs = len(sets) * self._runs_per_set(job)
-        upload = len(sets) * self.input_bytes(job.kernel) / self.config.upload_bytes_per_s
+        upload = len(sets) * self.input_bytes(job.kernel, job.program) / self.config.upload_bytes_per_s
         per_run = self.config.host_sync_s + cycles * 1e-9
         return (self.config.load_s + upload + runs * per_run) * (2 if job.profile else 1)
 
@@ -255,7 +297,7 @@ class SimDevice:
         first = start - self._last_busy > cfg.idle_warm_s
         run_index = 0
         for fixture in sets:
-            elapsed += self.input_bytes(job.kernel) / cfg.upload_bytes_per_s * scale
+            elapsed += self.input_bytes(job.kernel, job.program) / cfg.upload_bytes_per_s * scale
             for k in range(self._runs_per_set(job)):
                 if transient_at is not None and elapsed >= transient_at * planned:
                     out.status, out.device_s, out.retryable = "transient", elapsed, True

@@ -11,16 +11,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiplore.target import Span
+
 DTYPES = ("bf16", "f32", "i32", "i8", "f8e4m3", "f4e2m1")
 DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}  # f4: two per byte
-
-
-class Span(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    line: int
-    column: int
-    end_line: int
-    end_column: int
 
 
 class Node(BaseModel):

@@ -10,8 +10,7 @@ import functools
 import logging
 import os
 
-from pydantic import BaseModel, ConfigDict
-
+from chiplore.target import CheckResult
 from simulator._truth import ENV_VAR as TRUTH_ENV
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
@@ -52,19 +51,6 @@ RULES_CHECKED = (
 )  # fmt: skip
 
 
-class CheckResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    version: str
-    diagnostics: tuple[Diagnostic, ...]
-    rules_checked: tuple[str, ...] = RULES_CHECKED
-
-    @property
-    def ok(self) -> bool:
-        """True when the program compiles (warnings and notes allowed)."""
-        return not any(d.is_error for d in self.diagnostics)
-
-
 def check(source: str, version: str | None = None) -> CheckResult:
     """Check Ferrite source under `version` (else its `#![toolchain]` header, else the default)."""
     if version is not None:
@@ -102,7 +88,9 @@ def _check(source: str, version: str | None) -> CheckResult:
     try:
         program = parse(source)
     except FerriteSyntaxError as error:
-        return CheckResult(version=version or DEFAULT_VERSION, diagnostics=(error.diagnostic,))
+        return CheckResult(
+            rules_checked=RULES_CHECKED, version=version or DEFAULT_VERSION, diagnostics=(error.diagnostic,)
+        )
     diagnostics: list[Diagnostic] = []
     chosen = version or program.toolchain or DEFAULT_VERSION
     if chosen not in SPECS:
@@ -122,7 +110,9 @@ def _check(source: str, version: str | None) -> CheckResult:
     diagnostics += _check_bodies(program, chosen)
     if not any(d.is_error for d in diagnostics):
         diagnostics += _check_lowered(source, chosen)
-    return CheckResult(version=chosen, diagnostics=tuple(sorted(diagnostics, key=_position)))
+    return CheckResult(
+        rules_checked=RULES_CHECKED, version=chosen, diagnostics=tuple(sorted(diagnostics, key=_position))
+    )
 
 
 def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:

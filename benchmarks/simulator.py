@@ -1,0 +1,109 @@
+"""Simulator benchmark: estimate() per kernel (cold and warm), fixtures and references per kernel,
+and simulated device jobs per second of wall time with warm caches.
+
+    python benchmarks/simulator.py [--repeats 5] [--jobs 200] [--json FILE]
+
+Cold = caches cleared (parse, check, lowering, schedule); warm = the same text again. Reports
+medians of the repeats. Targets (SIMULATOR.md 4.4, 6.1): a simulation with lowering < 200 ms;
+fixtures + reference within 100 ms per (kernel, set) once the executor lands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file shares its name with the package it measures: keep its folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from chiplore.target import DeviceJob  # noqa: E402
+from simulator.cost import estimate  # noqa: E402
+from simulator.cost.estimate import _estimate  # noqa: E402
+from simulator.device import DeviceConfig, SimDevice  # noqa: E402
+from simulator.dsl.parser import _parse_small  # noqa: E402
+from simulator.execute import fixtures as fixture_module  # noqa: E402
+from simulator.execute import reference as reference_module  # noqa: E402
+from simulator.kernel_specs import input_bytes  # noqa: E402
+from simulator.toolchain.check import _check_cached  # noqa: E402
+from simulator.toolchain.lower import _lower_text  # noqa: E402
+
+KERNELS = Path(__file__).resolve().parents[1] / "simulator" / "kernels"
+NAMES = {"qkv": "sliding_project_qkv", "o": "sliding_attention_output", "ffn": "decoder_feedforward"}
+console = Console(width=140)
+
+
+def clear_caches() -> None:
+    for cached in (_parse_small, _check_cached, _lower_text, _estimate, fixture_module._cached,
+                   reference_module._reference):  # fmt: skip
+        cached.cache_clear()
+
+
+def median_ms(action: Callable[[], object], repeats: int, cold: bool) -> float:
+    times = []
+    for _ in range(repeats):
+        if cold:
+            clear_caches()
+        start = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows: list[dict[str, object]] = []
+    for short, kernel in NAMES.items():
+        for folder, suffix in (("baseline", "baseline"), ("examples", "opt")):
+            source = (KERNELS / folder / f"{short}_{suffix}.fe").read_text()
+            cold = median_ms(lambda s=source: estimate(s, "0.6.0"), args.repeats, cold=True)
+            warm = median_ms(lambda s=source: estimate(s, "0.6.0"), args.repeats, cold=False)
+            cycles = estimate(source, "0.6.0").cycles
+            rows.append({"program": f"{short}_{suffix}", "cycles": round(cycles), "estimate_cold_ms": round(cold, 1),
+                         "estimate_warm_ms": round(warm, 3)})  # fmt: skip
+        fixture_ms = median_ms(lambda k=kernel: fixture_module.fixture(k, "g1"), args.repeats, cold=True)
+        reference_ms = median_ms(lambda k=kernel: reference_module.reference(k, "g1"), args.repeats, cold=True)
+        rows.append({"program": f"{short} set g1", "fixture_ms": round(fixture_ms, 1),
+                     "reference_ms": round(reference_ms - fixture_ms, 1)})  # fmt: skip
+    device = SimDevice(1, DeviceConfig(agent_budget_s_per_day=1e12), input_bytes=input_bytes)
+    source = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    job = DeviceJob(kernel=NAMES["o"], program=source, fixtures="graded", repeats=3)
+    device.result(device.submit(job))  # warm the caches
+    start = time.perf_counter()
+    simulated = 0.0
+    for _ in range(args.jobs):
+        result = device.result(device.submit(job))
+        simulated += result.device_s + result.queue_wait_s
+        device.advance(5.0)
+    wall = time.perf_counter() - start
+    jobs_row = {"program": f"{args.jobs} graded O jobs", "jobs_per_wall_s": round(args.jobs / wall, 1),
+                "simulated_s_per_wall_s": round(simulated / wall, 1)}  # fmt: skip
+    rows.append(jobs_row)
+    table = Table(title="SimRNGD simulator (medians; this machine)")
+    columns = ["program", "cycles", "estimate_cold_ms", "estimate_warm_ms", "fixture_ms", "reference_ms",
+               "jobs_per_wall_s", "simulated_s_per_wall_s"]  # fmt: skip
+    headers = ["program", "cycles", "estimate cold ms", "warm ms", "fixture ms", "reference ms", "jobs / wall s",
+               "device s / wall s"]  # fmt: skip
+    for column, header in zip(columns, headers, strict=True):
+        table.add_column(header, justify="left" if column == "program" else "right")
+    for row in rows:
+        table.add_row(*(f"{row[c]:,}" if isinstance(row.get(c), int | float) else str(row.get(c, "")) for c in columns))
+    console.print(table)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The Target interface (DESIGN.md section 2): everything chiplore knows of an accelerator comes
+through it. `agents/` and `ingest/` import only this module, never a target's internals; SimRNGD
+(`simulator.target`) is the default implementation, and another accelerator plugs in the same way.
+
+The models here are the boundary: pydantic, frozen, JSON-serialisable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["error", "warning", "note"]
+JobStatus = Literal["ok", "compile_error", "fault", "timeout", "transient", "queue_rejected"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---- compiling -------------------------------------------------------------------------------
+
+
+class Span(BaseModel):
+    """Where in the source text: 1-based line and column, end exclusive."""
+
+    model_config = ConfigDict(frozen=True)
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+class Diagnostic(BaseModel):
+    """One coded compiler message (`error[E0301]: ...`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    severity: Severity
+    message: str
+    span: Span | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+
+class CheckResult(Frozen):
+    version: str
+    diagnostics: tuple[Diagnostic, ...]
+    rules_checked: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the program compiles (warnings and notes allowed)."""
+        return not any(d.is_error for d in self.diagnostics)
+
+
+# ---- what the target offers ------------------------------------------------------------------
+
+
+class DocPage(Frozen):
+    """One agent-visible page of vendor material for one toolchain version."""
+
+    version: str
+    path: str  # e.g. "dma.md", "CHANGES.md"
+    title: str
+    text: str
+
+
+class KernelParam(Frozen):
+    name: str
+    type: str  # as the kernel writes it, e.g. "&hbm<f8e4m3>[H, Qs]"
+    mutable: bool
+    dtype: str
+    shape: tuple[tuple[str, int], ...]  # (axis, size), row-major
+
+
+class KernelSpec(Frozen):
+    """A kernel the harness runs: its signature, how it is graded, and where it starts from."""
+
+    name: str
+    description: str
+    params: tuple[KernelParam, ...]
+    axes: dict[str, int]
+    atol: float
+    rtol: float
+    weight_bytes: int
+    bound_cycles: float  # weight bytes over both clusters' ingress (SIMULATOR.md 9)
+    baseline_source: str  # the official baseline program
+
+
+class ProbeTemplate(Frozen):
+    """A microbenchmark: a program template with one sweep parameter, and what it measures."""
+
+    id: str
+    name: str
+    measures: str
+    template: str  # Ferrite source with `{param}` placeholders
+    sweep: dict[str, tuple[int, ...]]
+    repeats: int = 3
+    toolchains: tuple[str, ...] = ()
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+
+class WorstElement(Frozen):
+    fixture: str
+    output: str
+    index: int
+    abs_err: float
+    tol: float
+
+
+class Correctness(Frozen):
+    passed: bool
+    worst: WorstElement | None = None
+    sets: tuple[str, ...] = ()
+    message: str = ""
+
+
+class TestResult(Frozen):
+    """A free host-side (CPU) run of a program on the smoke fixtures."""
+
+    __test__ = False  # not a pytest class
+
+    kernel: str
+    toolchain: str
+    compiled: bool
+    diagnostics: tuple[Diagnostic, ...] = ()
+    correctness: Correctness | None = None
+    message: str = ""
+
+
+class DeviceJob(Frozen):
+    kernel: str
+    program: str
+    toolchain: str | None = None  # else the program's header, else the target's default
+    fixtures: Literal["graded", "smoke"] | tuple[str, ...] = "graded"
+    repeats: int = Field(1, ge=1, le=50)  # timed runs per fixture set
+    profile: bool = False  # a coarse timeline; costs device time
+    agent: str = "agent"  # whose budget and pending-job allowance it uses
+
+
+class JobHandle(Frozen):
+    job_id: str
+    device_id: str
+    submitted_s: float  # device clock at submission
+
+
+class RunSample(Frozen):
+    fixture: str
+    cycles: int
+    warmup: bool
+
+
+class Fault(Frozen):
+    code: Literal["NOC_TIMEOUT", "CLUSTER_RESET", "HANG", "TRANSIENT"]
+    cluster: int | None = None
+    cycle: int | None = None
+    run: int | None = None
+
+
+class ProfileEntry(Frozen):
+    line: int | None
+    label: str
+    cycles: int
+
+
+class Profile(Frozen):
+    """A schedule viewer's coarse picture: busy fractions and the longest ops (durations perturbed)."""
+
+    busy_fraction: dict[str, float]
+    longest: tuple[ProfileEntry, ...]
+
+
+class DeviceResult(Frozen):
+    job_id: str
+    status: JobStatus
+    kernel: str
+    toolchain: str
+    device_id: str
+    queue_wait_s: float = 0.0
+    device_s: float = 0.0  # device seconds charged to the budget
+    wall_s: float = 0.0  # real seconds the job took to serve
+    diagnostics: tuple[Diagnostic, ...] = ()
+    runs: tuple[RunSample, ...] = ()
+    median_cycles: int | None = None
+    correctness: Correctness | None = None
+    faults: tuple[Fault, ...] = ()
+    profile: Profile | None = None
+    retryable: bool = False
+    message: str = ""
+
+
+@runtime_checkable
+class Target(Protocol):
+    """An accelerator as chiplore sees it."""
+
+    name: str
+
+    def toolchains(self) -> list[str]:
+        """Known toolchain versions, oldest first; the last is the newest."""
+        ...
+
+    def default_toolchain(self) -> str: ...
+
+    def docs(self, version: str) -> list[DocPage]: ...
+
+    def kernels(self) -> list[KernelSpec]: ...
+
+    def check(self, source: str, version: str) -> CheckResult:
+        """Parse and legality rules with coded diagnostics; free."""
+        ...
+
+    def host_test(self, source: str, kernel: str, version: str) -> TestResult:
+        """Correctness on the host (CPU) with the smoke fixtures; free, slower than the device."""
+        ...
+
+    def submit(self, job: DeviceJob) -> JobHandle:
+        """Queue a job on the scarce, noisy device."""
+        ...
+
+    def result(self, handle: JobHandle) -> DeviceResult: ...
+
+    def microbenchmarks(self) -> list[ProbeTemplate]: ...

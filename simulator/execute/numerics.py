@@ -1,0 +1,73 @@
+"""The number formats of the chip, bit-exact (SIMULATOR.md 6.2): bf16 round-to-nearest-even
+(no subnormals, NaN canonicalised), f8e4m3 (no infinities; 0x7F/0xFF are NaN; narrowing rounds to
+nearest even and saturates at +-448) and f4e2m1 codes {0, .5, 1, 1.5, 2, 3, 4, 6} with a sign bit,
+two per byte, low nibble first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+F8_MAX = 448.0
+F4_MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)
+_BF16_NAN = np.uint32(0x7FC00000)
+
+
+def bf16(values: np.ndarray | float) -> np.ndarray:
+    """Round f32 to bf16 (kept in f32 storage): nearest even, subnormals flushed, one NaN."""
+    a = np.asarray(values, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+    exponent = rounded & 0x7F800000
+    rounded = np.where(exponent == 0, rounded & 0x80000000, rounded)  # no subnormals: signed zero
+    rounded = np.where(np.isnan(a), _BF16_NAN, rounded)
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def _f8_table() -> np.ndarray:
+    codes = np.arange(256, dtype=np.uint32)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent = (codes >> 3) & 0xF
+    mantissa = codes & 0x7
+    normal = (1 + mantissa / 8) * np.exp2(exponent.astype(np.float64) - 7)
+    subnormal = mantissa / 8 * 2.0**-6
+    values = sign * np.where(exponent == 0, subnormal, normal)
+    values[(codes & 0x7F) == 0x7F] = np.nan
+    return values.astype(np.float32)
+
+
+F8_VALUES = _f8_table()
+_F8_POSITIVE = F8_VALUES[:127]  # codes 0..126, increasing
+
+
+def f8_decode(codes: np.ndarray) -> np.ndarray:
+    return F8_VALUES[np.asarray(codes, dtype=np.uint8)]
+
+
+def f8_encode(values: np.ndarray | float) -> np.ndarray:
+    """f32 -> f8e4m3 codes: nearest, ties to the even code, saturating at +-448, NaN to 0x7F."""
+    a = np.asarray(values, dtype=np.float32)
+    magnitude = np.minimum(np.abs(a), F8_MAX)
+    upper = np.clip(np.searchsorted(_F8_POSITIVE, magnitude, side="left"), 0, 126)
+    lower = np.clip(upper - 1, 0, 126)
+    below, above = magnitude - _F8_POSITIVE[lower], _F8_POSITIVE[upper] - magnitude
+    pick_upper = (above < below) | ((above == below) & (upper % 2 == 0))
+    code = np.where(pick_upper, upper, lower).astype(np.uint8)
+    code = np.where(np.signbit(a) & (code != 0), code | 0x80, code).astype(np.uint8)
+    return np.where(np.isnan(a), np.uint8(0x7F), code).astype(np.uint8)
+
+
+def f8(values: np.ndarray | float) -> np.ndarray:
+    """Round f32 to the nearest f8e4m3 value (narrowing cast)."""
+    return f8_decode(f8_encode(values))
+
+
+def f4_decode_nibbles(nibbles: np.ndarray) -> np.ndarray:
+    n = np.asarray(nibbles, dtype=np.uint8)
+    return np.where(n & 0x8, -1.0, 1.0).astype(np.float32) * F4_MAGNITUDES[n & 0x7]
+
+
+def f4_unpack(packed: np.ndarray) -> np.ndarray:
+    """Bytes of two f4 codes (low nibble first) -> one value per code, last axis doubled."""
+    p = np.asarray(packed, dtype=np.uint8)
+    nibbles = np.stack([p & 0xF, p >> 4], axis=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
+    return f4_decode_nibbles(nibbles)

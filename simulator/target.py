@@ -1,0 +1,71 @@
+"""SimRNGD behind the Target interface (DESIGN.md section 2, chiplore.target).
+
+What agents get: the toolchain versions, the vendor pages that exist for each, the harness
+kernels (signature, tolerances, weight bytes, bound, the official baseline source; never the
+optimised examples), the free compiler check, and the scarce, noisy device. Host-side execution
+(`host_test`) and graded correctness come with the executor of SIMULATOR.md 6.4; until then device
+results carry `correctness = None`.
+"""
+
+from __future__ import annotations
+
+from chiplore.target import (
+    CheckResult,
+    DeviceJob,
+    DeviceResult,
+    DocPage,
+    JobHandle,
+    KernelSpec,
+    ProbeTemplate,
+)
+from simulator import DEFAULT_TOOLCHAIN, NAME, TOOLCHAIN_VERSIONS
+from simulator.device import DeviceConfig, SimDevice
+from simulator.kernel_specs import input_bytes, kernel_specs
+from simulator.toolchain.check import check
+from simulator.toolchain.versions import spec
+
+
+class SimRNGD:
+    name = NAME
+
+    def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
+        self.device = SimDevice(seed, device, input_bytes=input_bytes)
+
+    def toolchains(self) -> list[str]:
+        return list(TOOLCHAIN_VERSIONS)
+
+    def default_toolchain(self) -> str:
+        return DEFAULT_TOOLCHAIN
+
+    def docs(self, version: str) -> list[DocPage]:
+        """The pages of one toolchain version: its rendered docs directory (when shipped) and CHANGES.md."""
+        version_spec = spec(version)
+        pages: list[DocPage] = []
+        folder = version_spec.docs_path()
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.md")):
+                text = path.read_text()
+                title = next(
+                    (line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), path.stem
+                )
+                pages.append(DocPage(version=version, path=path.name, title=title, text=text))
+        if not any(p.path == "CHANGES.md" for p in pages):
+            pages.append(DocPage(version=version, path="CHANGES.md", title=f"Changes in {version}",
+                                 text=f"# Changes in {version}\n\n{version_spec.changelog}\n"))  # fmt: skip
+        return pages
+
+    def kernels(self) -> list[KernelSpec]:
+        return kernel_specs()
+
+    def check(self, source: str, version: str) -> CheckResult:
+        return check(source, version)
+
+    def submit(self, job: DeviceJob) -> JobHandle:
+        return self.device.submit(job)
+
+    def result(self, handle: JobHandle) -> DeviceResult:
+        return self.device.result(handle)
+
+    def microbenchmarks(self) -> list[ProbeTemplate]:
+        """The starting probes of SIMULATOR.md 7 (issue 5 ships them); agents may write their own."""
+        return []

@@ -1,0 +1,99 @@
+"""SimRNGD behind the Target interface, and the fe-run command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from chiplore.target import CheckResult, DeviceJob, KernelSpec
+from simulator.device import DeviceConfig, SimDevice
+from simulator.fe_run import main as fe_run
+from simulator.kernel_specs import input_bytes
+from simulator.target import SimRNGD
+
+KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
+
+
+def test_the_target_lists_toolchains_and_the_harness_kernels() -> None:
+    target = SimRNGD(seed=1)
+    assert target.toolchains() == ["0.5.0", "0.6.0", "0.7.0"] and target.default_toolchain() == "0.6.0"
+    specs = {k.name: k for k in target.kernels()}
+    assert all(isinstance(k, KernelSpec) for k in specs.values())
+    assert {n: (k.weight_bytes, round(k.bound_cycles)) for n, k in specs.items()} == {
+        "sliding_project_qkv": (31_473_664, 55_217),
+        "sliding_attention_output": (15_736_320, 27_608),
+        "decoder_feedforward": (99_532_812, 174_619),
+    }
+    o = specs["sliding_attention_output"]
+    assert (o.atol, o.rtol) == (0.05, 0.01) and o.axes["Qs"] == 4096
+    assert [p.name for p in o.params] == ["x", "post_attn_rms_weight", "o_weight", "o_weight_scale", "residual"]
+    assert o.params[2].type == "&hbm<f8e4m3>[H, Qs]" and o.params[2].shape == (("H", 3840), ("Qs", 4096))
+    assert o.params[-1].mutable and o.params[-1].type == "&mut hbm<bf16>[H]"
+
+
+def test_only_the_official_baselines_are_handed_out() -> None:
+    handed = {k.baseline_source for k in SimRNGD().kernels()}
+    baselines = {p.read_text() for p in (KERNELS / "baseline").glob("*.fe")}
+    examples = {p.read_text() for p in (KERNELS / "examples").glob("*.fe")}
+    assert handed == baselines and not handed & examples
+
+
+def test_check_and_docs_through_the_target() -> None:
+    target = SimRNGD()
+    result = target.check((KERNELS / "baseline" / "o_baseline.fe").read_text(), "0.7.0")
+    assert isinstance(result, CheckResult) and not result.ok and result.version == "0.7.0"
+    for version in target.toolchains():
+        pages = target.docs(version)
+        assert any(p.path == "CHANGES.md" and version in p.text for p in pages)
+
+
+def test_a_job_through_the_target() -> None:
+    target = SimRNGD(seed=3, device=DeviceConfig(tenant_load=0, p_transient=0, p_hang=0, p_noc_timeout=0))
+    program = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    result = target.result(target.submit(DeviceJob(kernel="sliding_attention_output", program=program)))
+    assert result.status == "ok" and result.median_cycles is not None
+    # the upload of every fixture set (15.8 MB at 2 GB/s) is part of the device time
+    uploads = 7 * input_bytes("sliding_attention_output", program) / 2e9
+    assert result.device_s == pytest.approx(1.5 + uploads + sum(0.02 + r.cycles * 1e-9 for r in result.runs))
+
+
+def test_a_saved_device_continues_exactly() -> None:
+    program = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    job = DeviceJob(kernel="sliding_attention_output", program=program, fixtures="smoke")
+    straight = SimDevice(9)
+    first = straight.result(straight.submit(job))
+    second = straight.result(straight.submit(job))
+    resumed = SimDevice(9)
+    assert resumed.result(resumed.submit(job)).runs == first.runs
+    state = json.loads(json.dumps(resumed.snapshot()))
+    fresh = SimDevice(9)
+    fresh.restore(state)
+    again = fresh.result(fresh.submit(job))
+    assert (again.job_id, again.runs, again.queue_wait_s) == (second.job_id, second.runs, second.queue_wait_s)
+
+
+def test_fe_run_keeps_the_device_between_calls(tmp_path: Path) -> None:
+    runner = CliRunner()
+    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    args = ["submit", program, "--kernel", "sliding_attention_output", "--fixtures", "smoke", "--json",
+            "--data-dir", str(tmp_path), "--seed", "4"]  # fmt: skip
+    first = runner.invoke(fe_run, args)
+    second = runner.invoke(fe_run, args)
+    assert first.exit_code == 0 and second.exit_code == 0, first.output
+    ids = [json.loads(r.output)["job_id"] for r in (first, second)]
+    assert ids == ["rngd-sim-0/000001", "rngd-sim-0/000002"]
+    state = json.loads((tmp_path / "device" / "rngd-sim-0.json").read_text())
+    assert state["ledger"]["project"] > 3.0  # two jobs charged
+
+
+def test_fe_run_reports_compile_errors_and_bad_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    broken = runner.invoke(fe_run, ["submit", program, "--kernel", "sliding_attention_output", "--toolchain", "0.7.0",
+                                    "--data-dir", str(tmp_path)])  # fmt: skip
+    assert broken.exit_code == 1 and "compile_error" in broken.output and "E0103" in broken.output
+    missing = runner.invoke(fe_run, ["submit", str(tmp_path / "nope.fe"), "--kernel", "k", "--data-dir", str(tmp_path)])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
