@@ -138,7 +138,9 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
             fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
             packet_digits = [d for p in fold for d in p.digits] if fold else _subtract(packet_digits, reduced)
-            stream.packet = math.prod(p.positions for p in fold) if fold else 1
+            # Without `fold` the output packet is what the reduction left of the input packet.
+            left_in_packet = math.prod(d.size for d in packet_digits)
+            stream.packet = math.prod(p.positions for p in fold) if fold else max(1, left_in_packet)
             shape["lanes"] = stream.packet
             stream.time = max(1, math.ceil(left / stream.packet))
             stream.dtype = "i32" if stream.dtype == "i8" else "f32"
