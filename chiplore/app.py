@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import simulator
 from chiplore.errors import ConfigError
 from chiplore.settings import Settings
+from chiplore.target import Target
 from kg.embedded_store import EmbeddedStore
 from kg.neo4j_store import Neo4jStore
 from kg.store import GraphStore
+from simulator.target import SimRNGD
+
+# name -> how to build it from the settings; another accelerator registers itself here.
+TARGETS: dict[str, Callable[[Settings], Target]] = {SimRNGD.name: lambda settings: SimRNGD(seed=settings.seed)}
 
 
 @dataclass(frozen=True)
@@ -22,15 +27,21 @@ class TargetDescriptor:
     default_toolchain: str
 
 
-def describe_target(name: str) -> TargetDescriptor:
-    if name == simulator.NAME:
-        return TargetDescriptor(
-            name=simulator.NAME,
-            description=simulator.DESCRIPTION,
-            toolchain_versions=simulator.TOOLCHAIN_VERSIONS,
-            default_toolchain=simulator.DEFAULT_TOOLCHAIN,
-        )
-    raise ConfigError(f"unknown target {name!r}; known: {simulator.NAME}")
+def open_target(settings: Settings) -> Target:
+    try:
+        build = TARGETS[settings.target]
+    except KeyError:
+        raise ConfigError(f"unknown target {settings.target!r}; known: {', '.join(TARGETS)}") from None
+    return build(settings)
+
+
+def describe_target(target: Target) -> TargetDescriptor:
+    return TargetDescriptor(
+        name=target.name,
+        description=getattr(target, "description", target.name),
+        toolchain_versions=tuple(target.toolchains()),
+        default_toolchain=target.default_toolchain(),
+    )
 
 
 @dataclass(frozen=True)
@@ -51,4 +62,4 @@ class App:
         )
 
     def target(self) -> TargetDescriptor:
-        return describe_target(self.settings.target)
+        return describe_target(open_target(self.settings))

@@ -18,7 +18,7 @@ from chiplore.target import (
     KernelSpec,
     ProbeTemplate,
 )
-from simulator import DEFAULT_TOOLCHAIN, NAME, TOOLCHAIN_VERSIONS
+from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.device import DeviceConfig, SimDevice
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
@@ -27,6 +27,7 @@ from simulator.toolchain.versions import spec
 
 class SimRNGD:
     name = NAME
+    description = DESCRIPTION
 
     def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
         self.device = SimDevice(seed, device, input_bytes=input_bytes)
