@@ -95,15 +95,24 @@ class KernelSpec(Frozen):
 
 
 class ProbeTemplate(Frozen):
-    """A microbenchmark: a program template with one sweep parameter, and what it measures."""
+    """A microbenchmark: a program template, the points of its sweep, and what it measures.
+
+    The template names its variables `$NAME` (string.Template); each point gives every variable
+    a value and `knob` names the one a fit uses as its x."""
 
     id: str
     name: str
+    kernel: str
     measures: str
-    template: str  # Ferrite source with `{param}` placeholders
-    sweep: dict[str, tuple[int, ...]]
+    template: str
+    knob: str
+    points: tuple[dict[str, str], ...]
     repeats: int = 3
-    toolchains: tuple[str, ...] = ()
+
+    def instantiate(self, point: dict[str, str], toolchain: str) -> str:
+        from string import Template
+
+        return Template(self.template).substitute({**point, "TOOLCHAIN": toolchain})
 
 
 # ---- running -----------------------------------------------------------------------------------

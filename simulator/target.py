@@ -19,6 +19,7 @@ from chiplore.target import (
     ProbeTemplate,
 )
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
+from simulator.bench import microbenchmarks
 from simulator.device import DeviceConfig, SimDevice
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
@@ -68,5 +69,5 @@ class SimRNGD:
         return self.device.result(handle)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
-        """The starting probes of SIMULATOR.md 7 (issue 5 ships them); agents may write their own."""
-        return []
+        """The starting probes of SIMULATOR.md 7 shipped so far (the DMA family); agents may write more."""
+        return microbenchmarks()

@@ -40,7 +40,8 @@ def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:
         units = math.ceil(packet / unit)
     caps = {
         "engine": packet / (units * unit / truth.engine_bw + truth.pkt_overhead),
-        "dmn": truth.dmn_bw * (1 + flow.alt_fraction),
+        # A lone packet is not a stream: no pair of packets shares a DMN port, so it is not DMN-capped.
+        "dmn": truth.dmn_bw * (1 + (flow.alt_fraction if flow.packets > 1 else 1.0)),
     }
     if op.dma_kind in DM_TO_DM:
         caps["dm2dm"] = truth.dm2dm_phase_bw / 2  # the read and the write phase serialise

@@ -76,6 +76,53 @@ class _State:
     selected: dict[str, set[str]] = field(default_factory=dict)  # HBM param -> atoms picked by `.at`
 
 
+@dataclass(frozen=True)
+class StageArg:
+    """One resolved argument of a pass stage: places (a mapping), a number, a word, a tensor view,
+    or a nested call (`mul(vrf = v)`)."""
+
+    name: str | None
+    places: tuple[Place, ...] | None = None
+    number: float | None = None
+    word: str | None = None
+    view: View | None = None
+    call: SemStage | None = None
+
+
+@dataclass(frozen=True)
+class SemStage:
+    name: str
+    args: tuple[StageArg, ...]
+
+    def kwarg(self, name: str) -> StageArg | None:
+        return next((a for a in self.args if a.name == name), None)
+
+    def positional(self) -> list[StageArg]:
+        return [a for a in self.args if a.name is None]
+
+
+@dataclass(frozen=True)
+class SemOp:
+    """What an op does to values, for the executor: the same views the cost model's op was planned from."""
+
+    op_id: str
+    kind: str  # dma | pass | fill
+    source: View | None
+    destination: View
+    stages: tuple[SemStage, ...] = ()
+    context: str = ""
+    value: float = 0.0  # fill
+
+
+def lower_semantics(text: str, version: str | None = None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
+    """The lowered program and, op by op, the views and resolved stages the executor interprets."""
+    program = parse(text)
+    lowerer = _Lowerer(program, version or program.toolchain or DEFAULT_VERSION)
+    lowerer.trace = []
+    lowered = lowerer.run()
+    return lowered, tuple(lowerer.trace)
+
+
 def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgram:
     """Lower a (checked) program under `version` (else its header, else the default)."""
     if isinstance(program, str):
@@ -102,6 +149,7 @@ class _Lowerer:
         self.axes = self.env.axes
         self.fns = {item.name: item for item in program.items if isinstance(item, ir.FnDecl)}
         self.state = _State()
+        self.trace: list[SemOp] | None = None  # filled by lower_semantics
 
     def run(self) -> LoweredProgram:
         kernels = self.program.kernels
@@ -515,6 +563,8 @@ class _Lowerer:
             partial=_partial_digits(source.tensor, source.tensor.partial),
         )  # fmt: skip
         self._emit(op, destination.tensor, destination.whole and method.name == "dma")
+        if self.trace is not None:
+            self.trace.append(SemOp(op_id=label, kind="dma", source=source, destination=destination))
         return destination if method.name == "dma" else None
 
     def _places_in(self, mapping: ir.Mapping, frame: Frame) -> tuple[Place, ...]:
@@ -584,13 +634,55 @@ class _Lowerer:
             mixes_partial=tuple(mixes),
         )  # fmt: skip
         self._emit(op, destination.tensor, destination.whole and last.name != "commit_into")
+        if self.trace is not None:
+            saved, self._scope = self._scope, frame
+            try:
+                stages = tuple(self._resolve_stage(stage, frame) for stage in chain)
+            finally:
+                self._scope = saved
+            self.trace.append(SemOp(op_id=label, kind="pass", source=source, destination=destination, stages=stages,
+                                    context=context))  # fmt: skip
         return destination if last.name != "commit_into" else None
+
+    def _resolve_stage(self, stage: ir.Method | ir.Call, frame: Frame) -> SemStage:
+        name = stage.name if isinstance(stage, ir.Method) else stage.func
+        args: list[StageArg] = []
+        for arg in stage.args:
+            if name == "commit_into" and arg.name is None:
+                continue  # the destination view is the op's destination
+            args.append(self._resolve_arg(arg, frame))
+        return SemStage(name=name, args=tuple(args))
+
+    def _resolve_arg(self, arg: ir.Arg, frame: Frame) -> StageArg:
+        value = arg.value
+        if isinstance(value, ir.Bracket):
+            return StageArg(arg.name, places=self._places(value.mapping))
+        if isinstance(value, ir.Float):
+            return StageArg(arg.name, number=value.value)
+        if isinstance(value, ir.Int | ir.BinOp | ir.Neg):
+            return StageArg(arg.name, number=float(self._int(value, frame)))
+        if isinstance(value, ir.Call):
+            return StageArg(arg.name, call=self._resolve_stage(value, frame))
+        if isinstance(value, ir.Name):
+            bound = frame.values.get(value.id)
+            if isinstance(bound, View):
+                return StageArg(arg.name, view=bound)
+            if isinstance(bound, int):
+                return StageArg(arg.name, number=float(bound))
+            if (arg.name == "slice" and value.id in self.env.layouts) or isinstance(bound, LayoutRef):
+                return StageArg(arg.name, places=self._mapping_arg(value))
+            return StageArg(arg.name, word=value.id)
+        if isinstance(value, ir.Method):
+            return StageArg(arg.name, view=self._as_view(value, frame))
+        raise LoweringError(f"cannot resolve the argument {arg.name or ''} of {arg.value.kind}")
 
     def _fill(self, method: ir.Method, frame: Frame) -> None:
         view = self._as_view(method.receiver, frame)
-        self._fill_view(view, frame, method.span.line if method.span else None)
+        constant = next((a.value for a in method.args if a.name is None), None)
+        value = float(constant.value) if isinstance(constant, ir.Int | ir.Float) else 0.0
+        self._fill_view(view, frame, method.span.line if method.span else None, value)
 
-    def _fill_view(self, view: View, frame: Frame, line: int | None) -> None:
+    def _fill_view(self, view: View, frame: Frame, line: int | None, value: float = 0.0) -> None:
         tensor = view.tensor
         elems = live_positions(tensor.places("elem"), view.constraints(), self.axes)
         flits = max(1, math.ceil(elems * ir.DTYPE_BYTES[tensor.dtype] / 32))
@@ -602,6 +694,8 @@ class _Lowerer:
             deps=(), reads=(), writes=self._buffers([tensor]),
         )  # fmt: skip
         self._emit(op, tensor, False)
+        if self.trace is not None:
+            self.trace.append(SemOp(op_id=label, kind="fill", source=None, destination=view, value=value))
 
     def _allocate(self, call: ir.PathCall, frame: Frame, ttype: object, name: str | None) -> View:
         if call.path != "dm" or call.func not in ("empty", "zeros"):

@@ -180,7 +180,11 @@ def plan_dma(
     constraints = destination.constraints() + source.constraints()
     dm_side = source if hbm_destination else destination
     other = destination if hbm_destination else source
-    dims = dm_dims(dm_side, constraints, axes, with_copies=not hbm_destination, cuts=cuts_of(other))
+    cuts = cuts_of(other)
+    for digit in order or ():  # an `order` may split a digit into loops of its own
+        for atom in axes.to_atoms(digit):
+            cuts.setdefault(atom.axis, set()).update({atom.stride, atom.limit})
+    dims = dm_dims(dm_side, constraints, axes, with_copies=not hbm_destination, cuts=cuts)
     if any(not d.values for d in dims):
         return _empty(hbm_source, hbm_destination, engines, auto_engines_per_cluster)
     width = ir.DTYPE_BYTES[dm_side.tensor.dtype]

@@ -97,3 +97,10 @@ def test_fe_run_reports_compile_errors_and_bad_files(tmp_path: Path) -> None:
     assert broken.exit_code == 1 and "compile_error" in broken.output and "E0103" in broken.output
     missing = runner.invoke(fe_run, ["submit", str(tmp_path / "nope.fe"), "--kernel", "k", "--data-dir", str(tmp_path)])
     assert missing.exit_code == 2 and "cannot read" in missing.output
+
+
+def test_the_target_offers_the_dma_microbenchmarks() -> None:
+    probes = SimRNGD().microbenchmarks()
+    assert [p.id for p in probes] == ["MB01", "MB02", "MB03", "MB04", "MB05", "MB06", "MB08"]
+    assert all(p.measures and p.points and "$" in p.template for p in probes)
+    assert not any(str(201.9) in p.measures or "285" in p.measures for p in probes)  # no answer key handed out

@@ -1,0 +1,87 @@
+"""The starting microbenchmarks of SIMULATOR.md 7, as Ferrite templates with a sweep.
+
+Each probe is a tiny kernel whose cycle count, swept over one knob, isolates one or two hidden
+parameters. What a probe measures is said in words here (agent-visible); what it should find is
+the answer key the simulator's own tests hold, never shipped to agents.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chiplore.target import ProbeTemplate
+
+HERE = Path(__file__).resolve().parent
+ALL_ENGINES = "[0, 1, 2, 3, 4, 5, 6, 7]"
+
+
+def _template(name: str) -> str:
+    return (HERE / name).read_text()
+
+
+def _mb02_points() -> tuple[dict[str, str], ...]:
+    points = []
+    for size in (256, 4096, 65536, 1 << 20):
+        packets = max(1, size // 4096)
+        points.append({"BYTES": str(size), "PACKETS": str(packets), "PACKET_BYTES": str(size // packets)})
+    return tuple(points)
+
+
+def _mb04_points() -> tuple[dict[str, str], ...]:
+    points = []
+    for packet in (256, 512, 1024, 2048, 4096):
+        row = max(packet, 1024)  # a packet never spans two rows of the destination
+        points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str((4 << 20) // (256 * row))})
+    return tuple(points)
+
+
+def _mb06_points() -> tuple[dict[str, str], ...]:
+    points = []
+    for engines in ((0,), (0, 1), (0, 1, 2, 3), (0, 4), (0, 1, 4, 5), tuple(range(8))):
+        clusters = 2 if any(e >= 4 for e in engines) else 1
+        sink = next((e for e in range(7, -1, -1) if e not in engines), 7)
+        points.append({"ENGINES": str(list(engines)), "CLUSTERS": str(clusters),
+                       "ROWS": str((16 << 20) // (clusters * 256 * 4096)), "SINK_ENGINE": str(sink),
+                       "SINK_CLUSTER": str(sink // 4)})  # fmt: skip
+    return tuple(points)
+
+
+def microbenchmarks() -> list[ProbeTemplate]:
+    return [
+        ProbeTemplate(
+            id="MB01", name="empty kernel and noise", kernel="mb01", template=_template("mb01_empty.fe"),
+            measures="the fixed cost of a kernel launch plus one DMA command; repeated, the run-to-run noise, "
+            "its outliers and its drift over time",
+            knob="RUN", points=tuple({"RUN": str(i)} for i in range(1)), repeats=30,
+        ),
+        ProbeTemplate(
+            id="MB02", name="DMA size sweep", kernel="mb02", template=_template("mb02_dma_size.fe"),
+            measures="a DMA command's start-up (intercept) and one engine's streaming rate (slope), 4 KB packets",
+            knob="BYTES", points=_mb02_points(),
+        ),
+        ProbeTemplate(
+            id="MB03", name="back-to-back commands", kernel="mb03", template=_template("mb03_commands.fe"),
+            measures="what a DMA command that is already queued pays to start once its engine frees up",
+            knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 2, 4, 8, 16)),
+        ),
+        ProbeTemplate(
+            id="MB04", name="packet sweep", kernel="mb04", template=_template("mb04_packet.fe"),
+            measures="one engine's raw bandwidth and its per-packet overhead (time per packet against packet size)",
+            knob="PACKET", points=_mb04_points(),
+        ),
+        ProbeTemplate(
+            id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe"),
+            measures="the rate of a stream that stays in one DMN against one that alternates DMNs",
+            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}),
+        ),
+        ProbeTemplate(
+            id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe"),
+            measures="where adding engines stops helping: the per-cluster ingress and the chip's total",
+            knob="ENGINES", points=_mb06_points(),
+        ),
+        ProbeTemplate(
+            id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
+            measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
+            knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}),
+        ),
+    ]  # fmt: skip
