@@ -11,18 +11,25 @@ from __future__ import annotations
 
 from chiplore.target import (
     CheckResult,
+    Correctness,
     DeviceJob,
     DeviceResult,
     DocPage,
     JobHandle,
     KernelSpec,
     ProbeTemplate,
+    TestResult,
 )
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
 from simulator.device import DeviceConfig, SimDevice
+from simulator.device.models import SMOKE_SET
+from simulator.execute.executor import ExecutionError, execute
+from simulator.execute.grading import grade_program
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
+from simulator.toolchain.harness import HARNESS_KERNELS
+from simulator.toolchain.placement import LoweringError
 from simulator.toolchain.versions import spec
 
 
@@ -31,7 +38,7 @@ class SimRNGD:
     description = DESCRIPTION
 
     def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
-        self.device = SimDevice(seed, device, input_bytes=input_bytes)
+        self.device = SimDevice(seed, device, input_bytes=input_bytes, grader=_grader)
 
     def toolchains(self) -> list[str]:
         return list(TOOLCHAIN_VERSIONS)
@@ -62,6 +69,17 @@ class SimRNGD:
     def check(self, source: str, version: str) -> CheckResult:
         return check(source, version)
 
+    def host_test(self, source: str, kernel: str, version: str) -> TestResult:
+        """The executor on the smoke fixtures: free, on the host, slower than the device."""
+        checked = check(source, version)
+        if not checked.ok:
+            return TestResult(kernel=kernel, toolchain=checked.version, compiled=False, diagnostics=checked.diagnostics,
+                              message="the program does not compile")  # fmt: skip
+        correctness = _grader(source, kernel, checked.version, (SMOKE_SET,))
+        message = correctness.message if correctness is not None else f"not executed: {_why_not(source, kernel)}"
+        return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
+                          correctness=correctness, message=message)  # fmt: skip
+
     def submit(self, job: DeviceJob) -> JobHandle:
         return self.device.submit(job)
 
@@ -71,3 +89,22 @@ class SimRNGD:
     def microbenchmarks(self) -> list[ProbeTemplate]:
         """The starting probes of SIMULATOR.md 7 shipped so far (the DMA family); agents may write more."""
         return microbenchmarks()
+
+
+def _grader(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
+    if kernel not in HARNESS_KERNELS:
+        return None  # probes have no reference: they are timed, not graded
+    try:
+        return grade_program(source, kernel, version, sets)
+    except (ExecutionError, LoweringError):
+        return None
+
+
+def _why_not(source: str, kernel: str) -> str:
+    if kernel not in HARNESS_KERNELS:
+        return f"{kernel} is not a harness kernel, so there is no reference to compare with"
+    try:
+        execute(source, kernel, SMOKE_SET)
+    except (ExecutionError, LoweringError) as error:
+        return str(error)
+    return "unknown"

@@ -37,8 +37,8 @@ from simulator.toolchain.check import check
 
 DAY_S = 86_400.0
 
-# (program, kernel, toolchain, fixture sets) -> correctness: the executor, attached by the target
-Grader = Callable[[str, str, str, tuple[str, ...]], Correctness]
+# (program, kernel, toolchain, fixture sets) -> correctness, or None when it cannot be checked
+Grader = Callable[[str, str, str, tuple[str, ...]], Correctness | None]
 
 
 class DeviceConfig(BaseModel):

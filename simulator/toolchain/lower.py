@@ -471,12 +471,12 @@ class _Lowerer:
             start, length = self._int(positional[1], frame), self._int(positional[2], frame)
             added = range_restrictions(digit, start, start + length, self.axes, shifts, move=True)
             return View(view.tensor, tuple(shifts.items()), view.restrictions + tuple(added), view.renames,
-                        view.gathers, view.rolls)  # fmt: skip
+                        view.gathers, view.rolls, view.selectors)  # fmt: skip
         if method.name == "roll":
             digit = self._digit_expr(positional[0], frame)
             amount = self._int(positional[1], frame) if len(positional) > 1 else 1
             return View(view.tensor, view.shifts, view.restrictions, view.renames, view.gathers,
-                        (*view.rolls, (digit, amount)))  # fmt: skip
+                        (*view.rolls, (digit, amount)), view.selectors)  # fmt: skip
         if method.name == "at":
             selected = [a for a in method.args if a.name is not None]
             if len(selected) != 1:
@@ -485,8 +485,11 @@ class _Lowerer:
             whole = self.axes.digit(axis, [])
             added = range_restrictions(whole, 0, 1, self.axes, shifts, move=True)
             atoms = tuple(d.axis for d in self.axes.to_atoms(whole))
+            index = selected[0].value
+            holder = self._lookup(index.id, frame) if isinstance(index, ir.Name) else None
+            selector = ((axis, holder.tensor.name),) if isinstance(holder, View) else ()
             return View(view.tensor, tuple(shifts.items()), view.restrictions + tuple(added), view.renames,
-                        view.gathers + atoms, view.rolls)  # fmt: skip
+                        view.gathers + atoms, view.rolls, view.selectors + selector)  # fmt: skip
         # rename(A, B, offset): axis A of the tensor seen as the range [offset, offset + |A|) of B
         if len(positional) != 3 or not all(isinstance(p, ir.Name) for p in positional[:2]):
             raise LoweringError("rename takes (axis, axis, offset)")
@@ -496,7 +499,7 @@ class _Lowerer:
         size = self.axes.size(source)
         added = range_restrictions(self.axes.digit(target, []), offset, offset + size, self.axes, shifts, move=False)
         return View(view.tensor, view.shifts, view.restrictions + tuple(added),
-                    (*view.renames, (source, target, offset)), view.gathers, view.rolls)  # fmt: skip
+                    (*view.renames, (source, target, offset)), view.gathers, view.rolls, view.selectors)  # fmt: skip
 
     # ---- ops ---------------------------------------------------------------------------------
 

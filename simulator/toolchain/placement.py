@@ -72,6 +72,7 @@ class View:
     renames: tuple[tuple[str, str, int], ...] = ()  # (from axis, to axis, offset)
     gathers: tuple[str, ...] = ()  # atoms picked at run time by `.at(A = p)`
     rolls: tuple[tuple[Digit, int], ...] = ()
+    selectors: tuple[tuple[str, str], ...] = ()  # (axis, the i32 parameter holding its index) per `.at`
 
     @property
     def whole(self) -> bool:

@@ -4,7 +4,6 @@ toolchain effects of 3.4 and a chip with other hidden values (CHIPLORE_SIM_TRUTH
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from simulator._truth import ENV_VAR, ChipTruth, TruthFileError, load_truth
 from simulator.cost import NotCompiled, estimate
 from simulator.cost.passes import pass_cycles
 from simulator.toolchain.lowered import PassWork
+from tests.simulator.ports import port
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 OFFICIAL = {"qkv": 250_514, "o": 404_633, "ffn": 3_703_473}  # cycles on 0.6.0 (SIMULATOR.md 2.6, 4.5)
@@ -23,20 +23,6 @@ WEIGHT_BYTES = {"qkv": 31_473_664, "o": 15_736_320, "ffn": 99_532_812}
 def source(name: str) -> str:
     folder = "baseline" if name.endswith("baseline") else "examples"
     return (KERNELS / folder / f"{name}.fe").read_text()
-
-
-def port(text: str, version: str) -> str:
-    """The 0.6.0 program rewritten for another toolchain, as SIMULATOR.md 3.3 asks (what a refiner
-    does on an upgrade): `lut` for `decode` in 0.5.0; `widen`/`narrow` and `allreduce_slices` in 0.7.0."""
-    text = text.replace('#![toolchain = "0.6.0"]', f'#![toolchain = "{version}"]')
-    if version == "0.5.0":
-        return text.replace(".decode(", ".lut(")
-    if version == "0.7.0":
-        text = text.replace(".cast(f32)", ".widen(f32)").replace(".cast(i32)", ".widen(i32)")
-        text = re.sub(r"\.cast\((bf16|f8e4m3|i8)\)", r".narrow(\1)", text)
-        pattern = r"reduce_slices\((\w+), group = (\[[^\]]*\]), result = all\)"
-        return re.sub(pattern, r"allreduce_slices(\1, group = \2)", text)
-    return text
 
 
 @pytest.mark.parametrize("kernel", sorted(OFFICIAL))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chiplore.target import CheckResult, DeviceJob, KernelSpec
+from chiplore.target import CheckResult, DeviceJob, KernelSpec, Target
 from simulator.device import DeviceConfig, SimDevice
 from simulator.fe_run import main as fe_run
 from simulator.kernel_specs import input_bytes
@@ -50,14 +50,35 @@ def test_check_and_docs_through_the_target() -> None:
         assert any(p.path == "CHANGES.md" and version in p.text for p in pages)
 
 
-def test_a_job_through_the_target() -> None:
+def test_a_job_through_the_target_is_timed_and_graded() -> None:
     target = SimRNGD(seed=3, device=DeviceConfig(tenant_load=0, p_transient=0, p_hang=0, p_noc_timeout=0))
     program = (KERNELS / "baseline" / "o_baseline.fe").read_text()
-    result = target.result(target.submit(DeviceJob(kernel="sliding_attention_output", program=program)))
+    job = DeviceJob(kernel="sliding_attention_output", program=program, fixtures=("g0", "cancel"))
+    result = target.result(target.submit(job))
     assert result.status == "ok" and result.median_cycles is not None
-    # the upload of every fixture set (15.8 MB at 2 GB/s) is part of the device time
-    uploads = 7 * input_bytes("sliding_attention_output", program) / 2e9
+    assert result.correctness is not None and result.correctness.passed and result.correctness.sets == ("g0", "cancel")
+    # the upload of each fixture set (15.8 MB at 2 GB/s) is part of the device time
+    uploads = 2 * input_bytes("sliding_attention_output", program) / 2e9
     assert result.device_s == pytest.approx(1.5 + uploads + sum(0.02 + r.cycles * 1e-9 for r in result.runs))
+    broken = (KERNELS / "bugs" / "o_incomplete_coverage.fe").read_text()
+    wrong = target.result(target.submit(job.model_copy(update={"program": broken})))
+    assert wrong.status == "ok" and wrong.correctness is not None and not wrong.correctness.passed
+
+
+def test_host_test_runs_the_executor_on_the_smoke_set_for_free() -> None:
+    target = SimRNGD(seed=3)
+    program = (KERNELS / "examples" / "qkv_opt.fe").read_text()
+    result = target.host_test(program, "sliding_project_qkv", "0.6.0")
+    assert result.compiled and result.correctness is not None and result.correctness.passed
+    assert target.device.spent() == 0
+    broken = target.host_test(program, "sliding_project_qkv", "0.7.0")
+    assert not broken.compiled and any(d.code == "E0103" for d in broken.diagnostics)
+    ffn = target.host_test((KERNELS / "baseline" / "ffn_baseline.fe").read_text(), "decoder_feedforward", "0.6.0")
+    assert ffn.compiled and ffn.correctness is None and ffn.message.startswith("not executed:")
+
+
+def test_simrngd_is_a_target() -> None:
+    assert isinstance(SimRNGD(), Target)
 
 
 def test_a_saved_device_continues_exactly() -> None:

@@ -1,0 +1,77 @@
+"""The functional executor against the references (SIMULATOR.md 6.4-6.6): the shipped programs
+pass with the official tolerances, and the bug zoo fails where the table says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.execute.executor import ExecutionError, execute
+from simulator.execute.reference import grade, reference
+from simulator.toolchain.check import check
+from tests.simulator.ports import port
+
+KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
+QKV, OUT, FFN = "sliding_project_qkv", "sliding_attention_output", "decoder_feedforward"
+
+
+def program(path: str) -> str:
+    return (KERNELS / path).read_text()
+
+
+def worst_ratio(kernel: str, fixture_set: str, outputs: dict[str, np.ndarray]) -> float:
+    result = grade(kernel, {fixture_set: outputs})
+    assert result.worst is not None
+    return result.worst.abs_err / result.worst.tol
+
+
+@pytest.mark.parametrize(
+    ("path", "kernel"),
+    [("baseline/o_baseline.fe", OUT), ("examples/o_opt.fe", OUT), ("baseline/qkv_baseline.fe", QKV),
+     ("examples/qkv_opt.fe", QKV)],
+)  # fmt: skip
+@pytest.mark.parametrize("fixture_set", ["g0", "exact", "cancel"])
+def test_shipped_programs_pass_with_the_official_tolerances(path: str, kernel: str, fixture_set: str) -> None:
+    outputs = execute(program(path), kernel, fixture_set)
+    assert set(outputs) == set(reference(kernel, fixture_set))
+    ratio = worst_ratio(kernel, fixture_set, outputs)
+    assert ratio <= 0.5, ratio  # every set with a margin of at least 2x
+
+
+def test_the_qkv_baseline_rounds_where_the_reference_does() -> None:
+    outputs, expected = execute(program("baseline/qkv_baseline.fe"), QKV, "g3"), reference(QKV, "g3")
+    for name, value in expected.items():
+        assert np.array_equal(outputs[name], value), name  # bit for bit, caches included
+
+
+@pytest.mark.parametrize(
+    ("bug", "kernel", "fixture_set", "at_least"),
+    [
+        ("o_bf16_accumulation", OUT, "cancel", 3.0),  # caught only by the cancel set ...
+        ("o_incomplete_coverage", OUT, "g0", 3.0),
+        ("o_missing_reduction", OUT, "g0", 3.0),
+        ("qkv_wrong_rope_half", QKV, "g0", 3.0),
+    ],
+)
+def test_the_bug_zoo_fails_where_the_table_says(bug: str, kernel: str, fixture_set: str, at_least: float) -> None:
+    outputs = execute(program(f"bugs/{bug}.fe"), kernel, fixture_set)
+    assert worst_ratio(kernel, fixture_set, outputs) >= at_least
+
+
+def test_bf16_accumulation_of_wide_chunks_passes_the_random_sets() -> None:
+    outputs = execute(program("bugs/o_bf16_accumulation.fe"), OUT, "g0")  # ... and passes a random one
+    assert worst_ratio(OUT, "g0", outputs) <= 1.0
+
+
+def test_a_missing_reduction_is_a_compile_error_from_070() -> None:
+    ported = port(program("bugs/o_missing_reduction.fe"), "0.7.0")
+    codes = [d.code for d in check(ported, "0.7.0").diagnostics]
+    assert "E0710" in codes
+    assert "E0710" not in [d.code for d in check(port(program("examples/o_opt.fe"), "0.7.0"), "0.7.0").diagnostics]
+
+
+def test_the_dense_executor_refuses_the_ffn_clearly() -> None:
+    with pytest.raises(ExecutionError, match="dense executor"):
+        execute(program("baseline/ffn_baseline.fe"), FFN, "g0")
