@@ -95,6 +95,7 @@ class Stream:
     data: np.ndarray
     packet: list[Digit] = field(default_factory=list)  # digits in the packet (what sum_packet reduces)
     stash: np.ndarray | None = None
+    dtype: str | None = None  # the format the values are exactly in; None once computed in f32
 
     def index(self) -> Index:
         return grid_index([(d, v) for d, v, _ in self.dims])
@@ -179,10 +180,13 @@ class Executor:
         ok = stored.valid[coords] & inside
         return np.where(ok, values, np.float32(np.nan))
 
-    def write(self, view: View, index: Index, values: np.ndarray) -> None:
+    def write(self, view: View, index: Index, values: np.ndarray, exact_in: str | None = None) -> None:
+        """Store values; `exact_in` names a dtype the values already are, so rounding to a format
+        that holds it exactly (f4 in f8, f8 in bf16, ...) is skipped."""
         tensor = view.tensor
         root = self._root(view, index)
-        values = _round(values.astype(np.float32), tensor.dtype)
+        if exact_in is None or not _holds_exactly(tensor.dtype, exact_in):
+            values = _round(values.astype(np.float32), tensor.dtype)
         if tensor.space == "hbm":
             flat = self._flat(tensor, root)
             out = self._output(tensor)
@@ -194,6 +198,10 @@ class Executor:
         if not stored.digits:  # a scalar per slice (`elem: [1 # 8]`): every position holds the one value
             stored.data[()] = np.asarray(values).reshape(-1)[-1]
             stored.valid[()] = True
+            return
+        if bool(np.all(inside)):  # the usual case: no masking, numpy broadcasts the index arrays
+            stored.data[coords] = values
+            stored.valid[coords] = True
             return
         shape = np.broadcast_shapes(values.shape, inside.shape, *(c.shape for c in coords))
         mask = np.broadcast_to(inside, shape)
@@ -262,7 +270,7 @@ class Executor:
         dm_side, other = (source, destination) if destination.tensor.space == "hbm" else (destination, source)
         dims = self._enumerate(dm_side, constraints, cuts_of(other))
         index = grid_index([(d, v) for d, v, _ in dims])
-        self.write(destination, index, self.read(source, index))
+        self.write(destination, index, self.read(source, index), exact_in=source.tensor.dtype)
 
     def _fill(self, op: SemOp) -> None:
         dims = self._enumerate(op.destination, op.destination.constraints())
@@ -276,13 +284,14 @@ class Executor:
         # The stream's digits are split wherever a stage names a digit (fetch time/packet, reduce, group,
         # sum_time), so each stage reduces or keeps whole array axes.
         dims = self._enumerate(source, source.constraints(), _stage_cuts(op.stages))
-        stream = Stream(dims=dims, data=self.read(source, grid_index([(d, v) for d, v, _ in dims])))
+        stream = Stream(dims=dims, data=self.read(source, grid_index([(d, v) for d, v, _ in dims])),
+                        dtype=source.tensor.dtype)  # fmt: skip
         spatial = {d for name in ("cluster", "slice") for p in source.tensor.places(name) for d in p.digits}
         for stage in op.stages:
             self._stage(stage, stream, source, spatial)
         out_dims = self._enumerate(destination, destination.constraints())
         index = grid_index([(d, v) for d, v, _ in out_dims])
-        self.write(destination, index, _stream_at(stream, index))
+        self.write(destination, index, _stream_at(stream, index), exact_in=stream.dtype)
 
     def _stage(self, stage: SemStage, stream: Stream, source: View, spatial: set[Digit]) -> None:
         name = stage.name
@@ -291,20 +300,25 @@ class Executor:
             stream.packet = [d for p in (packet.places or ()) for d in p.digits] if packet else []
         elif name in ("cast", "narrow"):
             target = next((a.word for a in stage.positional() if a.word), None)
-            if target in ("bf16", "f8e4m3", "i8"):
+            if target in ("bf16", "f8e4m3", "i8") and not (stream.dtype and _holds_exactly(target, stream.dtype)):
                 stream.data = _round(stream.data, target)
+                stream.dtype = target
         elif name == "contract":
             self._contract(stage, stream)
+            stream.dtype = None
         elif name == "vector":
+            stream.dtype = None
             for arg in stage.args:
                 if arg.call is not None:
                     self._vector(arg.call, stream, spatial)
         elif name in ("reduce_slices", "allreduce_slices"):
+            stream.dtype = None
             group = stage.kwarg("group")
             digits = [d for p in (group.places or ()) for d in p.digits] if group else []
             op_word = next((a.word for a in stage.positional() if a.word), "add")
             stream.reduce([not any(_contains(d, g) for g in digits) for d, _, _ in stream.dims], op_word or "add")
         elif name == "reduce_clusters":
+            stream.dtype = None
             op_word = next((a.word for a in stage.positional() if a.word), "add")
             stream.reduce([f != "cluster" for _, _, f in stream.dims], op_word or "add")
         # fetch order, decode/widen (exact), switch, collect, transpose and the pass end move values only
@@ -393,11 +407,29 @@ def _stream_at(stream: Stream, index: Index) -> np.ndarray:
     inside: np.ndarray = np.array(True)
     for digit, values, _ in stream.dims:
         wanted = (index.get(digit.axis, np.int64(0)) // digit.stride) % digit.size
-        position = np.clip(np.searchsorted(values, wanted), 0, len(values) - 1)
-        inside = inside & (values[position] == wanted)
+        start = int(values[0])
+        if int(values[-1]) - start + 1 == len(values):  # a contiguous range: no search needed
+            position = wanted - start
+            inside = inside & (position >= 0) & (position < len(values))
+            position = np.clip(position, 0, len(values) - 1)
+        else:
+            position = np.clip(np.searchsorted(values, wanted), 0, len(values) - 1)
+            inside = inside & (values[position] == wanted)
         picks.append(position)
     values = stream.data[tuple(picks)] if picks else stream.data
     return np.where(inside, values, np.float32(np.nan))
+
+
+# Formats whose values another holds exactly: f4 -> f8 -> bf16 -> f32, i8 -> i32.
+_WIDER = {"f4e2m1": 0, "f8e4m3": 1, "bf16": 2, "f32": 3}
+
+
+def _holds_exactly(wide: str, narrow: str) -> bool:
+    if wide == narrow:
+        return True
+    if wide in _WIDER and narrow in _WIDER:
+        return _WIDER[wide] >= _WIDER[narrow]
+    return (narrow, wide) == ("i8", "i32")
 
 
 def _round(values: np.ndarray, dtype: str) -> np.ndarray:

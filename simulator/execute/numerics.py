@@ -15,10 +15,11 @@ _BF16_NAN = np.uint32(0x7FC00000)
 def bf16(values: np.ndarray | float) -> np.ndarray:
     """Round f32 to bf16 (kept in f32 storage): nearest even, subnormals flushed, one NaN."""
     a = np.asarray(values, dtype=np.float32)
-    bits = a.view(np.uint32).astype(np.uint64)
-    rounded = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32)
-    exponent = rounded & 0x7F800000
-    rounded = np.where(exponent == 0, rounded & 0x80000000, rounded)  # no subnormals: signed zero
+    bits = a.view(np.uint32)
+    # uint32 arithmetic wraps only for NaN bit patterns, which are replaced below.
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    subnormal = (rounded & np.uint32(0x7F800000)) == 0
+    rounded = np.where(subnormal, rounded & np.uint32(0x80000000), rounded)  # no subnormals: signed zero
     rounded = np.where(np.isnan(a), _BF16_NAN, rounded)
     return rounded.astype(np.uint32).view(np.float32)
 
@@ -57,8 +58,16 @@ def f8_encode(values: np.ndarray | float) -> np.ndarray:
 
 
 def f8(values: np.ndarray | float) -> np.ndarray:
-    """Round f32 to the nearest f8e4m3 value (narrowing cast)."""
-    return f8_decode(f8_encode(values))
+    """Round f32 to the nearest f8e4m3 value (narrowing cast): 3 mantissa bits, nearest even,
+    subnormals below 2^-6 in steps of 2^-9, saturating at +-448. Bit arithmetic, no table search."""
+    a = np.asarray(values, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = (((bits + 0x7FFFF + ((bits >> 20) & 1)) >> 20) << 20).astype(np.uint32).view(np.float32)
+    tiny = np.abs(a) < np.float32(2.0**-6)
+    subnormal = (np.rint(a.astype(np.float64) * 2.0**9) / 2.0**9).astype(np.float32)
+    out = np.where(tiny, subnormal, rounded)
+    out = np.clip(out, -F8_MAX, F8_MAX)
+    return np.where(np.isnan(a), np.float32(np.nan), out).astype(np.float32)
 
 
 def f4_decode_nibbles(nibbles: np.ndarray) -> np.ndarray:
