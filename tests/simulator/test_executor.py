@@ -75,3 +75,9 @@ def test_a_missing_reduction_is_a_compile_error_from_070() -> None:
 def test_the_dense_executor_refuses_the_ffn_clearly() -> None:
     with pytest.raises(ExecutionError, match="dense executor"):
         execute(program("baseline/ffn_baseline.fe"), FFN, "g0")
+
+
+def test_the_optimised_ffn_passes_at_full_shape() -> None:
+    """Its chunks stay under the dense limit: f4 decode, block scales, split-K, GeGLU with erf."""
+    outputs = execute(program("examples/ffn_opt.fe"), FFN, "g0")
+    assert worst_ratio(FFN, "g0", outputs) <= 0.6
