@@ -53,6 +53,8 @@ def test_the_qkv_baseline_rounds_where_the_reference_does() -> None:
         ("o_incomplete_coverage", OUT, "g0", 3.0),
         ("o_missing_reduction", OUT, "g0", 3.0),
         ("qkv_wrong_rope_half", QKV, "g0", 3.0),
+        ("o_f8_intermediate", OUT, "g0", 3.0),
+        ("ffn_missing_global_scale", FFN, "g0", 3.0),
     ],
 )
 def test_the_bug_zoo_fails_where_the_table_says(bug: str, kernel: str, fixture_set: str, at_least: float) -> None:
