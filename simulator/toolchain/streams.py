@@ -74,8 +74,16 @@ def check_streams(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
 
 
 def _orphan_stages(body: ir.Block, version: str) -> list[Diagnostic]:
-    """A stage chain must start at main(..) or sub(..): `t.fetch(..)` has no Tensor Unit to run on."""
+    """A stage chain must start at main(src) or sub(src): `t.fetch(..)` has no Tensor Unit to run on,
+    `main()` nothing to stream, and `commit_into()` nowhere to write."""
     out: list[Diagnostic] = []
+    for node in walk(body):
+        if isinstance(node, ir.Call) and node.func in ("main", "sub") and not any(a.name is None for a in node.args):
+            out += emit("0120", version, f"{node.func}(..) needs a source tensor: a Tensor-Unit pass starts with "
+                        f"{node.func}(src)", node.span)  # fmt: skip
+        if isinstance(node, ir.Method) and node.name == "commit_into" and not any(a.name is None for a in node.args):
+            out += emit("0120", version, "commit_into(view) ends a pass in an existing tensor; name the view",
+                        node.name_span or node.span)  # fmt: skip
     for node in walk(body):
         if isinstance(node, ir.Method) and node.name in ORDER and not isinstance(node.receiver, ir.Method):
             root = node.receiver

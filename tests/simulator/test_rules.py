@@ -420,3 +420,17 @@ kernel k(x: &hbm<bf16>[Qs], y: &mut hbm<bf16>[Qs]) {
     found = [d for d in check(source, "0.6.0").diagnostics if d.code == "E0204"]
     assert found and found[0].message.startswith("Qs / 320 % 6 cuts an atom of Qs (Ns, Ds)")
     assert check(source.replace("Qs / 320 % 6, Qs % 320", "Qs / 256, Qs % 256"), "0.6.0").diagnostics == ()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("main(a)", "main()", "main(..) needs a source tensor"),
+        (".commit_into(a)", ".commit_into()", "commit_into(view) ends a pass in an existing tensor"),
+    ],
+)
+def test_a_pass_without_source_or_destination_is_e0120(old: str, new: str, message: str) -> None:
+    body = "    main(a).fetch(time = [H / 16], packet = [H % 16]).commit_into(a);\n"
+    found = [d for d in check(_source(body.replace(old, new)), "0.6.0").diagnostics if d.code == "E0120"]
+    assert found and found[0].message.startswith(message)
+    assert check(_source(body), "0.6.0").diagnostics == ()
