@@ -87,7 +87,7 @@ class SimRNGD:
         return self.device.result(handle)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
-        """The starting probes of SIMULATOR.md 7 shipped so far (the DMA family); agents may write more."""
+        """The starting probes of SIMULATOR.md 7 shipped so far; agents may write more."""
         return microbenchmarks()
 
 

@@ -84,4 +84,53 @@ def microbenchmarks() -> list[ProbeTemplate]:
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}),
         ),
+        ProbeTemplate(
+            id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe"),
+            measures="how many input bytes per cycle and slice the fetch adapter's table lookup decodes "
+            "(f8 -> bf16, and f4 -> f8 with two codes per byte)",
+            knob="BYTES", points=_mb09_points(),
+        ),
+        ProbeTemplate(
+            id="MB11", name="vector engine", kernel="mb11", template=_template("mb11_vector.fe"),
+            measures="cycles per flit of a vector chain: plain arithmetic against transcendental functions",
+            knob="CHAIN", points=tuple({"CHAIN": chain} for chain in _mb11_chains()),
+        ),
+        ProbeTemplate(
+            id="MB12", name="switch", kernel="mb12", template=_template("mb12_switch.fe"),
+            measures="the cost of a broadcast over the switch ring against ring size and flits",
+            knob="RING", points=tuple({"RING": str(r), "FLITS": str(f), "ELEMENTS": str(8 * f)}
+                                      for r in (2, 8, 32, 128, 256) for f in (1, 16, 64)),
+        ),
+        ProbeTemplate(
+            id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe"),
+            measures="the cost of reduce_slices against group size and flits",
+            knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f)}
+                                       for g in (2, 4, 16, 64, 256) for f in (1, 8, 64)),
+        ),
+        ProbeTemplate(
+            id="MB14", name="DM capacity probe", kernel="mb14", template=_template("mb14_capacity.fe"),
+            measures="compile only: the largest per-slice buffer the compiler accepts (bisect on BYTES)",
+            knob="BYTES", points=tuple({"BYTES": str(b)} for b in (256 * 1024, 384 * 1024, 448 * 1024)), repeats=1,
+        ),
+        ProbeTemplate(
+            id="MB15", name="overlap interference", kernel="mb15", template=_template("mb15_interference.fe"),
+            measures="how much a Tensor-Unit pass running in a cluster slows DMA into that cluster",
+            knob="N", points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without"},
+                              {"N": "65536", "WORK": "exp(), exp()", "PASSES": "with"}),
+        ),
     ]  # fmt: skip
+
+
+def _mb09_points() -> tuple[dict[str, str], ...]:
+    points = []
+    for source, target, decode, per_byte in (("f8e4m3", "bf16", "decode", 1), ("f4e2m1", "f8e4m3", "decode", 2)):
+        for size in (1024, 4096, 8192):
+            points.append({"FROM": source, "TO": target, "DECODE": decode, "BYTES": str(size),
+                           "ELEMENTS": str(size * per_byte), "PACKET": str(32 * per_byte)})  # fmt: skip
+    return tuple(points)
+
+
+def _mb11_chains() -> tuple[str, ...]:
+    adds = tuple(", ".join(["add(1.0)"] * k) for k in (1, 2, 4, 6))
+    exps = tuple(", ".join(["exp()"] * k) for k in (1, 2, 4, 6))
+    return adds + exps

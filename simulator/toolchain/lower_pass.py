@@ -303,7 +303,8 @@ def _span(source: View, places: tuple[Place, ...]) -> int:
         return math.prod(p.positions for p in slices) or 256
     for index, place in enumerate(slices):
         if any(_within(d, inv) or _within(inv, d) for d in place.digits for inv in involved):
-            return math.prod(p.positions for p in slices[index:])
+            # the outermost involved term spans its data, not its padding (`[G # 256]` with G = 2 spans 2)
+            return place.size * math.prod(p.positions for p in slices[index + 1 :])
     return math.prod(p.positions for p in places)
 
 

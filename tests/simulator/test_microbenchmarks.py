@@ -76,3 +76,58 @@ def test_mb06_engines_and_cluster_ports(index: int, key: float) -> None:
 @pytest.mark.parametrize(("index", "key"), [(0, 59.4), (1, 29.7)])
 def test_mb08_dm_to_dm(index: int, key: float) -> None:
     assert close(rate(run("MB08", index), "b", 1 << 20), key)
+
+
+PASS_FIXED = 48 + 12 + 2 + 8  # pass_fixed + fetch, collect and commit latencies
+
+
+def pass_cycles(report: CostReport, label: str) -> float:
+    op = next(o for o in report.per_op if o.label == label)
+    return op.end - op.start
+
+
+def test_mb09_decode_rate_and_f4_codes() -> None:
+    points = PROBES["MB09"].points
+    f8 = {int(p["BYTES"]): pass_cycles(run("MB09", i), "b") for i, p in enumerate(points) if p["FROM"] == "f8e4m3"}
+    assert close(f8[8192], 5_127)  # the key: 8 KiB of f8 per slice
+    assert close((8192 - 1024) / (f8[8192] - f8[1024]), 1.622)  # input bytes per cycle and slice
+    f4 = {int(p["BYTES"]): pass_cycles(run("MB09", i), "b") for i, p in enumerate(points) if p["FROM"] == "f4e2m1"}
+    assert f4[8192] == pytest.approx(f8[8192])  # the rate is per input byte: an f4 byte carries two codes
+
+
+def test_mb11_transcendental_ops_cost_four_cycles_per_flit() -> None:
+    chains = [p["CHAIN"] for p in PROBES["MB11"].points]
+    cycles = {c: pass_cycles(run("MB11", i), "t<-main") for i, c in enumerate(chains)}
+    adds = [cycles[c] for c in chains if c.startswith("add")]
+    assert len(set(adds)) == 1  # plain arithmetic hides behind the 512-read fetch
+    exps = {c.count("exp"): cycles[c] for c in chains if c.startswith("exp")}
+    assert (exps[6] - exps[1]) / (512 * 5) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("index", range(len(PROBES["MB12"].points)))
+def test_mb12_switch_cost_is_ring_times_flits_plus_ring(index: int) -> None:
+    point = PROBES["MB12"].points[index]
+    ring, flits = int(point["RING"]), int(point["FLITS"])
+    assert pass_cycles(run("MB12", index), "r") == pytest.approx(PASS_FIXED + ring * flits + ring)
+
+
+@pytest.mark.parametrize("index", range(len(PROBES["MB13"].points)))
+def test_mb13_reducer_cost(index: int) -> None:
+    point = PROBES["MB13"].points[index]
+    r, flits = int(point["GROUP"]), int(point["FLITS"])
+    expected = PASS_FIXED + 2 * r + max(flits * (1 + r / 64), flits)
+    assert pass_cycles(run("MB13", index), "s") == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("version", "usable"), [("0.6.0", 480 * 1024), ("0.7.0", 464 * 1024)])
+def test_mb14_the_compiler_states_the_usable_dm(version: str, usable: int) -> None:
+    template = PROBES["MB14"]
+    fits = check(template.instantiate({"BYTES": str(usable)}, version), version)
+    over = check(template.instantiate({"BYTES": str(usable + 8)}, version), version)
+    assert fits.ok and not over.ok
+    assert f"> {usable:,} B usable" in over.diagnostics[0].message
+
+
+def test_mb15_a_running_pass_slows_dma_into_its_cluster() -> None:
+    alone, shared = (pass_cycles(run("MB15", i), "d") for i in range(2))
+    assert shared / alone == pytest.approx(1 / 0.985, rel=0.002)
