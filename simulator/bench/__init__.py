@@ -118,6 +118,12 @@ def microbenchmarks() -> list[ProbeTemplate]:
             knob="N", points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without"},
                               {"N": "65536", "WORK": "exp(), exp()", "PASSES": "with"}),
         ),
+        ProbeTemplate(
+            id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe"),
+            measures="what happens when a pass keeps reading one DM bank while DMA writes its cluster: "
+            "diagnostics, slowdown or faults, against the length of the run",
+            knob="RUN", points=tuple({"RUN": str(span // 128), "SPAN": str(span)} for span in (4096, 8192, 16384)),
+        ),
     ]  # fmt: skip
 
 
