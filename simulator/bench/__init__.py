@@ -47,6 +47,10 @@ def _mb06_points() -> tuple[dict[str, str], ...]:
 
 
 def microbenchmarks() -> list[ProbeTemplate]:
+    return sorted(_catalogue(), key=lambda probe: probe.id)
+
+
+def _catalogue() -> list[ProbeTemplate]:
     return [
         ProbeTemplate(
             id="MB01", name="empty kernel and noise", kernel="mb01", template=_template("mb01_empty.fe"),
@@ -80,9 +84,23 @@ def microbenchmarks() -> list[ProbeTemplate]:
             knob="ENGINES", points=_mb06_points(),
         ),
         ProbeTemplate(
+            id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe"),
+            measures="the read rate against the offset of each packet in HBM, and the time of stores whose rows "
+            "do or do not fill whole HBM transaction units",
+            knob="OFFSET",
+            points=tuple({"OFFSET": str(o), "STORE": str(w)} for w in (256, 240) for o in (0, 8, 64, 192)),
+        ),
+        ProbeTemplate(
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}),
+        ),
+        ProbeTemplate(
+            id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe"),
+            measures="a Tensor-Unit pass's fixed cost and read size on main and sub, and the hand-off between "
+            "passes on different queues",
+            knob="FLITS", points=tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f)}
+                                       for c, n in (("main", "main"), ("sub", "main")) for f in (1, 8, 64, 512)),
         ),
         ProbeTemplate(
             id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe"),
