@@ -35,9 +35,7 @@ def test_baselines_reproduce_the_official_cycles(kernel: str) -> None:
     "kernel",
     [
         "qkv",
-        pytest.param(
-            "o", marks=pytest.mark.xfail(strict=True, reason="o_opt.fe is at 1.148x: its 30-leader norm tail costs ~3k")
-        ),
+        "o",
         pytest.param(
             "ffn",
             marks=pytest.mark.xfail(
