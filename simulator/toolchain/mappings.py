@@ -4,6 +4,7 @@ fetch or a DMA destination that drops a digit its source holds) and E0430 on red
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from simulator.diagnostics import Diagnostic
@@ -165,7 +166,39 @@ def _misplaced(source: ir.DevType, trf: ir.DevType, env: Env) -> Digit | None:
     trf_side = _tensor_digits(trf, env, ("cluster", "slice")) or []
     needed = [d for d in stream_side if d.axis in axes_of_trf]
     offered = [d for d in trf_side if d.axis in axes_of_source]
-    return _uncovered(needed, trf_side) or _uncovered(offered, stream_side)
+    hole = _uncovered(needed, trf_side) or _uncovered(offered, stream_side)
+    if hole is not None:
+        return hole
+    # Held on both sides is not enough: a shared digit must sit at the same slice (cluster) positions.
+    for name in ("cluster", "slice"):
+        stream_steps, trf_steps = _atom_steps(source, name, env), _atom_steps(trf, name, env)
+        if stream_steps is None or trf_steps is None:
+            continue
+        for digit, step in stream_steps.items():
+            if digit.axis in axes_of_trf and digit in trf_steps and trf_steps[digit] != step:
+                return digit
+    return None
+
+
+def _atom_steps(tensor: ir.DevType, name: str, env: Env) -> dict[Digit, int] | None:
+    """Positions one value of each atom digit moves along a field (a slice or cluster mapping)."""
+    field = env.fields(tensor.layout).get(name)
+    if not isinstance(field, ir.MapField):
+        return None
+    positions = [env.term_positions(t) for t in field.mapping.terms]
+    if any(p is None for p in positions):
+        return None
+    steps: dict[Digit, int] = {}
+    for index, term in enumerate(field.mapping.terms):
+        inner = math.prod(p for p in positions[index + 1 :] if p is not None)
+        digit = term_digit(term, env.axes) if term.kind == "axis" else None
+        if digit is None:
+            continue
+        local = 1
+        for atom in reversed(env.axes.to_atoms(digit)):
+            steps[atom] = inner * local
+            local *= atom.size
+    return steps
 
 
 def _tensor_digits(tensor: ir.HbmType | ir.DevType | None, env: Env,

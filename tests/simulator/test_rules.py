@@ -132,6 +132,12 @@ CASES = {
             + STORE
         ),
     ),
+    "0404/positions": (  # the TRF holds H / 16 on its slices, but 16 slices apart instead of adjacent
+        lambda v: SPLIT_K_PLACED.replace(
+            f"trf<bf16>{{{SLICED}, lane", "trf<bf16>{cluster: [1 # 2], slice: [H / 16 # 16, 1 # 16], lane"
+        ),
+        lambda v: SPLIT_K_PLACED,
+    ),
     "0520": (  # 8-byte reads 128 B apart hit one bank; x's DMA may write cluster 0 meanwhile
         lambda v: BANK.format(n=8192),
         lambda v: BANK.format(n=4096),
