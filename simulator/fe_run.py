@@ -6,6 +6,7 @@ The device lives on between calls: its clock, budget ledger, queue and random st
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from chiplore.settings import Settings
 from chiplore.target import DeviceJob, DeviceResult
 from simulator.device import DeviceConfig, InvalidJob, SimDevice
 from simulator.kernel_specs import input_bytes
+from simulator.target import grade_job
 from simulator.toolchain.rules import VERSIONS
 
 
@@ -45,19 +47,22 @@ def submit(file: Path, kernel: str, fixtures: str, repeats: int, toolchain: str 
         click.secho(f"error: cannot read {file}: {error.strerror}", fg="red", err=True)
         sys.exit(2)
     config = DeviceConfig()
-    device = SimDevice(settings.seed if seed is None else seed, config, input_bytes=input_bytes)
+    device = SimDevice(settings.seed if seed is None else seed, config, input_bytes=input_bytes, grader=grade_job)
     state_file = settings.data_dir / "device" / f"{config.device_id}.json"
-    try:
-        if state_file.exists():
-            device.restore(json.loads(state_file.read_text()))
-        job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=fixtures,  # type: ignore[arg-type]
-                        repeats=repeats, profile=profile, agent=agent)  # fmt: skip
-        result = device.result(device.submit(job))
-    except (InvalidJob, ValueError) as error:
-        click.secho(f"error: {error}", fg="red", err=True)
-        sys.exit(2)
     state_file.parent.mkdir(parents=True, exist_ok=True)
-    state_file.write_text(json.dumps(device.snapshot()))
+    # One fe-run at a time per device: the state is read, advanced and written under the lock.
+    with (state_file.parent / f"{config.device_id}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if state_file.exists():
+                device.restore(json.loads(state_file.read_text()))
+            job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=fixtures,  # type: ignore[arg-type]
+                            repeats=repeats, profile=profile, agent=agent)  # fmt: skip
+            result = device.result(device.submit(job))
+        except (InvalidJob, ValueError) as error:
+            click.secho(f"error: {error}", fg="red", err=True)
+            sys.exit(2)
+        state_file.write_text(json.dumps(device.snapshot()))
     click.echo(result.model_dump_json(indent=2) if as_json else _summary(result))
     sys.exit(0 if result.status == "ok" and (result.correctness is None or result.correctness.passed) else 1)
 

@@ -38,7 +38,7 @@ class SimRNGD:
     description = DESCRIPTION
 
     def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
-        self.device = SimDevice(seed, device, input_bytes=input_bytes, grader=_grader)
+        self.device = SimDevice(seed, device, input_bytes=input_bytes, grader=grade_job)
 
     def toolchains(self) -> list[str]:
         return list(TOOLCHAIN_VERSIONS)
@@ -75,7 +75,7 @@ class SimRNGD:
         if not checked.ok:
             return TestResult(kernel=kernel, toolchain=checked.version, compiled=False, diagnostics=checked.diagnostics,
                               message="the program does not compile")  # fmt: skip
-        correctness = _grader(source, kernel, checked.version, (SMOKE_SET,))
+        correctness = grade_job(source, kernel, checked.version, (SMOKE_SET,))
         message = correctness.message if correctness is not None else f"not executed: {_why_not(source, kernel)}"
         return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
                           correctness=correctness, message=message)  # fmt: skip
@@ -91,7 +91,8 @@ class SimRNGD:
         return microbenchmarks()
 
 
-def _grader(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
+def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
+    """The device's grader: the executor against the references; None when it cannot be checked."""
     if kernel not in HARNESS_KERNELS:
         return None  # probes have no reference: they are timed, not graded
     try:

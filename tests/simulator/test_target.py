@@ -125,3 +125,20 @@ def test_the_target_offers_the_microbenchmarks() -> None:
     assert [p.id for p in probes] == [f"MB{n:02d}" for n in range(1, 17)]
     assert all(p.measures and p.points and "$" in p.template for p in probes)
     assert not any(str(201.9) in p.measures or "285" in p.measures for p in probes)  # no answer key handed out
+
+
+def test_fe_run_grades_and_serialises_concurrent_calls(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    fe_run_bin = shutil.which("fe-run", path=str(Path(sys.executable).parent)) or "fe-run"
+    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    args = [fe_run_bin, "submit", program, "--kernel", "sliding_attention_output", "--fixtures", "smoke", "--json",
+            "--data-dir", str(tmp_path), "--seed", "5"]  # fmt: skip
+    runs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [json.loads(r.communicate(timeout=120)[0]) for r in runs]
+    assert sorted(o["job_id"] for o in outputs) == ["rngd-sim-0/000001", "rngd-sim-0/000002"]
+    assert all(o["correctness"]["passed"] for o in outputs)
+    state = json.loads((tmp_path / "device" / "rngd-sim-0.json").read_text())
+    assert state["count"] == 2
