@@ -22,9 +22,9 @@ from chiplore.target import (
 )
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
-from simulator.device import DeviceConfig, SimDevice
+from simulator.device import DeviceConfig, DeviceHang, SimDevice
 from simulator.device.models import SMOKE_SET
-from simulator.execute.executor import ExecutionError, execute
+from simulator.execute.executor import ExecutionError, IndexOutOfRange, execute
 from simulator.execute.grading import grade_program
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
@@ -75,7 +75,12 @@ class SimRNGD:
         if not checked.ok:
             return TestResult(kernel=kernel, toolchain=checked.version, compiled=False, diagnostics=checked.diagnostics,
                               message="the program does not compile")  # fmt: skip
-        correctness = grade_job(source, kernel, checked.version, (SMOKE_SET,))
+        try:
+            correctness = grade_job(source, kernel, checked.version, (SMOKE_SET,))
+        except DeviceHang as error:
+            return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
+                              correctness=Correctness(passed=False, message=str(error)),
+                              message=f"would hang on the device: {error}")  # fmt: skip
         message = correctness.message if correctness is not None else f"not executed: {_why_not(source, kernel)}"
         return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
                           correctness=correctness, message=message)  # fmt: skip
@@ -97,6 +102,8 @@ def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> 
         return None  # probes have no reference: they are timed, not graded
     try:
         return grade_program(source, kernel, version, sets)
+    except IndexOutOfRange as error:
+        raise DeviceHang(str(error)) from error
     except (ExecutionError, LoweringError):
         return None
 

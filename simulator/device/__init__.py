@@ -1,7 +1,7 @@
 """The shared, scarce, noisy device (SIMULATOR.md 5): queue, budget, measurement noise, faults."""
 
 from chiplore.target import Correctness, DeviceJob, DeviceResult, Fault, JobHandle, RunSample
-from simulator.device.device import DeviceConfig, Grader, InvalidJob, SimDevice
+from simulator.device.device import DeviceConfig, DeviceHang, Grader, InvalidJob, SimDevice
 from simulator.device.models import ALL_SETS, GRADED_SETS, fixture_sets
 
 __all__ = [
@@ -9,6 +9,7 @@ __all__ = [
     "GRADED_SETS",
     "Correctness",
     "DeviceConfig",
+    "DeviceHang",
     "DeviceJob",
     "DeviceResult",
     "Fault",

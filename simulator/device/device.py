@@ -63,6 +63,11 @@ class DeviceConfig(BaseModel):
     p_noc_timeout: float = 1e-4  # per run
 
 
+class DeviceHang(RuntimeError):
+    """Raised by a grader when the program can never finish on the device (a run-time index outside
+    its axis): the job hangs until the wall-time cap."""
+
+
 class InvalidJob(ValueError):
     """A request the device cannot accept as written (unknown kernel or fixture set)."""
 
@@ -197,7 +202,14 @@ class SimDevice:
             return DeviceResult(status="queue_rejected", message=refusal, **base), self.now
         start = self._queue(self.now)
         wait = start - self.now
-        outcome = self._execute(job, sets, report, start)
+        correctness: Correctness | None = None
+        hang = ""
+        if self.grader is not None:
+            try:  # outputs do not depend on timing, so grading first tells whether the job can finish
+                correctness = self.grader(job.program, job.kernel, version, sets)
+            except DeviceHang as error:
+                hang = str(error)
+        outcome = self._hang(hang) if hang else self._execute(job, sets, report, start)
         device_s = outcome.device_s
         finish = start + device_s + outcome.extra_busy_s
         slot = min(range(self.config.slots), key=lambda i: self._slot_free[i])
@@ -205,9 +217,8 @@ class SimDevice:
         self._last_busy = max(self._last_busy, finish)
         self._charge(job.agent, start, device_s)
         timed = [r.cycles for r in outcome.runs if not r.warmup]
-        correctness = None
-        if outcome.status == "ok" and self.grader is not None:
-            correctness = self.grader(job.program, job.kernel, version, sets)
+        if outcome.status != "ok":
+            correctness = None
         result = DeviceResult(
             status=outcome.status,
             queue_wait_s=wait,
@@ -278,14 +289,20 @@ class SimDevice:
 
     # ---- running ---------------------------------------------------------------------------------
 
+    def _hang(self, reason: str) -> _Outcome:
+        cfg = self.config
+        out = _Outcome(status="timeout", device_s=cfg.job_cap_s, extra_busy_s=cfg.hang_reset_s)
+        out.faults.append(Fault(code="HANG"))
+        out.message = f"the job hung and was killed at the {cfg.job_cap_s:.0f} s cap (device reset follows)"
+        if reason:
+            out.message += f": {reason}"
+        return out
+
     def _execute(self, job: DeviceJob, sets: tuple[str, ...], report: CostReport, start: float) -> _Outcome:
         cfg = self.config
         out = _Outcome()
         if self.rng.random() < cfg.p_hang:
-            out.status, out.device_s, out.extra_busy_s = "timeout", cfg.job_cap_s, cfg.hang_reset_s
-            out.faults.append(Fault(code="HANG"))
-            out.message = f"the job hung and was killed at the {cfg.job_cap_s:.0f} s cap (device reset follows)"
-            return out
+            return self._hang("")
         transient_at = self.rng.random() if self.rng.random() < cfg.p_transient else None
         planned = self._planned_seconds(job, sets, report.cycles)
         if planned > cfg.job_cap_s:

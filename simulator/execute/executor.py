@@ -42,6 +42,10 @@ class ExecutionError(RuntimeError):
     """The executor cannot run this program (a construct it does not model, or too large)."""
 
 
+class IndexOutOfRange(RuntimeError):
+    """A run-time `.at(A = p)` index outside its axis: on the device the DMA never completes (HANG)."""
+
+
 # ---- stored device tensors ------------------------------------------------------------------
 
 
@@ -166,6 +170,8 @@ class Executor:
                 root[piece.axis] = root[piece.axis] + (((value + amount) % piece.size) - value) * piece.stride
         for axis, holder in view.selectors:
             chosen = int(np.asarray(self.inputs[holder]).reshape(-1)[0])
+            if not 0 <= chosen < self.axes.size(axis):
+                raise IndexOutOfRange(f"{holder} = {chosen} selects outside {axis} (size {self.axes.size(axis)})")
             for atom, place, size in self.axes.atoms_of(axis):
                 root[atom] = root[atom] + (chosen // place) % size
         return root
@@ -492,4 +498,4 @@ def execute(source: str, kernel: str, fixture_set: str, version: str | None = No
     return Executor(source, kernel, fixture_set, version).run()
 
 
-__all__ = ["ExecutionError", "Executor", "execute", "ir"]
+__all__ = ["ExecutionError", "Executor", "IndexOutOfRange", "execute", "ir"]

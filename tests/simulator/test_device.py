@@ -193,3 +193,16 @@ def test_unknown_fixture_sets_are_a_clear_error() -> None:
         device.submit(job(fixtures=("g9",)))
     with pytest.raises(ValueError):
         DeviceJob(kernel=KERNEL, program=O_BASELINE, repeats=0)
+
+
+def test_a_job_that_can_never_finish_hangs_until_the_cap() -> None:
+    """A run-time index outside its axis (the executor finds it) is a HANG, not a wrong answer."""
+    from simulator.device import DeviceHang
+
+    def grader(program: str, kernel: str, version: str, sets: tuple[str, ...]) -> None:
+        raise DeviceHang("kv_pos = 5000 selects outside Ts (size 1024)")
+
+    device = SimDevice(seed=1, config=quiet(), grader=grader)  # type: ignore[arg-type]
+    result = device.result(device.submit(job(fixtures="smoke")))
+    assert result.status == "timeout" and result.device_s == 70.0 and not result.runs
+    assert [f.code for f in result.faults] == ["HANG"] and "kv_pos = 5000" in result.message

@@ -99,3 +99,19 @@ def test_every_fixture_set_passes(path: str, kernel: str) -> None:
     text = program(path)
     ratios = {s: worst_ratio(kernel, s, execute(text, kernel, s)) for s in ALL_SETS}
     assert all(r <= 1.0 for r in ratios.values()), ratios
+
+
+def test_a_run_time_index_outside_its_axis_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simulator.execute import executor as executor_module
+    from simulator.execute.executor import IndexOutOfRange
+
+    real = executor_module.fixture
+
+    def moved(kernel: str, fixture_set: str) -> dict:  # type: ignore[type-arg]
+        values = dict(real(kernel, fixture_set))
+        values["kv_pos"] = np.array([5000], dtype=np.int32)  # beyond the 1,024-row cache
+        return values
+
+    monkeypatch.setattr(executor_module, "fixture", moved)
+    with pytest.raises(IndexOutOfRange, match="kv_pos = 5000 selects outside Ts"):
+        execute(program("examples/qkv_opt.fe"), QKV, "g0")
