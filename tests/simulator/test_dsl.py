@@ -33,7 +33,8 @@ def test_shipped_program_round_trips(text: str) -> None:
     printed = print_program(program)
     assert parse(printed) == program
     assert print_program(parse(printed)) == printed, "printing is a fixed point"
-    assert program.toolchain == "0.6.0" and len(program.kernels) == 1
+    # every shipped program targets the harness default, except bug-zoo ones that need an older toolchain
+    assert program.toolchain in ("0.5.0", "0.6.0") and len(program.kernels) == 1
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
