@@ -24,7 +24,7 @@ from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
 from simulator.device import DeviceConfig, DeviceHang, SimDevice
 from simulator.device.models import SMOKE_SET
-from simulator.execute.executor import ExecutionError, IndexOutOfRange, execute
+from simulator.execute.executor import ExecutionError, IndexOutOfRange
 from simulator.execute.grading import grade_program
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
@@ -75,15 +75,18 @@ class SimRNGD:
         if not checked.ok:
             return TestResult(kernel=kernel, toolchain=checked.version, compiled=False, diagnostics=checked.diagnostics,
                               message="the program does not compile")  # fmt: skip
+        base = {"kernel": kernel, "toolchain": checked.version, "compiled": True, "diagnostics": checked.diagnostics}
+        if kernel not in HARNESS_KERNELS:
+            return TestResult(**base, message=f"not executed: {kernel} is not a harness kernel, so there is no "
+                              "reference to compare with")  # fmt: skip
         try:
-            correctness = grade_job(source, kernel, checked.version, (SMOKE_SET,))
-        except DeviceHang as error:
-            return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
-                              correctness=Correctness(passed=False, message=str(error)),
+            correctness = grade_program(source, kernel, checked.version, (SMOKE_SET,))
+        except IndexOutOfRange as error:
+            return TestResult(**base, correctness=Correctness(passed=False, message=str(error)),
                               message=f"would hang on the device: {error}")  # fmt: skip
-        message = correctness.message if correctness is not None else f"not executed: {_why_not(source, kernel)}"
-        return TestResult(kernel=kernel, toolchain=checked.version, compiled=True, diagnostics=checked.diagnostics,
-                          correctness=correctness, message=message)  # fmt: skip
+        except (ExecutionError, LoweringError) as error:
+            return TestResult(**base, message=f"not executed: {error}")
+        return TestResult(**base, correctness=correctness, message=correctness.message)
 
     def submit(self, job: DeviceJob) -> JobHandle:
         return self.device.submit(job)
@@ -106,13 +109,3 @@ def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> 
         raise DeviceHang(str(error)) from error
     except (ExecutionError, LoweringError):
         return None
-
-
-def _why_not(source: str, kernel: str) -> str:
-    if kernel not in HARNESS_KERNELS:
-        return f"{kernel} is not a harness kernel, so there is no reference to compare with"
-    try:
-        execute(source, kernel, SMOKE_SET)
-    except (ExecutionError, LoweringError) as error:
-        return str(error)
-    return "unknown"

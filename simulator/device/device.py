@@ -209,7 +209,7 @@ class SimDevice:
                 correctness = self.grader(job.program, job.kernel, version, sets)
             except DeviceHang as error:
                 hang = str(error)
-        outcome = self._hang(hang) if hang else self._execute(job, sets, report, start)
+        outcome = self._hang(hang) if hang else self._execute(job, sets, report, start, planned)
         device_s = outcome.device_s
         finish = start + device_s + outcome.extra_busy_s
         slot = min(range(self.config.slots), key=lambda i: self._slot_free[i])
@@ -298,13 +298,14 @@ class SimDevice:
             out.message += f": {reason}"
         return out
 
-    def _execute(self, job: DeviceJob, sets: tuple[str, ...], report: CostReport, start: float) -> _Outcome:
+    def _execute(
+        self, job: DeviceJob, sets: tuple[str, ...], report: CostReport, start: float, planned: float
+    ) -> _Outcome:
         cfg = self.config
         out = _Outcome()
         if self.rng.random() < cfg.p_hang:
             return self._hang("")
         transient_at = self.rng.random() if self.rng.random() < cfg.p_transient else None
-        planned = self._planned_seconds(job, sets, report.cycles)
         if planned > cfg.job_cap_s:
             out.status, out.device_s = "timeout", cfg.job_cap_s
             out.message = f"the job needs {planned:.1f} s of device time, over the {cfg.job_cap_s:.0f} s cap"

@@ -127,24 +127,17 @@ def grid_index(dims: list[tuple[Digit, np.ndarray]]) -> Index:
     return index
 
 
-def _contains(digit: Digit, outer: Digit) -> bool:
-    return digit.axis == outer.axis and outer.stride <= digit.stride and digit.limit <= outer.limit
-
-
 # ---- the machine ------------------------------------------------------------------------------
 
 
 class Executor:
     def __init__(self, source: str, kernel: str, fixture_set: str, version: str | None = None) -> None:
-        lowered, self.ops = lower_semantics(source, version)
-        first = next((op for op in self.ops), None)
+        _, self.ops = lower_semantics(source, version)
         self.axes: AxisSystem = _axes_of(source)
         self.kernel = kernel
         self.inputs = fixture(kernel, fixture_set)
         self.outputs: dict[str, np.ndarray] = {}
         self.stored: dict[str, Stored] = {}
-        self.lowered = lowered
-        del first
 
     def run(self) -> dict[str, np.ndarray]:
         for op in self.ops:
@@ -333,7 +326,7 @@ class Executor:
             group = stage.kwarg("group")
             digits = [d for p in (group.places or ()) for d in p.digits] if group else []
             op_word = next((a.word for a in stage.positional() if a.word), "add")
-            stream.reduce([not any(_contains(d, g) for g in digits) for d, _, _ in stream.dims], op_word or "add")
+            stream.reduce([not any(d.within(g) for g in digits) for d, _, _ in stream.dims], op_word or "add")
         elif name == "reduce_clusters":
             stream.dtype = None
             op_word = next((a.word for a in stage.positional() if a.word), "add")
@@ -350,7 +343,7 @@ class Executor:
         named = [d for p in (reduce.places or ()) for d in p.digits] if reduce else []
         # The contraction reduces what the stream carries (time and packet); a reduced axis's digits on
         # slices or clusters stay, as partial sums, until a reducer or a later pass adds them up.
-        keep = [f != "elem" or not any(_contains(d, n) for n in named) for d, _, f in stream.dims]
+        keep = [f != "elem" or not any(d.within(n) for n in named) for d, _, f in stream.dims]
         axes = tuple(i for i, k in enumerate(keep) if not k)
         stream.data = (product.sum(axis=axes) if axes else product).astype(np.float32)
         stream.dims = [d for d, k in zip(stream.dims, keep, strict=True) if k]
@@ -358,13 +351,13 @@ class Executor:
         if fold is not None and fold.places:
             stream.packet = [d for p in fold.places for d in p.digits]
         else:
-            stream.packet = [d for d in stream.packet if not any(_contains(d, n) for n in named)]
+            stream.packet = [d for d in stream.packet if not any(d.within(n) for n in named)]
 
     def _vector(self, call: SemStage, stream: Stream, spatial: set[Digit]) -> None:
         for arg in call.args:
             if arg.name in ("when", "enable") and arg.number is not None and arg.number == 0:
                 return
-        func = call.func if hasattr(call, "func") else call.name
+        func = call.name
         operand = None
         for arg in call.args:
             if arg.name == "vrf" and arg.view is not None:
@@ -392,9 +385,9 @@ class Executor:
             stream.data = TRANSCENDENTAL[func](x).astype(np.float32)  # type: ignore[misc]
         elif func == "sum_time":
             digits = [d for a in call.args for p in (a.places or ()) for d in p.digits]
-            stream.reduce([not any(_contains(d, g) for g in digits) for d, _, _ in stream.dims])
+            stream.reduce([not any(d.within(g) for g in digits) for d, _, _ in stream.dims])
         elif func == "sum_packet":
-            stream.reduce([not any(_contains(d, g) for g in stream.packet) for d, _, _ in stream.dims])
+            stream.reduce([not any(d.within(g) for g in stream.packet) for d, _, _ in stream.dims])
             stream.packet = []
         elif func in ("sum_all", "max_all"):
             stream.reduce(

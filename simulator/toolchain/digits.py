@@ -30,6 +30,10 @@ class Digit:
     def value(self, index: int) -> int:
         return (index // self.stride) % self.size
 
+    def within(self, outer: Digit) -> bool:
+        """Is this digit a part of `outer` (same axis, inside its stride..limit range)?"""
+        return self.axis == outer.axis and outer.stride <= self.stride and self.limit <= outer.limit
+
     def __str__(self) -> str:
         if self.stride == 1:
             return f"{self.axis} % {self.size}"

@@ -132,10 +132,10 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             add("contract_bytes", stream.time * stream.packet_bytes)
             named = [d for place in resolve(stage.kwarg("reduce")) for d in place.digits]
             # `reduce = [H]` reduces the digits of H the stream holds; H's slice digits stay partial.
-            reduced = [p for d, _ in stream.digits for p in _split_by(d, named) if any(_within(p, n) for n in named)]
+            reduced = [p for d, _ in stream.digits for p in _split_by(d, named) if any(p.within(n) for n in named)]
             partial += [d for d in _subtract(spatial + [d for d, _ in stream.digits], reduced)
                         if d.axis in {r.axis for r in named} and d not in partial]  # fmt: skip
-            left = math.prod(n for d, n in stream.digits if not any(_within(d, r) for r in reduced))
+            left = math.prod(n for d, n in stream.digits if not any(d.within(r) for r in reduced))
             fold = resolve(stage.kwarg("fold")) if stage.kwarg("fold") is not None else ()
             packet_digits = [d for p in fold for d in p.digits] if fold else _subtract(packet_digits, reduced)
             # Without `fold` the output packet is what the reduction left of the input packet.
@@ -144,7 +144,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
             shape["lanes"] = stream.packet
             stream.time = max(1, math.ceil(left / stream.packet))
             stream.dtype = "i32" if stream.dtype == "i8" else "f32"
-            stream.digits = [(d, n) for d, n in stream.digits if not any(_within(d, r) for r in reduced)]
+            stream.digits = [(d, n) for d, n in stream.digits if not any(d.within(r) for r in reduced)]
             computed = True
         elif name == "vector":
             active = [a for a in stage.args if not _dropped(a, int_of)]
@@ -163,7 +163,7 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
                 elif op.func == "sum_packet":
                     partial = _subtract(partial, packet_digits)
                 elif op.func in ("sum_all", "max_all"):
-                    partial = [d for d in partial if any(_within(d, s) for s in spatial)]
+                    partial = [d for d in partial if any(d.within(s) for s in spatial)]
                 elif op.func == "sum_packet":
                     stream.packet = _REDUCED_PACKET
                 if op.func in ("sum_all", "max_all"):
@@ -210,7 +210,7 @@ def _digits(places: tuple[Place, ...], constraints: tuple, axes: AxisSystem) -> 
 
 def _subtract(digits: list[Digit], removed: list[Digit]) -> list[Digit]:
     """The parts of `digits` outside every digit of `removed` (so `H % 64` less `H % 16` is `H / 16 % 4`)."""
-    return [p for d in digits for p in _split_by(d, removed) if not any(_within(p, r) for r in removed)]
+    return [p for d in digits for p in _split_by(d, removed) if not any(p.within(r) for r in removed)]
 
 
 def _split_by(digit: Digit, others: list[Digit]) -> list[Digit]:
@@ -219,10 +219,6 @@ def _split_by(digit: Digit, others: list[Digit]) -> list[Digit]:
                    if digit.stride < c < digit.limit and c % digit.stride == 0})  # fmt: skip
     bounds = [digit.stride, *cuts, digit.limit]
     return [Digit(digit.axis, low, math.ceil(high / low)) for low, high in itertools.pairwise(bounds)]
-
-
-def _within(digit: Digit, reduced: Digit) -> bool:
-    return digit.axis == reduced.axis and reduced.stride <= digit.stride and digit.limit <= reduced.limit
 
 
 def _elem_steps(tensor: Tensor) -> list[tuple[float, Digit]]:
@@ -302,7 +298,7 @@ def _span(source: View, places: tuple[Place, ...]) -> int:
     if any(p.is_rep for p in places) and places[0].is_rep:
         return math.prod(p.positions for p in slices) or 256
     for index, place in enumerate(slices):
-        if any(_within(d, inv) or _within(inv, d) for d in place.digits for inv in involved):
+        if any(d.within(inv) or inv.within(d) for d in place.digits for inv in involved):
             # the outermost involved term spans its data, not its padding (`[G # 256]` with G = 2 spans 2)
             return place.size * math.prod(p.positions for p in slices[index + 1 :])
     return math.prod(p.positions for p in places)

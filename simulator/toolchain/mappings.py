@@ -147,7 +147,7 @@ def check_trf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnosti
             where = stage.name_span or stage.span
             reduced = mapping_digits([reduce.mapping], env.axes) if isinstance(reduce, ir.Bracket) else []
             try:
-                hole = _uncovered(_within(_tensor_digits(source, env) or [], reduced or []), held)
+                hole = _uncovered(_parts_inside(_tensor_digits(source, env) or [], reduced or []), held)
                 if hole is None:
                     hole = _misplaced(source, trf, env)
             except NoCommonRefinement:
@@ -269,25 +269,21 @@ def _without(digits: list[Digit], fixed: list[Digit], axes: AxisSystem) -> list[
         pieces, _ = refine(digits, fixed_atoms)
     except NoCommonRefinement:
         return digits
-    return [d for d in pieces if not any(_inside(d, f) for f in fixed_atoms)]
+    return [d for d in pieces if not any(d.within(f) for f in fixed_atoms)]
 
 
 def _uncovered(held: list[Digit], other: list[Digit]) -> Digit | None:
     """A piece of `held` that `other` does not hold (raises NoCommonRefinement when they clash)."""
     pieces, _ = refine(held, other)
-    return next((d for d in pieces if not any(_inside(d, o) for o in other)), None)
+    return next((d for d in pieces if not any(d.within(o) for o in other)), None)
 
 
-def _within(digits: list[Digit], bounds: list[Digit]) -> list[Digit]:
+def _parts_inside(digits: list[Digit], bounds: list[Digit]) -> list[Digit]:
     """The parts of `digits` inside some digit of `bounds` (`reduce = [Qs]` reduces what the stream holds)."""
     if not digits or not bounds:
         return []
     pieces, _ = refine(digits, bounds)
-    return [d for d in pieces if any(_inside(d, b) for b in bounds)]
-
-
-def _inside(digit: Digit, outer: Digit) -> bool:
-    return digit.axis == outer.axis and outer.stride <= digit.stride and digit.limit <= outer.limit
+    return [d for d in pieces if any(d.within(b) for b in bounds)]
 
 
 def check_reducer_groups(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
