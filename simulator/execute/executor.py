@@ -8,9 +8,11 @@ source view's elements over the same digits; stages transform it, reduce some of
 the end of the pass writes it into its destination by atom index, rounding to the destination's
 dtype. Elements never written read as NaN, which propagates to the outputs.
 
-Values are dense here: the QKV and O kernels run at full shape; the FFN's 177 M weight codes wait
-for the row-periodic representation of 6.4 (`ExecutionError` says so rather than running out of
-memory).
+Weights are row-periodic (6.3), and the values read from them stay factored by distinct row
+(`factored.Rows`) through DMAs, DM tensors and passes for as long as rows and columns stay apart, so
+the FFN baseline's 59 M-value DM tensors cost what their 509 distinct rows cost. Whatever mixes them
+falls back to dense arrays; a dense value beyond 20 M elements is an `ExecutionError`, not an
+out-of-memory.
 """
 
 from __future__ import annotations
@@ -21,6 +23,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.dsl import ir
+from simulator.execute.factored import (
+    MAX_ELEMENTS,
+    Array,
+    ExecutionError,
+    Rows,
+    apply,
+    as_slices,
+    dense,
+    extents,
+    from_table,
+    key_dims,
+    lift,
+    lift_value,
+    pool_dims,
+    reduce_over,
+    renumber,
+    take,
+    unary,
+)
 from simulator.execute.fixtures import Periodic, RopeTable, Value, fixture
 from simulator.execute.numerics import F8_VALUES, bf16, f4_decode_nibbles, f8
 from simulator.toolchain.digits import AxisSystem, Digit
@@ -28,7 +49,6 @@ from simulator.toolchain.lower import SemOp, SemStage, lower_semantics
 from simulator.toolchain.lower_dma import _aligned, cuts_of, dm_dims
 from simulator.toolchain.placement import Tensor, View
 
-MAX_ELEMENTS = 20_000_000  # a dense stream or tensor beyond this is refused (the FFN waits for periodic values)
 TRANSCENDENTAL = {
     "exp": np.exp, "erf": None, "tanh": np.tanh, "rsqrt": lambda x: 1.0 / np.sqrt(x), "recip": lambda x: 1.0 / x,
     "square": np.square, "neg": np.negative,
@@ -36,10 +56,6 @@ TRANSCENDENTAL = {
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum}
 
 Index = dict[str, np.ndarray]
-
-
-class ExecutionError(RuntimeError):
-    """The executor cannot run this program (a construct it does not model, or too large)."""
 
 
 class IndexOutOfRange(RuntimeError):
@@ -51,12 +67,15 @@ class IndexOutOfRange(RuntimeError):
 
 @dataclass
 class Stored:
-    """A DM/TRF/VRF tensor: one array axis per atom digit its layout holds (`held` values of it)."""
+    """A DM/TRF/VRF tensor: one array axis per atom digit its layout holds (`held` values of it).
 
+    Nothing is allocated until the first write; a tensor written from a periodic weight stays
+    factored by distinct row (`Rows`) as long as every write keeps rows and columns apart."""
+
+    name: str
     digits: list[Digit]
     held: list[int]
-    data: np.ndarray
-    valid: np.ndarray
+    value: Array | None = None  # None: never written (reads NaN)
 
     @classmethod
     def empty(cls, tensor: Tensor) -> Stored:
@@ -76,19 +95,127 @@ class Stored:
                     inner *= digit.size
                 digits += list(place.digits)
                 held += list(reversed(sizes))
-        count = math.prod(held)
-        if count > MAX_ELEMENTS:
-            raise ExecutionError(f"{tensor.name} holds {count:,} values; the dense executor stops at {MAX_ELEMENTS:,}")
-        return cls(digits, held, np.full(held, np.nan, dtype=np.float32), np.zeros(held, dtype=bool))
+        return cls(tensor.name, digits, held)
 
     def coords(self, root: Index) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """Each digit's coordinate, and where they all fall inside what the tensor holds."""
         coords = []
         inside: np.ndarray = np.array(True)
         for digit, held in zip(self.digits, self.held, strict=True):
             value = (root.get(digit.axis, np.int64(0)) // digit.stride) % digit.size
-            inside = inside & (value < held)
-            coords.append(np.minimum(value, held - 1))
+            if held < digit.size and not bool(np.all(value < held)):  # a restricted place: mask, clamp
+                inside = inside & (value < held)
+                value = np.minimum(value, held - 1)
+            coords.append(value)
         return tuple(coords), inside
+
+    def read(self, root: Index) -> Array:
+        coords, inside = self.coords(root)
+        if self.value is None:
+            return np.full(np.broadcast_shapes(*(np.shape(c) for c in coords)), np.nan, dtype=np.float32)
+        values = take(self.value, coords)
+        return values if bool(np.all(inside)) else np.where(inside, dense(values), np.float32(np.nan))
+
+    def write(self, root: Index, values: Array) -> None:
+        coords, inside = self.coords(root)
+        if not self.digits:  # a scalar per slice (`elem: [1 # 8]`): every position holds the one value
+            self.value = np.asarray(dense(values), dtype=np.float32).reshape(-1)[-1:].reshape(())
+            return
+        everywhere = bool(np.all(inside))
+        if everywhere and not isinstance(self.value, np.ndarray):
+            rows = values if isinstance(values, Rows) else self._as_rows(values, coords)
+            if rows is not None and self._write_rows(coords, rows):
+                return
+        data = self._dense()
+        values = dense(values)
+        if everywhere:  # the usual case: no masking, numpy broadcasts the index arrays
+            data[coords] = values
+            return
+        shape = np.broadcast_shapes(values.shape, inside.shape, *(c.shape for c in coords))
+        mask = np.broadcast_to(inside, shape)
+        picked = tuple(np.broadcast_to(c, shape)[mask] for c in coords)
+        data[picked] = np.broadcast_to(values, shape)[mask]
+
+    def _dense(self) -> np.ndarray:
+        if isinstance(self.value, np.ndarray):
+            return self.value
+        count = math.prod(self.held)
+        if count > MAX_ELEMENTS:
+            raise ExecutionError(
+                f"{self.name} holds {count:,} values that do not factor by row; the dense executor stops at"
+                f" {MAX_ELEMENTS:,}"
+            )
+        data = np.full(self.held, np.nan, dtype=np.float32) if self.value is None else self.value.dense()
+        self.value = np.ascontiguousarray(data, dtype=np.float32)
+        return self.value
+
+    def _as_rows(self, values: np.ndarray, coords: tuple[np.ndarray, ...]) -> Rows | None:
+        """Dense values to write factored: into a factored tensor, or when the write copies them along
+        dims they do not vary on (a TRF replicated on every slice holds one copy)."""
+        n = max([np.ndim(values), *(np.ndim(c) for c in coords)])
+        values = lift(np.asarray(values), n)
+        copied = set().union(*(extents(lift(c, n)) for c in coords)) - extents(values)
+        if self.value is None and not copied:
+            return None
+        return Rows(np.zeros((1,) * n, dtype=np.int64), values[None])
+
+    def _write_rows(self, coords: tuple[np.ndarray, ...], values: Rows) -> bool:
+        """Write factored values, keeping this tensor factored; False when the write mixes the two
+        kinds of dims (the caller then writes densely)."""
+        n = values.ndim
+        coords = tuple(lift(c, n) for c in coords)
+        value_keys, value_pools = key_dims(values), pool_dims(values)
+        if self.value is None:
+            keyed = []
+            for c in coords:
+                if extents(c) & value_keys and extents(c) & value_pools:
+                    return False
+                # Digits the value is copied along hold one row of copies: key digits too.
+                keyed.append(bool(extents(c) & value_keys) or bool(extents(c) and not extents(c) & value_pools))
+            self.value = Rows(
+                np.zeros([h if k else 1 for h, k in zip(self.held, keyed, strict=True)], dtype=np.int64),
+                np.full((1, *(1 if k else h for h, k in zip(self.held, keyed, strict=True))), np.nan, np.float32),
+            )
+        stored = self.value
+        assert isinstance(stored, Rows)
+        keyed_digits = key_dims(stored)
+        key_side = value_keys.union(*(extents(coords[j]) for j in keyed_digits))
+        pool_side = value_pools.union(*(extents(c) for j, c in enumerate(coords) if j not in keyed_digits))
+        if key_side & pool_side:
+            return False
+        zero = np.zeros((1,) * n, dtype=np.int64)
+        at_key = [c if j in keyed_digits else zero for j, c in enumerate(coords)]
+        at_pool = [zero if j in keyed_digits else c for j, c in enumerate(coords)]
+        key_shape = np.broadcast_shapes(values.key.shape, *(c.shape for c in at_key))
+        at_key_b = tuple(np.broadcast_to(c, key_shape) for c in at_key)
+        pool_shape = np.broadcast_shapes(values.pool.shape[1:], *(c.shape for c in at_pool))
+        slices = as_slices(tuple(at_pool)) if len(at_pool) == n else None
+        at_pool_b = slices if slices is not None else tuple(np.broadcast_to(c, pool_shape) for c in at_pool)
+        whole_rows = _covers(at_pool_b, stored.pool.shape[1:])
+        if whole_rows and _covers(at_key_b, stored.key.shape):  # the tensor is overwritten: start afresh
+            used, key = renumber(np.broadcast_to(values.key, key_shape), values.pool.shape[0])
+            fresh = np.full((len(used), *stored.pool.shape[1:]), np.nan, dtype=np.float32)
+            fresh[(slice(None), *at_pool_b)] = values.pool[used]
+            new_key = np.zeros(stored.key.shape, dtype=np.int64)
+            new_key[at_key_b] = key
+            self.value = Rows(new_key, fresh)
+            return True
+        # Each stored row becomes (what it held, what lands on it): rows written from the same distinct
+        # value over the same old contents stay one pool row.
+        width = values.pool.shape[0]
+        old, new = stored.key[at_key_b], np.broadcast_to(values.key, key_shape)
+        pairs, inverse = np.unique(old * width + new, return_inverse=True)
+        if whole_rows:  # nothing of the old rows survives: no need to copy them
+            rows = np.empty((len(pairs), *stored.pool.shape[1:]), dtype=np.float32)
+        else:
+            rows = stored.pool[pairs // width]
+        rows[(slice(None), *at_pool_b)] = values.pool[pairs % width]
+        stored.key[at_key_b] = stored.pool.shape[0] + inverse.reshape(key_shape)
+        stored.pool = np.concatenate([stored.pool, rows])
+        if stored.pool.shape[0] > 2 * stored.key.size + 64:
+            compacted = stored.compact()
+            self.value = Rows(np.ascontiguousarray(compacted.key), compacted.pool)
+        return True
 
 
 @dataclass
@@ -96,9 +223,9 @@ class Stream:
     """The values a pass carries: one array axis per enumerated digit of its source view."""
 
     dims: list[tuple[Digit, np.ndarray, str]]  # digit, its values (view coordinates), field
-    data: np.ndarray
+    data: Array
     packet: list[Digit] = field(default_factory=list)  # digits in the packet (what sum_packet reduces)
-    stash: np.ndarray | None = None
+    stash: Array | None = None
     dtype: str | None = None  # the format the values are exactly in; None once computed in f32
     carried: str = "f32"  # the dtype the stream carries (what a commit without a cast reinterprets)
 
@@ -108,11 +235,22 @@ class Stream:
     def reduce(self, keep: list[bool], op: str = "add") -> None:
         axes = tuple(i for i, k in enumerate(keep) if not k)
         if axes:
-            reducer = np.max if op == "max" else np.sum
-            self.data = reducer(self.data.astype(np.float64), axis=axes).astype(np.float32)
+            self.data = reduce_over(self.data, axes, np.max if op == "max" else np.sum)
             if self.stash is not None and self.stash.ndim == len(keep):
                 self.stash = None
             self.dims = [d for d, k in zip(self.dims, keep, strict=True) if k]
+
+
+def _covers(index: tuple[np.ndarray, ...] | tuple[slice, ...], shape: tuple[int, ...]) -> bool:
+    """Whether the index (broadcast arrays, or slices) names every position of an array of this shape."""
+    count = math.prod(shape)
+    if all(isinstance(i, slice) for i in index):
+        return all(i.indices(size)[:2] == (0, size) for i, size in zip(index, shape, strict=True))  # type: ignore[union-attr]
+    index = tuple(i for i in index if not isinstance(i, slice))
+    if math.prod(np.broadcast_shapes(*(i.shape for i in index))) < count:
+        return False
+    flat = np.ravel_multi_index(index, shape) if index else np.zeros(1, dtype=np.int64)
+    return bool(np.all(np.bincount(flat.reshape(-1), minlength=count)))
 
 
 def grid_index(dims: list[tuple[Digit, np.ndarray]]) -> Index:
@@ -138,6 +276,7 @@ class Executor:
         self.inputs = fixture(kernel, fixture_set)
         self.outputs: dict[str, np.ndarray] = {}
         self.stored: dict[str, Stored] = {}
+        self.tables: dict[str, np.ndarray] = {}
 
     def run(self) -> dict[str, np.ndarray]:
         for op in self.ops:
@@ -169,45 +308,28 @@ class Executor:
                 root[atom] = root[atom] + (chosen // place) % size
         return root
 
-    def read(self, view: View, index: Index) -> np.ndarray:
+    def read(self, view: View, index: Index) -> Array:
         tensor = view.tensor
         root = self._root(view, index)
+        ndim = max((np.ndim(v) for v in index.values()), default=0)
         if tensor.space == "hbm":
-            return self._read_hbm(tensor, root)
-        stored = self._stored(tensor)
-        coords, inside = stored.coords(root)
-        values = stored.data[coords]
-        ok = stored.valid[coords] & inside
-        return np.where(ok, values, np.float32(np.nan))
+            return lift_value(self._read_hbm(tensor, root), ndim)
+        return lift_value(self._stored(tensor).read(root), ndim)
 
-    def write(self, view: View, index: Index, values: np.ndarray, exact_in: str | None = None) -> None:
+    def write(self, view: View, index: Index, values: Array, exact_in: str | None = None) -> None:
         """Store values; `exact_in` names a dtype the values already are, so rounding to a format
         that holds it exactly (f4 in f8, f8 in bf16, ...) is skipped."""
         tensor = view.tensor
         root = self._root(view, index)
         if exact_in is None or not _holds_exactly(tensor.dtype, exact_in):
-            values = _round(values.astype(np.float32), tensor.dtype)
+            values = unary(lambda v: _round(v.astype(np.float32), tensor.dtype), values)
         if tensor.space == "hbm":
             flat = self._flat(tensor, root)
             out = self._output(tensor)
-            flat, values = np.broadcast_arrays(flat, values)
-            out[flat.reshape(-1)] = values.reshape(-1)
+            flat, data = np.broadcast_arrays(flat, dense(values))
+            out[flat.reshape(-1)] = data.reshape(-1)
             return
-        stored = self._stored(tensor)
-        coords, inside = stored.coords(root)
-        if not stored.digits:  # a scalar per slice (`elem: [1 # 8]`): every position holds the one value
-            stored.data[()] = np.asarray(values).reshape(-1)[-1]
-            stored.valid[()] = True
-            return
-        if bool(np.all(inside)):  # the usual case: no masking, numpy broadcasts the index arrays
-            stored.data[coords] = values
-            stored.valid[coords] = True
-            return
-        shape = np.broadcast_shapes(values.shape, inside.shape, *(c.shape for c in coords))
-        mask = np.broadcast_to(inside, shape)
-        picked = tuple(np.broadcast_to(c, shape)[mask] for c in coords)
-        stored.data[picked] = np.broadcast_to(values, shape)[mask]
-        stored.valid[picked] = True
+        self._stored(tensor).write(root, values)
 
     def _stored(self, tensor: Tensor) -> Stored:
         if tensor.id not in self.stored:
@@ -227,21 +349,15 @@ class Executor:
             self.outputs[tensor.name] = _dense(self.inputs[tensor.name], tensor.dtype).reshape(-1).copy()
         return self.outputs[tensor.name]
 
-    def _read_hbm(self, tensor: Tensor, root: Index) -> np.ndarray:
+    def _read_hbm(self, tensor: Tensor, root: Index) -> Array:
+        value = self.inputs[tensor.name]
+        if isinstance(value, Periodic) and tensor.name not in self.outputs:
+            table = self._table(tensor, value)
+            row, col = self._row_col(tensor, root, table.shape[1])
+            return from_table(table, row % table.shape[0], col)
         flat = self._flat(tensor, root)
         if tensor.name in self.outputs:  # an output read back after the kernel wrote it
             return self.outputs[tensor.name][flat]
-        value = self.inputs[tensor.name]
-        if isinstance(value, Periodic):
-            per_row = math.prod(value.distinct.shape[1:]) * (2 if tensor.dtype == "f4e2m1" else 1)
-            row, col = flat // max(per_row, 1), flat % max(per_row, 1)
-            distinct = value.distinct
-            rows = row % distinct.shape[0]
-            if tensor.dtype == "f4e2m1":
-                byte = distinct.reshape(distinct.shape[0], -1)[rows, col // 2]
-                return f4_decode_nibbles(np.where(col % 2 == 0, byte & 0xF, byte >> 4))
-            picked = distinct.reshape(distinct.shape[0], -1)[rows, col] if distinct.ndim > 1 else distinct[rows]
-            return F8_VALUES[picked] if tensor.dtype == "f8e4m3" else picked.astype(np.float32)
         if isinstance(value, RopeTable):
             row, col = flat // value.width, flat % value.width
             wanted = np.unique(row)
@@ -249,16 +365,46 @@ class Executor:
             return table[np.searchsorted(wanted, row), col]
         return _dense(value, tensor.dtype).reshape(-1)[flat]
 
+    def _table(self, tensor: Tensor, value: Periodic) -> np.ndarray:
+        """A periodic input's distinct rows decoded to f32 values, once per run."""
+        if tensor.name not in self.tables:
+            distinct = value.distinct.reshape(value.distinct.shape[0], -1)
+            if tensor.dtype == "f4e2m1":  # two codes per byte, the low nibble first
+                table = np.empty((distinct.shape[0], distinct.shape[1] * 2), dtype=np.float32)
+                table[:, 0::2] = f4_decode_nibbles(distinct & 0xF)
+                table[:, 1::2] = f4_decode_nibbles(distinct >> 4)
+            elif tensor.dtype == "f8e4m3":
+                table = F8_VALUES[distinct]
+            else:
+                table = distinct.astype(np.float32)
+            self.tables[tensor.name] = table
+        return self.tables[tensor.name]
+
+    def _row_col(self, tensor: Tensor, root: Index, per_row: int) -> tuple[np.ndarray, np.ndarray]:
+        """The row and the element within the row an HBM index addresses, each varying only along
+        the dims its own digits do (so a plain view of a weight reads factored)."""
+        row: np.ndarray = np.int64(0)  # type: ignore[assignment]
+        col: np.ndarray = np.int64(0)  # type: ignore[assignment]
+        place = 1
+        for digit in reversed(tensor.hbm):
+            coordinate = (root.get(digit.axis, np.int64(0)) // digit.stride) % digit.size
+            if place % per_row == 0:
+                row = row + coordinate * (place // per_row)
+            elif place * digit.size <= per_row:
+                col = col + coordinate * place
+            else:  # a digit across the row boundary: split the flat index
+                flat = self._flat(tensor, root)
+                return flat // per_row, flat % per_row
+            place *= digit.size
+        return np.asarray(row), np.asarray(col)
+
     # ---- ops ---------------------------------------------------------------------------------------
 
     def _enumerate(
         self, view: View, constraints: tuple, cuts: dict | None = None
     ) -> list[tuple[Digit, np.ndarray, str]]:
         dims = dm_dims(view, constraints, self.axes, with_copies=False, cuts=cuts)
-        out = [(d.digit, np.asarray(d.values, dtype=np.int64), d.field) for d in dims if d.digit is not None]
-        if math.prod(len(v) for _, v, _ in out) > MAX_ELEMENTS:
-            raise ExecutionError(f"{view.tensor.name}: too many elements for the dense executor")
-        return out
+        return [(d.digit, np.asarray(d.values, dtype=np.int64), d.field) for d in dims if d.digit is not None]
 
     def _dma(self, op: SemOp) -> None:
         assert op.source is not None
@@ -295,7 +441,7 @@ class Executor:
         if stream.carried in ("f32", "i32") and destination.tensor.dtype in ("bf16", "f8e4m3", "i8"):
             # 0.5.0 lets a missing narrowing cast through (W0410): the commit adapter takes the stream's
             # f32 bytes in stream order as values of the destination's type, as the hardware does.
-            values = _reinterpret(stream.data, destination.tensor.dtype)[: values.size].reshape(values.shape)
+            values = _reinterpret(dense(stream.data), destination.tensor.dtype)[: values.size].reshape(values.shape)
         self.write(destination, index, values, exact_in=stream.dtype)
 
     def _stage(self, stage: SemStage, stream: Stream, source: View, spatial: set[Digit]) -> None:
@@ -311,7 +457,7 @@ class Executor:
         elif name in ("cast", "narrow"):
             target = next((a.word for a in stage.positional() if a.word), None)
             if target in ("bf16", "f8e4m3", "i8") and not (stream.dtype and _holds_exactly(target, stream.dtype)):
-                stream.data = _round(stream.data, target)
+                stream.data = unary(lambda v, t=target: _round(v, t), stream.data)
                 stream.dtype = target
         elif name == "contract":
             self._contract(stage, stream)
@@ -338,14 +484,14 @@ class Executor:
         if operand is None or operand.view is None:
             raise ExecutionError("contract needs a TRF operand")
         trf = self.read(operand.view, stream.index())
-        product = stream.data.astype(np.float64) * trf.astype(np.float64)
+        product = apply(lambda a, b: a.astype(np.float64) * b.astype(np.float64), stream.data, trf)
         reduce = stage.kwarg("reduce")
         named = [d for p in (reduce.places or ()) for d in p.digits] if reduce else []
         # The contraction reduces what the stream carries (time and packet); a reduced axis's digits on
         # slices or clusters stay, as partial sums, until a reducer or a later pass adds them up.
         keep = [f != "elem" or not any(d.within(n) for n in named) for d, _, f in stream.dims]
         axes = tuple(i for i, k in enumerate(keep) if not k)
-        stream.data = (product.sum(axis=axes) if axes else product).astype(np.float32)
+        stream.data = reduce_over(product, axes, np.sum) if axes else unary(lambda v: v.astype(np.float32), product)
         stream.dims = [d for d, k in zip(stream.dims, keep, strict=True) if k]
         fold = stage.kwarg("fold")
         if fold is not None and fold.places:
@@ -358,7 +504,7 @@ class Executor:
             if arg.name in ("when", "enable") and arg.number is not None and arg.number == 0:
                 return
         func = call.name
-        operand = None
+        operand: Array | np.float32 | None = None
         for arg in call.args:
             if arg.name == "vrf" and arg.view is not None:
                 operand = self.read(arg.view, stream.index())
@@ -374,15 +520,17 @@ class Executor:
         if func in BINARY:
             if operand is None:
                 raise ExecutionError(f"vector {func} needs an operand")
-            stream.data = BINARY[func](x, operand).astype(np.float32)
+            binary = BINARY[func]
+            stream.data = apply(lambda a, b: binary(a, b).astype(np.float32), x, operand)  # type: ignore[arg-type]
         elif func == "stash":
-            stream.stash = x.copy()
+            stream.stash = x  # values are never changed in place
         elif func == "erf":
             from scipy.special import erf
 
-            stream.data = erf(x.astype(np.float64)).astype(np.float32)
+            stream.data = unary(lambda v: erf(v.astype(np.float64)).astype(np.float32), x)
         elif func in TRANSCENDENTAL:
-            stream.data = TRANSCENDENTAL[func](x).astype(np.float32)  # type: ignore[misc]
+            transcendental = TRANSCENDENTAL[func]
+            stream.data = unary(lambda v: transcendental(v).astype(np.float32), x)  # type: ignore[misc]
         elif func == "sum_time":
             digits = [d for a in call.args for p in (a.places or ()) for d in p.digits]
             stream.reduce([not any(d.within(g) for g in digits) for d, _, _ in stream.dims])
@@ -424,7 +572,7 @@ def _reinterpret(values: np.ndarray, dtype: str) -> np.ndarray:
     return F8_VALUES[codes] if dtype == "f8e4m3" else codes.view(np.int8).astype(np.float32)
 
 
-def _stream_at(stream: Stream, index: Index) -> np.ndarray:
+def _stream_at(stream: Stream, index: Index) -> Array:
     """The stream's value at these atom indices (its reduced digits are gone, absent atoms read 0)."""
     picks = []
     inside: np.ndarray = np.array(True)
@@ -439,8 +587,8 @@ def _stream_at(stream: Stream, index: Index) -> np.ndarray:
             position = np.clip(np.searchsorted(values, wanted), 0, len(values) - 1)
             inside = inside & (values[position] == wanted)
         picks.append(position)
-    values = stream.data[tuple(picks)] if picks else stream.data
-    return np.where(inside, values, np.float32(np.nan))
+    values = take(stream.data, tuple(picks)) if picks else stream.data
+    return values if bool(np.all(inside)) else np.where(inside, dense(values), np.float32(np.nan))
 
 
 # Formats whose values another holds exactly: f4 -> f8 -> bf16 -> f32, i8 -> i32.

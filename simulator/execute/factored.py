@@ -1,0 +1,266 @@
+"""Row-factored arrays: the executor's form of SIMULATOR.md 6.4's `Periodic` values.
+
+A `Rows` array is `full[i] == pool[key[i_k], i_p]`: `key` varies only along its *key dims* (the rows
+of a periodic weight: 15,360 FFN rows name 509 distinct ones) and `pool` only along the others (the
+columns). Element-wise ops, operands that follow the same rows, and reductions over pool dims run on
+the pool alone, so a weight tensor costs what its distinct rows cost. Whatever mixes key and pool
+dims (a reduction over rows, an operand that varies along both, a scattered write) falls back to a
+dense array, which is always correct, only slower.
+
+Both `key` and `pool[0]` have the full number of dims, with extent 1 where they do not vary, so numpy
+broadcasting lines them up with dense operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+SMALL_ROW = 64  # rows this wide are merged by content when compacted
+MAX_ELEMENTS = 20_000_000  # a dense value beyond this is refused rather than exhausting memory
+
+
+class ExecutionError(RuntimeError):
+    """The executor cannot run this program (a construct it does not model, or too large)."""
+
+
+def _check_size(count: int, what: str) -> None:
+    if count > MAX_ELEMENTS:
+        raise ExecutionError(
+            f"{what}: {count:,} values that do not factor by row; the executor stops at {MAX_ELEMENTS:,}"
+        )
+
+
+@dataclass
+class Rows:
+    key: np.ndarray  # int64; extent > 1 only on key dims
+    pool: np.ndarray  # (distinct rows, *dims); extent > 1 only on pool dims
+
+    @property
+    def ndim(self) -> int:
+        return self.key.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(max(k, p) for k, p in zip(self.key.shape, self.pool.shape[1:], strict=True))
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def dense(self) -> np.ndarray:
+        _check_size(self.size, "a weight-sized value")
+        n = self.ndim
+        taken = self.pool[self.key]  # key.shape + pool dims
+        order = [axis for i in range(n) for axis in (i, n + i)]
+        return taken.transpose(order).reshape(self.shape)
+
+    def lifted(self, ndim: int) -> Rows:
+        """The same values with leading unit dims up to `ndim`."""
+        extra = ndim - self.ndim
+        if extra <= 0:
+            return self
+        return Rows(lift(self.key, ndim), self.pool.reshape(self.pool.shape[0], *(1,) * extra, *self.pool.shape[1:]))
+
+    def broadcastable(self) -> np.ndarray:
+        """The dense values with extent 1 along key dims the key does not vary on (a row copied on
+        every slice stays one row), for element-wise use only."""
+        key = self.key
+        for axis in key_dims(self):
+            first = key.take([0], axis=axis)
+            if np.array_equal(key, np.broadcast_to(first, key.shape)):
+                key = first
+        return Rows(key, self.pool).dense()
+
+    def compact(self) -> Rows:
+        """Drop pool rows no key names (reads of a tile keep only the rows they touch); narrow rows
+        are also merged by content (tiles written one by one name the same values anew)."""
+        used, key = renumber(self.key, self.pool.shape[0])
+        pool = self.pool[used] if len(used) < self.pool.shape[0] else self.pool
+        width = int(np.prod(pool.shape[1:]))
+        if width <= SMALL_ROW and len(used) > 1 and len(used) * width <= 1 << 20:
+            rows = np.ascontiguousarray(pool, dtype=np.float32).reshape(len(used), width)
+            _, first, by_content = np.unique(
+                rows.view(np.dtype((np.void, 4 * width))).reshape(-1), return_index=True, return_inverse=True
+            )
+            if len(first) < len(used):
+                return Rows(by_content.reshape(-1)[key], pool[first])
+        if len(used) == self.pool.shape[0]:
+            return self
+        return Rows(key, pool)
+
+
+def renumber(key: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ids in use (sorted) and the key renumbered over them: np.unique in linear time."""
+    used = np.flatnonzero(np.bincount(key.reshape(-1), minlength=count))
+    if len(used) == count:
+        return used, key
+    lookup = np.zeros(count, dtype=np.int64)
+    lookup[used] = np.arange(len(used))
+    return used, lookup[key]
+
+
+Array = np.ndarray | Rows
+
+
+def extents(array: np.ndarray | None) -> set[int]:
+    return set() if array is None else {i for i, size in enumerate(np.shape(array)) if size > 1}
+
+
+def key_dims(rows: Rows) -> set[int]:
+    return extents(rows.key)
+
+
+def pool_dims(rows: Rows) -> set[int]:
+    return {i - 1 for i in extents(rows.pool) if i > 0}
+
+
+def dense(value: Array | float) -> np.ndarray:
+    return value.dense() if isinstance(value, Rows) else np.asarray(value)
+
+
+def lift(array: np.ndarray, ndim: int) -> np.ndarray:
+    """A scalar or lower-rank index array as one with `ndim` dims (leading ones)."""
+    array = np.asarray(array)
+    return array.reshape((1,) * (ndim - array.ndim) + array.shape)
+
+
+def lift_value(value: Array, ndim: int) -> Array:
+    return value.lifted(ndim) if isinstance(value, Rows) else lift(value, ndim)
+
+
+def from_table(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> Array:
+    """table[rows, cols] for index arrays of one rank; factored by distinct row when the rows and the
+    columns vary along different dims (a periodic weight read through a plain view)."""
+    n = max(rows.ndim, cols.ndim)
+    rows, cols = lift(rows, n), lift(cols, n)
+    if extents(rows) & extents(cols):
+        _check_size(int(np.prod(np.broadcast_shapes(rows.shape, cols.shape))), "a weight read")
+        return table[rows, cols]
+    used, key = renumber(rows, table.shape[0])
+    return Rows(key, table[used][:, cols])
+
+
+def unary(fn: Callable[[np.ndarray], np.ndarray], value: Array) -> Array:
+    return Rows(value.key, fn(value.pool)) if isinstance(value, Rows) else fn(value)
+
+
+def apply(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], left: Array | float, right: Array | float) -> Array:
+    """fn(left, right) element-wise, staying factored when the operands allow it."""
+    if not isinstance(left, Rows) and not isinstance(right, Rows):
+        return fn(np.asarray(left), np.asarray(right))
+    if isinstance(left, Rows) and isinstance(right, Rows):
+        joined = _join(left, right)
+        if joined is not None:
+            key, lpool, rpool = joined
+            return Rows(key, fn(lpool, rpool))
+        # Densify the smaller operand; the larger stays factored if the dense one then fits it.
+        if left.size <= right.size:
+            return apply(fn, left.broadcastable(), right)
+        return apply(fn, left, right.broadcastable())
+    if isinstance(left, Rows):
+        pool = _as_pool(np.asarray(right), left)
+        return Rows(left.key, fn(left.pool, pool)) if pool is not None else fn(left.dense(), np.asarray(right))
+    assert isinstance(right, Rows)
+    pool = _as_pool(np.asarray(left), right)
+    return Rows(right.key, fn(pool, right.pool)) if pool is not None else fn(np.asarray(left), right.dense())
+
+
+def reduce_over(value: Array, axes: tuple[int, ...], reducer: Callable[..., np.ndarray]) -> Array:
+    """Reduce over `axes` in f64, back to f32; factored when only pool dims are reduced."""
+    if not axes:
+        return value
+    if isinstance(value, Rows) and not (set(axes) & key_dims(value)):
+        key = value.key.reshape([s for i, s in enumerate(value.key.shape) if i not in axes])
+        pool = reducer(value.pool.astype(np.float64), axis=tuple(a + 1 for a in axes)).astype(np.float32)
+        return Rows(key, pool)
+    return reducer(dense(value).astype(np.float64), axis=axes).astype(np.float32)
+
+
+def as_slices(index: tuple[np.ndarray, ...]) -> tuple[slice, ...] | None:
+    """The same selection as basic slices, when each index array is a constant or a run of
+    consecutive values along its own dim (most views: a tile of a tensor), else None. Slicing makes
+    a view where fancy indexing copies."""
+    slices = []
+    for dim, array in enumerate(index):
+        array = np.asarray(array)
+        varying = extents(array)
+        if not varying:
+            start = int(array.reshape(-1)[0]) if array.size else 0
+            slices.append(slice(start, start + 1))
+            continue
+        if varying != {dim} or array.ndim != len(index):
+            return None
+        run = array.reshape(-1)
+        if int(run[-1]) - int(run[0]) != len(run) - 1 or (len(run) > 1 and not np.all(np.diff(run) == 1)):
+            return None
+        slices.append(slice(int(run[0]), int(run[-1]) + 1))
+    return tuple(slices)
+
+
+def take(value: Array, picks: tuple[np.ndarray, ...]) -> Array:
+    """value[picks] (one index array per dim, broadcast together), factored when the key dims' picks
+    and the pool dims' picks vary along different dims of the result."""
+    if not isinstance(value, Rows):
+        if not picks:
+            return value
+        slices = as_slices(picks) if value.ndim == len(picks) else None
+        return value[slices] if slices is not None else value[picks]
+    n = max((np.ndim(p) for p in picks), default=0)
+    picks = tuple(lift(p, n) for p in picks)
+    kd, pd = key_dims(value), pool_dims(value)
+    key_picks = [picks[i] for i in kd]
+    pool_picks = [picks[i] for i in pd]
+    if set().union(*map(extents, key_picks)) & set().union(*map(extents, pool_picks)):
+        return value.dense()[picks]
+    zero = np.zeros((1,) * n, dtype=np.int64)
+    key = value.key[tuple(picks[i] if i in kd else zero for i in range(value.ndim))]
+    pool_index = tuple(picks[i] if i in pd else zero for i in range(value.ndim))
+    slices = as_slices(pool_index) if n == value.ndim else None
+    pool = value.pool[(slice(None), *slices)] if slices is not None else value.pool[(slice(None), *pool_index)]
+    return Rows(lift(key, n), pool.reshape(pool.shape[0], *lift(pool[0], n).shape)).compact()
+
+
+def _join(left: Rows, right: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One key for both operands, and each one's pool re-indexed by it (None if dims conflict)."""
+    kd = key_dims(left) | key_dims(right)
+    if kd & (pool_dims(left) | pool_dims(right)):
+        return None
+    shape = np.broadcast_shapes(left.key.shape, right.key.shape)
+    lkey, rkey = np.broadcast_to(left.key, shape), np.broadcast_to(right.key, shape)
+    if np.array_equal(lkey, rkey):  # the same rows (a stash, or two reads of one tensor)
+        return lkey, left.pool, right.pool
+    width = right.pool.shape[0]
+    combined = lkey.astype(np.int64) * width + rkey
+    if left.pool.shape[0] * width <= 1 << 24:
+        pairs, key = renumber(combined, left.pool.shape[0] * width)
+    else:
+        pairs, key = np.unique(combined, return_inverse=True)
+        key = key.reshape(shape)
+    return key, left.pool[pairs // width], right.pool[pairs % width]
+
+
+def _as_pool(operand: np.ndarray, rows: Rows) -> np.ndarray | None:
+    """A dense operand as a pool aligned with rows.key, if it varies along key dims only through it."""
+    operand = lift(operand, rows.ndim)
+    kd = key_dims(rows)
+    if not kd & extents(operand):
+        return operand[None]
+    shape = tuple(rows.key.shape[i] if i in kd else operand.shape[i] for i in range(rows.ndim))
+    moved = np.moveaxis(np.broadcast_to(operand, shape), sorted(kd), range(len(kd)))
+    by_position = moved.reshape(-1, *moved.shape[len(kd) :])
+    flat_key = rows.key.reshape(-1)  # C order over the key dims, as moveaxis left them
+    first_of = np.full(rows.pool.shape[0], -1, dtype=np.int64)
+    first_of[flat_key[::-1]] = np.arange(len(flat_key))[::-1]  # the first position of each key
+    used = np.flatnonzero(first_of >= 0)
+    table = by_position[first_of[used]]
+    lookup = np.zeros(rows.pool.shape[0], dtype=np.int64)
+    lookup[used] = np.arange(len(used))
+    if not np.array_equal(table[lookup[flat_key]], by_position, equal_nan=True):
+        return None  # the operand differs between positions of one key
+    pool_shape = tuple(1 if i in kd else shape[i] for i in range(rows.ndim))
+    pool = np.full((rows.pool.shape[0], *pool_shape), np.nan, dtype=np.result_type(operand.dtype, np.float32))
+    pool[used] = table.reshape(len(used), *pool_shape)
+    return pool
