@@ -261,8 +261,9 @@ def _intervals(starts: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int], 
 
 def _aligned(view: View, other: View, axes: AxisSystem) -> View:
     """A tile is positional against a tensor that holds only a tile's extent of that digit
-    (`A % 60 = 4`): its start moves to 0. Against anything else it keeps absolute indices, so
-    `out.tile(Hd, 16, 8)` meets `k_cache.rename(Ps, Rall, 4096)` at heads 16..23."""
+    (`A % 60 = 4`), or one that does not hold the digit at all, keeps its start as an offset.
+    Against a tensor that holds the whole digit it keeps absolute indices, so `out.tile(Hd, 16, 8)`
+    meets `k_cache.rename(Ps, Rall, 4096)` at heads 16..23."""
     relative = {
         atom.axis
         for places in other.tensor.fields.values()
@@ -270,7 +271,19 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
         if place.restrict is not None and place.written is not None
         for atom in axes.to_atoms(place.written)
     }
-    kept = tuple((atom, shift) for atom, shift in view.shifts if atom in relative)
+    placed = {
+        atom.axis
+        for places in other.tensor.fields.values()
+        for place in places
+        for digit in place.digits
+        for atom in axes.to_atoms(digit)
+    }
+    if other.tensor.space == "hbm":
+        placed |= {atom.axis for digit in other.tensor.hbm for atom in axes.to_atoms(digit)}
+    for renamed in other.renames:  # a renamed view is indexed by its new axis
+        placed |= {atom for axis in renamed[:2] for atom, _, _ in axes.atoms_of(axis)}
+    # A digit the other side does not hold at all has no index there: the tile's start is its row.
+    kept = tuple((atom, shift) for atom, shift in view.shifts if atom in relative or atom not in placed)
     return dataclasses.replace(view, shifts=kept) if kept != view.shifts else view
 
 

@@ -257,3 +257,18 @@ def test_a_split_k_result_without_its_reducer_reaches_hbm_as_partial_sums(reduce
     assert broken != source
     store = dma(lower(broken), "residual<-out")
     assert [p.digit for p in store.partial] == [digit]
+
+
+def test_a_tile_of_an_axis_the_other_side_does_not_hold_keeps_its_offset() -> None:
+    """`src.tile(C, c, 1)` into a DM tensor without C reads row c, and its store writes row c."""
+    source = """#![toolchain = "0.6.0"]
+axes! { C = 4, S = 256, B = 2048 }
+kernel stream(src: &hbm<i8>[C, S, B], out: &mut hbm<i8>[C, S, B]) {
+    for c in 0..4 {
+        let d: dm<i8>{cluster: [1 # 2], slice: [S], elem: [B]} = src.tile(C, c, 1).dma(engines = [0, 1]);
+        d.dma_into(out.tile(C, c, 1), engines = [2, 3]);
+    }
+}
+"""
+    (coverage,) = lower(source, "0.6.0").outputs
+    assert coverage.written == coverage.elements == 4 * 256 * 2048
