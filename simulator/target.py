@@ -28,6 +28,7 @@ from simulator.execute.executor import ExecutionError, IndexOutOfRange
 from simulator.execute.grading import grade_program
 from simulator.kernel_specs import input_bytes, kernel_specs
 from simulator.toolchain.check import check
+from simulator.toolchain.docs import render_docs
 from simulator.toolchain.harness import HARNESS_KERNELS
 from simulator.toolchain.placement import LoweringError
 from simulator.toolchain.versions import spec
@@ -47,20 +48,12 @@ class SimRNGD:
         return DEFAULT_TOOLCHAIN
 
     def docs(self, version: str) -> list[DocPage]:
-        """The pages of one toolchain version: its rendered docs directory (when shipped) and CHANGES.md."""
-        version_spec = spec(version)
-        pages: list[DocPage] = []
-        folder = version_spec.docs_path()
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.md")):
-                text = path.read_text()
-                title = next(
-                    (line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), path.stem
-                )
-                pages.append(DocPage(version=version, path=path.name, title=title, text=text))
-        if not any(p.path == "CHANGES.md" for p in pages):
-            pages.append(DocPage(version=version, path="CHANGES.md", title=f"Changes in {version}",
-                                 text=f"# Changes in {version}\n\n{version_spec.changelog}\n"))  # fmt: skip
+        """The vendor pages of one toolchain version and its CHANGES.md, written against this chip."""
+        spec(version)  # an unknown version is a ValueError that names the known ones
+        pages = []
+        for path, text in render_docs(version).items():
+            title = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), path)
+            pages.append(DocPage(version=version, path=path, title=title, text=text))
         return pages
 
     def kernels(self) -> list[KernelSpec]:

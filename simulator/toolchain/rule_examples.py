@@ -284,3 +284,43 @@ INCIDENTAL = {"0710": {"W0322"}}
 def example_source(body: str) -> str:
     """A complete program around a case's body."""
     return PRELUDE + body + "    a.dma_into(y, engines = [0]);\n}\n"
+
+
+def _vocabulary(version: str, fixed: bool) -> str:
+    name = widen(version) if fixed else ("widen" if version != "0.7.0" else "cast")
+    return (
+        "    let s: dm<f32>{..One, elem: [H]} = "
+        f"main(a).fetch(time = [H / 8], packet = [H % 8]).{name}(f32).commit();\n"
+    )
+
+
+_PIPELINED = "    for c in 0..2 {\n        let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    }\n"
+
+# Rules whose example is not a body inside the usual kernel (a syntax error, a name, the version's
+# vocabulary, an attribute, an output nothing writes): whole programs, per version.
+WHOLE: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
+    "0101": (
+        lambda v: example_source("    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0];\n"),
+        lambda v: example_source("    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n"),
+    ),
+    "0102": (
+        lambda v: example_source("    let b: dm<bf17>{..One, elem: [H]} = x.dma(engines = [0]);\n"),
+        lambda v: example_source("    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n"),
+    ),
+    "0103": (lambda v: example_source(_vocabulary(v, False)), lambda v: example_source(_vocabulary(v, True))),
+    "0702": (
+        lambda v: example_source("    #[pipeline(depth = 2)]\n" + _PIPELINED),
+        lambda v: example_source(_PIPELINED),
+    ),
+    "0801": (lambda v: PRELUDE + "}\n", lambda v: example_source("")),
+}
+
+
+def example(number: str, version: str) -> tuple[str, str]:
+    """A program that breaks the rule `number` in `version`, and the same program fixed."""
+    if number in WHOLE:
+        breaking, fixed = WHOLE[number]
+        return breaking(version), fixed(version)
+    case = min(c for c in CASES if c.split("/")[0] == number)
+    breaking, fixed = CASES[case]
+    return example_source(breaking(version)), example_source(fixed(version))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.toolchain.check import RULES_CHECKED, check
-from simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, contraction
+from simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, WHOLE, contraction, example
 from simulator.toolchain.rule_examples import example_source as _source
 from simulator.toolchain.rules import BY_NUMBER, VERSIONS
 
@@ -167,3 +167,14 @@ def test_a_pass_without_source_or_destination_is_e0120(old: str, new: str, messa
     found = [d for d in check(_source(body.replace(old, new)), "0.6.0").diagnostics if d.code == "E0120"]
     assert found and found[0].message.startswith(message)
     assert check(_source(body), "0.6.0").diagnostics == ()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("number", sorted(WHOLE))
+def test_whole_program_examples_trigger_their_rule(number: str, version: str) -> None:
+    """The docs' examples for the rules tested elsewhere: the breaking one has the code, the fix none."""
+    breaking, fixed = example(number, version)
+    expected = BY_NUMBER[number].code(version)
+    found = [d.code for d in check(breaking, version).diagnostics]
+    assert found == ([expected] if expected else []), found
+    assert [d.code for d in check(fixed, version).diagnostics] == []
