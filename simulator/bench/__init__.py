@@ -61,27 +61,27 @@ def _catalogue() -> list[ProbeTemplate]:
         ProbeTemplate(
             id="MB02", name="DMA size sweep", kernel="mb02", template=_template("mb02_dma_size.fe"),
             measures="a DMA command's start-up (intercept) and one engine's streaming rate (slope), 4 KB packets",
-            knob="BYTES", points=_mb02_points(),
+            knob="BYTES", points=_mb02_points(), repeats=15,
         ),
         ProbeTemplate(
             id="MB03", name="back-to-back commands", kernel="mb03", template=_template("mb03_commands.fe"),
             measures="what a DMA command that is already queued pays to start once its engine frees up",
-            knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 2, 4, 8, 16)),
+            knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 4, 8, 16, 32)), repeats=15,
         ),
         ProbeTemplate(
             id="MB04", name="packet sweep", kernel="mb04", template=_template("mb04_packet.fe"),
             measures="one engine's raw bandwidth and its per-packet overhead (time per packet against packet size)",
-            knob="PACKET", points=_mb04_points(),
+            knob="PACKET", points=_mb04_points(), repeats=15,
         ),
         ProbeTemplate(
             id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe"),
             measures="the rate of a stream that stays in one DMN against one that alternates DMNs",
-            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}),
+            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}), repeats=15,
         ),
         ProbeTemplate(
             id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe"),
             measures="where adding engines stops helping: the per-cluster ingress and the chip's total",
-            knob="ENGINES", points=_mb06_points(),
+            knob="ENGINES", points=_mb06_points(), repeats=15,
         ),
         ProbeTemplate(
             id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe"),
@@ -93,7 +93,7 @@ def _catalogue() -> list[ProbeTemplate]:
         ProbeTemplate(
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
-            knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}),
+            knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}), repeats=30,
         ),
         ProbeTemplate(
             id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe"),

@@ -107,10 +107,10 @@ def _mb02(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, fl
 
 
 def _mb03(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
-    # each extra 64 KB command adds its transfer and the start of a command that waited in the queue
+    # each extra one-packet command adds its 4 KB transfer and the start of a command that waited
     commands = np.array([float(p["COMMANDS"]) for p in points])
     _, slope = _line(commands, medians)
-    return {"dma_chain_startup": slope - 65_536 / given["engine_rate_4k"]}
+    return {"dma_chain_startup": slope - 4096 / given["engine_rate_4k"]}
 
 
 def _mb04(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

@@ -1,7 +1,7 @@
-"""The microbenchmarks' reference fits (SIMULATOR.md 7) on the noisy device: each sweep, run at 15
-rounds spread over one drift period, recovers its parameter within 2 % of the truth.
+"""The microbenchmarks' reference fits (SIMULATOR.md 7) on the noisy device: each sweep, run at the
+probe's stated repeats spread over one drift period, recovers its parameter within 2 % of the truth.
 
-The fits for MB07 and MB09-MB16 are not written yet, and four of the written ones miss 2 % (strict
+The fits for MB07 and MB09-MB16 are not written yet, and three of the written checks miss 2 % (strict
 xfails that say why); see simulator/bench/fits.py."""
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from simulator.bench import microbenchmarks
 from simulator.bench.fits import FITS, Estimate, fit, sweep
 from simulator.device import DeviceConfig, SimDevice
 from simulator.kernel_specs import input_bytes
-
-ROUNDS = 15
 
 
 def truth_of(name: str, chip: ChipTruth) -> float:
@@ -39,17 +37,13 @@ def results(version: str) -> dict[str, Estimate]:
     device = SimDevice(1, DeviceConfig(agent_budget_s_per_day=1e9), input_bytes=input_bytes)
     found: dict[str, Estimate] = {}
     for probe_id, spec in FITS.items():
-        estimates = fit(spec, probes[probe_id], sweep(device, probes[probe_id], version, ROUNDS),
+        estimates = fit(spec, probes[probe_id], sweep(device, probes[probe_id], version),
                         {k: e.value for k, e in found.items()})  # fmt: skip
         found |= estimates
     return found
 
 
 MISSES = {  # (version, parameter): why the fit misses 2 % today
-    ("0.6.0", "engine_rate_4k"): "four sizes, two of them at the floor: the slope rests on one point",
-    ("0.7.0", "engine_rate_4k"): "four sizes, two of them at the floor: the slope rests on one point",
-    ("0.6.0", "dma_chain_startup"): "64 KB commands: the start-up is a third of each step's time",
-    ("0.7.0", "dma_chain_startup"): "64 KB commands: a 90-cycle start-up is 18 % of each step's time",
     ("0.6.0", "dm2dm_rate"): "the copy is what remains after subtracting a modelled load phase",
     ("0.6.0", "xcluster_factor"): "a ratio of two copies, each after subtracting the load phase",
     ("0.7.0", "xcluster_factor"): "a ratio of two copies, each after subtracting the load phase",
