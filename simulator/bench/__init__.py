@@ -87,26 +87,27 @@ def _catalogue() -> list[ProbeTemplate]:
             id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe"),
             measures="the read rate against the offset of each packet in HBM, and the time of stores whose rows "
             "do or do not fill whole HBM transaction units",
-            knob="OFFSET",
-            points=tuple({"OFFSET": str(o), "STORE": str(w)} for w in (256, 240) for o in (0, 8, 64, 192)),
+            knob="OFFSET", points=_mb07_points(), repeats=15,
         ),
         ProbeTemplate(
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
-            knob="TO_CLUSTER", points=({"TO_CLUSTER": "0"}, {"TO_CLUSTER": "1"}), repeats=30,
+            knob="TO_CLUSTER",
+            points=tuple({"TO_CLUSTER": c, "COPY_ROWS": r} for r in ("16", "1") for c in ("0", "1")), repeats=60,
         ),
         ProbeTemplate(
             id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe"),
             measures="a Tensor-Unit pass's fixed cost and read size on main and sub, and the hand-off between "
             "passes on different queues",
-            knob="FLITS", points=tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f)}
-                                       for c, n in (("main", "main"), ("sub", "main")) for f in (1, 8, 64, 512)),
+            knob="FLITS",
+            points=_mb10_points(),
+            repeats=15,
         ),
         ProbeTemplate(
             id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe"),
             measures="how many input bytes per cycle and slice the fetch adapter's table lookup decodes "
             "(f8 -> bf16, and f4 -> f8 with two codes per byte)",
-            knob="BYTES", points=_mb09_points(),
+            knob="BYTES", points=_mb09_points(), repeats=30,
         ),
         ProbeTemplate(
             id="MB11", name="vector engine", kernel="mb11", template=_template("mb11_vector.fe"),
@@ -117,13 +118,15 @@ def _catalogue() -> list[ProbeTemplate]:
             id="MB12", name="switch", kernel="mb12", template=_template("mb12_switch.fe"),
             measures="the cost of a broadcast over the switch ring against ring size and flits",
             knob="RING", points=tuple({"RING": str(r), "FLITS": str(f), "ELEMENTS": str(8 * f)}
-                                      for r in (2, 8, 32, 128, 256) for f in (1, 16, 64)),
+                                      for r in (2, 8, 32, 128, 256) for f in (1, 16, 64, 256)),
+            repeats=15,
         ),
         ProbeTemplate(
             id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe"),
             measures="the cost of reduce_slices against group size and flits",
             knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f)}
-                                       for g in (2, 4, 16, 64, 256) for f in (1, 8, 64)),
+                                       for g in (2, 4, 16, 64, 128, 256) for f in (1, 8, 64, 256, 512)),
+            repeats=15,
         ),
         ProbeTemplate(
             id="MB14", name="DM capacity probe", kernel="mb14", template=_template("mb14_capacity.fe"),
@@ -133,8 +136,11 @@ def _catalogue() -> list[ProbeTemplate]:
         ProbeTemplate(
             id="MB15", name="overlap interference", kernel="mb15", template=_template("mb15_interference.fe"),
             measures="how much a Tensor-Unit pass running in a cluster slows DMA into that cluster",
-            knob="N", points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without"},
-                              {"N": "65536", "WORK": "exp(), exp()", "PASSES": "with"}),
+            knob="N",
+            points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without", "ROWS": "8", "BYTES": "4096"},
+                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "with", "ROWS": "8", "BYTES": "4096"},
+                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "only", "ROWS": "1", "BYTES": "8"}),
+            repeats=60,
         ),
         ProbeTemplate(
             id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe"),
@@ -143,6 +149,21 @@ def _catalogue() -> list[ProbeTemplate]:
             knob="RUN", points=tuple({"RUN": str(span // 128), "SPAN": str(span)} for span in (4096, 8192, 16384)),
         ),
     ]  # fmt: skip
+
+
+def _mb10_points() -> tuple[dict[str, str], ...]:
+    contexts = (("main", "main"), ("sub", "main"))
+    flits = tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f), "PAIRS": "1"}
+                  for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
+    pairs = tuple({"CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
+                  for c, n in contexts for k in (8, 16, 32, 64))  # fmt: skip
+    return flits + pairs
+
+
+def _mb07_points() -> tuple[dict[str, str], ...]:
+    reads = tuple({"OFFSET": str(o), "ROWS": "16", "STORE": "256", "STORES": "1"} for o in (0, 8, 64, 192))
+    stores = tuple({"OFFSET": "0", "ROWS": "1", "STORE": str(w), "STORES": "16"} for w in (256, 240))
+    return reads + stores
 
 
 def _mb09_points() -> tuple[dict[str, str], ...]:

@@ -40,13 +40,16 @@ def sweep(device: SimDevice, probe: ProbeTemplate, version: str, rounds: int | N
     count = rounds if rounds is not None else probe.repeats
     sources = [probe.instantiate(point, version) for point in probe.points]
     samples: list[list[float]] = [[] for _ in sources]
+    start = device.now
     for round_no in range(count):
+        # Round k starts k / count of a drift period after the first: the rounds sample the slow
+        # drift evenly over one period, so its mean over the sweep is the device's operating point.
+        device.advance(max(0.0, start + round_no * SPREAD_S / count - device.now))
         for offset in range(len(sources)):  # rotate the order so no point always runs first
             index = (offset + round_no) % len(sources)
             job = DeviceJob(kernel=probe.kernel, program=sources[index], toolchain=version, fixtures="smoke",
                             agent="harness")  # fmt: skip
             samples[index] += _timed_runs(device, job, f"{probe.id} point {index}")
-        device.advance(SPREAD_S / count)
     return [np.asarray(s, dtype=np.float64) for s in samples]
 
 
@@ -57,22 +60,31 @@ def _timed_runs(device: SimDevice, job: DeviceJob, what: str, attempts: int = 4)
         result = device.result(device.submit(job))
         if result.status == "ok":
             return [run.cycles for run in result.runs if not run.warmup]
+        if result.status not in ("fault", "timeout", "transient"):  # a program or budget problem: retrying cannot help
+            break
     assert result is not None
-    raise RuntimeError(f"{what}: {result.status} {attempts} times; last: {result.message}")
+    raise RuntimeError(f"{what}: {result.status}: {result.message}")
+
+
+Model = Callable[[list[dict[str, str]], np.ndarray, dict[str, float]], dict[str, float]]
+Search = Callable[[ProbeTemplate, str, SimDevice], dict[str, float]]
 
 
 @dataclass(frozen=True)
 class Fit:
-    """How one probe's medians turn into parameters (given earlier probes' results)."""
+    """How one probe's medians turn into parameters (given earlier probes' results), or, for the
+    probes that find a limit, the search that finds it (exact: no interval)."""
 
     probe: str
     params: tuple[str, ...]
-    model: Callable[[list[dict[str, str]], np.ndarray, dict[str, float]], dict[str, float]]
+    model: Model | None = None
+    search: Search | None = None
 
 
 def fit(fit_spec: Fit, probe: ProbeTemplate, samples: Samples, given: dict[str, float],
         draws: int = 400, seed: int = 0) -> dict[str, Estimate]:  # fmt: skip
     """The parameters from the per-point medians, and intervals from resampling each point's runs."""
+    assert fit_spec.model is not None, f"{fit_spec.probe} is a search, not a fit"
     points = [dict(p) for p in probe.points]
     central = fit_spec.model(points, np.array([np.median(s) for s in samples]), given)
     rng = np.random.default_rng(seed)
@@ -89,6 +101,38 @@ def fit(fit_spec: Fit, probe: ProbeTemplate, samples: Samples, given: dict[str, 
     }
 
 
+def run_fit(fit_spec: Fit, probe: ProbeTemplate, version: str, device: SimDevice,
+            given: dict[str, float]) -> dict[str, Estimate]:  # fmt: skip
+    """Sweep and fit, or search: the probe's parameters."""
+    if fit_spec.search is not None:
+        return {k: Estimate(value=v, low=v, high=v) for k, v in fit_spec.search(probe, version, device).items()}
+    return fit(fit_spec, probe, sweep(device, probe, version), given)
+
+
+def _above(
+    points: list[dict[str, str]],
+    medians: np.ndarray,
+    given: dict[str, float],
+    keep: Callable[[dict[str, str]], bool] = lambda p: True,
+) -> tuple[list[dict[str, str]], np.ndarray]:
+    """The points whose time rises clearly above the kernel's floor (launch and one DMA command,
+    which run beside a short pass and hide it)."""
+    floor = 1.15 * given["empty_kernel_cycles"]
+    chosen = [i for i, p in enumerate(points) if medians[i] > floor and keep(p)]
+    return [points[i] for i in chosen], medians[chosen]
+
+
+def _power_of_two(value: float) -> float:
+    return float(2 ** round(np.log2(max(value, 1e-9))))
+
+
+def _least_squares(columns: list[np.ndarray], y: np.ndarray) -> np.ndarray:
+    """Coefficients of y ~ columns, weighted for noise proportional to the value."""
+    design = np.column_stack(columns) / y[:, None]
+    coefficients, *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
+    return coefficients
+
+
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Intercept and slope, weighted for noise proportional to the value (relative errors)."""
     weights = 1.0 / np.maximum(y, 1.0)
@@ -97,7 +141,7 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def _mb01(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
-    return {"launch_plus_startup": float(medians[0])}
+    return {"empty_kernel_cycles": float(medians[0])}
 
 
 def _mb02(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -117,11 +161,11 @@ def _mb04(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, fl
     # cycles = c + 4 MiB / bw + packets * overhead, packets = 4 MiB / P
     packets = np.array([4 * MIB / float(p["PACKET"]) for p in points])
     intercept, slope = _line(packets, medians)
-    return {"engine_bw": 4 * MIB / (intercept - given["launch_plus_startup"]), "pkt_overhead": slope}
+    return {"engine_bw": 4 * MIB / (intercept - given["empty_kernel_cycles"]), "pkt_overhead": slope}
 
 
 def _rate(nbytes: float, cycles: float, given: dict[str, float]) -> float:
-    return nbytes / (cycles - given["launch_plus_startup"])
+    return nbytes / (cycles - given["empty_kernel_cycles"])
 
 
 def _mb05(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -136,25 +180,155 @@ def _mb06(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, fl
 
 
 def _mb08(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
-    # 1 MiB into cluster 0 on four engines (the port limits it), then the DM -> DM copy on engine 0,
-    # queued behind the load on that engine.
-    load = MIB / given["cluster_ingress"]
-    copy = {
-        p["TO_CLUSTER"]: float(m) - given["launch_plus_startup"] - load for p, m in zip(points, medians, strict=True)
-    }
-    same = MIB / copy["0"]
-    return {"dm2dm_rate": same, "xcluster_factor": (MIB / copy["1"]) / same}
+    # The same kernel with a 4 MiB and a 256 KB copy: the load, the launch and the start-ups cancel,
+    # and so does whatever the device's operating point does to them.
+    by = {(p["TO_CLUSTER"], int(p["COPY_ROWS"])): float(m) for p, m in zip(points, medians, strict=True)}
+    rows = sorted({r for _, r in by})
+    extra = (rows[-1] - rows[0]) * 256 * 1024  # bytes the long copy moves beyond the short one
+    same = extra / (by["0", rows[-1]] - by["0", rows[0]])
+    across = extra / (by["1", rows[-1]] - by["1", rows[0]])
+    return {"dm2dm_rate": same, "xcluster_factor": across / same}
+
+
+def _mb07(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    start, bw, overhead = given["empty_kernel_cycles"], given["engine_bw"], given["pkt_overhead"]
+    reads = {int(p["OFFSET"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] == "1"}
+    rows = 16 * 256
+    moved = {off: ((t - start) / rows - overhead) * bw for off, t in reads.items()}  # bytes per 960-B read
+
+    def mismatch(unit: int) -> float:  # reads of 960 B at `off` move ceil((off + 960) / unit) units
+        return sum((-(-(off + 960) // unit) * unit - b) ** 2 for off, b in moved.items())
+
+    unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
+    stores = {int(p["STORE"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] != "1"}
+    count = 16 * 256
+    touched = sum((r * 240 + 239) // unit - (r * 240) // unit + 1 for r in range(count))  # all partial
+    unit_time = unit / bw
+    rmw = ((stores[240] - stores[256]) / unit_time + count) / touched
+    return {"hbm_unit": float(unit), "rmw_factor": rmw}
+
+
+def _mb09(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    out = {}
+    for source, name in (("f8e4m3", "lut_bpc"), ("f4e2m1", "lut_bpc_f4")):
+        chosen = [i for i, p in enumerate(points) if p["FROM"] == source]
+        sizes = np.array([float(points[i]["BYTES"]) for i in chosen])
+        _, slope = _line(sizes, medians[chosen])
+        out[name] = 1.0 / slope  # input bytes decoded per cycle (one slice works)
+    return out
+
+
+def _mb10(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    # One pair, F flits. main -> main: a fill, then two main passes of F 32-byte flits. sub -> main:
+    # the fill, a sub pass and a main pass.
+    lines = {}
+    for context in ("main", "sub"):
+        chosen, times = _above(points, medians, given, lambda p, c=context: p["CONTEXT"] == c and p["PAIRS"] == "1")
+        lines[context] = _line(np.array([float(p["FLITS"]) for p in chosen]), times)
+    per_main = lines["main"][1] / 3
+    per_sub = lines["sub"][1] - 2 * per_main
+    # A sequencer reads a power of two bytes per cycle: the nearest one is the read size.
+    read_main, read_sub = _power_of_two(32 / per_main), _power_of_two(32 / per_sub)
+    # Chains of one-flit pairs: a sub -> main pair costs what a main -> main pair costs, plus the
+    # sub pass's slower flit, plus two hand-offs.
+    pair_cost = {}
+    for context in ("main", "sub"):
+        chosen = [i for i, p in enumerate(points) if p["CONTEXT"] == context and p["PAIRS"] != "1"]
+        pairs = np.array([float(points[i]["PAIRS"]) for i in chosen])
+        pair_cost[context] = _line(pairs, medians[chosen])[1]
+    slower_flit = 32 / read_sub - 32 / read_main
+    return {"fetch_read_main": read_main, "fetch_read_sub": read_sub,
+            "sync_cycles": (pair_cost["sub"] - pair_cost["main"] - slower_flit) / 2}  # fmt: skip
+
+
+def _mb11(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    ops = np.array([float(p["CHAIN"].count("exp")) for p in points])
+    chosen = ops > 0
+    _, slope = _line(ops[chosen], medians[chosen])
+    return {"ve_trans_cycles": float(round(slope / 512))}  # 4096 f32 in flits of 8; whole cycles per flit
+
+
+def _mb12(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    chosen, times = _above(points, medians, given)
+    ring = np.array([float(p["RING"]) for p in chosen])
+    flits = np.array([float(p["FLITS"]) for p in chosen])
+    _, _, per_ring_flit, per_ring = _least_squares([np.ones_like(ring), flits, ring * flits, ring], times)
+    return {"switch_per_ring_flit": float(per_ring_flit), "switch_per_ring": float(per_ring)}
+
+
+def _mb13(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    chosen, times = _above(points, medians, given)
+    group = np.array([float(p["GROUP"]) for p in chosen])
+    flits = np.array([float(p["FLITS"]) for p in chosen])
+    _, _, per_slice, per_flit_group = _least_squares([np.ones_like(group), flits, group, flits * group / 64], times)
+    return {"reducer_per_slice": float(per_slice), "reducer_throughput": float(per_flit_group)}
+
+
+def _mb15(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    by = {p["PASSES"]: float(m) for p, m in zip(points, medians, strict=True)}
+    running = by["only"] - given["empty_kernel_cycles"]  # how long the passes run
+    return {"interference": 1 - (by["with"] - by["without"]) / running}
+
+
+def _compile_limit(probe: ProbeTemplate, version: str, point: Callable[[int], dict[str, str]], low: int, high: int,
+                   refused: Callable[[str], bool]) -> int:  # fmt: skip
+    """The largest value in [low, high) the compiler accepts (bisection)."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if refused(probe.instantiate(point(middle), version)) else (middle, high)
+    return low
+
+
+def _mb11_chain(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
+    from simulator.toolchain.check import check
+
+    chain = lambda k: {"CHAIN": ", ".join(["add(1.0)"] * k)}  # noqa: E731
+    longest = _compile_limit(probe, version, chain, 1, 33, lambda source: not check(source, version).ok)
+    return {"ve_max_chain": float(longest)}
+
+
+def _mb14(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
+    from simulator.toolchain.check import check
+
+    words = _compile_limit(probe, version, lambda w: {"BYTES": str(8 * w)}, 1, 1 << 17,
+                           lambda source: not check(source, version).ok)  # fmt: skip
+    return {"dm_usable_per_slice": float(8 * words)}
+
+
+def _mb16(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
+    """The shortest same-bank run the toolchain or the device objects to: a note or an error from
+    0.6.0 on, a NOC_TIMEOUT fault on 0.5.0 (a job per step of the search)."""
+    from simulator.toolchain.check import check
+
+    def objected(source: str) -> bool:
+        if any(d.code.endswith("0520") for d in check(source, version).diagnostics):
+            return True
+        job = DeviceJob(kernel=probe.kernel, program=source, toolchain=version, fixtures="smoke", agent="harness")
+        return any(f.code == "NOC_TIMEOUT" for f in device.result(device.submit(job)).faults)
+
+    run = lambda r: {"RUN": str(r), "SPAN": str(128 * r)}  # noqa: E731
+    return {"bank_run_limit": float(_compile_limit(probe, version, run, 1, 513, objected) + 1)}
 
 
 FITS: dict[str, Fit] = {
     f.probe: f
     for f in (
-        Fit("MB01", ("launch_plus_startup",), _mb01),
+        Fit("MB01", ("empty_kernel_cycles",), _mb01),
         Fit("MB02", ("engine_rate_4k", "dma_intercept"), _mb02),
         Fit("MB03", ("dma_chain_startup",), _mb03),
         Fit("MB04", ("engine_bw", "pkt_overhead"), _mb04),
         Fit("MB05", ("dmn_bw",), _mb05),
         Fit("MB06", ("cluster_ingress", "roof"), _mb06),
+        Fit("MB07", ("hbm_unit", "rmw_factor"), _mb07),
         Fit("MB08", ("dm2dm_rate", "xcluster_factor"), _mb08),
+        Fit("MB09", ("lut_bpc", "lut_bpc_f4"), _mb09),
+        Fit("MB10", ("fetch_read_main", "fetch_read_sub", "sync_cycles"), _mb10),
+        Fit("MB11", ("ve_trans_cycles",), _mb11),
+        Fit("MB11/chain", ("ve_max_chain",), search=_mb11_chain),
+        Fit("MB12", ("switch_per_ring_flit", "switch_per_ring"), _mb12),
+        Fit("MB13", ("reducer_per_slice", "reducer_throughput"), _mb13),
+        Fit("MB14", ("dm_usable_per_slice",), search=_mb14),
+        Fit("MB15", ("interference",), _mb15),
+        Fit("MB16", ("bank_run_limit",), search=_mb16),
     )
 }
