@@ -56,44 +56,44 @@ def _catalogue() -> list[ProbeTemplate]:
             id="MB01", name="empty kernel and noise", kernel="mb01", template=_template("mb01_empty.fe"),
             measures="the fixed cost of a kernel launch plus one DMA command; repeated, the run-to-run noise, "
             "its outliers and its drift over time",
-            knob="RUN", points=tuple({"RUN": str(i)} for i in range(1)), repeats=30,
+            knob="RUN", points=tuple({"RUN": str(i)} for i in range(1)), repeats=60,
         ),
         ProbeTemplate(
             id="MB02", name="DMA size sweep", kernel="mb02", template=_template("mb02_dma_size.fe"),
             measures="a DMA command's start-up (intercept) and one engine's streaming rate (slope), 4 KB packets",
-            knob="BYTES", points=_mb02_points(), repeats=15,
+            knob="BYTES", points=_mb02_points(), repeats=30,
         ),
         ProbeTemplate(
             id="MB03", name="back-to-back commands", kernel="mb03", template=_template("mb03_commands.fe"),
             measures="what a DMA command that is already queued pays to start once its engine frees up",
-            knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 4, 8, 16, 32)), repeats=15,
+            knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 4, 8, 16, 32)), repeats=30,
         ),
         ProbeTemplate(
             id="MB04", name="packet sweep", kernel="mb04", template=_template("mb04_packet.fe"),
             measures="one engine's raw bandwidth and its per-packet overhead (time per packet against packet size)",
-            knob="PACKET", points=_mb04_points(), repeats=15,
+            knob="PACKET", points=_mb04_points(), repeats=60,
         ),
         ProbeTemplate(
             id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe"),
             measures="the rate of a stream that stays in one DMN against one that alternates DMNs",
-            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}), repeats=15,
+            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}), repeats=30,
         ),
         ProbeTemplate(
             id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe"),
             measures="where adding engines stops helping: the per-cluster ingress and the chip's total",
-            knob="ENGINES", points=_mb06_points(), repeats=15,
+            knob="ENGINES", points=_mb06_points(), repeats=30,
         ),
         ProbeTemplate(
             id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe"),
             measures="the read rate against the offset of each packet in HBM, and the time of stores whose rows "
             "do or do not fill whole HBM transaction units",
-            knob="OFFSET", points=_mb07_points(), repeats=15,
+            knob="OFFSET", points=_mb07_points(), repeats=30,
         ),
         ProbeTemplate(
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER",
-            points=tuple({"TO_CLUSTER": c, "COPY_ROWS": r} for r in ("16", "1") for c in ("0", "1")), repeats=60,
+            points=tuple({"TO_CLUSTER": c, "COPY_ROWS": r} for r in ("16", "1") for c in ("0", "1")), repeats=120,
         ),
         ProbeTemplate(
             id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe"),
@@ -101,32 +101,32 @@ def _catalogue() -> list[ProbeTemplate]:
             "passes on different queues",
             knob="FLITS",
             points=_mb10_points(),
-            repeats=15,
+            repeats=300,
         ),
         ProbeTemplate(
             id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe"),
             measures="how many input bytes per cycle and slice the fetch adapter's table lookup decodes "
             "(f8 -> bf16, and f4 -> f8 with two codes per byte)",
-            knob="BYTES", points=_mb09_points(), repeats=30,
+            knob="BYTES", points=_mb09_points(), repeats=60,
         ),
         ProbeTemplate(
             id="MB11", name="vector engine", kernel="mb11", template=_template("mb11_vector.fe"),
             measures="cycles per flit of a vector chain: plain arithmetic against transcendental functions",
-            knob="CHAIN", points=tuple({"CHAIN": chain} for chain in _mb11_chains()),
+            knob="CHAIN", points=tuple({"CHAIN": chain} for chain in _mb11_chains()), repeats=15,
         ),
         ProbeTemplate(
             id="MB12", name="switch", kernel="mb12", template=_template("mb12_switch.fe"),
             measures="the cost of a broadcast over the switch ring against ring size and flits",
             knob="RING", points=tuple({"RING": str(r), "FLITS": str(f), "ELEMENTS": str(8 * f)}
                                       for r in (2, 8, 32, 128, 256) for f in (1, 16, 64, 256)),
-            repeats=15,
+            repeats=30,
         ),
         ProbeTemplate(
             id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe"),
             measures="the cost of reduce_slices against group size and flits",
             knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f)}
                                        for g in (2, 4, 16, 64, 128, 256) for f in (1, 8, 64, 256, 512)),
-            repeats=15,
+            repeats=30,
         ),
         ProbeTemplate(
             id="MB14", name="DM capacity probe", kernel="mb14", template=_template("mb14_capacity.fe"),
@@ -140,7 +140,7 @@ def _catalogue() -> list[ProbeTemplate]:
             points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without", "ROWS": "8", "BYTES": "4096"},
                     {"N": "20480", "WORK": "exp(), exp()", "PASSES": "with", "ROWS": "8", "BYTES": "4096"},
                     {"N": "20480", "WORK": "exp(), exp()", "PASSES": "only", "ROWS": "1", "BYTES": "8"}),
-            repeats=60,
+            repeats=120,
         ),
         ProbeTemplate(
             id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe"),
@@ -156,7 +156,7 @@ def _mb10_points() -> tuple[dict[str, str], ...]:
     flits = tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f), "PAIRS": "1"}
                   for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
     pairs = tuple({"CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
-                  for c, n in contexts for k in (8, 16, 32, 64))  # fmt: skip
+                  for c, n in contexts for k in (16, 32, 64, 128))  # fmt: skip
     return flits + pairs
 
 

@@ -56,7 +56,7 @@ def truth_of(name: str, chip: ChipTruth) -> float:
     }[name]
 
 
-PARAMETERS = [name for spec in FITS.values() for name in spec.params if name != "dma_intercept"]
+PARAMETERS = [name for spec in FITS.values() for name in spec.params if name not in ("dma_intercept", *spec.secondary)]
 
 
 @cache
