@@ -1,0 +1,248 @@
+"""chiplore's compile probes: tiny Ferrite programs that push one limit or one construct at a time.
+
+A *pair* probe is a program that breaks a rule and the same program fixed; a *limit* probe is a
+program with a knob (bytes, ops, a run length) that compiles below some value and not above it,
+found by bisection. Each names the quantity its rule constrains, so the rule's predicate says
+something a screener can check against a design before compiling it.
+
+The programs use only what the docs teach; the construct names a version accepts (`cast` or
+`widen`/`narrow`, `lut` or `decode`) are learnt first, by the vocabulary probes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Names = dict[str, str]  # role -> the construct name this version accepts: up, down, lut
+
+HEADER = '#![toolchain = "{version}"]\n'
+ROW = "layout Row = { cluster: [1 # 2], slice: [H / 128 # 256] };\n"
+ONE = "layout One = { cluster: [1 # 2], slice: [1 # 256] };\n"
+
+
+def kernel(version: str, axes: str, params: str, body: str, layouts: str = ROW + ONE) -> str:
+    return f"{HEADER.format(version=version)}axes! {{ {axes} }}\n{layouts}\nkernel probe({params}) {{\n{body}}}\n"
+
+
+def copy_kernel(version: str, body: str, axes: str = "H = 2048") -> str:
+    """x -> DM -> y, with `body` in between (the probes' common frame)."""
+    return kernel(
+        version, axes, "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+        "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n" + body
+        + "    a.dma_into(y, engines = [0]);\n",
+    )  # fmt: skip
+
+
+def _pass(names: Names, stages: str, into: str = "a", source: str = "a") -> str:
+    return (
+        f"    main({source}).fetch(time = [H % 128 / 16], packet = [H % 16]).{names['up']}(f32){stages}"
+        f".{names['down']}(bf16).commit_into({into});\n"
+    )
+
+
+@dataclass(frozen=True)
+class PairProbe:
+    key: str  # the quantity the rule constrains
+    purpose: str
+    breaking: Callable[[str, Names], str]
+    fixed: Callable[[str, Names], str]
+    predicate: dict[str, object]  # what a design must satisfy (a number in the message refines it)
+
+
+@dataclass(frozen=True)
+class LimitProbe:
+    key: str
+    purpose: str
+    program: Callable[[str, Names, int], str]
+    low: int  # compiles
+    high: int  # does not
+    step: int = 1  # the knob moves in these units
+    frame: int = 0  # what the probe's frame adds to the quantity (the copied vector's 256 B of DM)
+
+
+@dataclass(frozen=True)
+class ConstructProbe:
+    construct: str
+    program: Callable[[str], str]
+
+
+def _vector_chain(version: str, names: Names, ops: int) -> str:
+    chain = ", ".join(["add(1.0)"] * ops)
+    return copy_kernel(version, _pass(names, f".vector({chain})"))
+
+
+def _dm_bytes(version: str, names: Names, words: int) -> str:
+    body = "    let big: dm<i8>{..One, elem: [B]} = dm::zeros();\n    main(big).fetch(time = [B / 8], packet = [B % 8]).commit_into(big);\n"
+    return copy_kernel(version, body, axes=f"H = 2048, B = {8 * words}")
+
+
+def _vrf_bytes(version: str, names: Names, words: int) -> str:
+    body = (
+        "    let f: dm<f32>{..One, elem: [V]} = dm::zeros();\n"
+        "    let v: vrf<f32>{..One, elem: [V]} = sub(f).fetch(time = [V / 2], packet = [V % 2]).to_vrf();\n"
+        "    main(f).fetch(time = [V / 2], packet = [V % 2]).vector(add(vrf = v)).commit_into(f);\n"
+    )
+    return copy_kernel(version, body, axes=f"H = 2048, V = {2 * words}")
+
+
+def _trf_bytes(version: str, names: Names, words: int) -> str:
+    body = (
+        "    let t: dm<bf16>{..One, elem: [T]} = dm::zeros();\n"
+        "    let xt: trf<bf16>{..One, lane: [1], elem: [T]} = sub(t).fetch(time = [T / 4], packet = [T % 4]).to_trf();\n"
+        "    let o: dm<f32>{..One, elem: [1 # 8]} = main(t).fetch(time = [T / 32], packet = [T % 32])"
+        ".contract(trf = xt, reduce = [T], fold = [1 # 8]).commit();\n"
+    )
+    return copy_kernel(version, body, axes=f"H = 2048, T = {32 * words}")
+
+
+def _bank_run(version: str, names: Names, run: int) -> str:
+    body = (
+        f"    let p: dm<i8>{{..One, elem: [B % {128 * run}]}} = dm::zeros();\n"
+        f"    let q: dm<i8>{{..One, elem: [B % 65536]}} = z.tile(B / 65536, 1, 1).dma(engines = [1]);\n"
+        f"    main(p).fetch(time = [B % 128 / 8, B % {128 * run} / 128], packet = [B % 8]).commit_into(p);\n"
+    )
+    return kernel(
+        version, "H = 2048, B = 131072", "x: &hbm<bf16>[H], z: &hbm<i8>[B], y: &mut hbm<bf16>[H]",
+        "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n" + body
+        + "    a.dma_into(y, engines = [0]);\n",
+    )  # fmt: skip
+
+
+def _dma_packet(version: str, names: Names, packet: int) -> str:
+    body = f"    let w: dm<i8>{{..One, elem: [B]}} = z.dma(engines = [1], packet = {8 * packet});\n"
+    return kernel(
+        version, "H = 2048, B = 65536", "x: &hbm<bf16>[H], z: &hbm<i8>[B], y: &mut hbm<bf16>[H]",
+        "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n" + body
+        + "    a.dma_into(y, engines = [0]);\n",
+    )  # fmt: skip
+
+
+LIMITS = (
+    LimitProbe(
+        "dm.bytes_per_slice", "the largest DM buffer a slice can hold", _dm_bytes, 1, 1 << 18, step=8, frame=256
+    ),
+    LimitProbe("vector.chain_ops", "the longest vector chain", _vector_chain, 1, 33),
+    LimitProbe("vrf.bytes_per_slice", "the largest VRF operand", _vrf_bytes, 1, 1 << 12, step=8),
+    LimitProbe("trf.bytes_per_slice", "the largest TRF operand", _trf_bytes, 1, 1 << 12, step=64),
+    LimitProbe("dm.bank_run", "the longest run of reads from one DM bank beside a DMA", _bank_run, 1, 512),
+    LimitProbe("dma.packet_bytes", "the largest DMA packet", _dma_packet, 1, 8192, step=8),
+)
+
+
+def _contraction(version: str, names: Names, stream: str = "bf16", context: str = "main", packet: int = 32) -> str:
+    source = "x" if stream == "bf16" else "q"
+    body = (
+        "    let xt: trf<bf16>{..One, lane: [1], elem: [K]} = sub(k).fetch(time = [K / 4], packet = [K % 4]).to_trf();\n"
+        f"    let w: dm<{stream}>{{..One, elem: [K]}} = {source}.dma(engines = [1]);\n"
+        f"    let o: dm<f32>{{..One, elem: [1 # 8]}} = {context}(w).fetch(time = [K / {packet}], packet = [K % {packet}])"
+        ".contract(trf = xt, reduce = [K], fold = [1 # 8]).commit();\n"
+    )
+    return kernel(
+        version, "H = 2048, K = 64", "x: &hbm<bf16>[K], q: &hbm<i8>[K], c: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+        "    let k: dm<bf16>{..One, elem: [K]} = x.dma(engines = [0]);\n"
+        "    let a: dm<bf16>{..Row, elem: [H % 128]} = c.dma(engines = [0]);\n" + body
+        + "    a.dma_into(y, engines = [0]);\n",
+    )  # fmt: skip
+
+
+PAIRS = (
+    PairProbe("fetch.packet_bytes", "fetch packets are whole 8-byte words",
+              lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 2], packet = [H % 2]).commit_into(a);\n"),
+              lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 4], packet = [H % 4]).commit_into(a);\n"),
+              {"op": "multiple_of", "value": 8}),
+    PairProbe("contract.stream_packet_bytes", "what one contraction step can take",
+              lambda v, n: _contraction(v, n, packet=64), lambda v, n: _contraction(v, n),
+              {"op": "<=", "value": 64}),
+    PairProbe("contract.stream_dtype", "the stream types a contraction accepts against a bf16 operand",
+              lambda v, n: _contraction(v, n, stream="i8"), lambda v, n: _contraction(v, n),
+              {"op": "not_in", "value": ["i8"]}),
+    PairProbe("contract.context", "where a contraction may run",
+              lambda v, n: _contraction(v, n, context="sub"), lambda v, n: _contraction(v, n),
+              {"op": "not_in", "value": ["sub"]}),
+    PairProbe("commit.cast", "a narrower destination needs a narrowing cast before the commit",
+              lambda v, n: copy_kernel(v, f"    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).{n['up']}(f32)"
+                                          ".vector(add(1.0)).commit_into(a);\n"),
+              lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0))")),
+              {"op": "requires", "value": "narrowing cast"}),
+    PairProbe("vector.input_dtype", "the vector engine computes on f32",
+              lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).vector(add(1.0))"
+                                          ".commit_into(a);\n"),
+              lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0))")),
+              {"op": "in", "value": ["f32", "i32"]}),
+    PairProbe("fetch.coverage", "a fetch reads every element of its source view",
+              lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16 % 2], packet = [H % 16]).commit_into(a);\n"),
+              lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).commit_into(a);\n"),
+              {"op": "covers", "value": "source"}),
+    PairProbe("hbm.store_row_bytes", "stores should fill whole HBM units",
+              lambda v, n: kernel(v, "H = 2048", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+                                  "    let a: dm<bf16>{cluster: [1 # 2], slice: [H / 64 # 256], elem: [H % 64]} = "
+                                  "x.dma(engines = [0]);\n    a.dma_into(y, engines = [0]);\n"),
+              lambda v, n: copy_kernel(v, ""),
+              {"op": "multiple_of", "value": 256}),
+    PairProbe("output.coverage", "every output element is written",
+              lambda v, n: kernel(v, "H = 2048", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+                                  "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n"
+                                  "    a.tile(H / 128, 0, 8).dma_into(y.tile(H / 128, 0, 8), engines = [0]);\n"),
+              lambda v, n: copy_kernel(v, ""),
+              {"op": "covers", "value": "outputs"}),
+    PairProbe("dma.engines", "an engine list names distinct engines 0..7",
+              lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0, 0]);\n"),
+              lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0, 1]);\n"),
+              {"op": "distinct_within", "value": [0, 7]}),
+    PairProbe("view.tile_extent", "a tile stays inside its digit",
+              lambda v, n: copy_kernel(v, "    a.tile(H % 128, 100, 64).dma_into(y.tile(H % 128, 0, 64), engines = [1]);\n"),
+              lambda v, n: copy_kernel(v, "    a.tile(H % 128, 0, 128).dma_into(y.tile(H % 128, 0, 128), engines = [1]);\n"),
+              {"op": "within", "value": "extent"}),
+    PairProbe("names.defined", "a tensor is defined before it is used",
+              lambda v, n: copy_kernel(v, "    b.dma_into(y, engines = [1]);\n    let b: dm<bf16>{..Row, elem: [H % 128]} = "
+                                          "x.dma(engines = [1]);\n"),
+              lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
+              {"op": "defined_before_use", "value": True}),
+    PairProbe("names.known", "types, axes and layouts are ones the program declares",
+              lambda v, n: copy_kernel(v, "    let b: dm<bf17>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
+              lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
+              {"op": "declared", "value": True}),
+    PairProbe("pass.stage_order", "the Tensor-Unit stages run in a fixed order",
+              lambda v, n: copy_kernel(v, f"    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).{n['up']}(f32)"
+                                          f".vector(add(1.0)).{n['down']}(bf16).vector(add(1.0)).commit_into(a);\n"),
+              lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0), add(1.0))")),
+              {"op": "order", "value": "fetch, decode/widen, switch, collect, contract, vector, reduce_slices, "
+                                       "vector, narrow, transpose, commit"}),
+)  # fmt: skip
+
+
+def _construct(version: str, use: str, params: str = "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]") -> str:
+    return kernel(version, "H = 2048", params,
+                  "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n" + use
+                  + "    a.dma_into(y, engines = [0]);\n")  # fmt: skip
+
+
+FETCH = "main(a).fetch(time = [H % 128 / 16], packet = [H % 16])"
+CONSTRUCTS = (
+    ConstructProbe("cast", lambda v: _construct(v, f"    {FETCH}.cast(f32).vector(add(1.0)).cast(bf16).commit_into(a);\n")),
+    ConstructProbe("widen", lambda v: _construct(v, f"    {FETCH}.widen(f32).vector(add(1.0)).narrow(bf16).commit_into(a);\n")),
+    ConstructProbe("lut", lambda v: _construct(
+        v, "    let q8: dm<f8e4m3>{..Row, elem: [H % 128]} = q.dma(engines = [1]);\n"
+           "    let d: dm<bf16>{..Row, elem: [H % 128]} = main(q8).fetch(time = [H % 128 / 32], packet = [H % 32])"
+           ".lut(bf16).commit();\n",
+        "x: &hbm<bf16>[H], q: &hbm<f8e4m3>[H], y: &mut hbm<bf16>[H]")),
+    ConstructProbe("decode", lambda v: _construct(
+        v, "    let q8: dm<f8e4m3>{..Row, elem: [H % 128]} = q.dma(engines = [1]);\n"
+           "    let d: dm<bf16>{..Row, elem: [H % 128]} = main(q8).fetch(time = [H % 128 / 32], packet = [H % 32])"
+           ".decode(bf16).commit();\n",
+        "x: &hbm<bf16>[H], q: &hbm<f8e4m3>[H], y: &mut hbm<bf16>[H]")),
+    ConstructProbe("dma.order", lambda v: _construct(
+        v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1], order = [H / 128, H % 128]);\n")),
+    ConstructProbe("allreduce_slices", lambda v: _construct(
+        v, "    let s: dm<f32>{cluster: [1 # 2], slice: [H / 128 # 256], elem: [1 # 8]} = "
+           f"{FETCH}.{'widen' if v == '0.7.0' else 'cast'}(f32).vector(square(), sum_all())"
+           ".allreduce_slices(add, group = [H / 128]).commit();\n")),
+    ConstructProbe("reduce_clusters", lambda v: _construct(
+        v, "    let s: dm<f32>{cluster: [1 # 2], slice: [H / 128 # 256], elem: [1 # 8]} = "
+           f"{FETCH}.{'widen' if v == '0.7.0' else 'cast'}(f32).vector(square(), sum_all())"
+           ".reduce_clusters(add).commit();\n")),
+    ConstructProbe("buffers", lambda v: _construct(
+        v, "    for c in 0..2 {\n        let b: dm<bf16>{..Row, elem: [H % 128], buffers: 2} = x.dma(engines = [1]);\n"
+           "    }\n")),
+)  # fmt: skip

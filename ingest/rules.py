@@ -1,0 +1,126 @@
+"""Legality rules from the compiler (DESIGN.md 4): compile chiplore's probes under a toolchain
+version and turn each diagnostic into a LegalityRule with a machine-checkable predicate, linked to
+the diagnostic, the probe program and the toolchain. Compiling is free: no device time.
+
+Ids are content hashes of what was learnt, so learning the same version again writes the same
+nodes; a rule whose predicate changes under a new version is a new rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from chiplore.target import CheckResult, Target
+from chiplore.target import Diagnostic as TargetDiagnostic
+from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
+from kg.models import Activity, Diagnostic, LegalityRule, ProbeProgram, content_sha
+from kg.repo.knowledge import record_activity, record_rule
+from kg.store import GraphStore
+
+BOUND = re.compile(r"\((?:max|limit) ([\d,]+)(?: B)?\)|exceeds ([\d,]+) B|multiple of (\d+) B|> ([\d,]+) B usable")
+REPLACEMENT = re.compile(r"not available in toolchain [\d.]+; (.*)$")
+
+
+class RulesSummary(BaseModel):
+    version: str
+    probes: int  # programs compiled
+    rules: int  # rules recorded (new or confirmed)
+    limits: dict[str, float]  # quantity -> the largest value the compiler accepts
+
+
+def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary:
+    activity = record_activity(
+        store, Activity(id=f"rules-{target.name}-{version}-{_probe_set()}", role="librarian", policy="builtin-probes")
+    )
+    compiled = 0
+    rules = 0
+
+    def compile_(source: str) -> CheckResult:
+        nonlocal compiled
+        compiled += 1
+        return target.check(source, version)
+
+    def record(key: str, source: str, purpose: str, diagnostic: TargetDiagnostic, predicate: dict[str, object]) -> None:
+        nonlocal rules
+        stated = _stated_bound(diagnostic.message)
+        if stated is not None:
+            predicate = {**predicate, "stated": stated}
+        body = json.dumps({"quantity": key, **predicate}, sort_keys=True)
+        record_rule(
+            store,
+            LegalityRule(id=content_sha(f"{target.name}|{version}|{diagnostic.code}|{body}")[:32], key=key,
+                         code=diagnostic.code, predicate=body, description=diagnostic.message, toolchain=version),
+            diagnostic=Diagnostic(id=content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32],
+                                  code=diagnostic.code, severity=diagnostic.severity, message=diagnostic.message,
+                                  toolchain=version),
+            probe=ProbeProgram(sha=content_sha(source), source=source, purpose=purpose),
+            activity=activity,
+            target=target.name,
+        )  # fmt: skip
+        rules += 1
+
+    available: dict[str, bool] = {}
+    for probe in CONSTRUCTS:  # the version's vocabulary first: the other probes are written in it
+        source = probe.program(version)
+        refused = [d for d in compile_(source).diagnostics if d.code.endswith("0103")]
+        available[probe.construct] = not refused
+        for diagnostic in refused[:1]:
+            instead = REPLACEMENT.search(diagnostic.message)
+            record(f"construct.{probe.construct}", source, f"is `{probe.construct}` available",
+                   diagnostic, {"op": "unavailable", "instead": instead.group(1) if instead else ""})  # fmt: skip
+    names: Names = {
+        "up": "widen" if available.get("widen") else "cast",
+        "down": "narrow" if available.get("widen") else "cast",
+        "lut": "decode" if available.get("decode") else "lut",
+    }
+    for pair in PAIRS:
+        breaking, fixed = pair.breaking(version, names), pair.fixed(version, names)
+        clean = {d.code for d in compile_(fixed).diagnostics}
+        found = [d for d in compile_(breaking).diagnostics if d.code not in clean]
+        for index, diagnostic in enumerate(found):  # the first is the probe's rule; others come along
+            key = pair.key if index == 0 else f"{pair.key}/{diagnostic.code}"
+            record(key, breaking, pair.purpose, diagnostic, dict(pair.predicate) if index == 0 else {"op": "avoid"})
+    limits: dict[str, float] = {}
+    for limit in LIMITS:
+        largest, first_refused = _bisect(limit, names, compile_, version)
+        if first_refused is None:
+            continue
+        source, diagnostic = first_refused
+        limits[limit.key] = largest * limit.step + limit.frame
+        record(limit.key, source, limit.purpose, diagnostic, {"op": "<=", "value": limits[limit.key]})
+    return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits)
+
+
+def _bisect(limit: LimitProbe, names: Names, compile_: Callable[[str], CheckResult], version: str
+            ) -> tuple[int, tuple[str, TargetDiagnostic] | None]:  # fmt: skip
+    """The largest knob value that compiles as cleanly as the smallest, and the program and the new
+    diagnostic of the next one (None: no limit within the range probed)."""
+    baseline = {d.code for d in compile_(limit.program(version, names, limit.low)).diagnostics}
+
+    def refused(value: int) -> list[TargetDiagnostic]:
+        return [d for d in compile_(limit.program(version, names, value)).diagnostics if d.code not in baseline]
+
+    low, high = limit.low, limit.high
+    if not refused(high):
+        return high, None
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if refused(middle) else (middle, high)
+    return low, (limit.program(version, names, high), refused(high)[0])
+
+
+def _stated_bound(message: str) -> float | None:
+    match = BOUND.search(message)
+    if match is None:
+        return None
+    return float(next(g for g in match.groups() if g).replace(",", ""))
+
+
+def _probe_set() -> str:
+    """Which probes a learning run used (so a rerun with the same probes is the same activity)."""
+    keys = [p.construct for p in CONSTRUCTS] + [p.key for p in PAIRS] + [p.key for p in LIMITS]
+    return content_sha("|".join(keys))[:12]

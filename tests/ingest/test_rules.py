@@ -1,0 +1,70 @@
+"""Legality rules from the compiler: chiplore's probes, one limit or construct at a time, become
+rules with predicates, linked to their diagnostic, probe program, toolchain and activity; the limits
+found by bisection are the compiler's own; relearning writes nothing new. On both stores."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import queries
+from ingest.rules import learn_rules
+from kg.repo.nodes import count_by_label
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+from simulator._truth import load_truth
+from simulator.target import SimRNGD
+
+
+@pytest.fixture
+def graph(store: GraphStore) -> GraphStore:
+    ensure_schema(store)
+    target = SimRNGD()
+    register_target(store, target.name, target.toolchains(), target.default_toolchain())
+    return store
+
+
+def test_the_probes_yield_twenty_rules_with_predicates_and_provenance(graph: GraphStore) -> None:
+    summary = learn_rules(graph, SimRNGD(), "0.6.0")
+    assert summary.rules >= 20
+    rows = queries.run(graph, "rules-in-force", {"toolchain": "0.6.0"})
+    assert len(rows) == summary.rules
+    for row in rows:
+        predicate = json.loads(row["predicate"])
+        assert predicate["quantity"] == row["key"] and "op" in predicate
+    linked = graph.read(
+        "MATCH (r:LegalityRule)-[:DERIVED_FROM]->(d:Diagnostic)-[:EMITTED_FOR]->(p:ProbeProgram), "
+        "(r)-[:HOLDS_UNDER]->(:Toolchain {version: '0.6.0'}), (r)-[:CREATED_BY]->(a:Activity) "
+        "RETURN count(DISTINCT r) AS rules, collect(DISTINCT a.role) AS roles"
+    )
+    assert linked == [{"rules": summary.rules, "roles": ["librarian"]}]
+    nodes = count_by_label(graph)
+    again = learn_rules(graph, SimRNGD(), "0.6.0")
+    assert again.rules == summary.rules and count_by_label(graph) == nodes
+
+
+def test_the_limits_found_are_the_compilers(graph: GraphStore) -> None:
+    truth = load_truth("0.6.0", path="")
+    limits = learn_rules(graph, SimRNGD(), "0.6.0").limits
+    assert limits["dm.bytes_per_slice"] == truth.dm_usable_per_slice
+    assert limits["vector.chain_ops"] == truth.ve_max_chain
+    assert limits["dm.bank_run"] == truth.bank_run_limit - 1  # the longest run allowed beside a DMA
+    assert (limits["vrf.bytes_per_slice"], limits["trf.bytes_per_slice"], limits["dma.packet_bytes"]) == (
+        8192, 65536, 4096)  # fmt: skip
+    newer = learn_rules(graph, SimRNGD(), "0.7.0")
+    assert newer.limits["dm.bytes_per_slice"] == load_truth("0.7.0", path="").dm_usable_per_slice
+
+
+def test_each_version_refuses_its_own_vocabulary(graph: GraphStore) -> None:
+    learn_rules(graph, SimRNGD(), "0.6.0")
+    learn_rules(graph, SimRNGD(), "0.7.0")
+    refused = {
+        (row["v"], row["key"])
+        for row in graph.read("MATCH (r:LegalityRule {code: 'E0103'}) RETURN r.toolchain AS v, r.key AS key")
+    }
+    assert {("0.6.0", "construct.widen"), ("0.6.0", "construct.lut"), ("0.6.0", "construct.buffers")} <= refused
+    assert ("0.7.0", "construct.cast") in refused and ("0.7.0", "construct.widen") not in refused
+    cast = graph.read("MATCH (r:LegalityRule {key: 'construct.cast'}) RETURN r.predicate AS p")
+    assert "widen" in json.loads(cast[0]["p"])["instead"]
