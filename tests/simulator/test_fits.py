@@ -1,4 +1,4 @@
-"""The microbenchmarks' reference fits (SIMULATOR.md 7) on the noisy device: each sweep, run at the
+"""The microbenchmarks' fits (SIMULATOR.md 7; chiplore's, in ingest/fits.py) on the noisy device: each sweep, run at the
 probe's stated repeats spread over one drift period, recovers its parameter within 2 % of the truth.
 
 Every probe has a fit. The seed is fixed, so the checks are exact replays; `MISSES` lists any
@@ -10,12 +10,12 @@ from functools import cache
 
 import pytest
 
+from ingest.fits import FITS, Bench, Estimate, run_fit
 from simulator._truth import ChipTruth, load_truth
 from simulator.bench import microbenchmarks
-from simulator.bench.fits import FITS, Estimate, run_fit
 from simulator.cost import estimate
-from simulator.device import DeviceConfig, SimDevice
-from simulator.kernel_specs import input_bytes
+from simulator.device import DeviceConfig
+from simulator.target import SimRNGD
 
 
 def empty_kernel(chip: ChipTruth) -> float:
@@ -62,10 +62,11 @@ PARAMETERS = [name for spec in FITS.values() for name in spec.params if name not
 @cache
 def results(version: str) -> dict[str, Estimate]:
     probes = {p.id: p for p in microbenchmarks()}
-    device = SimDevice(1, DeviceConfig(agent_budget_s_per_day=1e9), input_bytes=input_bytes)
+    target = SimRNGD(seed=1, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
     found: dict[str, Estimate] = {}
     for probe_id, spec in FITS.items():
-        found |= run_fit(spec, probes[probe_id.split("/")[0]], version, device, {k: e.value for k, e in found.items()})
+        found |= run_fit(spec, probes[probe_id.split("/")[0]], version, bench, {k: e.value for k, e in found.items()})
     return found
 
 
@@ -92,10 +93,10 @@ def test_the_intervals_are_intervals() -> None:
 
 def test_the_bank_run_limit_on_050_is_found_from_device_faults() -> None:
     """0.5.0 neither warns nor refuses: the search submits jobs and watches for NOC_TIMEOUT."""
-    from simulator.bench.fits import _mb16
+    from ingest.fits import _mb16
 
     probe = next(p for p in microbenchmarks() if p.id == "MB16")
-    device = SimDevice(3, DeviceConfig(agent_budget_s_per_day=1e9), input_bytes=input_bytes)
-    found = _mb16(probe, "0.5.0", device)
+    target = SimRNGD(seed=3, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    found = _mb16(probe, "0.5.0", Bench(target))
     assert found == {"bank_run_limit": float(load_truth("0.5.0", path="").bank_run_limit)}
-    assert device.spent() > 0
+    assert target.device.spent() > 0

@@ -1,9 +1,9 @@
-"""Reference fits of the microbenchmarks (harness side): run a probe's sweep on a simulated device
-with its noise, and fit the parameters it is meant to reveal, with bootstrap intervals.
+"""Microbenchmark fits: run a probe's sweep on the device through the Target interface, and fit
+the parameters it is meant to reveal, with bootstrap intervals.
 
-These are the simulator's own check that each probe can reveal its parameter at the stated
-repeats (SIMULATOR.md 7: within about 2 %); chiplore writes its own fits from the same templates.
-Nothing here reads the chip's truth: a fit sees cycles and the probe's points, as an agent does.
+A fit sees cycles and the probe's points, as an agent does, and nothing else. The simulator's tests
+run these fits on its noisy device to check that every probe reveals its parameter at its stated
+repeats (SIMULATOR.md 7: within about 2 %); `chiplore learn` runs them, leaner, to learn the chip.
 
 Sweeps run every point once per round and spread the rounds evenly over one drift period of device
 time, so the slow drift averages out instead of biasing one point. Medians per point make
@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from chiplore.target import DeviceJob, ProbeTemplate
-from simulator.device import SimDevice
+from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 
 Samples = list[np.ndarray]  # per point: the timed runs' cycles
 SPREAD_S = 1800.0  # one drift period of device time per sweep
@@ -38,32 +37,51 @@ class Estimate(BaseModel):
 ROUNDS = 6  # slots over one drift period; a round's job runs its share of the repeats
 
 
-def sweep(device: SimDevice, probe: ProbeTemplate, version: str, repeats: int | None = None) -> Samples:
+class Bench:
+    """The device as a sweep uses it: jobs through the Target, an optional way to let device time
+    pass between rounds (a harness warps its simulated clock; an agent just keeps working), and a
+    hook that sees every result (to record it, or to stop when the budget is spent)."""
+
+    def __init__(self, target: Target, wait: Callable[[float], None] | None = None,
+                 clock: Callable[[], float] | None = None,
+                 on_result: Callable[[DeviceJob, DeviceResult], None] | None = None) -> None:  # fmt: skip
+        self.target, self.wait, self.clock, self.on_result = target, wait, clock, on_result
+
+    def run(self, job: DeviceJob) -> DeviceResult:
+        result = self.target.result(self.target.submit(job))
+        if self.on_result is not None:
+            self.on_result(job, result)
+        return result
+
+
+def sweep(bench: Bench, probe: ProbeTemplate, version: str, repeats: int | None = None, rounds: int = ROUNDS,
+          ) -> Samples:  # fmt: skip
     """Each point's cycles, `repeats` runs of it (default: the probe's stated repeats), taken in up
-    to ROUNDS jobs per point so the fixed cost of a job is paid a few times, not once per run."""
+    to `rounds` jobs per point so the fixed cost of a job is paid a few times, not once per run."""
     wanted = repeats if repeats is not None else probe.repeats
-    rounds = min(wanted, ROUNDS)
+    rounds = max(1, min(wanted, rounds))
     sources = [probe.instantiate(point, version) for point in probe.points]
     samples: list[list[float]] = [[] for _ in sources]
-    start = device.now
+    start = bench.clock() if bench.clock is not None else 0.0
     for round_no in range(rounds):
         # Round k starts k / rounds of a drift period after the first: the rounds sample the slow
         # drift evenly over one period, so its mean over the sweep is the device's operating point.
-        device.advance(max(0.0, start + round_no * SPREAD_S / rounds - device.now))
+        if bench.wait is not None and bench.clock is not None:
+            bench.wait(max(0.0, start + round_no * SPREAD_S / rounds - bench.clock()))
         runs = wanted // rounds + (1 if round_no < wanted % rounds else 0)
         for offset in range(len(sources)):  # rotate the order so no point always runs first
             index = (offset + round_no) % len(sources)
             job = DeviceJob(kernel=probe.kernel, program=sources[index], toolchain=version, fixtures="smoke",
                             repeats=runs, agent="harness")  # fmt: skip
-            samples[index] += _timed_runs(device, job, f"{probe.id} point {index}")
+            samples[index] += _timed_runs(bench, job, f"{probe.id} point {index}")
     return [np.asarray(s, dtype=np.float64) for s in samples]
 
 
-def _timed_runs(device: SimDevice, job: DeviceJob, what: str, attempts: int = 4) -> list[float]:
+def _timed_runs(bench: Bench, job: DeviceJob, what: str, attempts: int = 4) -> list[float]:
     """A job's timed runs; a job that faults at random (a hang, a transient) is simply run again."""
     result = None
     for _ in range(attempts):
-        result = device.result(device.submit(job))
+        result = bench.run(job)
         if result.status == "ok":
             return [run.cycles for run in result.runs if not run.warmup]
         if result.status not in ("fault", "timeout", "transient"):  # a program or budget problem: retrying cannot help
@@ -73,7 +91,7 @@ def _timed_runs(device: SimDevice, job: DeviceJob, what: str, attempts: int = 4)
 
 
 Model = Callable[[list[dict[str, str]], np.ndarray, dict[str, float]], dict[str, float]]
-Search = Callable[[ProbeTemplate, str, SimDevice], dict[str, float]]
+Search = Callable[[ProbeTemplate, str, Bench], dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -108,12 +126,12 @@ def fit(fit_spec: Fit, probe: ProbeTemplate, samples: Samples, given: dict[str, 
     }
 
 
-def run_fit(fit_spec: Fit, probe: ProbeTemplate, version: str, device: SimDevice,
-            given: dict[str, float]) -> dict[str, Estimate]:  # fmt: skip
-    """Sweep and fit, or search: the probe's parameters."""
+def run_fit(fit_spec: Fit, probe: ProbeTemplate, version: str, bench: Bench, given: dict[str, float],
+            repeats: int | None = None, rounds: int = ROUNDS) -> dict[str, Estimate]:  # fmt: skip
+    """Sweep and fit, or search: the probe's parameters (`repeats` overrides the probe's own)."""
     if fit_spec.search is not None:
-        return {k: Estimate(value=v, low=v, high=v) for k, v in fit_spec.search(probe, version, device).items()}
-    return fit(fit_spec, probe, sweep(device, probe, version), given)
+        return {k: Estimate(value=v, low=v, high=v) for k, v in fit_spec.search(probe, version, bench).items()}
+    return fit(fit_spec, probe, sweep(bench, probe, version, repeats, rounds), given)
 
 
 def _above(
@@ -286,32 +304,29 @@ def _compile_limit(probe: ProbeTemplate, version: str, point: Callable[[int], di
     return low
 
 
-def _mb11_chain(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
-    from simulator.toolchain.check import check
-
+def _mb11_chain(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
+    check = bench.target.check
     chain = lambda k: {"CHAIN": ", ".join(["add(1.0)"] * k)}  # noqa: E731
     longest = _compile_limit(probe, version, chain, 1, 33, lambda source: not check(source, version).ok)
     return {"ve_max_chain": float(longest)}
 
 
-def _mb14(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
-    from simulator.toolchain.check import check
-
+def _mb14(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
+    check = bench.target.check
     words = _compile_limit(probe, version, lambda w: {"BYTES": str(8 * w)}, 1, 1 << 17,
                            lambda source: not check(source, version).ok)  # fmt: skip
     return {"dm_usable_per_slice": float(8 * words)}
 
 
-def _mb16(probe: ProbeTemplate, version: str, device: SimDevice) -> dict[str, float]:
+def _mb16(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
     """The shortest same-bank run the toolchain or the device objects to: a note or an error from
     0.6.0 on, a NOC_TIMEOUT fault on 0.5.0 (a job per step of the search)."""
-    from simulator.toolchain.check import check
 
     def objected(source: str) -> bool:
-        if any(d.code.endswith("0520") for d in check(source, version).diagnostics):
+        if any(d.code.endswith("0520") for d in bench.target.check(source, version).diagnostics):
             return True
         job = DeviceJob(kernel=probe.kernel, program=source, toolchain=version, fixtures="smoke", agent="harness")
-        return any(f.code == "NOC_TIMEOUT" for f in device.result(device.submit(job)).faults)
+        return any(f.code == "NOC_TIMEOUT" for f in bench.run(job).faults)
 
     run = lambda r: {"RUN": str(r), "SPAN": str(128 * r)}  # noqa: E731
     return {"bank_run_limit": float(_compile_limit(probe, version, run, 1, 513, objected) + 1)}
