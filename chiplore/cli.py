@@ -1,4 +1,4 @@
-"""The `chiplore` command line: init, status, query, cypher, db check."""
+"""The `chiplore` command line: init, status, learn, query, cypher, db check."""
 
 from __future__ import annotations
 
@@ -13,16 +13,19 @@ from typing import Any, TypeVar
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 import queries as named_queries
 from chiplore import __version__
-from chiplore.app import App
+from chiplore.app import App, open_target
 from chiplore.errors import ChiploreError, ConfigError
 from chiplore.output import print_records, to_json
 from chiplore.settings import Settings
+from ingest.learn import DEFAULT_BUDGET_S
+from ingest.learn import learn as learn_chip
 from kg.repo.overview import overview
-from kg.repo.targets import register_target
+from kg.repo.targets import active_toolchain, register_target
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,6 +177,48 @@ def status(app: App, as_json: bool) -> None:
     if kernels:
         print_records(console, kernels, as_json=False, title="kernels")
     console.print(f"device time spent: {state.device_s:.1f} s")
+
+
+@main.command()
+@store_options
+@click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Device seconds the microbenchmarks may spend.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> None:
+    """Learn the chip: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
+    target = open_target(app.settings)
+    with app.open_store() as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        version = toolchain or active_toolchain(store, target.name) or target.default_toolchain()
+        if version not in target.toolchains():
+            raise ConfigError(f"unknown toolchain {version!r}; {target.name} has {', '.join(target.toolchains())}")
+        probes = len(target.microbenchmarks())
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[spent]}"))  # fmt: skip
+        with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
+            task = progress.add_task(f"learning {target.name} {version}", total=probes, spent="")
+            spent = [0.0]
+
+            def advance(probe: str, device_s: float) -> None:
+                spent[0] += device_s
+                progress.update(task, advance=1, spent=f"{probe}, {spent[0]:.0f} device-s of {budget_s:.0f}")
+
+            summary = learn_chip(store, target, version, budget_s=budget_s, on_probe=advance)
+    if as_json:
+        click.echo(to_json(summary.model_dump()))
+        return
+    docs, measured = summary.docs, summary.measurements
+    console.print(
+        f"[green]learnt[/green] {target.name} {version}: {docs.pages} page(s) read ({docs.unchanged} unchanged), "
+        f"{summary.claims} claims ({summary.contradicted_claims} contradicted), {summary.rules_in_force} rules, "
+        f"{summary.measured_params} parameters measured; {measured.probes_run} probe(s) run, "
+        f"{len(measured.probes_skipped)} skipped, {len(measured.probes_failed)} failed; "
+        f"{summary.device_s:.0f} device-s, {summary.wall_s:.1f} s"
+    )
+    if measured.probes_failed:
+        console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")
 
 
 @main.command()

@@ -1,0 +1,204 @@
+"""Microbenchmarks into the graph (DESIGN.md 4): run each probe's sweep through the Target, record
+every device run, fit the parameters, record each as a Measurement of a HardwareParam with its
+interval, and judge the doc claims about the same parameter: CONFIRMS when the claim falls inside
+the interval (with slack for claims that say "about"), CONTRADICTS otherwise.
+
+Device time is spent against a budget: a probe whose sweep would start past it is skipped, and a
+probe that fails (a fault that retries cannot clear, a program the toolchain refuses) is recorded
+as failed and skipped. A parameter already measured under the version is not measured again.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
+from ingest.fits import FITS, Bench, Estimate, run_fit
+from kg.models import Activity, DeviceRun, HardwareParam, KernelVersion, Measurement, content_sha
+from kg.repo.knowledge import record_activity, record_measurement
+from kg.repo.nodes import upsert
+from kg.repo.runs import record_device_runs
+from kg.store import GraphStore
+from kg.timefmt import utc_now
+
+# fit name -> (chiplore's parameter key, unit): the keys the librarian's claims use.
+PARAMS: dict[str, tuple[str, str]] = {
+    "empty_kernel_cycles": ("kernel.empty_cycles", "cycles"),
+    "engine_rate_4k": ("dma.engine_rate_4k_bytes_per_cycle", "B/cycle"),
+    "dma_chain_startup": ("dma.queued_start_cycles", "cycles"),
+    "engine_bw": ("dma.engine_bytes_per_cycle", "B/cycle"),
+    "pkt_overhead": ("dma.packet_overhead_cycles", "cycles"),
+    "dmn_bw": ("noc.dmn_bytes_per_cycle", "B/cycle"),
+    "cluster_ingress": ("noc.cluster_port_bytes_per_cycle", "B/cycle"),
+    "roof": ("noc.chip_bytes_per_cycle", "B/cycle"),
+    "hbm_unit": ("hbm.unit_bytes", "B"),
+    "rmw_factor": ("hbm.partial_store_factor", "x"),
+    "dm2dm_rate": ("dma.dm_to_dm_bytes_per_cycle", "B/cycle"),
+    "xcluster_factor": ("dma.cross_cluster_factor", "x"),
+    "lut_bpc": ("decode.bytes_per_cycle", "B/cycle"),
+    "lut_bpc_f4": ("decode.f4_bytes_per_cycle", "B/cycle"),
+    "fetch_read_main": ("fetch.read_bytes_main", "B/cycle"),
+    "fetch_read_sub": ("fetch.read_bytes_sub", "B/cycle"),
+    "sync_cycles": ("queue.handoff_cycles", "cycles"),
+    "ve_trans_cycles": ("vector.transcendental_cycles_per_flit", "cycles/flit"),
+    "ve_max_chain": ("vector.max_chain_ops", "ops"),
+    "switch_per_ring_flit": ("switch.cycles_per_ring_flit", "cycles"),
+    "switch_per_ring": ("switch.cycles_per_ring_slice", "cycles"),
+    "reducer_per_slice": ("reducer.cycles_per_slice", "cycles"),
+    "reducer_throughput": ("reducer.throughput_factor", "x"),
+    "dm_usable_per_slice": ("dm.usable_bytes_per_slice", "B"),
+    "interference": ("dma.interference_factor", "x"),
+    "bank_run_limit": ("dm.bank_run_limit", "accesses"),
+}
+HEDGED = re.compile(r"\b(about|roughly|around|approximately|nearly)\b|~", re.IGNORECASE)
+HEDGE_SLACK = 0.10  # "about 280" agrees with anything within 10 %
+EXACT_SLACK = 0.02  # a plain number still gets the noise of its own measurement
+
+
+class MeasureSummary(BaseModel):
+    version: str
+    probes_run: int
+    probes_skipped: list[str]  # already measured, or past the budget
+    probes_failed: list[str]
+    measurements: int
+    confirmed: int
+    contradicted: int
+    device_s: float
+
+
+def measure(store: GraphStore, target: Target, version: str, *, budget_s: float, repeats_scale: float = 0.25,
+            rounds: int = 2, on_probe: Callable[[str, float], None] | None = None) -> MeasureSummary:  # fmt: skip
+    """Run the target's microbenchmarks under `version` until the budget is spent.
+
+    `repeats_scale` and `rounds` make the sweeps leaner than the probes state (learning wants every
+    parameter within 5 %, not 2 %, in a quarter of an hour of device time)."""
+    probes = {p.id: p for p in target.microbenchmarks()}
+    activity = Activity(id=f"runner-{uuid.uuid4().hex[:12]}", role="runner", policy="builtin")
+    started = False  # the activity is recorded with the first probe that runs: a run that does nothing adds nothing
+    measured = {row["p"] for row in store.read(
+        "MATCH (m:Measurement {toolchain: $v}) RETURN DISTINCT m.param AS p", {"v": version})}  # fmt: skip
+    spent = 0.0
+    runs: list[str] = []
+
+    def on_result(job: DeviceJob, result: DeviceResult) -> None:
+        nonlocal spent
+        spent += result.device_s
+        run = DeviceRun(
+            id=f"{result.device_id}/{result.job_id}", kernel=job.kernel, job_id=result.job_id,
+            cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
+            status=_run_status(result.status), device_s=result.device_s, fixtures="smoke",
+            faults=[f.code for f in result.faults], toolchain=result.toolchain,
+        )  # fmt: skip
+        version_node = KernelVersion(sha=content_sha(job.program), kernel=job.kernel, source=job.program,
+                                     toolchain=version)  # fmt: skip
+        upsert(store, [version_node])
+        record_device_runs(store, [(run, version_node.sha)], activity=activity)
+        runs.append(run.id)
+
+    bench = Bench(target, on_result=on_result)
+    given: dict[str, float] = {}
+    ran, skipped, failed = 0, [], []
+    written = confirmed = contradicted = 0
+    for probe_id, spec in FITS.items():
+        keys = [PARAMS[name][0] for name in spec.params if name in PARAMS]
+        probe = probes.get(probe_id.split("/")[0])
+        if probe is None:
+            continue
+        if keys and all(key in measured for key in keys):
+            skipped.append(probe_id)
+            given |= _known(store, version, spec.params)
+            continue
+        if spend_limit_reached(spent, budget_s):
+            skipped.append(probe_id)
+            continue
+        if not started:
+            record_activity(store, activity)
+            started = True
+        runs.clear()
+        before = spent
+        try:
+            estimates = run_fit(spec, probe, version, bench, given,
+                                repeats=max(3, round(probe.repeats * repeats_scale)), rounds=rounds)  # fmt: skip
+        except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
+            failed.append(probe_id)
+            continue
+        ran += 1
+        given |= {name: e.value for name, e in estimates.items()}
+        for name, estimate in estimates.items():
+            if name not in PARAMS:
+                continue
+            outcome = _record(store, target.name, version, probe, spec.probe, name, estimate, list(runs), activity)
+            written += 1
+            confirmed += outcome[0]
+            contradicted += outcome[1]
+        if on_probe is not None:
+            on_probe(probe_id, spent - before)
+    if started:
+        upsert(store, [activity.model_copy(update={"ended_at": utc_now()})])
+    return MeasureSummary(
+        version=version,
+        probes_run=ran,
+        probes_skipped=skipped,
+        probes_failed=failed,
+        measurements=written,
+        confirmed=confirmed,
+        contradicted=contradicted,
+        device_s=spent,
+    )
+
+
+def spend_limit_reached(spent: float, budget_s: float) -> bool:
+    return spent >= budget_s
+
+
+def _run_status(status: str) -> str:
+    return {"ok": "ok", "timeout": "timeout"}.get(status, "fault")
+
+
+def _known(store: GraphStore, version: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Earlier measurements of these parameters, as givens for the fits that need them."""
+    out = {}
+    for name in names:
+        if name not in PARAMS:
+            continue
+        rows = store.read(
+            "MATCH (m:Measurement {param: $p, toolchain: $v}) RETURN m.value AS value ORDER BY m.measured_at DESC",
+            {"p": PARAMS[name][0], "v": version},
+        )
+        if rows:
+            out[name] = float(rows[0]["value"])
+    return out
+
+
+def _record(store: GraphStore, target: str, version: str, probe: ProbeTemplate, fit_name: str, name: str,
+            estimate: Estimate, run_ids: list[str], activity: Activity) -> tuple[int, int]:  # fmt: skip
+    key, unit = PARAMS[name]
+    claims = store.read(
+        "MATCH (c:Claim {param: $key})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.id AS id, c.value AS value, "
+        "c.text AS text",
+        {"key": key, "v": version},
+    )
+    confirms, contradicts = [], []
+    for claim in claims:
+        (confirms if agrees(estimate, float(claim["value"]), claim["text"]) else contradicts).append(claim["id"])
+    measurement = Measurement(
+        id=content_sha(f"{target}|{version}|{key}|{fit_name}|{'|'.join(sorted(run_ids))}")[:32], param=key,
+        value=estimate.value, ci_low=estimate.low, ci_high=estimate.high, n=max(1, len(run_ids)),
+        fit=f"{fit_name}: {probe.name}", unit=unit, toolchain=version,
+    )  # fmt: skip
+    record_measurement(
+        store, measurement, param=HardwareParam(key=key, unit=unit, description=probe.measures), run_ids=run_ids,
+        activity=activity, target=target, confirms=confirms, contradicts=contradicts,
+    )  # fmt: skip
+    return len(confirms), len(contradicts)
+
+
+def agrees(estimate: Estimate, claimed: float, text: str) -> bool:
+    """Whether a documented value is consistent with the measurement's interval."""
+    slack = HEDGE_SLACK if HEDGED.search(text) else EXACT_SLACK
+    low, high = min(estimate.low, estimate.value), max(estimate.high, estimate.value)
+    return low * (1 - slack) <= claimed <= high * (1 + slack)

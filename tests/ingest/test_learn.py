@@ -1,0 +1,122 @@
+"""`chiplore learn` end to end on both stores: what the graph learns of the chip matches the truth
+(the test may read it; chiplore may not), the docs' wrong numbers are contradicted, the rules are
+there, the device budget holds, a second run adds nothing, a chip with other values is learnt just
+as well, and failed probes are recorded and skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import queries
+from chiplore.cli import main
+from ingest import measure as measure_module
+from ingest.learn import learn
+from ingest.measure import PARAMS
+from kg.repo.nodes import count_by_label
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+from simulator._truth import ChipTruth, load_truth
+from simulator.target import SimRNGD
+from tests.simulator.test_fits import empty_kernel, truth_of
+
+BUDGET_S = 900.0
+# The wrong numbers of the 0.6.0 docs that a microbenchmark can check (SIMULATOR.md 8).
+WRONG_060 = {
+    "dma.engine_bytes_per_cycle": 256.0,
+    "noc.dmn_bytes_per_cycle": 128.0,
+    "dma.dm_to_dm_bytes_per_cycle": 256.0,
+    "vector.transcendental_cycles_per_flit": 1.0,
+    "vector.max_chain_ops": 8.0,
+    "dm.usable_bytes_per_slice": 512.0 * 1024,
+}
+
+
+@pytest.fixture
+def graph(store: GraphStore) -> GraphStore:
+    ensure_schema(store)
+    target = SimRNGD()
+    register_target(store, target.name, target.toolchains(), target.default_toolchain())
+    return store
+
+
+def learnt(store: GraphStore, version: str) -> dict[str, float]:
+    rows = store.read("MATCH (m:Measurement {toolchain: $v}) RETURN m.param AS p, m.value AS value", {"v": version})
+    return {row["p"]: float(row["value"]) for row in rows}
+
+
+def expected(chip: ChipTruth) -> dict[str, float]:
+    return {key: (empty_kernel(chip) if name == "empty_kernel_cycles" else truth_of(name, chip))
+            for name, (key, _) in PARAMS.items()}  # fmt: skip
+
+
+def assert_recovered(found: dict[str, float], truth: dict[str, float], within: float = 0.05) -> None:
+    assert set(found) == set(truth)
+    misses = {k: (found[k], truth[k]) for k in truth if abs(found[k] / truth[k] - 1) > within}
+    assert not misses, misses
+
+
+def test_learning_060_recovers_the_chip_and_contradicts_the_docs(graph: GraphStore) -> None:
+    summary = learn(graph, SimRNGD(seed=11), "0.6.0", budget_s=BUDGET_S)
+    assert_recovered(learnt(graph, "0.6.0"), expected(load_truth("0.6.0", path="")))
+    contradicted = {(row["param"], row["documented"]) for row in queries.run(graph, "contradicted-claims")}
+    assert {(p, v) for p, v in WRONG_060.items()} <= contradicted
+    assert summary.rules_in_force >= 20 and summary.device_s <= BUDGET_S
+    assert summary.measurements.probes_failed == []
+    runs = graph.read(
+        "MATCH (m:Measurement {param: 'noc.dmn_bytes_per_cycle'})-[:FROM]->(r:DeviceRun) RETURN count(r) AS n"
+    )
+    assert runs[0]["n"] > 0  # a measurement links to the device runs it came from
+    nodes = count_by_label(graph)
+    again = learn(graph, SimRNGD(seed=12), "0.6.0", budget_s=BUDGET_S)
+    assert again.device_s == 0 and count_by_label(graph) == nodes  # a second run adds nothing
+
+
+def test_a_chip_with_other_values_is_learnt_as_well(
+    graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = {"engine_bw": 180.0, "dmn_bw": 120.0, "cluster_ingress": 250.0, "dm2dm_phase_bw": 100.0,
+             "ve_trans_cycles": 3.0, "rmw_factor": 30.0, "lut_bpc": 2.5, "sync_cycles": 24.0}  # fmt: skip
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text("\n".join(f"{k} = {v}" for k, v in other.items()) + "\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    learn(graph, SimRNGD(seed=13), "0.6.0", budget_s=BUDGET_S)
+    chip = load_truth("0.6.0")
+    assert chip.engine_bw == 180.0
+    assert_recovered(learnt(graph, "0.6.0"), expected(chip))
+
+
+def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = measure_module.run_fit
+
+    def failing(spec, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if spec.probe == "MB05":
+            raise RuntimeError("MB05 point 0: fault: NOC_TIMEOUT 4 times")
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(measure_module, "run_fit", failing)
+    summary = learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
+    assert summary.measurements.probes_failed == ["MB05"]
+    assert "noc.dmn_bytes_per_cycle" not in learnt(graph, "0.6.0")
+    assert summary.measurements.probes_run == 16  # the other sixteen ran
+    monkeypatch.setattr(measure_module, "run_fit", real)
+    finished = learn(graph, SimRNGD(seed=15), "0.6.0", budget_s=BUDGET_S)
+    assert finished.measurements.probes_run == 1  # the rerun measures only what was missing
+
+
+def test_the_budget_stops_the_microbenchmarks(graph: GraphStore) -> None:
+    summary = learn(graph, SimRNGD(seed=16), "0.6.0", budget_s=60.0)
+    assert summary.measurements.probes_skipped  # the rest waits for a bigger budget
+    assert summary.device_s < 60.0 + 120.0  # a probe that started finishes: at most one sweep over
+
+
+def test_the_learn_command_prints_a_json_summary(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["learn", "--data-dir", str(tmp_path / "data"), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["toolchain"] == "0.6.0" and summary["rules_in_force"] >= 20
+    assert summary["contradicted_claims"] >= len(WRONG_060) and summary["device_s"] <= BUDGET_S
