@@ -44,6 +44,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "fetch_read_main": ("fetch.read_bytes_main", "B/cycle"),
     "fetch_read_sub": ("fetch.read_bytes_sub", "B/cycle"),
     "sync_cycles": ("queue.handoff_cycles", "cycles"),
+    "launch_cycles": ("kernel.launch_cycles", "cycles"),
+    "dma_start_cycles": ("dma.start_cycles", "cycles"),
     "ve_trans_cycles": ("vector.transcendental_cycles_per_flit", "cycles/flit"),
     "ve_max_chain": ("vector.max_chain_ops", "ops"),
     "switch_per_ring_flit": ("switch.cycles_per_ring_flit", "cycles"),

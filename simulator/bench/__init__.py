@@ -156,7 +156,7 @@ def _mb10_points() -> tuple[dict[str, str], ...]:
     flits = tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f), "PAIRS": "1"}
                   for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
     pairs = tuple({"CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
-                  for c, n in contexts for k in (16, 32, 64, 128))  # fmt: skip
+                  for c, n in contexts for k in (4, 8, 16, 32, 64, 128))  # fmt: skip
     return flits + pairs
 
 

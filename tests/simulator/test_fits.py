@@ -44,6 +44,8 @@ def truth_of(name: str, chip: ChipTruth) -> float:
         "fetch_read_main": chip.fetch_read_main,
         "fetch_read_sub": chip.fetch_read_sub,
         "sync_cycles": chip.sync_cycles,
+        "launch_cycles": chip.launch_cycles,
+        "dma_start_cycles": chip.dma_startup,
         "ve_trans_cycles": chip.ve_trans_cycles,
         "ve_max_chain": chip.ve_max_chain,
         "switch_per_ring_flit": 1.0,  # the documented formula: ring x flits x T + ring
