@@ -51,12 +51,14 @@ PARAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("dm.bank_run_limit", "accesses", (r"\bone DM bank\b", r"times in a row")),
     ("dma.cross_cluster_factor", "x", (r"\bbetween the two clusters\b", r"same-cluster rate")),
     ("kernel.launch_cycles", "cycles", (r"\b[Ll]aunching a kernel\b", r"cycles")),
+    ("chip.clock_hz", "Hz", (r"\bchip runs at\b", r"GHz")),
+    ("noc.chip_bytes_per_cycle", "TB/s", (r"\bHBM\b", r"TB/s", r"\blimit\b")),
 )  # fmt: skip
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
 QUANTITY = re.compile(
     r"(?P<value>\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight)\b)\s*"
-    r"(?P<unit>bytes per cycle|B/cycle|cycles per flit|flits? per cycle|cycles|KB|TB/s|%|ops|-byte|times|"
+    r"(?P<unit>bytes per cycle|B/cycle|cycles per flit|flits? per cycle|cycles|KB|TB/s|GHz|%|ops|-byte|times|"
     r"of the same-cluster rate|bytes|flits?)"
 )
 RULE = re.compile(r"\b(must|must not|cannot|never|only|is an error|are errors|rejects?|not allowed)\b")
@@ -106,6 +108,8 @@ def _claims_of(sentence: str, heading: str) -> list[ExtractedClaim]:
         value = _value(quantity.group("value"))
         if quantity.group("unit") == "KB":
             value *= 1024
+        elif quantity.group("unit") == "GHz":
+            value *= 1e9
         if key == "vector.transcendental_cycles_per_flit" and "flit per cycle" in quantity.group("unit"):
             value = 1.0 / value  # "one flit per cycle" is one cycle per flit
         kind: ClaimKind = "limit" if LIMIT.search(sentence) else "quantity"

@@ -181,12 +181,15 @@ def _record(store: GraphStore, target: str, version: str, probe: ProbeTemplate, 
     key, unit = PARAMS[name]
     claims = store.read(
         "MATCH (c:Claim {param: $key})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.id AS id, c.value AS value, "
-        "c.text AS text",
+        "c.text AS text, c.unit AS unit",
         {"key": key, "v": version},
     )
     confirms, contradicts = [], []
     for claim in claims:
-        (confirms if agrees(estimate, float(claim["value"]), claim["text"]) else contradicts).append(claim["id"])
+        claimed = in_unit(float(claim["value"]), claim["unit"], unit, _clock_hz(store, version))
+        if claimed is None:  # a unit this judge cannot convert: no verdict
+            continue
+        (confirms if agrees(estimate, claimed, claim["text"]) else contradicts).append(claim["id"])
     measurement = Measurement(
         id=content_sha(f"{target}|{version}|{key}|{fit_name}|{'|'.join(sorted(run_ids))}")[:32], param=key,
         value=estimate.value, ci_low=estimate.low, ci_high=estimate.high, n=max(1, len(run_ids)),
@@ -197,6 +200,23 @@ def _record(store: GraphStore, target: str, version: str, probe: ProbeTemplate, 
         activity=activity, target=target, confirms=confirms, contradicts=contradicts,
     )  # fmt: skip
     return len(confirms), len(contradicts)
+
+
+def in_unit(value: float, unit: str | None, wanted: str, clock_hz: float | None) -> float | None:
+    """A claimed value in the measurement's unit; rates per second need the documented clock."""
+    if unit in (None, wanted):
+        return value
+    if unit == "TB/s" and wanted == "B/cycle" and clock_hz:
+        return value * 1e12 / clock_hz
+    return None
+
+
+def _clock_hz(store: GraphStore, version: str) -> float | None:
+    rows = store.read(
+        "MATCH (c:Claim {param: 'chip.clock_hz'})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.value AS value",
+        {"v": version},
+    )
+    return float(rows[0]["value"]) if rows else None
 
 
 def agrees(estimate: Estimate, claimed: float, text: str) -> bool:

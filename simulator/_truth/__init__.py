@@ -23,6 +23,7 @@ class ChipTruth(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    clock_ghz: float = Field(1.0, gt=0)  # the core clock: cycles per nanosecond (device seconds = cycles / clock)
     launch_cycles: float = Field(200, gt=0)  # P01
     dma_startup: float = Field(340, ge=0)  # P02: engine busy per command
     dma_chain_startup: float = Field(340, ge=0)  # P03: command already waiting when its engine frees

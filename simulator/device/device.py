@@ -234,10 +234,14 @@ class SimDevice:
         )
         return result, finish
 
+    @property
+    def _hz(self) -> float:
+        return self.noise.truth.clock_ghz * 1e9
+
     def _planned_seconds(self, job: DeviceJob, sets: tuple[str, ...], cycles: float) -> float:
         runs = len(sets) * self._runs_per_set(job)
         upload = len(sets) * self.input_bytes(job.kernel, job.program) / self.config.upload_bytes_per_s
-        per_run = self.config.host_sync_s + cycles * 1e-9
+        per_run = self.config.host_sync_s + cycles / self._hz
         return (self.config.load_s + upload + runs * per_run) * (2 if job.profile else 1)
 
     def _runs_per_set(self, job: DeviceJob) -> int:
@@ -339,7 +343,7 @@ class SimDevice:
                 first = False
                 warmup = job.fixtures != "smoke" and k == 0
                 out.runs.append(RunSample(fixture=fixture, cycles=cycles, warmup=warmup))
-                elapsed += (cfg.host_sync_s + cycles * 1e-9) * scale
+                elapsed += (cfg.host_sync_s + cycles / self._hz) * scale
                 run_index += 1
         out.device_s = elapsed
         return out

@@ -36,6 +36,7 @@ def _fact(id: str, param: str | None, true: str, states: tuple[str, str, str], *
 _SAME = "S", "S", "S"
 
 FACTS: dict[str, Fact] = {f.id: f for f in (
+    _fact("clock", None, "The chip runs at {clock_ghz:g} GHz.", _SAME),
     _fact("launch", "P01", "Launching a kernel costs about {launch_cycles:.0f} cycles before its first command runs.",
           ("O", "O", "O"), r"\b{launch_cycles:.0f} cycles"),
     _fact("dma_startup", "P02", "A DMA command spends about {dma_startup:.0f} cycles starting up before data moves.",

@@ -34,6 +34,7 @@ WRONG_060 = {
     "vector.max_chain_ops": 8.0,
     "dm.usable_bytes_per_slice": 512.0 * 1024,
     "dma.start_cycles": 500.0,
+    "noc.chip_bytes_per_cycle": 1.5,  # "HBM delivers 1.5 TB/s ... the limit for all DMA traffic", at 1 GHz
 }
 
 
