@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 
 Samples = list[np.ndarray]  # per point: the timed runs' cycles
+Jobs = list[list[np.ndarray]]  # per point, per job: the runs one job took (one moment of the drift)
 SPREAD_S = 1800.0  # one drift period of device time per sweep
 MIB = 1 << 20
 
@@ -55,13 +56,13 @@ class Bench:
 
 
 def sweep(bench: Bench, probe: ProbeTemplate, version: str, repeats: int | None = None, rounds: int = ROUNDS,
-          ) -> Samples:  # fmt: skip
+          ) -> Jobs:  # fmt: skip
     """Each point's cycles, `repeats` runs of it (default: the probe's stated repeats), taken in up
     to `rounds` jobs per point so the fixed cost of a job is paid a few times, not once per run."""
     wanted = repeats if repeats is not None else probe.repeats
     rounds = max(1, min(wanted, rounds))
     sources = [probe.instantiate(point, version) for point in probe.points]
-    samples: list[list[float]] = [[] for _ in sources]
+    jobs: Jobs = [[] for _ in sources]
     start = bench.clock() if bench.clock is not None else 0.0
     for round_no in range(rounds):
         # Round k starts k / rounds of a drift period after the first: the rounds sample the slow
@@ -73,8 +74,8 @@ def sweep(bench: Bench, probe: ProbeTemplate, version: str, repeats: int | None 
             index = (offset + round_no) % len(sources)
             job = DeviceJob(kernel=probe.kernel, program=sources[index], toolchain=version, fixtures="smoke",
                             repeats=runs, agent="harness")  # fmt: skip
-            samples[index] += _timed_runs(bench, job, f"{probe.id} point {index}")
-    return [np.asarray(s, dtype=np.float64) for s in samples]
+            jobs[index].append(np.asarray(_timed_runs(bench, job, f"{probe.id} point {index}"), dtype=np.float64))
+    return jobs
 
 
 def _timed_runs(bench: Bench, job: DeviceJob, what: str, attempts: int = 4) -> list[float]:
@@ -108,11 +109,12 @@ class Fit:
     secondary: tuple[str, ...] = ()
 
 
-def fit(fit_spec: Fit, probe: ProbeTemplate, samples: Samples, given: dict[str, float],
+def fit(fit_spec: Fit, probe: ProbeTemplate, jobs: Jobs, given: dict[str, float],
         draws: int = 400, seed: int = 0) -> dict[str, Estimate]:  # fmt: skip
     """The parameters from the per-point medians, and intervals from resampling each point's runs."""
     assert fit_spec.model is not None, f"{fit_spec.probe} is a search, not a fit"
     points = [dict(p) for p in probe.points]
+    samples: Samples = [np.concatenate(point) for point in jobs]
     central = fit_spec.model(points, np.array([np.median(s) for s in samples]), given)
     rng = np.random.default_rng(seed)
     boot: dict[str, list[float]] = {name: [] for name in central}
@@ -120,12 +122,34 @@ def fit(fit_spec: Fit, probe: ProbeTemplate, samples: Samples, given: dict[str, 
         medians = np.array([np.median(rng.choice(s, size=len(s))) for s in samples])
         for name, value in fit_spec.model(points, medians, given).items():
             boot[name].append(value)
-    return {
+    found = {
         name: Estimate(
             value=value, low=float(np.percentile(boot[name], 2.5)), high=float(np.percentile(boot[name], 97.5))
         )
         for name, value in central.items()
     }
+    return found
+
+
+def noise_sigma(jobs: Jobs, draws: int = 400, seed: int = 0) -> Estimate:
+    """The run-to-run spread (sigma of log cycles) of runs around their job's median, pooled over
+    jobs: within a job the slow drift has not moved. The rare slow runs are cut at three robust
+    sigmas and the standard deviation of the rest, corrected for the cut, is the estimate (it needs
+    a third of the runs a MAD would). Kernels too short for the 8-cycle counter to resolve the
+    spread, and jobs too small to have a steady median, are left out."""
+    rng = np.random.default_rng(seed)
+    kept = [runs for point in jobs for runs in point if len(runs) >= 20 and np.median(runs) > 4000]
+    if not kept:
+        raise ValueError("no job long enough to measure the noise")
+    residuals = np.concatenate([np.log(runs) - np.log(np.median(runs)) for runs in kept])
+
+    def sigma(values: np.ndarray) -> float:
+        robust = 1.4826 * np.median(np.abs(values - np.median(values)))
+        inside = values[np.abs(values - np.median(values)) < 3 * robust]
+        return float(np.std(inside) / 0.9866)  # a normal cut at 3 sigma keeps 98.66 % of its spread
+
+    boot = [sigma(rng.choice(residuals, size=len(residuals))) for _ in range(draws)]
+    return Estimate(value=sigma(residuals), low=float(np.percentile(boot, 2.5)), high=float(np.percentile(boot, 97.5)))
 
 
 def run_fit(fit_spec: Fit, probe: ProbeTemplate, version: str, bench: Bench, given: dict[str, float],
@@ -264,13 +288,15 @@ def _mb10(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, fl
         pair_start[context], pair_cost[context] = _line(np.array([float(p["PAIRS"]) for p in chosen]), times)
     slower_flit = 32 / read_sub - 32 / read_main
     # The launch: a chain of main -> main pairs is the launch and then nothing but passes, so the
-    # chain's line meets zero pairs at the launch.
+    # chain's line meets zero pairs at the launch. Half a pair, less its one flit, is what a pass
+    # costs whatever it carries (its fixed cost and its stages' latencies).
     launch = pair_start["main"]
+    fixed_pass = pair_cost["main"] / 2 - 32 / read_main
     # The empty kernel is a launch and one 8-byte command: what is left is the command's start-up.
     start = given["empty_kernel_cycles"] - launch
     return {"fetch_read_main": read_main, "fetch_read_sub": read_sub,
             "sync_cycles": (pair_cost["sub"] - pair_cost["main"] - slower_flit) / 2,
-            "launch_cycles": launch, "dma_start_cycles": start}  # fmt: skip
+            "launch_cycles": launch, "dma_start_cycles": start, "pass_fixed_cycles": fixed_pass}  # fmt: skip
 
 
 def _mb11(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -353,9 +379,16 @@ FITS: dict[str, Fit] = {
         Fit("MB09", ("lut_bpc", "lut_bpc_f4"), _mb09),
         Fit(
             "MB10",
-            ("fetch_read_main", "fetch_read_sub", "sync_cycles", "launch_cycles", "dma_start_cycles"),
+            (
+                "fetch_read_main",
+                "fetch_read_sub",
+                "sync_cycles",
+                "launch_cycles",
+                "dma_start_cycles",
+                "pass_fixed_cycles",
+            ),
             _mb10,
-            secondary=("launch_cycles", "dma_start_cycles"),
+            secondary=("launch_cycles", "dma_start_cycles", "pass_fixed_cycles"),
         ),
         Fit("MB11", ("ve_trans_cycles",), _mb11),
         Fit("MB11/chain", ("ve_max_chain",), search=_mb11_chain),

@@ -14,10 +14,11 @@ import re
 import uuid
 from collections.abc import Callable
 
+import numpy as np
 from pydantic import BaseModel
 
 from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
-from ingest.fits import FITS, Bench, Estimate, run_fit
+from ingest.fits import FITS, Bench, Estimate, noise_sigma, run_fit
 from kg.models import Activity, DeviceRun, HardwareParam, KernelVersion, Measurement, content_sha
 from kg.repo.knowledge import record_activity, record_measurement
 from kg.repo.nodes import upsert
@@ -45,6 +46,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "fetch_read_sub": ("fetch.read_bytes_sub", "B/cycle"),
     "sync_cycles": ("queue.handoff_cycles", "cycles"),
     "launch_cycles": ("kernel.launch_cycles", "cycles"),
+    "pass_fixed_cycles": ("pass.fixed_cycles", "cycles"),
     "dma_start_cycles": ("dma.start_cycles", "cycles"),
     "ve_trans_cycles": ("vector.transcendental_cycles_per_flit", "cycles/flit"),
     "ve_max_chain": ("vector.max_chain_ops", "ops"),
@@ -56,6 +58,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "interference": ("dma.interference_factor", "x"),
     "bank_run_limit": ("dm.bank_run_limit", "accesses"),
 }
+NOISE = ("device.noise_sigma", "log-ratio")
+NOISE_JOBS = 20  # x 50 runs of one long kernel: the noise within 5 %
 HEDGED = re.compile(r"\b(about|roughly|around|approximately|nearly)\b|~", re.IGNORECASE)
 HEDGE_SLACK = 0.10  # "about 280" agrees with anything within 10 %
 EXACT_SLACK = 0.02  # a plain number still gets the noise of its own measurement
@@ -85,6 +89,8 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         "MATCH (m:Measurement {toolchain: $v}) RETURN DISTINCT m.param AS p", {"v": version})}  # fmt: skip
     spent = 0.0
     runs: list[str] = []
+    every_job: list[tuple[str, np.ndarray]] = []  # (run id, timed cycles) of the noise runs
+    noise_jobs: dict[DeviceJob, float] = {}  # every job run, by its median: the longest measures the noise
 
     def on_result(job: DeviceJob, result: DeviceResult) -> None:
         nonlocal spent
@@ -100,6 +106,9 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         upsert(store, [version_node])
         record_device_runs(store, [(run, version_node.sha)], activity=activity)
         runs.append(run.id)
+        if run.status == "ok" and run.cycles:
+            every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
+            noise_jobs[job] = max(noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
 
     bench = Bench(target, on_result=on_result)
     given: dict[str, float] = {}
@@ -139,8 +148,41 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             contradicted += outcome[1]
         if on_probe is not None:
             on_probe(probe_id, spent - before)
+    if NOISE[0] not in measured and not spend_limit_reached(spent, budget_s):
+        # The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
+        # first point when nothing ran this time), in jobs of fifty.
+        if not started:
+            record_activity(store, activity)
+            started = True
+        if noise_jobs:
+            longest = max(noise_jobs, key=lambda job: noise_jobs[job])
+        else:
+            first = next(iter(probes.values()))
+            longest = DeviceJob(kernel=first.kernel, program=first.instantiate(first.points[0], version),
+                                toolchain=version, fixtures="smoke", agent="harness")  # fmt: skip
+        every_job.clear()
+        runs.clear()
+        try:
+            for _ in range(NOISE_JOBS):
+                bench.run(longest.model_copy(update={"repeats": 50}))
+            spread = noise_sigma([[cycles for _, cycles in every_job]])
+        except ValueError:
+            failed.append("noise")
+        else:
+            key, unit = NOISE
+            record_measurement(
+                store,
+                Measurement(id=content_sha(f"{target.name}|{version}|{key}|{'|'.join(runs)}")[:32], param=key,
+                            value=spread.value, ci_low=spread.low, ci_high=spread.high, n=len(every_job),
+                            fit="spread of log cycles around each job's median, outliers cut", unit=unit,
+                            toolchain=version),
+                param=HardwareParam(key=key, unit=unit, description="run-to-run noise (sigma of log cycles)"),
+                run_ids=list(runs), activity=activity, target=target.name,
+            )  # fmt: skip
+            written += 1
     if started:
-        upsert(store, [activity.model_copy(update={"ended_at": utc_now()})])
+        outcome = f"failed probes: {', '.join(failed)}" if failed else "ok"
+        upsert(store, [activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
     return MeasureSummary(
         version=version,
         probes_run=ran,

@@ -52,8 +52,9 @@ def learnt(store: GraphStore, version: str) -> dict[str, float]:
 
 
 def expected(chip: ChipTruth) -> dict[str, float]:
-    return {key: (empty_kernel(chip) if name == "empty_kernel_cycles" else truth_of(name, chip))
-            for name, (key, _) in PARAMS.items()}  # fmt: skip
+    truth = {key: (empty_kernel(chip) if name == "empty_kernel_cycles" else truth_of(name, chip))
+             for name, (key, _) in PARAMS.items()}  # fmt: skip
+    return truth | {"device.noise_sigma": chip.noise_sigma}
 
 
 # Coefficients of the documented switch and reducer formulas: checked against the docs, not hidden

@@ -45,6 +45,7 @@ def truth_of(name: str, chip: ChipTruth) -> float:
         "fetch_read_sub": chip.fetch_read_sub,
         "sync_cycles": chip.sync_cycles,
         "launch_cycles": chip.launch_cycles,
+        "pass_fixed_cycles": chip.pass_fixed + chip.latency_fetch + chip.latency_collect + chip.latency_commit,
         "dma_start_cycles": chip.dma_startup,
         "ve_trans_cycles": chip.ve_trans_cycles,
         "ve_max_chain": chip.ve_max_chain,
