@@ -130,3 +130,31 @@ def test_the_learn_command_prints_a_json_summary(tmp_path: Path) -> None:
     summary = json.loads(result.output)
     assert summary["toolchain"] == "0.6.0" and summary["rules_in_force"] >= 20
     assert summary["contradicted_claims"] >= len(WRONG_060) and summary["device_s"] <= BUDGET_S
+
+
+def test_ctrl_c_during_the_microbenchmarks_leaves_a_graph_the_next_run_finishes(
+    graph: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingest.fits import Bench
+
+    real = Bench.run
+    calls = {"n": 0}
+
+    def interrupted(self: Bench, job: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise KeyboardInterrupt
+        return real(self, job)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Bench, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        learn(graph, SimRNGD(seed=17), "0.6.0", budget_s=BUDGET_S)
+    partial = learnt(graph, "0.6.0")
+    dangling = graph.read("MATCH (m:Measurement) WHERE NOT (m)-[:FROM]->(:DeviceRun) RETURN count(m) AS n")
+    assert dangling == [{"n": 0}]  # what was recorded is whole: every measurement has its runs
+    monkeypatch.setattr(Bench, "run", real)
+    finished = learn(graph, SimRNGD(seed=18), "0.6.0", budget_s=BUDGET_S)
+    assert finished.measurements.probes_skipped and set(partial) < set(learnt(graph, "0.6.0"))
+    assert_recovered(learnt(graph, "0.6.0"), expected(load_truth("0.6.0", path="")))
+    per_param = graph.read("MATCH (m:Measurement) RETURN m.param AS p, count(m) AS n ORDER BY n DESC LIMIT 1")
+    assert per_param[0]["n"] == 1  # nothing measured twice
