@@ -55,6 +55,13 @@ PARAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("noc.chip_bytes_per_cycle", "TB/s", (r"\bHBM\b", r"TB/s", r"\blimit\b")),
 )  # fmt: skip
 
+# Yes/no facts a sentence can state: the parameter, the words that must all appear, and the words
+# that make it a "no".
+FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("switch.crosses_clusters", (r"\bclusters?\b", r"\bswitch\b", r"exchange|between|across"),
+     r"\bonly\b|stays inside|cannot|does not"),
+)  # fmt: skip
+
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
 QUANTITY = re.compile(
     r"(?P<value>\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight)\b)\s*"
@@ -95,6 +102,11 @@ def constructs(text: str) -> list[str]:
 
 
 def _claims_of(sentence: str, heading: str) -> list[ExtractedClaim]:
+    for key, words, negation in FLAGS:
+        if all(re.search(word, sentence, re.IGNORECASE) for word in words):
+            value = 0.0 if re.search(negation, sentence, re.IGNORECASE) else 1.0
+            return [ExtractedClaim(text=sentence, kind="rule", concept=key.rsplit(".", 1)[0], param=key, value=value,
+                                   unit="bool")]  # fmt: skip
     if match := READ_SIZES.search(sentence):
         return [
             ExtractedClaim(text=sentence, kind="quantity", concept="fetch.read_size", param=f"fetch.read_bytes_{q}",

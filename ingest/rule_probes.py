@@ -203,6 +203,18 @@ PAIRS = (
               lambda v, n: copy_kernel(v, "    let b: dm<bf17>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
               lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
               {"op": "declared", "value": True}),
+    PairProbe("switch.crosses_clusters", "whether the switch can move data between the clusters",
+              lambda v, n: kernel(v, "H = 64", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+                                  "    let c: dm<bf16>{cluster: [H / 32], slice: [1 # 256], elem: [H % 32]} = x.dma(engines = [0, 4]);\n"
+                                  "    let g: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = main(c).fetch(time = [1], packet = [H % 32])"
+                                  ".switch(gather, slice = [1 # 256], time = [H / 32], ring = 256).commit();\n"
+                                  "    g.dma_into(y, engines = [0]);\n"),
+              lambda v, n: kernel(v, "H = 64", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+                                  "    let c: dm<bf16>{cluster: [1 # 2], slice: [H / 32 # 256], elem: [H % 32]} = x.dma(engines = [0]);\n"
+                                  "    let g: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = main(c).fetch(time = [1], packet = [H % 32])"
+                                  ".switch(gather, slice = [1 # 256], time = [H / 32], ring = 256).commit();\n"
+                                  "    g.dma_into(y, engines = [0]);\n"),
+              {"op": "forbidden", "value": True}),
     PairProbe("pass.stage_order", "the Tensor-Unit stages run in a fixed order",
               lambda v, n: copy_kernel(v, f"    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).{n['up']}(f32)"
                                           f".vector(add(1.0)).{n['down']}(bf16).vector(add(1.0)).commit_into(a);\n"),

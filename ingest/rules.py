@@ -17,8 +17,9 @@ from pydantic import BaseModel
 from chiplore.target import CheckResult, Target
 from chiplore.target import Diagnostic as TargetDiagnostic
 from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
-from kg.models import Activity, Diagnostic, LegalityRule, ProbeProgram, content_sha
+from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, content_sha
 from kg.repo.knowledge import record_activity, record_rule
+from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore
 
 BOUND = re.compile(r"\((?:max|limit) ([\d,]+)(?: B)?\)|exceeds ([\d,]+) B|multiple of (\d+) B|> ([\d,]+) B usable")
@@ -84,6 +85,8 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         for index, diagnostic in enumerate(found):  # the first is the probe's rule; others come along
             key = pair.key if index == 0 else f"{pair.key}/{diagnostic.code}"
             record(key, breaking, pair.purpose, diagnostic, dict(pair.predicate) if index == 0 else {"op": "avoid"})
+        if found and pair.predicate.get("op") == "forbidden":  # a yes/no fact the compiler just answered "no"
+            _judge_flag(store, version, pair.key, found[0], target.name, activity)
     limits: dict[str, float] = {}
     for limit in LIMITS:
         largest, first_refused = _bisect(limit, names, compile_, version)
@@ -111,6 +114,27 @@ def _bisect(limit: LimitProbe, names: Names, compile_: Callable[[str], CheckResu
         middle = (low + high) // 2
         low, high = (low, middle) if refused(middle) else (middle, high)
     return low, (limit.program(version, names, high), refused(high)[0])
+
+
+def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDiagnostic, target: str,
+                activity: Activity) -> None:  # fmt: skip
+    """Claims that the compiler's refusal answers: "yes" claims are contradicted, "no" ones confirmed.
+    The evidence is the diagnostic itself (a Check of method `probe` records the verdict)."""
+    evidence = Ref("Diagnostic", content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32])
+    claims = store.read(
+        "MATCH (c:Claim {param: $key})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.id AS id, c.value AS value",
+        {"key": key, "v": version},
+    )
+    for claim in claims:
+        verdict = "contradicts" if float(claim["value"]) else "confirms"
+        check = Check(id=content_sha(f"{claim['id']}|{evidence.key}")[:32], method="probe", verdict=verdict,
+                      detail=f"{diagnostic.code}: {diagnostic.message}")  # fmt: skip
+        upsert(store, [check])
+        link(store, [
+            Link(Ref("Claim", claim["id"]), "CHECKED_BY", Ref.to(check)), Link(Ref.to(check), "USED", evidence),
+            Link(Ref.to(check), "CREATED_BY", Ref.to(activity)),
+            Link(evidence, "CONTRADICTS" if verdict == "contradicts" else "CONFIRMS", Ref("Claim", claim["id"])),
+        ])  # fmt: skip
 
 
 def _stated_bound(message: str) -> float | None:

@@ -75,6 +75,8 @@ def test_learning_060_recovers_the_chip_and_contradicts_the_docs(graph: GraphSto
     assert_recovered(learnt(graph, "0.6.0"), expected(load_truth("0.6.0", path="")))
     contradicted = {(row["param"], row["documented"]) for row in queries.run(graph, "contradicted-claims")}
     assert {(p, v) for p, v in WRONG_060.items()} <= contradicted
+    switch = [row for row in queries.run(graph, "contradicted-claims") if row["param"] == "switch.crosses_clusters"]
+    assert switch and {row["evidence"] for row in switch} == {"E0420"}  # P27: the compiler says no
     assert summary.rules_in_force >= 20 and summary.device_s <= BUDGET_S
     assert summary.measurements.probes_failed == []
     runs = graph.read(
