@@ -29,7 +29,7 @@ class LearnSummary(BaseModel):
     rules: RulesSummary
     measurements: MeasureSummary
     claims: int  # in the graph under this version
-    contradicted_claims: int
+    contradicted_claims: int  # by a measurement or by the compiler
     measured_params: int
     rules_in_force: int
     device_s: float  # spent by this run
@@ -49,8 +49,8 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
 
     claims = count("MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT c) AS n")
     contradicted = count(
-        "MATCH (:Measurement)-[:CONTRADICTS]->(c:Claim)-[:UNDER]->(:Toolchain {version: $v}) "
-        "RETURN count(DISTINCT c) AS n"
+        "MATCH (e)-[:CONTRADICTS]->(c:Claim)-[:UNDER]->(:Toolchain {version: $v}) "
+        "WHERE e:Measurement OR e:Diagnostic RETURN count(DISTINCT c) AS n"
     )
     params = count("MATCH (m:Measurement {toolchain: $v}) RETURN count(DISTINCT m.param) AS n")
     in_force = count("MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT r) AS n")
