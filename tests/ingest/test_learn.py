@@ -160,3 +160,13 @@ def test_ctrl_c_during_the_microbenchmarks_leaves_a_graph_the_next_run_finishes(
     assert_recovered(learnt(graph, "0.6.0"), expected(load_truth("0.6.0", path="")))
     per_param = graph.read("MATCH (m:Measurement) RETURN m.param AS p, count(m) AS n ORDER BY n DESC LIMIT 1")
     assert per_param[0]["n"] == 1  # nothing measured twice
+
+
+def test_learning_070_learns_what_the_upgrade_changed(graph: GraphStore) -> None:
+    """0.7.0 chains queued DMA commands in 90 cycles and keeps 464 KB of DM; its docs still say 512 KB."""
+    learn(graph, SimRNGD(seed=19), "0.7.0", budget_s=BUDGET_S)
+    found = learnt(graph, "0.7.0")
+    assert_recovered(found, expected(load_truth("0.7.0", path="")))
+    assert abs(found["dma.queued_start_cycles"] - 90) < 0.05 * 90 and found["dm.usable_bytes_per_slice"] == 475_136
+    stale = [row for row in queries.run(graph, "contradicted-claims") if row["param"] == "dm.usable_bytes_per_slice"]
+    assert stale and all(row["toolchain"] == "0.7.0" for row in stale)
