@@ -328,13 +328,19 @@ def _mb15(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, fl
     return {"interference": 1 - (by["with"] - by["without"]) / running}
 
 
-def _compile_limit(probe: ProbeTemplate, version: str, point: Callable[[int], dict[str, str]], low: int, high: int,
-                   refused: Callable[[str], bool]) -> int:  # fmt: skip
-    """The largest value in [low, high) the compiler accepts (bisection)."""
+def largest_accepted(low: int, high: int, refused: Callable[[int], object]) -> int:
+    """The largest value in [low, high) that is not refused, for a refusal that starts somewhere and
+    holds above it (bisection; `low` is accepted, `high` refused)."""
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if refused(probe.instantiate(point(middle), version)) else (middle, high)
+        low, high = (low, middle) if refused(middle) else (middle, high)
     return low
+
+
+def _compile_limit(probe: ProbeTemplate, version: str, point: Callable[[int], dict[str, str]], low: int, high: int,
+                   refused: Callable[[str], bool]) -> int:  # fmt: skip
+    """The largest value in [low, high) whose program the compiler (or the device) accepts."""
+    return largest_accepted(low, high, lambda value: refused(probe.instantiate(point(value), version)))
 
 
 def _mb11_chain(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:

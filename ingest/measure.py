@@ -110,6 +110,12 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
             noise_jobs[job] = max(noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
 
+    def begin() -> None:  # the activity is recorded with the first device work of this run
+        nonlocal started
+        if not started:
+            record_activity(store, activity)
+            started = True
+
     bench = Bench(target, on_result=on_result)
     given: dict[str, float] = {}
     ran, skipped, failed = 0, [], []
@@ -126,9 +132,7 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         if spend_limit_reached(spent, budget_s):
             skipped.append(probe_id)
             continue
-        if not started:
-            record_activity(store, activity)
-            started = True
+        begin()
         runs.clear()
         before = spent
         try:
@@ -151,9 +155,7 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
     if NOISE[0] not in measured and not spend_limit_reached(spent, budget_s):
         # The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
         # first point when nothing ran this time), in jobs of fifty.
-        if not started:
-            record_activity(store, activity)
-            started = True
+        begin()
         if noise_jobs:
             longest = max(noise_jobs, key=lambda job: noise_jobs[job])
         else:
@@ -226,9 +228,11 @@ def _record(store: GraphStore, target: str, version: str, probe: ProbeTemplate, 
         "c.text AS text, c.unit AS unit",
         {"key": key, "v": version},
     )
+    converting = any(claim["unit"] not in (None, unit) for claim in claims)
+    clock = _clock_hz(store, version) if converting else None  # read once, and only when a unit differs
     confirms, contradicts = [], []
     for claim in claims:
-        claimed = in_unit(float(claim["value"]), claim["unit"], unit, _clock_hz(store, version))
+        claimed = in_unit(float(claim["value"]), claim["unit"], unit, clock)
         if claimed is None:  # a unit this judge cannot convert: no verdict
             continue
         (confirms if agrees(estimate, claimed, claim["text"]) else contradicts).append(claim["id"])

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from chiplore.target import CheckResult, Target
 from chiplore.target import Diagnostic as TargetDiagnostic
+from ingest.fits import largest_accepted
 from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
 from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, content_sha
 from kg.repo.knowledge import record_activity, record_rule
@@ -107,13 +108,10 @@ def _bisect(limit: LimitProbe, names: Names, compile_: Callable[[str], CheckResu
     def refused(value: int) -> list[TargetDiagnostic]:
         return [d for d in compile_(limit.program(version, names, value)).diagnostics if d.code not in baseline]
 
-    low, high = limit.low, limit.high
-    if not refused(high):
-        return high, None
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if refused(middle) else (middle, high)
-    return low, (limit.program(version, names, high), refused(high)[0])
+    if not refused(limit.high):
+        return limit.high, None
+    largest = largest_accepted(limit.low, limit.high, refused)
+    return largest, (limit.program(version, names, largest + 1), refused(largest + 1)[0])
 
 
 def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDiagnostic, target: str,

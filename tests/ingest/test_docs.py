@@ -10,8 +10,6 @@ from ingest.chunks import chunk_page
 from ingest.docs import ingest_docs
 from ingest.librarian import BuiltinLibrarian, constructs
 from kg.repo.nodes import count_by_label
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator.target import SimRNGD
 
@@ -54,14 +52,6 @@ def test_the_builtin_librarian_keeps_quantities_limits_and_rules() -> None:
     assert by_param["dm.bank_run_limit"].value == 64
     assert all("kernel k" not in c.text for c in claims)  # code is not prose
     assert constructs(PAGE) == ["construct:dma", "construct:main", "construct:sub"]
-
-
-@pytest.fixture
-def graph(store: GraphStore) -> GraphStore:
-    ensure_schema(store)
-    target = SimRNGD()
-    register_target(store, target.name, target.toolchains(), target.default_toolchain())
-    return store
 
 
 def relationships(store: GraphStore) -> int:

@@ -17,8 +17,6 @@ from ingest import measure as measure_module
 from ingest.learn import learn
 from ingest.measure import PARAMS
 from kg.repo.nodes import count_by_label
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator._truth import ChipTruth, load_truth
 from simulator.target import SimRNGD
@@ -36,14 +34,6 @@ WRONG_060 = {
     "dma.start_cycles": 500.0,
     "noc.chip_bytes_per_cycle": 1.5,  # "HBM delivers 1.5 TB/s ... the limit for all DMA traffic", at 1 GHz
 }
-
-
-@pytest.fixture
-def graph(store: GraphStore) -> GraphStore:
-    ensure_schema(store)
-    target = SimRNGD()
-    register_target(store, target.name, target.toolchains(), target.default_toolchain())
-    return store
 
 
 def learnt(store: GraphStore, version: str) -> dict[str, float]:

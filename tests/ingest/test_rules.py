@@ -6,24 +6,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import queries
 from ingest.rules import learn_rules
 from kg.repo.nodes import count_by_label
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator._truth import load_truth
 from simulator.target import SimRNGD
-
-
-@pytest.fixture
-def graph(store: GraphStore) -> GraphStore:
-    ensure_schema(store)
-    target = SimRNGD()
-    register_target(store, target.name, target.toolchains(), target.default_toolchain())
-    return store
 
 
 def test_the_probes_yield_twenty_rules_with_predicates_and_provenance(graph: GraphStore) -> None:
