@@ -96,7 +96,7 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         nonlocal spent
         spent += result.device_s
         run = DeviceRun(
-            id=f"{result.device_id}/{result.job_id}", kernel=job.kernel, job_id=result.job_id,
+            id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
             cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
             status=_run_status(result.status), device_s=result.device_s, fixtures="smoke",
             faults=[f.code for f in result.faults], toolchain=result.toolchain,

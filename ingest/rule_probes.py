@@ -139,7 +139,8 @@ def _contraction(version: str, names: Names, stream: str = "bf16", context: str 
         ".contract(trf = xt, reduce = [K], fold = [1 # 8]).commit();\n"
     )
     return kernel(
-        version, "H = 2048, K = 64", "x: &hbm<bf16>[K], q: &hbm<i8>[K], c: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
+        version, "H = 2048, K = 64",
+        f"x: &hbm<bf16>[K], q: &hbm<{stream if stream.startswith('f') else 'i8'}>[K], c: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
         "    let k: dm<bf16>{..One, elem: [K]} = x.dma(engines = [0]);\n"
         "    let a: dm<bf16>{..Row, elem: [H % 128]} = c.dma(engines = [0]);\n" + body
         + "    a.dma_into(y, engines = [0]);\n",
@@ -157,6 +158,13 @@ PAIRS = (
     PairProbe("contract.stream_dtype", "the stream types a contraction accepts against a bf16 operand",
               lambda v, n: _contraction(v, n, stream="i8"), lambda v, n: _contraction(v, n),
               {"op": "not_in", "value": ["i8"]}),
+    # Whether quantised weights can be contracted as they stream in, or need a decode pass first.
+    PairProbe("contract.stream_dtype", "does a contraction take an f8 stream against a bf16 operand",
+              lambda v, n: _contraction(v, n, stream="f8e4m3"), lambda v, n: _contraction(v, n),
+              {"op": "not_in", "value": ["f8e4m3"]}),
+    PairProbe("contract.stream_dtype", "does a contraction take an f4 stream against a bf16 operand",
+              lambda v, n: _contraction(v, n, stream="f4e2m1"), lambda v, n: _contraction(v, n),
+              {"op": "not_in", "value": ["f4e2m1"]}),
     PairProbe("contract.context", "where a contraction may run",
               lambda v, n: _contraction(v, n, context="sub"), lambda v, n: _contraction(v, n),
               {"op": "not_in", "value": ["sub"]}),

@@ -176,6 +176,9 @@ class DesignNode(GraphNode):
     change: str = ""
     status: DesignStatus = "proposed"
     depth: int = Field(ge=0)
+    params: str = ""  # JSON of the design family's knobs; empty for a program written whole
+    predicted_cycles: float | None = None  # the graph's cost model, before any device run
+    measured_cycles: float | None = None  # median of its graded device run
     created_at: str = Field(default_factory=utc_now)
 
 

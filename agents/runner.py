@@ -1,0 +1,104 @@
+"""The runner: device jobs under a device-second budget, retried on transient faults, a design that
+faults the same way twice quarantined, a full queue waited out with backoff. Every job becomes a
+DeviceRun in the graph (linked to the KernelVersion it ran), so the budget is read back from the
+graph after a restart."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
+
+from chiplore.target import DeviceJob, DeviceResult, Target
+from kg.models import Activity, DeviceRun
+from kg.repo.runs import record_device_runs
+from kg.store import GraphStore
+
+RETRYABLE = ("transient", "timeout", "fault")
+ATTEMPTS = 3
+
+
+class BudgetSpent(Exception):
+    """The loop's device budget is spent: no further job is submitted."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: DeviceResult
+    run_ids: tuple[str, ...]
+    quarantined: bool = False  # faulted the same way on every attempt: the design, not the device
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status == "ok"
+
+
+class Runner:
+    def __init__(self, store: GraphStore, target: Target, activity: Activity, *, budget_s: float,
+                 spent_s: float = 0.0, backoff_s: float = 0.05) -> None:  # fmt: skip
+        self.store, self.target, self.activity = store, target, activity
+        self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
+
+    @property
+    def left_s(self) -> float:
+        return self.budget_s - self.spent_s
+
+    def run(self, kernel: str, sha: str, source: str, version: str, *,
+            fixtures: Literal["graded", "smoke"] = "graded", repeats: int = 7) -> Outcome:  # fmt: skip
+        job = DeviceJob(kernel=kernel, program=source, toolchain=version, fixtures=fixtures, repeats=repeats,
+                        agent=f"runner/{kernel}")  # fmt: skip
+        runs: list[str] = []
+        faults: list[str] = []
+
+        def attempt() -> DeviceResult:
+            if self.spent_s >= self.budget_s:
+                raise BudgetSpent(f"device budget of {self.budget_s:.0f} s spent")
+            result = self._submit(job)
+            runs.append(self._record(job, sha, result, fixtures))
+            if result.status in ("fault", "timeout"):
+                faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)
+            return result
+
+        retrying = Retrying(stop=stop_after_attempt(ATTEMPTS), retry=retry_if_result(self._worth_retrying(faults)),
+                            wait=wait_exponential(multiplier=self.backoff_s, max=1.0), reraise=True)  # fmt: skip
+        result = retrying(attempt)
+        quarantined = result.status in ("fault", "timeout") and len(faults) >= 2 and len(set(faults)) == 1
+        return Outcome(result, tuple(runs), quarantined)
+
+    @staticmethod
+    def _worth_retrying(faults: list[str]):
+        def predicate(result: DeviceResult) -> bool:
+            if result.status == "transient":
+                return True
+            # a second identical fault says the design faults, not the device: stop there
+            return result.status in ("fault", "timeout") and not (len(faults) >= 2 and faults[-1] == faults[-2])
+
+        return predicate
+
+    def _submit(self, job: DeviceJob) -> DeviceResult:
+        for backoff in range(6):  # a full queue (the agent's pending allowance) clears as jobs finish
+            result = self.target.result(self.target.submit(job))
+            if result.status != "queue_rejected" or "budget" in result.message:
+                return result
+            time.sleep(self.backoff_s * 2**backoff)
+        return result
+
+    def _record(self, job: DeviceJob, sha: str, result: DeviceResult, fixtures: str) -> str:
+        self.spent_s += result.device_s
+        run = DeviceRun(
+            id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
+            cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
+            status=_status(result), device_s=result.device_s, fixtures=fixtures,  # type: ignore[arg-type]
+            faults=[f.code for f in result.faults], toolchain=result.toolchain,
+        )  # fmt: skip
+        record_device_runs(self.store, [(run, sha)], activity=self.activity)
+        return run.id
+
+
+def _status(result: DeviceResult) -> str:
+    if result.status == "ok":
+        return "incorrect" if result.correctness is not None and not result.correctness.passed else "ok"
+    return "timeout" if result.status == "timeout" else "fault"

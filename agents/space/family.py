@@ -1,0 +1,112 @@
+"""A design family: a kernel's program written from a few knobs (the space generator).
+
+A family knows the structure of a good program for its kernel (which dims go to clusters and
+slices, where the split-K reduction happens, how the tail is ordered) and leaves the choices that
+depend on the chip to knobs: k-groups, chunking, pipeline depth, engines. `facts` are what the
+graph has measured or learnt (parameter key -> value; capability flags as 0/1), so a family can
+size row-groups to the measured HBM unit or fit buffers in the measured DM. `workload` describes
+the program to the graph's cost model without parsing it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+Params = dict[str, int]
+Facts = dict[str, float]
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Weight bytes moved HBM -> DM per cluster, in packets of `packet_bytes`, split into `commands`
+    DMA commands per engine, landing on `slices` slices of the cluster."""
+
+    bytes_per_cluster: float
+    packet_bytes: int
+    engines: int
+    commands: int
+    slices: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the cost model needs to know of a design."""
+
+    streams: tuple[Stream, ...]
+    chunk_compute: float  # TU cycles of one chunk's passes, beyond their fixed costs
+    chunk_passes: int  # passes per chunk
+    head_passes: int  # passes before the stream can be consumed (operand set-up)
+    head_switch: tuple[int, int]  # (ring, flits) of the broadcast that must finish before the first contraction
+    tail_passes: int  # passes after the last chunk
+    tail_reduce: tuple[int, int]  # (slices reduced over, flits)
+    tail_dmas: int  # DMA commands after the last chunk (exchanges and stores)
+    depth: int
+    chunks: int
+
+
+def engine_list(per_cluster: int) -> str:
+    """Engines 0.. of cluster 0 and 4.. of cluster 1, as the DSL writes them."""
+    engines = [*range(per_cluster), *range(4, 4 + per_cluster)]
+    return "[" + ", ".join(map(str, engines)) + "]"
+
+
+class Family(ABC):
+    kernel: str
+    knobs: tuple[Knob, ...]
+
+    @abstractmethod
+    def valid(self, p: Params, facts: Facts) -> bool:
+        """Whether the knobs make a program this chip can hold (DM capacity, slice counts)."""
+
+    @abstractmethod
+    def workload(self, p: Params, facts: Facts) -> Workload: ...
+
+    @abstractmethod
+    def dm_bytes(self, p: Params, facts: Facts) -> int:
+        """DM a slice holds at the peak: the pipeline's buffers and the accumulators."""
+
+    def stream_dtypes(self, p: Params, facts: Facts) -> tuple[str, ...]:
+        """The element types its contractions stream (against a bf16 operand)."""
+        return ("f8e4m3",) if facts.get("contract.f8_stream", 1.0) > 0 else ("bf16",)
+
+    def features(self, p: Params, facts: Facts, source: str) -> dict[str, object]:
+        """The quantities the graph's legality rules constrain, as this design has them."""
+        return {
+            "constructs": frozenset(re.findall(r"\.([a-z_]+)\(", source)),
+            "dm.bytes_per_slice": self.dm_bytes(p, facts),
+            "contract.stream_dtype": self.stream_dtypes(p, facts),
+            "dma.packet_bytes": max(s.packet_bytes for s in self.workload(p, facts).streams),
+        }
+
+    @abstractmethod
+    def source(self, p: Params, facts: Facts, version: str) -> str: ...
+
+    def points(self, facts: Facts) -> Iterator[Params]:
+        """Every valid knob setting, in a fixed order."""
+        names = [knob.name for knob in self.knobs]
+        for values in itertools.product(*(knob.values for knob in self.knobs)):
+            p = dict(zip(names, values, strict=True))
+            if self.valid(p, facts):
+                yield p
+
+    def neighbours(self, p: Params, facts: Facts) -> Iterator[Params]:
+        """Valid settings one knob step away: what the refiner tries next to the best."""
+        for knob in self.knobs:
+            index = knob.values.index(p[knob.name]) if p[knob.name] in knob.values else None
+            if index is None:
+                continue
+            for step in (-1, 1):
+                if 0 <= index + step < len(knob.values):
+                    q = {**p, knob.name: knob.values[index + step]}
+                    if self.valid(q, facts):
+                        yield q
