@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from agents.cost_model import calibration
-from agents.judge import LATE_STEP, Verdict, ab_test, early
+from agents.judge import LATE_STEP, Verdict, decide
 from agents.knowledge import Knowledge, read_knowledge, rule_predicates
 from agents.policies import BuiltinArchitect, BuiltinRefiner, Context, Policy, Proposal
 from agents.runner import BudgetSpent, Runner
@@ -34,6 +34,7 @@ from kg.timefmt import utc_now
 
 DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usually ends far sooner
 PATIENCE = 8  # proposals without an accepted change before a kernel stops
+TARGET_RATIO = 1.02  # stop a kernel once BEST is this close to the bound chiplore measured
 ARCHITECT_ROUND, REFINER_ROUND = 3, 2
 AB_REPEATS = 5
 
@@ -46,6 +47,12 @@ class OptimizeSummary(BaseModel):
     accepted: int
     device_s: float
     stopped: dict[str, str]  # kernel -> why it stopped
+
+
+def unfinished(store: GraphStore) -> int:
+    """Designs an interrupted run left between proposal and decision."""
+    rows = store.read("MATCH (d:DesignNode) WHERE d.status IN ['proposed', 'queued', 'measured'] RETURN count(d) AS n")
+    return int(rows[0]["n"]) if rows else 0
 
 
 def design_id(kernel: str, sha: str) -> str:
@@ -63,6 +70,7 @@ class _Kernel:
 
 def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[str] | None = None,
              budget_s: float = DEFAULT_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
+             target_ratio: float = TARGET_RATIO,
              architect: Policy | None = None, refiner: Policy | None = None,
              on_event: Event | None = None) -> OptimizeSummary:  # fmt: skip
     specs = {spec.name: spec for spec in target.kernels() if spec.name in FAMILIES}
@@ -107,6 +115,10 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
                         state.since_accept += 1
                 if state.since_accept >= patience:
                     stopped[name] = f"no accepted change in {state.since_accept} proposals"
+                    break
+                reached = _reached(store, spec, knowledge, target_ratio)
+                if reached:
+                    stopped[name] = reached
                     break
         except BudgetSpent as error:
             stopped[name] = str(error)
@@ -250,27 +262,24 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
         "MATCH (d:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS source, v.sha AS sha",
         {"id": best.id},
     )[0]
-    first = early(node.measured_cycles, best.measured_cycles, state.ctx.knowledge.noise_sigma)
-    verdict = first
-    late = _late(store, spec.name)
-    if first.decision == "continue" or (late and first.decision == "accept"):
-        sha = content_sha(source)
+    sha = content_sha(source)
 
-        def run_pair(index: int) -> tuple[float, float, tuple[str, ...]] | None:
-            order = [(sha, source), (incumbent["sha"], incumbent["source"])]
-            if index % 2:
-                order.reverse()
-            medians: dict[str, float] = {}
-            ids: list[str] = []
-            for key, text in order:
-                outcome = state.runner.run(spec.name, key, text, version, fixtures="smoke", repeats=AB_REPEATS)
-                if not outcome.ok or outcome.result.median_cycles is None:
-                    return None
-                medians[key] = float(outcome.result.median_cycles)
-                ids.extend(outcome.run_ids)
-            return medians[sha], medians[incumbent["sha"]], tuple(ids)
+    def run_pair(index: int) -> tuple[float, float, tuple[str, ...]] | None:
+        order = [(sha, source), (incumbent["sha"], incumbent["source"])]
+        if index % 2:  # alternate who goes first, so drift within a pair favours neither
+            order.reverse()
+        medians: dict[str, float] = {}
+        ids: list[str] = []
+        for key, text in order:
+            outcome = state.runner.run(spec.name, key, text, version, fixtures="smoke", repeats=AB_REPEATS)
+            if not outcome.ok or outcome.result.median_cycles is None:
+                return None
+            medians[key] = float(outcome.result.median_cycles)
+            ids.extend(outcome.run_ids)
+        return medians[sha], medians[incumbent["sha"]], tuple(ids)
 
-        verdict = ab_test(run_pair, seed=int(node.id[:8], 16))
+    verdict = decide(node.measured_cycles, best.measured_cycles, state.ctx.knowledge.noise_sigma,
+                     late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
     _record_comparison(store, state, node, best, verdict)
     if verdict.decision == "accept":
         _update(store, node.id, status="accepted")
@@ -282,6 +291,14 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     say(spec.name, f"rejected {node.id}: ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] "
                    f"({verdict.method}, {verdict.decision})")  # fmt: skip
     return False
+
+
+def _reached(store: GraphStore, spec: KernelSpec, knowledge: Knowledge, target_ratio: float) -> str | None:
+    bound = knowledge.measured_bound(spec.weight_bytes)
+    best = best_of(store, spec.name)
+    if bound and best is not None and best.measured_cycles and best.measured_cycles <= target_ratio * bound:
+        return f"target reached: {best.measured_cycles / bound:.3f}x of the measured bound"
+    return None
 
 
 def _late(store: GraphStore, kernel: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,13 +64,14 @@ class Runner:
             return result
 
         retrying = Retrying(stop=stop_after_attempt(ATTEMPTS), retry=retry_if_result(self._worth_retrying(faults)),
-                            wait=wait_exponential(multiplier=self.backoff_s, max=1.0), reraise=True)  # fmt: skip
+                            wait=wait_exponential(multiplier=self.backoff_s, max=1.0), reraise=True,
+                            retry_error_callback=lambda state: state.outcome.result())  # fmt: skip
         result = retrying(attempt)
         quarantined = result.status in ("fault", "timeout") and len(faults) >= 2 and len(set(faults)) == 1
         return Outcome(result, tuple(runs), quarantined)
 
     @staticmethod
-    def _worth_retrying(faults: list[str]):
+    def _worth_retrying(faults: list[str]) -> Callable[[DeviceResult], bool]:
         def predicate(result: DeviceResult) -> bool:
             if result.status == "transient":
                 return True

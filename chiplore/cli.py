@@ -1,4 +1,4 @@
-"""The `chiplore` command line: init, status, learn, query, cypher, db check."""
+"""The `chiplore` command line: init, status, learn, optimize, tree, query, cypher, db check."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.tree import Tree
 
 import queries as named_queries
+from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
+from agents.loop import PATIENCE, TARGET_RATIO, unfinished
+from agents.loop import optimize as optimize_kernels
 from chiplore import __version__
 from chiplore.app import App, open_target
 from chiplore.errors import ChiploreError, ConfigError
@@ -24,7 +28,9 @@ from chiplore.output import print_records, to_json
 from chiplore.settings import Settings
 from ingest.learn import DEFAULT_BUDGET_S
 from ingest.learn import learn as learn_chip
+from kg.models import DesignNode
 from kg.repo.overview import overview
+from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
 
@@ -147,15 +153,20 @@ def init(app: App, as_json: bool) -> None:
 
 @main.command()
 @store_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(app: App, as_json: bool) -> None:
-    """What the graph holds: target, toolchains, counts, kernels and device time."""
+@click.option("--graph", "graph_only", is_flag=True, help="The graph's overview (target, toolchains, counts) only.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list with one object per kernel.")
+def status(app: App, graph_only: bool, as_json: bool) -> None:
+    """Each kernel's best against its baseline and bound; the graph's target, toolchains and counts."""
     target = app.settings.target
     with app.open_store() as store:
         info = store.server_info()
         state = overview(store, target)
-    if as_json:
+        progress = kernel_progress(store)
+    if as_json and graph_only:
         click.echo(to_json({"store": info.model_dump(), **state.model_dump()}))
+        return
+    if as_json:  # one object per kernel: what a script comparing runs needs
+        click.echo(to_json([k.model_dump() for k in progress]))
         return
     console.print(f"[bold]{info.backend}[/bold] store at {info.address} ({info.server_version})")
     if not state.registered:
@@ -173,9 +184,8 @@ def status(app: App, as_json: bool) -> None:
             counts.add_row(label, str(count))
     if counts.row_count:
         console.print(counts)
-    kernels = [k.model_dump() for k in state.kernels]
-    if kernels:
-        print_records(console, kernels, as_json=False, title="kernels")
+    if progress:
+        console.print(progress_table(progress))
     console.print(f"device time spent: {state.device_s:.1f} s")
 
 
@@ -219,6 +229,97 @@ def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> No
     )
     if measured.probes_failed:
         console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")
+
+
+@main.command()
+@click.argument("kernels", nargs=-1)
+@store_options
+@click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=OPTIMIZE_BUDGET_S, show_default=True,
+              help="Device seconds for all the kernels together.")  # fmt: skip
+@click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
+@click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
+              help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
+@click.option("--target", "target_ratio", type=click.FloatRange(min=1.0), default=TARGET_RATIO, show_default=True,
+              help="Stop a kernel once BEST is within this factor of the measured weight-movement bound.")  # fmt: skip
+@click.option("--resume", is_flag=True, help="Continue an interrupted run: finish its unfinished designs first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s: float, seed: int | None,
+             patience: int, target_ratio: float, resume: bool, as_json: bool) -> None:  # fmt: skip
+    """Optimize kernels (all by default): propose, screen, run and judge designs against BEST."""
+    target = open_target(app.settings)
+    with app.open_store() as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        version = toolchain or active_toolchain(store, target.name) or target.default_toolchain()
+        left = unfinished(store)
+        if left and not resume:
+            raise ConfigError(f"an earlier run left {left} design(s) unfinished: run `chiplore optimize --resume`")
+
+        def say(kernel: str, message: str) -> None:
+            if not as_json:
+                err_console.print(f"[bold]{kernel}[/bold] {message}")
+
+        summary = optimize_kernels(store, target, version, kernels=list(kernels) or None, budget_s=budget_s,
+                                   seed=app.settings.seed if seed is None else seed, patience=patience,
+                                   target_ratio=target_ratio, on_event=say)  # fmt: skip
+        progress = [k for k in kernel_progress(store) if k.kernel in summary.kernels]
+    if as_json:
+        click.echo(to_json({**summary.model_dump(), "kernels": [k.model_dump() for k in progress]}))
+        return
+    console.print(progress_table(progress))
+    console.print(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
+
+
+STATUS_STYLE = {"accepted": "green", "rejected": "red", "failed": "bold red", "screened_out": "dim",
+                "measured": "yellow", "queued": "yellow", "proposed": "yellow"}  # fmt: skip
+
+
+@main.command()
+@click.argument("kernel")
+@store_options
+def tree(app: App, kernel: str) -> None:
+    """A kernel's Design Tree: each design's status, cycles and change; BEST and its lineage in bold."""
+    with app.open_store() as store:
+        root, children, best = design_tree(store, kernel)
+        lineage = {row["id"] for row in store.read(
+            "MATCH (:Kernel {name: $k})-[:BEST]->(b:DesignNode) MATCH (b)-[:CHILD_OF*0..]->(d:DesignNode) "
+            "RETURN d.id AS id", {"k": kernel})}  # fmt: skip
+    if root is None:
+        raise ConfigError(f"no design tree for {kernel!r}: run `chiplore optimize {kernel}` first")
+
+    def label(node: DesignNode) -> str:
+        style = STATUS_STYLE.get(node.status, "")
+        cycles = f" {node.measured_cycles:,.0f} cycles" if node.measured_cycles else ""
+        mark = " [bold]BEST[/bold]" if node.id == best else ""
+        text = f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark} {node.change}"
+        return f"[bold]{text}[/bold]" if node.id in lineage else text
+
+    view = Tree(label(root))
+
+    def grow(branch: Tree, node: DesignNode) -> None:
+        for child in children.get(node.id, []):
+            grow(branch.add(label(child)), child)
+
+    grow(view, root)
+    console.print(view)
+
+
+def progress_table(progress: list[KernelProgress]) -> Table:
+    table = Table(title="kernels")
+    for column in ("kernel", "baseline", "best [95% CI]", "x bound (true)", "x bound (measured)", "speedup",
+                   "device-s", "designs"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("kernel", "designs") else "right")
+    for k in progress:
+        best = f"{k.best_cycles:,.0f} [{k.best_ci_low:,.0f}, {k.best_ci_high:,.0f}]" if k.best_cycles else ""
+        table.add_row(
+            k.kernel, f"{k.baseline_cycles:,.0f}" if k.baseline_cycles else "", best,
+            f"{k.ratio_to_bound:.3f}" if k.ratio_to_bound else "",
+            f"{k.ratio_to_measured_bound:.3f}" if k.ratio_to_measured_bound else "",
+            f"{k.speedup_vs_baseline:.2f}x" if k.speedup_vs_baseline else "", f"{k.device_seconds:.0f}",
+            ", ".join(f"{n} {status}" for status, n in k.nodes_by_status.items()),
+        )  # fmt: skip
+    return table
 
 
 @main.command()
@@ -300,3 +401,7 @@ def run() -> None:
 
     signal.signal(signal.SIGTERM, exit_on_sigterm)
     main()
+
+
+if __name__ == "__main__":
+    run()

@@ -39,9 +39,9 @@ class OutputProjection(Family):
 
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows = self.rows_per_group(facts)
-        width = QS // p["kgroups"]
-        chunk = rows // p["chunks"] * width
-        return p["depth"] * chunk + rows * 4 + 8 * 1024
+        chunk = rows // p["chunks"] * QS // p["kgroups"]
+        decoded = 0 if facts.get("contract.f8_stream", 1.0) > 0 else 2 * chunk  # the bf16 copy of a chunk
+        return p["depth"] * (chunk + decoded) + rows * 4 + 8 * 1024
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
         rows = self.rows_per_group(facts)

@@ -40,7 +40,9 @@ class QKVProjection(Family):
 
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows, _, width = self.shape(p)
-        return p["depth"] * rows // p["chunks"] * width + rows * 4 + 8 * 1024
+        chunk = rows // p["chunks"] * width
+        decoded = 0 if facts.get("contract.f8_stream", 1.0) > 0 else 2 * chunk  # the bf16 copy of a chunk
+        return p["depth"] * (chunk + decoded) + rows * 4 + 8 * 1024
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
         rows, groups, width = self.shape(p)

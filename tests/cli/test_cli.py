@@ -55,7 +55,7 @@ def test_init_registers_the_target_and_status_reports_it(env: dict[str, str]) ->
     assert json.loads(first.stdout)["active_toolchain"] == "0.6.0"
     again = json.loads(run(env, "init", "--json").stdout)
     assert again["migrations_applied"] == [], "init is idempotent"
-    status = json.loads(run(env, "status", "--json").stdout)
+    status = json.loads(run(env, "status", "--graph", "--json").stdout)
     assert status["registered"] is True
     assert status["counts"]["Target"] == 1 and status["counts"]["Toolchain"] == 3
     assert [t["version"] for t in status["toolchains"]] == ["0.5.0", "0.6.0", "0.7.0"]
@@ -69,7 +69,7 @@ def test_cypher_refuses_writes(env: dict[str, str]) -> None:
     assert_one_line_error(run(env, "cypher", "MATCH (t:Target) DETACH DELETE t"), "writes are refused")
     count = run(env, "cypher", "MATCH (k:Kernel) RETURN count(k) AS n", "--json")
     assert json.loads(count.stdout) == [{"n": 0}]
-    assert json.loads(run(env, "status", "--json").stdout)["counts"]["Target"] == 1
+    assert json.loads(run(env, "status", "--graph", "--json").stdout)["counts"]["Target"] == 1
 
 
 def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
@@ -126,7 +126,7 @@ def test_data_dir_option_overrides_the_environment(tmp_path: Path, embedded_env:
     other = tmp_path / "elsewhere"
     assert run(embedded_env, "init", "--data-dir", str(other)).exit_code == 0
     assert (other / "falkordb").is_dir()
-    assert json.loads(run(embedded_env, "status", "--json").stdout)["registered"] is False
+    assert json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["registered"] is False
 
 
 def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) -> None:
@@ -135,7 +135,9 @@ def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) 
     init = subprocess.run([executable, "init"], env=env, capture_output=True, text=True, timeout=120)
     assert init.returncode == 0, init.stderr
     assert "ready" in init.stdout
-    status = subprocess.run([executable, "status", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [executable, "status", "--graph", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["active_toolchain"] == "0.6.0"
     failing = subprocess.run([executable, "query", "nope"], env=env, capture_output=True, text=True, timeout=120)

@@ -1,0 +1,106 @@
+"""Where each kernel's optimization stands, from the graph alone (`chiplore status`, `chiplore tree`)."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+from kg.models import DesignNode
+from kg.store import GraphStore
+
+Z95 = 1.96
+
+
+class KernelProgress(BaseModel):
+    kernel: str
+    baseline_cycles: float | None
+    best_cycles: float | None  # median of the best design's graded runs
+    best_ci_low: float | None  # distribution-free 95 % interval of that median
+    best_ci_high: float | None
+    best_design: str | None
+    bound_cycles_true: float  # the target's own bound (the harness's number, not chiplore's)
+    bound_cycles_measured: float | None  # weight bytes over chiplore's measured roof
+    ratio_to_bound: float | None
+    ratio_to_measured_bound: float | None
+    speedup_vs_baseline: float | None
+    device_seconds: float
+    nodes_by_status: dict[str, int]
+
+
+def median_interval(samples: list[float]) -> tuple[float, float, float]:
+    """Median and the order statistics that bracket it with 95 % confidence (no noise model needed)."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    half = Z95 * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    mid = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+    return mid, ordered[low], ordered[high]
+
+
+def kernel_progress(store: GraphStore) -> list[KernelProgress]:
+    roof = store.read(
+        "MATCH (m:Measurement {param: 'noc.chip_bytes_per_cycle', status: 'current'}) "
+        "RETURN m.value AS value ORDER BY m.measured_at DESC LIMIT 1"
+    )
+    out = []
+    for row in store.read(
+        "MATCH (k:Kernel) OPTIONAL MATCH (k)-[:ROOT]->(r:DesignNode) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
+        "OPTIONAL MATCH (l:DeviceLedger {consumer: k.name}) "
+        "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, "
+        "r.measured_cycles AS baseline, b.id AS best, l.device_s AS device_s ORDER BY kernel"
+    ):
+        statuses = {
+            r["status"]: r["n"]
+            for r in store.read(
+                "MATCH (d:DesignNode {kernel: $k}) RETURN d.status AS status, count(*) AS n ORDER BY status",
+                {"k": row["kernel"]},
+            )
+        }
+        best = low = high = None
+        if row["best"] is not None:
+            runs = store.read(
+                "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
+                "{fixtures: 'graded', status: 'ok'}) RETURN r.cycles AS cycles ORDER BY r.finished_at DESC LIMIT 1",
+                {"id": row["best"]},
+            )
+            if runs and runs[0]["cycles"]:
+                best, low, high = median_interval([float(c) for c in runs[0]["cycles"]])
+        measured_bound = row["weight_bytes"] / roof[0]["value"] if roof else None
+        baseline = row["baseline"]
+        out.append(
+            KernelProgress(
+                kernel=row["kernel"],
+                baseline_cycles=baseline,
+                best_cycles=best,
+                best_ci_low=low,
+                best_ci_high=high,
+                best_design=row["best"],
+                bound_cycles_true=row["bound"],
+                bound_cycles_measured=measured_bound,
+                ratio_to_bound=best / row["bound"] if best and row["bound"] else None,
+                ratio_to_measured_bound=best / measured_bound if best and measured_bound else None,
+                speedup_vs_baseline=baseline / best if best and baseline else None,
+                device_seconds=row["device_s"] or 0.0,
+                nodes_by_status=statuses,
+            )
+        )
+    return out
+
+
+def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict[str, list[DesignNode]], str | None]:
+    """The kernel's root, each design's children (oldest first) and the id of BEST."""
+    root = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d AS node", {"k": kernel})
+    best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(d:DesignNode) RETURN d.id AS id", {"k": kernel})
+    children: dict[str, list[DesignNode]] = {}
+    for row in store.read(
+        "MATCH (c:DesignNode {kernel: $k})-[:CHILD_OF]->(p:DesignNode) RETURN p.id AS parent, c AS node "
+        "ORDER BY c.created_at, c.id",
+        {"k": kernel},
+    ):
+        children.setdefault(row["parent"], []).append(DesignNode.from_properties(row["node"]))
+    return (
+        DesignNode.from_properties(root[0]["node"]) if root else None,
+        children,
+        best[0]["id"] if best else None,
+    )

@@ -1,0 +1,157 @@
+"""`chiplore optimize` end to end: a learnt graph, the Design Tree it grows, the acceptance rules
+it keeps, a chip with other hidden values, and kill -9 at random points followed by --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.loop import optimize
+from ingest.learn import learn
+from kg.embedded_store import EmbeddedStore
+from kg.repo.progress import kernel_progress
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+from simulator.target import SimRNGD
+
+VERSION = "0.6.0"
+O_PROJ = "sliding_attention_output"
+EXAMPLES = Path(__file__).resolve().parents[2] / "simulator" / "kernels" / "examples"
+TERMINAL = {"screened_out", "accepted", "rejected", "failed"}
+
+
+def normalized(source: str) -> str:
+    """A program without its comments and layout: two sources equal here are the same program."""
+    return re.sub(r"\s+", "", re.sub(r"//[^\n]*", "", source))
+
+
+def assert_consistent_tree(store: GraphStore, kernel: str) -> None:
+    designs = store.read("MATCH (d:DesignNode {kernel: $k}) RETURN d.id AS id, d.status AS status", {"k": kernel})
+    assert designs and all(d["status"] in TERMINAL for d in designs), designs
+    versions = store.read(
+        "MATCH (d:DesignNode {kernel: $k})-[:HAS_VERSION]->(v:KernelVersion) RETURN count(DISTINCT v) AS n",
+        {"k": kernel},
+    )
+    assert versions[0]["n"] == len(designs)  # one design per source: nothing was proposed twice
+    best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(d:DesignNode) RETURN d.status AS s", {"k": kernel})
+    assert best == [{"s": "accepted"}]
+    orphans = store.read(
+        "MATCH (d:DesignNode {kernel: $k}) WHERE NOT (d)-[:CHILD_OF]->() AND NOT (:Kernel)-[:ROOT]->(d) "
+        "RETURN count(d) AS n",
+        {"k": kernel},
+    )
+    assert orphans == [{"n": 0}]
+
+
+def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: GraphStore) -> None:
+    target = SimRNGD(seed=21)
+    learn(graph, target, VERSION)
+    summary = optimize(graph, target, VERSION, kernels=[O_PROJ], budget_s=2000, seed=0)
+    assert summary.accepted >= 1 and summary.device_s <= 2000
+    [progress] = kernel_progress(graph)
+    assert progress.ratio_to_bound is not None and progress.ratio_to_bound <= 1.2
+    assert progress.speedup_vs_baseline is not None and progress.speedup_vs_baseline >= 10
+    assert progress.best_ci_low <= progress.best_cycles <= progress.best_ci_high
+    assert_consistent_tree(graph, O_PROJ)
+    # every builtin design names the facts it was decided from
+    unconsulted = graph.read("MATCH (d:DesignNode {policy: 'builtin'}) WHERE NOT (d)-[:CONSULTED]->(:Fact) "
+                             "RETURN count(d) AS n")  # fmt: skip
+    assert unconsulted == [{"n": 0}]
+    # what reached the device passed every free check first, in order
+    for row in graph.read(
+        "MATCH (s:Screening)-[:OF]->(d:DesignNode {policy: 'builtin'}) WHERE d.measured_cycles IS NOT NULL "
+        "RETURN d.id AS id, collect(s.check) AS checks, all(x IN collect(s.passed) WHERE x) AS passed"
+    ):
+        assert set(row["checks"]) == {"parse", "rules", "compile", "host_test", "estimate"} and row["passed"]
+    # each accepted step has the comparison that accepted it, with its device runs
+    for row in graph.read(
+        "MATCH (d:DesignNode {status: 'accepted', policy: 'builtin'}) "
+        "OPTIONAL MATCH (c:Comparison {decision: 'accept'})-[:CANDIDATE]->(d) "
+        "OPTIONAL MATCH (c)-[:USED]->(r:DeviceRun) RETURN d.id AS id, c.method AS method, count(r) AS runs"
+    ):
+        assert row["method"] in ("median-of-7", "paired-t")
+        assert row["method"] == "median-of-7" or row["runs"] >= 12
+    # the builtin policy writes its own programs: none is a shipped example
+    examples = {normalized(path.read_text()) for path in EXAMPLES.glob("*.fe")}
+    sources = graph.read("MATCH (v:KernelVersion) RETURN v.source AS source")
+    assert examples and not [row for row in sources if normalized(row["source"]) in examples]
+
+
+def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = {
+        "engine_bw": 165.0,
+        "dmn_bw": 190.0,
+        "cluster_ingress": 215.0,
+        "dma_startup": 460.0,
+        "dma_chain_startup": 240.0,
+        "lut_bpc": 2.2,
+    }  # fmt: skip  (20-40 % off the default chip)
+    chip = tmp_path / "chip.toml"
+    chip.write_text("\n".join(f"{k} = {v}" for k, v in other.items()) + "\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    target = SimRNGD(seed=5)
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        learn(store, target, VERSION)
+        optimize(store, target, VERSION, kernels=[O_PROJ, "sliding_project_qkv"], budget_s=3000, seed=1)
+        progress = kernel_progress(store)
+    assert {k.kernel for k in progress} == {O_PROJ, "sliding_project_qkv"}
+    for kernel in progress:
+        assert kernel.bound_cycles_true > 15_736_320 / 570  # the bound is this chip's, not the default's
+        assert kernel.ratio_to_bound is not None and kernel.ratio_to_bound <= 1.25, kernel
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "chiplore.cli", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+
+
+def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    learnt = _cli(env, "learn", "--json")
+    assert learnt.wait(timeout=240) == 0, learnt.stderr.read() if learnt.stderr else ""
+    rng = random.Random(7)
+    accepted_before: set[str] = set()
+    for attempt in range(3):
+        process = _cli(env, "optimize", O_PROJ, "--resume", "--json")
+        time.sleep(rng.uniform(3.0, 9.0))
+        os.killpg(process.pid, signal.SIGKILL)  # the whole session: no cleanup runs anywhere
+        process.wait(timeout=30)
+        with EmbeddedStore(tmp_path / "data") as store:
+            accepted = {row["id"] for row in store.read("MATCH (d:DesignNode {status: 'accepted'}) RETURN d.id AS id")}
+        assert accepted_before <= accepted, f"attempt {attempt} lost an accepted design"
+        accepted_before = accepted
+    finished = _cli(env, "optimize", O_PROJ, "--resume", "--json")
+    out, err = finished.communicate(timeout=600)
+    assert finished.returncode == 0, err
+    assert json.loads(out)["kernels"][0]["kernel"] == O_PROJ
+    with EmbeddedStore(tmp_path / "data") as store:
+        assert_consistent_tree(store, O_PROJ)
+        accepted = {row["id"] for row in store.read("MATCH (d:DesignNode {status: 'accepted'}) RETURN d.id AS id")}
+    assert accepted_before <= accepted
+    status = subprocess.run([sys.executable, "-m", "chiplore.cli", "status", "--json"], env=env, text=True,
+                            capture_output=True, timeout=120)  # fmt: skip
+    [row] = json.loads(status.stdout)
+    for key in ("kernel", "baseline_cycles", "best_cycles", "bound_cycles_true", "ratio_to_bound",
+                "speedup_vs_baseline", "device_seconds"):  # fmt: skip
+        assert row[key] is not None, key
+    assert row["kernel"] == O_PROJ and row["speedup_vs_baseline"] > 5
+    tree = subprocess.run([sys.executable, "-m", "chiplore.cli", "tree", O_PROJ], env=env, text=True,
+                          capture_output=True, timeout=120)  # fmt: skip
+    assert tree.returncode == 0 and "BEST" in tree.stdout and "baseline accepted" in tree.stdout
+    refused = subprocess.run([sys.executable, "-m", "chiplore.cli", "tree", "no_such_kernel"], env=env, text=True,
+                             capture_output=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 1 and "no design tree" in refused.stderr

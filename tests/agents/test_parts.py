@@ -1,0 +1,138 @@
+"""The loop's parts on their own: the families write programs the toolchain takes, the screener's
+rule predicates, the judge's decisions on known differences, and the runner's fault handling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from agents.cost_model import predict
+from agents.judge import PairRunner, ab_test, early
+from agents.knowledge import Knowledge
+from agents.policies import BuiltinArchitect, Context
+from agents.runner import BudgetSpent, Runner
+from agents.screener import violated
+from agents.space import FAMILIES
+from kg.models import Activity, KernelVersion, content_sha
+from kg.repo.knowledge import record_activity
+from kg.repo.nodes import upsert
+from kg.store import GraphStore
+from simulator.target import SimRNGD
+
+VERSION = "0.6.0"
+
+
+@pytest.mark.parametrize("kernel", sorted(FAMILIES))
+def test_the_architects_first_designs_compile_and_the_best_passes_the_host_test(kernel: str) -> None:
+    target = SimRNGD()
+    ctx = Context(kernel=kernel, family=FAMILIES[kernel], knowledge=Knowledge(VERSION, {}), version=VERSION, seed=0)
+    proposals = BuiltinArchitect().propose(ctx, 3)
+    assert len(proposals) == 3 and len({p.sha for p in proposals}) == 3
+    for proposal in proposals:
+        checked = target.check(proposal.source, VERSION)
+        assert checked.ok, [d.message for d in checked.diagnostics]
+    tested = target.host_test(proposals[0].source, kernel, VERSION)
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
+
+
+def test_the_families_follow_the_vocabulary_the_rules_say_is_there() -> None:
+    family = FAMILIES["sliding_attention_output"]
+    p = next(iter(family.points({})))
+    newer = family.source(p, {"vocab.widen": 1.0}, "0.7.0")
+    assert ".widen(f32)" in newer and ".cast(" not in newer
+    # (0.7.0 also renames the all-reduce; repairing that is the toolchain upgrade's work)
+    assert not [d for d in SimRNGD().check(newer, "0.7.0").diagnostics if "cast" in d.message]
+    no_f8 = {"contract.f8_stream": 0.0}
+    decoded = family.source(next(iter(family.points(no_f8))), no_f8, "0.6.0")
+    assert ".decode(bf16)" in decoded and SimRNGD().check(decoded, "0.6.0").ok
+
+
+def test_the_cost_model_prefers_more_engines_when_one_cannot_fill_the_port() -> None:
+    family = FAMILIES["sliding_attention_output"]
+    facts = {"noc.cluster_port_bytes_per_cycle": 285.0, "dma.engine_bytes_per_cycle": 224.0}
+    one = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 1}, facts), facts)
+    four = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 4}, facts), facts)
+    assert four < one / 1.5
+
+
+@pytest.mark.parametrize(
+    ("predicate", "features", "broken"),
+    [
+        ({"quantity": "dm.bytes_per_slice", "op": "<=", "value": 491520}, {"dm.bytes_per_slice": 600_000}, True),
+        ({"quantity": "dm.bytes_per_slice", "op": "<=", "value": 491520}, {"dm.bytes_per_slice": 60_000}, False),
+        ({"quantity": "contract.stream_dtype", "op": "not_in", "value": ["f8e4m3"]},
+         {"contract.stream_dtype": ("f8e4m3",)}, True),
+        ({"quantity": "contract.stream_dtype", "op": "not_in", "value": ["i8"]},
+         {"contract.stream_dtype": ("f8e4m3",)}, False),
+        ({"quantity": "construct.cast", "op": "unavailable", "instead": "widen"},
+         {"constructs": frozenset({"cast", "fetch"})}, True),
+        ({"quantity": "construct.widen", "op": "unavailable"}, {"constructs": frozenset({"cast"})}, False),
+        ({"quantity": "vector.chain_ops", "op": "<=", "value": 6}, {}, False),  # nothing to check it against
+    ],
+)  # fmt: skip
+def test_rule_predicates(predicate: dict[str, object], features: dict[str, object], broken: bool) -> None:
+    assert (violated(predicate, features) is not None) is broken
+
+
+def test_the_early_look_decides_only_clear_differences() -> None:
+    assert early(70_000, 100_000, 0.03).decision == "accept"
+    assert early(110_000, 100_000, 0.03).decision == "reject"
+    assert early(98_000, 100_000, 0.03).decision == "continue"
+
+
+def _pairs(true_ratio: float, sigma: float, seed: int) -> PairRunner:
+    rng = np.random.default_rng(seed)
+
+    def run_pair(index: int) -> tuple[float, float, tuple[str, ...]]:
+        drift = math.exp(rng.normal(0, 0.02))  # both sides of a pair share the device's drift
+        cand = 100_000 * true_ratio * drift * math.exp(rng.normal(0, sigma))
+        inc = 100_000 * drift * math.exp(rng.normal(0, sigma))
+        return cand, inc, (f"c{index}", f"i{index}")
+
+    return run_pair
+
+
+def test_a_b_pairs_accept_a_real_gain_and_never_a_loss() -> None:
+    gains = [ab_test(_pairs(0.97, 0.012, seed)).decision for seed in range(20)]
+    assert gains.count("accept") >= 18
+    losses = [ab_test(_pairs(1.01, 0.012, seed)).decision for seed in range(50)]
+    assert "accept" not in losses
+    verdict = ab_test(_pairs(1.0, 0.012, 3))
+    assert verdict.pairs >= 6 and len(verdict.run_ids) == 2 * verdict.pairs and len(verdict.samples) == verdict.pairs
+
+
+def test_a_b_pairs_stop_when_the_budget_does() -> None:
+    verdict = ab_test(lambda index: None)
+    assert verdict.decision == "inconclusive" and verdict.pairs == 0
+
+
+def test_the_runner_quarantines_a_program_that_faults_every_time_and_records_each_job(graph: GraphStore) -> None:
+    """On 0.5.0 a long same-bank run under DMA is a NOC_TIMEOUT on every run: the design's fault,
+    not the device's, so the runner stops after the second identical fault."""
+    target = SimRNGD(seed=3)
+    probe = next(p for p in target.microbenchmarks() if p.id == "MB16")
+    source = probe.instantiate({"RUN": "128", "SPAN": "16384"}, "0.5.0")
+    activity = Activity(id="runner-test", role="runner", policy="builtin")
+    record_activity(graph, activity)
+    sha = content_sha(source)
+    upsert(graph, [KernelVersion(sha=sha, kernel=probe.kernel, source=source, toolchain="0.5.0")])
+    runner = Runner(graph, target, activity, budget_s=600.0, backoff_s=0.0)
+    outcome = runner.run(probe.kernel, sha, source, "0.5.0", fixtures="smoke", repeats=3)
+    assert outcome.result.status == "fault" and outcome.quarantined and len(outcome.run_ids) == 2
+    runs = graph.read("MATCH (r:DeviceRun)-[:RAN]->(:KernelVersion {sha: $sha}) RETURN r.faults AS f", {"sha": sha})
+    assert len(runs) == 2 and all("NOC_TIMEOUT" in row["f"] for row in runs)
+    assert runner.spent_s == pytest.approx(sum(
+        row["s"] for row in graph.read("MATCH (r:DeviceRun) RETURN r.device_s AS s")))  # fmt: skip
+
+
+def test_the_runner_submits_nothing_past_its_budget(graph: GraphStore) -> None:
+    target = SimRNGD(seed=4)
+    spec = next(k for k in target.kernels() if k.name == "sliding_attention_output")
+    activity = Activity(id="runner-budget", role="runner", policy="builtin")
+    record_activity(graph, activity)
+    runner = Runner(graph, target, activity, budget_s=10.0, spent_s=10.0)
+    with pytest.raises(BudgetSpent):
+        runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
+    assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 0}]
