@@ -23,6 +23,9 @@ from scipy.stats import t as student_t
 
 from kg.models import Decision
 
+# Runs per side of an A/B pair: a job's fixed cost (loading, ~1.5 s) dwarfs its runs, and the median
+# of 25 halves the per-pair noise of a median of 5, so a real 2-3 % gain shows within a dozen pairs.
+AB_REPEATS = 25
 LATE_STEP = 0.03  # once improvements are under 3 %, every decision is an A/B test
 MIN_GAIN = 0.005  # the whole interval must be below -0.5 %
 NOISE_BAND_SIGMAS = 2.0

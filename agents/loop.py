@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from agents.cost_model import calibration
-from agents.judge import LATE_STEP, Verdict, decide
+from agents.judge import AB_REPEATS, LATE_STEP, Verdict, decide
 from agents.knowledge import Knowledge, read_knowledge, rule_predicates
 from agents.policies import BuiltinArchitect, BuiltinRefiner, Context, Policy, Proposal
 from agents.runner import BudgetSpent, Runner
@@ -28,6 +29,7 @@ from chiplore.target import KernelSpec, Target
 from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion, content_sha
 from kg.repo.designs import add_design, best_of, register_kernel, set_best
 from kg.repo.knowledge import record_activity
+from kg.repo.progress import pooled_cycles
 from kg.repo.runs import record_comparison
 from kg.store import GraphStore
 from kg.timefmt import utc_now
@@ -36,7 +38,6 @@ DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usual
 PATIENCE = 8  # proposals without an accepted change before a kernel stops
 TARGET_RATIO = 1.02  # stop a kernel once BEST is this close to the bound chiplore measured
 ARCHITECT_ROUND, REFINER_ROUND = 3, 2
-AB_REPEATS = 5
 
 Event = Callable[[str, str], None]  # (kernel, message)
 
@@ -281,8 +282,10 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     verdict = decide(node.measured_cycles, best.measured_cycles, state.ctx.knowledge.noise_sigma,
                      late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
     _record_comparison(store, state, node, best, verdict)
+    # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
+    _update(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
     if verdict.decision == "accept":
-        _update(store, node.id, status="accepted")
+        _update(store, node.id, status="accepted", measured_cycles=statistics.median(pooled_cycles(store, node.id)))
         set_best(store, spec.name, node.id)
         say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles ({verdict.method}, "
                        f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}])")  # fmt: skip

@@ -33,7 +33,7 @@ import optuna  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agents.judge import decide  # noqa: E402
+from agents.judge import AB_REPEATS, decide  # noqa: E402
 from agents.knowledge import read_knowledge  # noqa: E402
 from agents.loop import optimize  # noqa: E402
 from agents.space import FAMILIES, Family  # noqa: E402
@@ -164,7 +164,7 @@ def false_accepts(decisions: int, seed: int = 0) -> tuple[int, int]:
 
         def run_pair(i: int, candidate: str = candidate, incumbent: str = incumbent) -> tuple[float, float, tuple]:
             order = [candidate, incumbent] if i % 2 == 0 else [incumbent, candidate]
-            got = {s: median(s, "smoke", 5) for s in order}
+            got = {s: median(s, "smoke", AB_REPEATS) for s in order}
             return got[candidate], got[incumbent], ()
 
         verdict = decide(cand, best, 0.03, late=index % 2 == 1, run_pair=run_pair)

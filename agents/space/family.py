@@ -77,7 +77,7 @@ class Family(ABC):
 
     def stream_dtypes(self, p: Params, facts: Facts) -> tuple[str, ...]:
         """The element types its contractions stream (against a bf16 operand)."""
-        return ("f8e4m3",) if facts.get("contract.f8_stream", 1.0) > 0 else ("bf16",)
+        return ("f8e4m3",) if p.get("direct", 1) else ("bf16",)
 
     def features(self, p: Params, facts: Facts, source: str) -> dict[str, object]:
         """The quantities the graph's legality rules constrain, as this design has them."""

@@ -2,7 +2,7 @@
 RMS norm, residual. Rows are spread over both clusters in row-groups of one HBM unit of output
 (so the store is whole aligned packets), the reduction dim over `kgroups` slices per row-group;
 weights stream in `chunks` pipelined chunks on `engines` engines per cluster and are contracted
-directly as f8 when the toolchain allows it (else decoded first); split-K is finished by the
+directly as f8 (`direct`, where the toolchain allows it) or decoded first; split-K is finished by the
 inter-slice reducer, the norm's sum of squares crosses clusters by one small DMA.
 """
 
@@ -21,9 +21,13 @@ class OutputProjection(Family):
         Knob("chunks", (1, 2, 4, 8, 16)),
         Knob("depth", (2, 3, 4, 6)),
         Knob("engines", (1, 2, 3, 4)),
+        # 1: contract the f8 codes as they stream in; 0: widen them to bf16 in a decode pass first
+        Knob("direct", (1, 0)),
     )
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
+        if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
+            return False  # the toolchain's contraction refuses f8 streams
         rows = self.rows_per_group(facts)
         groups = H // 2 // rows
         if H // 2 % rows or rows % p["chunks"] or rows // p["chunks"] % 8:
@@ -40,7 +44,7 @@ class OutputProjection(Family):
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows = self.rows_per_group(facts)
         chunk = rows // p["chunks"] * QS // p["kgroups"]
-        decoded = 0 if facts.get("contract.f8_stream", 1.0) > 0 else 2 * chunk  # the bf16 copy of a chunk
+        decoded = 0 if p["direct"] else 2 * chunk  # the bf16 copy of a chunk
         return p["depth"] * (chunk + decoded) + rows * 4 + 8 * 1024
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
@@ -48,7 +52,7 @@ class OutputProjection(Family):
         width = QS // p["kgroups"]
         chunk_rows = rows // p["chunks"]
         groups = H // 2 // rows
-        direct = facts.get("contract.f8_stream", 1.0) > 0
+        direct = bool(p["direct"])
         chunk_bytes = chunk_rows * width
         return Workload(
             streams=(
@@ -78,7 +82,7 @@ class OutputProjection(Family):
         pad = SLICES // kg
         crows = rows // p["chunks"]
         weights = engine_list(p["engines"])
-        direct = facts.get("contract.f8_stream", 1.0) > 0
+        direct = bool(p["direct"])
         cast = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         if direct:

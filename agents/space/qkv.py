@@ -2,7 +2,7 @@
 axis, q heads on cluster 0 and k/v heads on cluster 1, so one stream and one tail serve all three.
 Each cluster's 4096 rows are cut into row-groups x `kgroups` k-groups over all 256 slices; weights
 stream in `chunks` pipelined chunks on `engines` engines per cluster, contracted directly as f8
-when the toolchain allows (else decoded first). The tail gathers each head's row-groups onto its
+(`direct`, where the toolchain allows) or decoded first. The tail gathers each head's row-groups onto its
 leader and applies scale, per-head RMS norm and RoPE to all 32 heads at once (V heads get identity
 operands). The input RMS scalar is dropped: the per-head norm that follows is scale invariant.
 """
@@ -22,6 +22,8 @@ class QKVProjection(Family):
         Knob("chunks", (1, 2, 4, 8)),
         Knob("depth", (2, 3, 4)),
         Knob("engines", (1, 2, 3, 4)),
+        # 1: contract the f8 codes as they stream in; 0: widen them to bf16 in a decode pass first
+        Knob("direct", (1, 0)),
     )
 
     @staticmethod
@@ -31,6 +33,8 @@ class QKVProjection(Family):
         return ROWS_PER_CLUSTER // groups, groups, H // p["kgroups"]
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
+        if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
+            return False  # the toolchain's contraction refuses f8 streams
         rows, _, width = self.shape(p)
         if rows % p["chunks"] or rows // p["chunks"] % 8 or HEAD % rows or width % 32:
             return False
@@ -41,12 +45,12 @@ class QKVProjection(Family):
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows, _, width = self.shape(p)
         chunk = rows // p["chunks"] * width
-        decoded = 0 if facts.get("contract.f8_stream", 1.0) > 0 else 2 * chunk  # the bf16 copy of a chunk
+        decoded = 0 if p["direct"] else 2 * chunk  # the bf16 copy of a chunk
         return p["depth"] * (chunk + decoded) + rows * 4 + 8 * 1024
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
         rows, groups, width = self.shape(p)
-        direct = facts.get("contract.f8_stream", 1.0) > 0
+        direct = bool(p["direct"])
         chunk_bytes = rows // p["chunks"] * width
         return Workload(
             streams=(
@@ -79,7 +83,7 @@ class QKVProjection(Family):
         kv_eng = "[" + ", ".join(str(e) for e in range(4, 4 + half)) + "]"
         widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-        direct = facts.get("contract.f8_stream", 1.0) > 0
+        direct = bool(p["direct"])
         fetch = f".fetch(time = [Rall % {rows} = {crows}, H % {width} / 32], packet = [H % 32])"
         if direct:
             stream = (f"        main(wc)\n            {fetch}\n"

@@ -15,7 +15,7 @@ Z95 = 1.96
 class KernelProgress(BaseModel):
     kernel: str
     baseline_cycles: float | None
-    best_cycles: float | None  # median of the best design's graded runs
+    best_cycles: float | None  # median of every timed run of the best design (graded and A/B)
     best_ci_low: float | None  # distribution-free 95 % interval of that median
     best_ci_high: float | None
     best_design: str | None
@@ -36,6 +36,17 @@ def median_interval(samples: list[float]) -> tuple[float, float, float]:
     low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
     mid = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
     return mid, ordered[low], ordered[high]
+
+
+def pooled_cycles(store: GraphStore, design: str) -> list[float]:
+    """Every timed run of a design's program: cycles do not depend on the fixtures, and runs spread
+    over the campaign average out the device's slow drift that one job's median carries."""
+    rows = store.read(
+        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun {status: 'ok'}) "
+        "RETURN r.cycles AS cycles",
+        {"id": design},
+    )
+    return [float(c) for row in rows for c in row["cycles"] or []]
 
 
 def kernel_progress(store: GraphStore) -> list[KernelProgress]:
@@ -59,13 +70,9 @@ def kernel_progress(store: GraphStore) -> list[KernelProgress]:
         }
         best = low = high = None
         if row["best"] is not None:
-            runs = store.read(
-                "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
-                "{fixtures: 'graded', status: 'ok'}) RETURN r.cycles AS cycles ORDER BY r.finished_at DESC LIMIT 1",
-                {"id": row["best"]},
-            )
-            if runs and runs[0]["cycles"]:
-                best, low, high = median_interval([float(c) for c in runs[0]["cycles"]])
+            samples = pooled_cycles(store, row["best"])
+            if samples:
+                best, low, high = median_interval(samples)
         measured_bound = row["weight_bytes"] / roof[0]["value"] if roof else None
         baseline = row["baseline"]
         out.append(

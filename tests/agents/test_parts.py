@@ -52,8 +52,8 @@ def test_the_families_follow_the_vocabulary_the_rules_say_is_there() -> None:
 def test_the_cost_model_prefers_more_engines_when_one_cannot_fill_the_port() -> None:
     family = FAMILIES["sliding_attention_output"]
     facts = {"noc.cluster_port_bytes_per_cycle": 285.0, "dma.engine_bytes_per_cycle": 224.0}
-    one = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 1}, facts), facts)
-    four = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 4}, facts), facts)
+    one = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 1, "direct": 1}, facts), facts)
+    four = predict(family.workload({"kgroups": 8, "chunks": 4, "depth": 3, "engines": 4, "direct": 1}, facts), facts)
     assert four < one / 1.5
 
 
