@@ -97,7 +97,10 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
         try:
             _root(store, state, version, say)
             _resume(store, state, version, say)
-            role_round = 0
+            # a resumed run keeps the schedule: whole designs only until the architect has had its round
+            role_round = 1 if _count(store, name, "d.role = 'architect'") else 0
+            state.since_accept = _count(store, name, "d.status <> 'accepted' AND d.created_at > $last",
+                                        last=_last_accept(store, name))  # fmt: skip
             while True:
                 policy, count = (architect, ARCHITECT_ROUND) if role_round == 0 else (refiner, REFINER_ROUND)
                 batch = policy.propose(_refresh(store, state), count)
@@ -154,7 +157,6 @@ def _refresh(store: GraphStore, state: _Kernel) -> Context:
         "RETURN d.predicted_cycles AS p, d.measured_cycles AS m",
         {"k": ctx.kernel},
     )
-    ctx.calibration = 1.0
     ctx.calibration = calibration([(row["p"], row["m"]) for row in pairs])
     return ctx
 
@@ -223,7 +225,7 @@ def _advance(store: GraphStore, state: _Kernel, version: str, node: DesignNode, 
     status = node.status
     if status == "proposed":
         facts = ctx.knowledge.facts
-        features = ctx.family.features(params, facts, source) if params is not None else {}
+        features = ctx.family.features(params, facts) if params is not None else {}
         best = best_of(store, spec.name)
         verdict = state.screener.screen(
             node.id,
@@ -296,6 +298,21 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     return False
 
 
+def _count(store: GraphStore, kernel: str, where: str, **params: object) -> int:
+    where = where.replace("role =", "d.role =")
+    rows = store.read(
+        f"MATCH (d:DesignNode {{kernel: $k}}) WHERE {where} RETURN count(d) AS n", {"k": kernel, **params}
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
+def _last_accept(store: GraphStore, kernel: str) -> str:
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k, status: 'accepted'}) RETURN max(d.created_at) AS last", {"k": kernel}
+    )
+    return (rows[0]["last"] or "") if rows else ""
+
+
 def _reached(store: GraphStore, spec: KernelSpec, knowledge: Knowledge, target_ratio: float) -> str | None:
     bound = knowledge.measured_bound(spec.weight_bytes)
     best = best_of(store, spec.name)
@@ -324,8 +341,19 @@ def _record_comparison(store: GraphStore, state: _Kernel, node: DesignNode, best
         p_value=verdict.p_value if math.isfinite(verdict.p_value) else 1.0, pairs=verdict.pairs,
         method=verdict.method, decision=decision,  # type: ignore[arg-type]
     )  # fmt: skip
-    record_comparison(store, comparison, candidate=node.id, incumbent=best.id, run_ids=list(verdict.run_ids),
+    runs = list(verdict.run_ids) or _graded_runs(store, node.id) + _graded_runs(store, best.id)
+    record_comparison(store, comparison, candidate=node.id, incumbent=best.id, run_ids=runs,
                       activity=state.runner.activity)  # fmt: skip
+
+
+def _graded_runs(store: GraphStore, design: str) -> list[str]:
+    """The graded runs behind a design's early-look median: the samples that decided it."""
+    rows = store.read(
+        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
+        "{fixtures: 'graded', status: 'ok'}) RETURN r.id AS id ORDER BY r.finished_at, r.id",
+        {"id": design},
+    )
+    return [row["id"] for row in rows]
 
 
 def _root_of(store: GraphStore, kernel: str) -> DesignNode | None:

@@ -83,8 +83,10 @@ class Runner:
     def _submit(self, job: DeviceJob) -> DeviceResult:
         for backoff in range(6):  # a full queue (the agent's pending allowance) clears as jobs finish
             result = self.target.result(self.target.submit(job))
-            if result.status != "queue_rejected" or "budget" in result.message:
+            if result.status != "queue_rejected":
                 return result
+            if "budget" in result.message:  # the device's own allowance is spent: no design is to blame
+                raise BudgetSpent(result.message)
             time.sleep(self.backoff_s * 2**backoff)
         return result
 

@@ -55,6 +55,11 @@ def violated(predicate: dict[str, object], features: Features) -> str | None:
     return None
 
 
+def constructs(source: str) -> frozenset[str]:
+    """The method-call constructs a program uses (`.cast(`, `.reduce_slices(`, ...)."""
+    return frozenset(re.findall(r"\.([a-z_]+)\(", source))
+
+
 class Screener:
     def __init__(self, store: GraphStore, target: Target, version: str, activity: Activity,
                  rules: list[tuple[str, str, dict[str, object]]]) -> None:  # fmt: skip
@@ -62,6 +67,8 @@ class Screener:
 
     def screen(self, design_id: str, kernel: str, source: str, features: Features,
                predict: Callable[[], float | None], best_cycles: float | None) -> Verdict:  # fmt: skip
+        """`features` are what the design's family knows of it; the constructs come from any source."""
+        features = {"constructs": constructs(source), **features}
         checked = self.target.check(source, self.version)
         errors = [d for d in checked.diagnostics if d.is_error]
         syntax = [d for d in errors if PARSE_CODES.match(d.code)]

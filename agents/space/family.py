@@ -11,7 +11,6 @@ the program to the graph's cost model without parsing it.
 from __future__ import annotations
 
 import itertools
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +59,18 @@ def engine_list(per_cluster: int) -> str:
     return "[" + ", ".join(map(str, engines)) + "]"
 
 
+def packet_arg(p: Params) -> str:
+    """`packet = N` for a DMA when the design asks for packets smaller than the contiguous run."""
+    return f", packet = {p['packet']}" if p.get("packet") else ""
+
+
+def all_reduce(group: str, facts: Facts) -> str:
+    """Sum over `group` left on every slice, in the toolchain's vocabulary (0.7.0 renamed it)."""
+    if facts.get("vocab.allreduce_slices", 0.0) > 0:
+        return f".allreduce_slices(add, group = [{group}])"
+    return f".reduce_slices(add, group = [{group}], result = all)"
+
+
 class Family(ABC):
     kernel: str
     knobs: tuple[Knob, ...]
@@ -79,10 +90,9 @@ class Family(ABC):
         """The element types its contractions stream (against a bf16 operand)."""
         return ("f8e4m3",) if p.get("direct", 1) else ("bf16",)
 
-    def features(self, p: Params, facts: Facts, source: str) -> dict[str, object]:
+    def features(self, p: Params, facts: Facts) -> dict[str, object]:
         """The quantities the graph's legality rules constrain, as this design has them."""
         return {
-            "constructs": frozenset(re.findall(r"\.([a-z_]+)\(", source)),
             "dm.bytes_per_slice": self.dm_bytes(p, facts),
             "contract.stream_dtype": self.stream_dtypes(p, facts),
             "dma.packet_bytes": max(s.packet_bytes for s in self.workload(p, facts).streams),

@@ -11,7 +11,7 @@ Scales, whose short rows are slow per packet, get engines of their own beside th
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload
+from agents.space.family import Family, Knob, Stream, Workload, all_reduce, packet_arg
 
 H, L = 3840, 15360
 UP_ROWS_PER_SLICE = 60  # L / 2 clusters / 128 row-groups
@@ -26,6 +26,8 @@ class FeedForward(Family):
         Knob("down_rows", (4, 8, 16)),
         Knob("down_depth", (2, 4, 6, 8)),
         Knob("engines", (1, 2)),  # engine 3 of each cluster fetches the down scales
+        # the weights' DMA packet: 0 = the longest contiguous run (the compiler's choice), else smaller
+        Knob("packet", (0, 256, 128)),
     )
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
@@ -52,7 +54,7 @@ class FeedForward(Family):
             streams=(
                 Stream(
                     bytes_per_cluster=2 * L * H / 2 / 2,
-                    packet_bytes=960,
+                    packet_bytes=p["packet"] or 960,
                     engines=p["engines"],
                     commands=up_chunks * 2,
                     slices=256,
@@ -64,7 +66,13 @@ class FeedForward(Family):
                     commands=up_chunks * 2,
                     slices=256,
                 ),
-                Stream(bytes_per_cluster=L * H / 2 / 2, packet_bytes=480, engines=4, commands=down_chunks, slices=240),
+                Stream(
+                    bytes_per_cluster=L * H / 2 / 2,
+                    packet_bytes=p["packet"] or 480,
+                    engines=4,
+                    commands=down_chunks,
+                    slices=240,
+                ),
                 Stream(bytes_per_cluster=L * H / 16 / 2, packet_bytes=60, engines=1, commands=1, slices=240),
             ),
             chunk_compute=chunk_bytes / decode,
@@ -115,7 +123,7 @@ class FeedForward(Family):
         def down_chunk(name: str, offset: str) -> str:
             return (
                 f"        let {name}: dm<f4e2m1>{{..DGrid, elem: [H % 128 = {dr}, L % 960]}} =\n"
-                f"            down_weight_packed.tile(H % 128, {offset}, {dr}).dma(engines = [0, 1, 2, 3, 4, 5, 6, 7]);\n"
+                f"            down_weight_packed.tile(H % 128, {offset}, {dr}).dma(engines = [0, 1, 2, 3, 4, 5, 6, 7]{packet_arg(p)});\n"
             )
 
         def down_scale(name: str, offset: str) -> str:
@@ -128,7 +136,7 @@ class FeedForward(Family):
         def up_load(name: str, matrix: str) -> str:
             return (
                 f"        let {name}: dm<f4e2m1>{{..UGrid, elem: [L % 60 = {ur}, H % 1920]}} =\n"
-                f"            {matrix}_weight_packed.tile(L % 60, c * {ur}, {ur}).dma(engines = {engines(weights)});\n"
+                f"            {matrix}_weight_packed.tile(L % 60, c * {ur}, {ur}).dma(engines = {engines(weights)}{packet_arg(p)});\n"
             )
 
         def up_scale(name: str, matrix: str) -> str:
@@ -173,7 +181,7 @@ kernel decoder_feedforward(
     let rms_d: dm<f32>{{..KIn, elem: [1 # 8]}} = main(res_k)
         .fetch(time = [H % 1920 / 16], packet = [H % 16]).{widen}(f32)
         .vector(square(), sum_all())
-        .reduce_slices(add, group = [H / 1920], result = all)
+        {all_reduce("H / 1920", facts)}
         .vector(mul({1 / H:.12f}), add(0.000001), rsqrt())
         .commit();
     let rms: vrf<f32>{{..KIn, elem: [1 # 8]}} = sub(rms_d).fetch(time = [1], packet = [1 # 8]).to_vrf();

@@ -8,7 +8,7 @@ inter-slice reducer, the norm's sum of squares crosses clusters by one small DMA
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, engine_list
+from agents.space.family import Family, Knob, Stream, Workload, all_reduce, engine_list, packet_arg
 
 H, QS = 3840, 4096
 SLICES = 256
@@ -23,11 +23,15 @@ class OutputProjection(Family):
         Knob("engines", (1, 2, 3, 4)),
         # 1: contract the f8 codes as they stream in; 0: widen them to bf16 in a decode pass first
         Knob("direct", (1, 0)),
+        # the weights' DMA packet: 0 = the longest contiguous run (the compiler's choice), else smaller
+        Knob("packet", (0, 256, 128)),
     )
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
         if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
             return False  # the toolchain's contraction refuses f8 streams
+        if p["packet"] and p["packet"] >= QS // p["kgroups"]:
+            return False  # no smaller than the run: the same program as packet 0
         rows = self.rows_per_group(facts)
         groups = H // 2 // rows
         if H // 2 % rows or rows % p["chunks"] or rows // p["chunks"] % 8:
@@ -58,7 +62,7 @@ class OutputProjection(Family):
             streams=(
                 Stream(
                     bytes_per_cluster=H * QS // 2,
-                    packet_bytes=min(width, 4096),
+                    packet_bytes=min(width, p["packet"] or 4096),
                     engines=p["engines"],
                     commands=p["chunks"],
                     slices=groups * p["kgroups"],
@@ -137,7 +141,7 @@ kernel sliding_attention_output(
     #[pipeline(depth = {p["depth"]})]
     for c in 0..{p["chunks"]} {{
         let wc: dm<f8e4m3>{{..Rows, elem: [H % {rows} = {crows}, Qs % {width}]}} =
-            o_weight.tile(H % {rows}, c * {crows}, {crows}).dma(engines = {weights});
+            o_weight.tile(H % {rows}, c * {crows}, {crows}).dma(engines = {weights}{packet_arg(p)});
 {stream}    }}
     let y: dm<f32>{{..Heads, elem: [H % {rows}]}} = main(part)
         .fetch(time = [H % {rows} / 8], packet = [H % 8])
@@ -150,7 +154,7 @@ kernel sliding_attention_output(
         .commit();
     let csum: dm<f32>{{cluster: [H / {H // 2}], slice: [rep({groups}) # {pad}, 1 # {kg}], elem: [1 # 8]}} = main(sq)
         .fetch(time = [1], packet = [1 # 8])
-        .reduce_slices(add, group = [H / {rows} % {groups}], result = all)
+        {all_reduce(f"H / {rows} % {groups}", facts)}
         .commit();
     let both: dm<f32>{{..Every, elem: [H / {H // 2} # 8]}} = csum.dma(engines = [0, 1, 2, 3, 4, 5, 6, 7]);
     let rms_d: dm<f32>{{..Every, elem: [1 # 8]}} = main(both)

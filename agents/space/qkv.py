@@ -9,7 +9,7 @@ operands). The input RMS scalar is dropped: the per-head norm that follows is sc
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload
+from agents.space.family import Family, Knob, Stream, Workload, packet_arg
 
 H, ROWS_PER_CLUSTER, HEAD = 3840, 4096, 256
 SLICES = 256
@@ -24,6 +24,8 @@ class QKVProjection(Family):
         Knob("engines", (1, 2, 3, 4)),
         # 1: contract the f8 codes as they stream in; 0: widen them to bf16 in a decode pass first
         Knob("direct", (1, 0)),
+        # the weights' DMA packet: 0 = the longest contiguous run (the compiler's choice), else smaller
+        Knob("packet", (0, 256, 128)),
     )
 
     @staticmethod
@@ -36,6 +38,8 @@ class QKVProjection(Family):
         if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
             return False  # the toolchain's contraction refuses f8 streams
         rows, _, width = self.shape(p)
+        if p["packet"] and p["packet"] >= width:
+            return False  # no smaller than the run: the same program as packet 0
         if rows % p["chunks"] or rows // p["chunks"] % 8 or HEAD % rows or width % 32:
             return False
         if p["depth"] > max(p["chunks"], 2):
@@ -56,7 +60,7 @@ class QKVProjection(Family):
             streams=(
                 Stream(
                     bytes_per_cluster=ROWS_PER_CLUSTER * H,
-                    packet_bytes=width,
+                    packet_bytes=p["packet"] or width,
                     engines=p["engines"],
                     commands=p["chunks"],
                     slices=SLICES,
@@ -161,9 +165,9 @@ kernel sliding_project_qkv(
     #[pipeline(depth = {p["depth"]})]
     for c in 0..{p["chunks"]} {{
         let wc: dm<f8e4m3>{{..Grid, elem: [Rall % {rows} = {crows}, H % {width}]}} = dm::empty();
-        q_weight.rename(Qs, Rall, 0).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {q_eng});
-        k_weight.rename(Ps, Rall, 4096).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {kv_eng});
-        v_weight.rename(Ps, Rall, 6144).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {kv_eng});
+        q_weight.rename(Qs, Rall, 0).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {q_eng}{packet_arg(p)});
+        k_weight.rename(Ps, Rall, 4096).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {kv_eng}{packet_arg(p)});
+        v_weight.rename(Ps, Rall, 6144).tile(Rall % {rows}, c * {crows}, {crows}).dma_into(wc, engines = {kv_eng}{packet_arg(p)});
 {stream}    }}
 
     let scale_v: vrf<f32>{{..Head, elem: [Ds]}} = sub(scale_d).fetch(time = [Ds / 8], packet = [Ds % 8]).{widen}(f32).to_vrf();

@@ -80,7 +80,7 @@ def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: Grap
         "OPTIONAL MATCH (c)-[:USED]->(r:DeviceRun) RETURN d.id AS id, c.method AS method, count(r) AS runs"
     ):
         assert row["method"] in ("median-of-7", "paired-t")
-        assert row["method"] == "median-of-7" or row["runs"] >= 12
+        assert row["runs"] >= (2 if row["method"] == "median-of-7" else 12)  # the samples that decided it
     # the builtin policy writes its own programs: none is a shipped example
     examples = {normalized(path.read_text()) for path in EXAMPLES.glob("*.fe")}
     sources = graph.read("MATCH (v:KernelVersion) RETURN v.source AS source")
