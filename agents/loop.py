@@ -180,8 +180,7 @@ def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
     outcome = state.runner.run(spec.name, sha, source, version)
     if not outcome.ok or outcome.result.median_cycles is None:
         raise RuntimeError(f"{spec.name}: the baseline did not run: {outcome.result.status} {outcome.result.message}")
-    _update(store, root_id, status="accepted", measured_cycles=float(outcome.result.median_cycles))
-    set_best(store, spec.name, root_id)
+    set_best(store, spec.name, root_id, status="accepted", measured_cycles=float(outcome.result.median_cycles))
     say(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
 
 
@@ -281,14 +280,18 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
             ids.extend(outcome.run_ids)
         return medians[sha], medians[incumbent["sha"]], tuple(ids)
 
-    verdict = decide(node.measured_cycles, best.measured_cycles, state.ctx.knowledge.noise_sigma,
-                     late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
-    _record_comparison(store, state, node, best, verdict)
+    decided = _decided(store, node.id, best.id)
+    if decided is not None:  # a killed run recorded the decision but not its effect: apply it, once
+        verdict = decided
+    else:
+        verdict = decide(node.measured_cycles, best.measured_cycles, state.ctx.knowledge.noise_sigma,
+                         late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
+        _record_comparison(store, state, node, best, verdict)
     # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
     _update(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
     if verdict.decision == "accept":
-        _update(store, node.id, status="accepted", measured_cycles=statistics.median(pooled_cycles(store, node.id)))
-        set_best(store, spec.name, node.id)
+        set_best(store, spec.name, node.id, status="accepted",
+                 measured_cycles=statistics.median(pooled_cycles(store, node.id)))  # fmt: skip
         say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles ({verdict.method}, "
                        f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}])")  # fmt: skip
         return True
@@ -298,11 +301,22 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     return False
 
 
-def _count(store: GraphStore, kernel: str, where: str, **params: object) -> int:
-    where = where.replace("role =", "d.role =")
+def _decided(store: GraphStore, candidate: str, incumbent: str) -> Verdict | None:
     rows = store.read(
-        f"MATCH (d:DesignNode {{kernel: $k}}) WHERE {where} RETURN count(d) AS n", {"k": kernel, **params}
+        "MATCH (c:Comparison)-[:CANDIDATE]->(:DesignNode {id: $cand}) MATCH (c)-[:INCUMBENT]->(:DesignNode {id: $inc}) "
+        "RETURN c AS node ORDER BY c.decided_at DESC LIMIT 1",
+        {"cand": candidate, "inc": incumbent},
     )
+    if not rows:
+        return None
+    c = Comparison.from_properties(rows[0]["node"])
+    return Verdict(c.decision, c.method, c.ratio, c.ci_low, c.ci_high, c.p_value, c.pairs)
+
+
+def _count(store: GraphStore, kernel: str, where: str, **params: object) -> int:
+    """How many of the kernel's designs `d` match a condition."""
+    query = f"MATCH (d:DesignNode {{kernel: $k}}) WHERE {where} RETURN count(d) AS n"
+    rows = store.read(query, {"k": kernel, **params})
     return int(rows[0]["n"]) if rows else 0
 
 

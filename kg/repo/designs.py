@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kg.models import Activity, DesignNode, DesignStatus, Kernel, KernelVersion
-from kg.repo.nodes import Link, Ref, link, unlink_all, upsert
+from kg.repo.nodes import upsert
 from kg.store import GraphStore
 
 
@@ -25,22 +25,32 @@ def add_design(
 ) -> DesignNode:
     """Add a design under `parent` (or as the kernel's root) with its source and consulted facts.
 
-    The same source (by sha) is one KernelVersion however many designs point at it.
+    One statement, so a process killed half-way leaves either nothing or the whole design: never a
+    design without its source or its place in the tree. The same source (by sha) is one
+    KernelVersion however many designs point at it.
     """
-    upsert(store, [version, design])
-    ref = Ref.to(design)
-    links = [Link(ref, "HAS_VERSION", Ref.to(version)), Link(ref, "CREATED_BY", Ref.to(activity))]
-    if parent is None:
-        links.append(Link(Ref("Kernel", design.kernel), "ROOT", ref))
-    else:
-        links.append(Link(ref, "CHILD_OF", Ref("DesignNode", parent)))
-    link(store, links)
-    if consulted:
-        store.write(
-            "MATCH (d:DesignNode {id: $design}) UNWIND $facts AS fact_id "
-            "MATCH (f:Fact {fact_id: fact_id}) MERGE (d)-[:CONSULTED]->(f)",
-            {"design": design.id, "facts": list(consulted)},
-        )
+    # The prerequisites are matched first: when one is missing the statement creates nothing.
+    parent_match, place = (
+        ("MATCH (k:Kernel {name: $kernel})", "MERGE (k)-[:ROOT]->(d)")
+        if parent is None
+        else ("MATCH (p:DesignNode {id: $parent})", "MERGE (d)-[:CHILD_OF]->(p)")
+    )
+    store.write(
+        f"MATCH (a:Activity {{id: $activity}}) {parent_match} "
+        "MERGE (v:KernelVersion {sha: $sha}) SET v += $version "
+        "MERGE (d:DesignNode {id: $id}) SET d += $design "
+        f"MERGE (d)-[:HAS_VERSION]->(v) MERGE (d)-[:CREATED_BY]->(a) {place} "
+        "WITH d UNWIND $facts AS fact_id MATCH (f:Fact {fact_id: fact_id}) MERGE (d)-[:CONSULTED]->(f)",
+        {"sha": version.sha, "version": version.properties(), "id": design.id, "design": design.properties(),
+         "activity": activity.id, "kernel": design.kernel, "parent": parent, "facts": list(consulted)},
+    )  # fmt: skip
+    placed = store.read(
+        "MATCH (d:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion) "
+        "WHERE (d)-[:CHILD_OF]->() OR ()-[:ROOT]->(d) RETURN d.id AS id",
+        {"id": design.id},
+    )
+    if not placed:
+        raise KeyError(f"design {design.id}: its parent, kernel or activity is not in the graph")
     return design
 
 
@@ -53,10 +63,18 @@ def set_design_status(store: GraphStore, design_id: str, status: DesignStatus) -
         raise KeyError(f"no design {design_id!r}")
 
 
-def set_best(store: GraphStore, kernel: str, design_id: str) -> None:
-    """Point the kernel's BEST at a design (there is exactly one BEST per kernel)."""
-    unlink_all(store, Ref("Kernel", kernel), "BEST")
-    link(store, [Link(Ref("Kernel", kernel), "BEST", Ref("DesignNode", design_id))])
+def set_best(store: GraphStore, kernel: str, design_id: str, **props: object) -> None:
+    """Point the kernel's BEST at a design (there is exactly one BEST per kernel), and set the
+    design's properties (its status, say) in the same statement: a kill between the two cannot
+    leave an accepted design that is not BEST, or a BEST that is not accepted."""
+    rows = store.write(
+        "MATCH (k:Kernel {name: $kernel}) MATCH (d:DesignNode {id: $id}) SET d += $props "
+        "WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
+        "WITH DISTINCT k, d MERGE (k)-[:BEST]->(d) RETURN d.id AS id",
+        {"kernel": kernel, "id": design_id, "props": props},
+    )
+    if not rows:
+        raise KeyError(f"no kernel {kernel!r} or design {design_id!r}")
 
 
 def best_of(store: GraphStore, kernel: str) -> DesignNode | None:

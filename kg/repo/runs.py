@@ -82,13 +82,18 @@ def record_comparison(
     run_ids: Sequence[str],
     activity: Activity,
 ) -> Comparison:
-    upsert(store, [comparison])
-    ref = Ref.to(comparison)
-    links = [
-        Link(ref, "CANDIDATE", Ref("DesignNode", candidate)),
-        Link(ref, "INCUMBENT", Ref("DesignNode", incumbent)),
-        Link(ref, "CREATED_BY", Ref.to(activity)),
-    ]
-    links += [Link(ref, "USED", Ref("DeviceRun", run)) for run in run_ids]
-    link(store, links)
+    """A judge's comparison with every run it used, in one statement (never a comparison without
+    its designs or its samples)."""
+    store.write(
+        "MATCH (cand:DesignNode {id: $candidate}) MATCH (inc:DesignNode {id: $incumbent}) "
+        "MATCH (a:Activity {id: $activity}) "
+        "MERGE (c:Comparison {id: $id}) SET c += $props "
+        "MERGE (c)-[:CANDIDATE]->(cand) MERGE (c)-[:INCUMBENT]->(inc) MERGE (c)-[:CREATED_BY]->(a) "
+        "WITH c UNWIND $runs AS run_id MATCH (r:DeviceRun {id: run_id}) MERGE (c)-[:USED]->(r) "
+        "RETURN count(*) AS used",
+        {"candidate": candidate, "incumbent": incumbent, "activity": activity.id, "id": comparison.id,
+         "props": comparison.properties(), "runs": list(run_ids)},
+    )  # fmt: skip
+    if not store.read("MATCH (c:Comparison {id: $id})-[:CANDIDATE]->() RETURN c.id AS id", {"id": comparison.id}):
+        raise KeyError(f"comparison {comparison.id}: its designs or activity are not in the graph")
     return comparison

@@ -86,6 +86,15 @@ def test_design_tree_with_shared_sources_and_a_single_best(graph: GraphStore) ->
     assert count_by_label(graph)["KernelVersion"] == 2, "the same source is one KernelVersion"
     with pytest.raises(KeyError):
         set_design_status(graph, "nope", "failed")
+    set_best(graph, "gemv", "d1", status="accepted", measured_cycles=900.0)  # BEST and the status move together
+    best = best_of(graph, "gemv")
+    assert best is not None and best.id == "d1" and best.measured_cycles == 900.0
+    assert graph.read("MATCH (:Kernel)-[r:BEST]->() RETURN count(r) AS n") == [{"n": 1}]
+    # a design whose parent is missing is refused whole: no node, no source left behind
+    with pytest.raises(KeyError):
+        add_design(graph, _design(3, 2), version=_version("orphan"), parent="missing", activity=actor)
+    assert graph.read("MATCH (d:DesignNode {id: 'd3'}) RETURN count(d) AS n") == [{"n": 0}]
+    assert count_by_label(graph)["KernelVersion"] == 2
 
 
 def test_measurement_links_to_runs_param_toolchain_and_activity(graph: GraphStore) -> None:
