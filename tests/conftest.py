@@ -16,7 +16,10 @@ import pytest
 from kg import neo4j_local
 from kg.embedded_store import EmbeddedStore
 from kg.neo4j_store import Neo4jStore
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
 from kg.store import GraphStore
+from simulator.target import SimRNGD
 
 BACKENDS = ("embedded", "neo4j")
 TEST_PASSWORD = "chiplore-test-password"
@@ -87,3 +90,12 @@ def embedded_store(tmp_path: Path) -> Iterator[EmbeddedStore]:
 def store(request: pytest.FixtureRequest) -> GraphStore:
     """One fresh, empty store per test, on each backend in turn."""
     return request.getfixturevalue(f"{request.param}_store")
+
+
+@pytest.fixture
+def graph(store: GraphStore) -> GraphStore:
+    """A fresh store on each backend with the schema and SimRNGD registered (the ingest and loop tests)."""
+    ensure_schema(store)
+    target = SimRNGD()
+    register_target(store, target.name, target.toolchains(), target.default_toolchain())
+    return store
