@@ -42,6 +42,10 @@ ARCHITECT_ROUND, REFINER_ROUND = 3, 2
 Event = Callable[[str, str], None]  # (kernel, message)
 
 
+class KernelStopped(Exception):
+    """A kernel cannot go on in this run (its baseline does not run); the others do."""
+
+
 class OptimizeSummary(BaseModel):
     kernels: list[str]
     proposals: int
@@ -124,7 +128,7 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
                 if reached:
                     stopped[name] = reached
                     break
-        except BudgetSpent as error:
+        except (BudgetSpent, KernelStopped) as error:
             stopped[name] = str(error)
         spent_total += state.runner.spent_s - start_spent
         say(name, f"stopped: {stopped[name]}")
@@ -172,14 +176,18 @@ def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
         if best_of(store, spec.name) is None:
             set_best(store, spec.name, root_id)
         return
-    if not existing:
+    if existing:
+        _update(store, root_id, status="queued")  # a root a killed or faulted run left unmeasured
+    else:
         node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy="official", depth=0,
                           rationale="the vendor's official baseline", change="root", status="queued")  # fmt: skip
         add_design(store, node, version=KernelVersion(sha=sha, kernel=spec.name, source=source, toolchain=version),
                    parent=None, activity=state.runner.activity)  # fmt: skip
     outcome = state.runner.run(spec.name, sha, source, version)
     if not outcome.ok or outcome.result.median_cycles is None:
-        raise RuntimeError(f"{spec.name}: the baseline did not run: {outcome.result.status} {outcome.result.message}")
+        why = f"the baseline did not run: {outcome.result.status} {outcome.result.message}".strip()
+        _update(store, root_id, status="failed", reason=why)  # recorded; the next run measures it again
+        raise KernelStopped(why)
     set_best(store, spec.name, root_id, status="accepted", measured_cycles=float(outcome.result.median_cycles))
     say(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
 
@@ -235,7 +243,7 @@ def _advance(store: GraphStore, state: _Kernel, version: str, node: DesignNode, 
             best.measured_cycles if best is not None else None,
         )
         if not verdict.passed:
-            _update(store, node.id, status="screened_out")
+            _update(store, node.id, status="screened_out", reason=f"{verdict.check}: {verdict.detail}"[:500])
             say(spec.name, f"{node.id} screened out at {verdict.check}: {verdict.detail}")
             return False
         status = "queued"
@@ -247,7 +255,7 @@ def _advance(store: GraphStore, state: _Kernel, version: str, node: DesignNode, 
             why = "quarantined: faults deterministically" if outcome.quarantined else result.message or result.status
             if result.correctness is not None and not result.correctness.passed:
                 why = f"incorrect on the device: {result.correctness.message}"
-            _update(store, node.id, status="failed")
+            _update(store, node.id, status="failed", reason=why[:500])
             say(spec.name, f"{node.id} failed: {why}")
             return False
         _update(store, node.id, status="measured", measured_cycles=float(result.median_cycles))
@@ -290,14 +298,15 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
     _update(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
     if verdict.decision == "accept":
-        set_best(store, spec.name, node.id, status="accepted",
+        why = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] ({verdict.method})"
+        set_best(store, spec.name, node.id, status="accepted", reason=why,
                  measured_cycles=statistics.median(pooled_cycles(store, node.id)))  # fmt: skip
-        say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles ({verdict.method}, "
-                       f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}])")  # fmt: skip
+        say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
         return True
-    _update(store, node.id, status="rejected")
-    say(spec.name, f"rejected {node.id}: ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] "
-                   f"({verdict.method}, {verdict.decision})")  # fmt: skip
+    why = (f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] "
+           f"({verdict.method}, {verdict.decision})")  # fmt: skip
+    _update(store, node.id, status="rejected", reason=why)
+    say(spec.name, f"rejected {node.id}: {why}")
     return False
 
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.tree import Tree
@@ -292,7 +293,8 @@ def tree(app: App, kernel: str) -> None:
         style = STATUS_STYLE.get(node.status, "")
         cycles = f" {node.measured_cycles:,.0f} cycles" if node.measured_cycles else ""
         mark = " [bold]BEST[/bold]" if node.id == best else ""
-        text = f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark} {node.change}"
+        why = f" [dim]({escape(node.reason)})[/dim]" if node.reason and node.status != "accepted" else ""
+        text = f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark} {escape(node.change)}{why}"
         return f"[bold]{text}[/bold]" if node.id in lineage else text
 
     view = Tree(label(root))

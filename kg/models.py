@@ -179,6 +179,7 @@ class DesignNode(GraphNode):
     params: str = ""  # JSON of the design family's knobs; empty for a program written whole
     predicted_cycles: float | None = None  # the graph's cost model, before any device run
     measured_cycles: float | None = None  # median of its graded device run
+    reason: str = ""  # why it ended where it did: the failing screen, the fault, the judge's verdict
     created_at: str = Field(default_factory=utc_now)
 
 

@@ -22,6 +22,7 @@ from kg.repo.progress import kernel_progress
 from kg.repo.targets import register_target
 from kg.schema import ensure_schema
 from kg.store import GraphStore
+from simulator.device.device import DeviceConfig
 from simulator.target import SimRNGD
 
 VERSION = "0.6.0"
@@ -155,3 +156,21 @@ def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_pa
     refused = subprocess.run([sys.executable, "-m", "chiplore.cli", "tree", "no_such_kernel"], env=env, text=True,
                              capture_output=True, timeout=120)  # fmt: skip
     assert refused.returncode == 1 and "no design tree" in refused.stderr
+
+
+def test_a_baseline_the_device_cannot_run_stops_its_kernel_and_is_recorded(tmp_path: Path) -> None:
+    """Jobs over the device's time cap time out every time: the kernel stops with the reason in the
+    graph, nothing is raised, and a later run measures the baseline again."""
+    target = SimRNGD(seed=9, device=DeviceConfig(job_cap_s=1.0))
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        summary = optimize(store, target, VERSION, kernels=[O_PROJ], budget_s=600)
+        assert "baseline did not run" in summary.stopped[O_PROJ]
+        root = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s, d.reason AS reason")
+        assert root[0]["s"] == "failed" and "cap" in root[0]["reason"]
+        runs = store.read("MATCH (r:DeviceRun) RETURN r.status AS s")
+        assert runs and all(row["s"] == "timeout" for row in runs)
+        again = optimize(store, SimRNGD(seed=9), VERSION, kernels=[O_PROJ], budget_s=600, patience=1)
+        assert again.accepted >= 1
+        assert store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s") == [{"s": "accepted"}]
