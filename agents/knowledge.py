@@ -1,6 +1,8 @@
 """What the loop knows of the chip, read from the graph: the current measurements of the active
 toolchain, capability flags derived from its legality rules, and the ids of the facts behind each
-value (a design CONSULTS them). Nothing here reads the target's internals."""
+value (a design CONSULTS them). A fact belongs to a version by its UNDER / HOLDS_UNDER link, not by
+the version it was first recorded under, so a fact an upgrade confirms keeps serving. Nothing here
+reads the target's internals."""
 
 from __future__ import annotations
 
@@ -37,14 +39,14 @@ def read_knowledge(store: GraphStore, version: str) -> Knowledge:
     facts: dict[str, float] = {}
     sources: dict[str, str] = {}
     for row in store.read(
-        "MATCH (m:Measurement {toolchain: $version, status: 'current'}) "
+        "MATCH (m:Measurement {status: 'current'})-[:UNDER]->(:Toolchain {version: $version}) "
         "RETURN m.param AS param, m.value AS value, m.fact_id AS fact ORDER BY m.measured_at, m.id",
         {"version": version},
     ):  # the latest measurement of a parameter wins
         facts[row["param"]] = float(row["value"])
         sources[row["param"]] = row["fact"]
     rules = store.read(
-        "MATCH (r:LegalityRule {toolchain: $version, status: 'current'}) "
+        "MATCH (r:LegalityRule {status: 'current'})-[:HOLDS_UNDER]->(:Toolchain {version: $version}) "
         "RETURN r.key AS key, r.predicate AS predicate, r.fact_id AS fact ORDER BY r.id",
         {"version": version},
     )
@@ -73,7 +75,7 @@ def read_knowledge(store: GraphStore, version: str) -> Knowledge:
 def rule_predicates(store: GraphStore, version: str) -> list[tuple[str, str, dict[str, object]]]:
     """(fact id, diagnostic code, predicate) of every rule in force: what the screener checks."""
     rows = store.read(
-        "MATCH (r:LegalityRule {toolchain: $version, status: 'current'}) "
+        "MATCH (r:LegalityRule {status: 'current'})-[:HOLDS_UNDER]->(:Toolchain {version: $version}) "
         "RETURN r.fact_id AS fact, r.code AS code, r.predicate AS predicate ORDER BY r.id",
         {"version": version},
     )

@@ -10,11 +10,12 @@ import pytest
 
 from agents.cost_model import predict
 from agents.judge import PairRunner, ab_test, early
-from agents.knowledge import Knowledge
+from agents.knowledge import Knowledge, read_knowledge, rule_predicates
 from agents.policies import BuiltinArchitect, Context
 from agents.runner import BudgetSpent, Runner
 from agents.screener import violated
 from agents.space import FAMILIES
+from ingest.rules import learn_rules
 from kg.models import Activity, KernelVersion, content_sha
 from kg.repo.knowledge import record_activity
 from kg.repo.nodes import upsert
@@ -142,3 +143,16 @@ def test_the_runner_submits_nothing_past_its_budget(graph: GraphStore) -> None:
     with pytest.raises(BudgetSpent):
         runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
     assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 0}]
+
+
+def test_capabilities_come_from_the_rules_in_force_under_each_version(graph: GraphStore) -> None:
+    target = SimRNGD()
+    for version in ("0.6.0", "0.7.0"):
+        learn_rules(graph, target, version)
+    old, new = read_knowledge(graph, "0.6.0"), read_knowledge(graph, "0.7.0")
+    assert (old.facts["vocab.widen"], new.facts["vocab.widen"]) == (0.0, 1.0)  # `cast` split in 0.7.0
+    assert (old.facts["vocab.allreduce_slices"], new.facts["vocab.allreduce_slices"]) == (0.0, 1.0)
+    assert old.facts["contract.f8_stream"] == 1.0 and old.facts["contract.f4_stream"] == 0.0
+    assert new.facts["contract.f4_stream"] == 1.0
+    assert all(fact.startswith("LegalityRule:") for fact in old.fact_ids())
+    assert {code for _, code, _ in rule_predicates(graph, "0.7.0")} >= {"E0103", "E0301"}
