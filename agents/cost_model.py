@@ -30,37 +30,38 @@ DEFAULTS: dict[str, float] = {
 PASS_LATENCY = 40.0  # stage latencies of a short pass beyond its fixed cost (fetch, collect, commit)
 
 
-def _get(facts: dict[str, float], key: str) -> float:
+def param(facts: dict[str, float], key: str) -> float:
+    """A measured parameter, or its order-of-magnitude default until it is measured."""
     return facts.get(key, DEFAULTS[key])
 
 
 def engine_rate(stream: Stream, facts: dict[str, float]) -> float:
     """Bytes per cycle one engine moves with this stream's packets."""
-    unit = _get(facts, "hbm.unit_bytes")
+    unit = param(facts, "hbm.unit_bytes")
     units = math.ceil(stream.packet_bytes / unit) + (0.5 if stream.packet_bytes % unit else 0.0)
-    per_packet = units * unit / _get(facts, "dma.engine_bytes_per_cycle") + _get(facts, "dma.packet_overhead_cycles")
+    per_packet = units * unit / param(facts, "dma.engine_bytes_per_cycle") + param(facts, "dma.packet_overhead_cycles")
     # consecutive packets of a multi-slice stream alternate DMNs, which doubles the DMN's cap
-    return min(stream.packet_bytes / per_packet, 2 * _get(facts, "noc.dmn_bytes_per_cycle"))
+    return min(stream.packet_bytes / per_packet, 2 * param(facts, "noc.dmn_bytes_per_cycle"))
 
 
 def predict(work: Workload, facts: dict[str, float]) -> float:
     """Predicted cycles of one kernel run."""
-    port = _get(facts, "noc.cluster_port_bytes_per_cycle") * _get(facts, "dma.interference_factor")
-    start, queued = _get(facts, "dma.start_cycles"), _get(facts, "dma.queued_start_cycles")
-    pass_cost = _get(facts, "pass.fixed_cycles") + PASS_LATENCY + _get(facts, "queue.handoff_cycles")
+    port = param(facts, "noc.cluster_port_bytes_per_cycle") * param(facts, "dma.interference_factor")
+    start, queued = param(facts, "dma.start_cycles"), param(facts, "dma.queued_start_cycles")
+    pass_cost = param(facts, "pass.fixed_cycles") + PASS_LATENCY + param(facts, "queue.handoff_cycles")
     total = sum(s.bytes_per_cluster for s in work.streams)
     stream = max(total / port, *(s.bytes_per_cluster / (s.engines * engine_rate(s, facts)) for s in work.streams))
     # every chunk boundary restarts the engines together; a queued command pays the chained start
     restarts = max(work.chunks - 1, 0) * queued
     chunk_time = stream / max(work.chunks, 1)
     ring, flits = work.head_switch
-    head = work.head_passes * pass_cost + ring * flits * _get(facts, "switch.cycles_per_ring_flit")
+    head = work.head_passes * pass_cost + ring * flits * param(facts, "switch.cycles_per_ring_flit")
     stall = max(0.0, head - work.depth * chunk_time)  # the stream waits once every buffer is full
     slices, reduce_flits = work.tail_reduce
-    reduce = 2 * slices + reduce_flits * (1 + slices * _get(facts, "reducer.throughput_factor"))
+    reduce = 2 * slices + reduce_flits * (1 + slices * param(facts, "reducer.throughput_factor"))
     tail = (work.chunk_compute + work.chunk_passes * pass_cost + work.tail_passes * pass_cost + reduce
             + work.tail_dmas * (start + 64))  # fmt: skip
-    return _get(facts, "kernel.launch_cycles") + start + stream + restarts + stall + tail
+    return param(facts, "kernel.launch_cycles") + start + stream + restarts + stall + tail
 
 
 def calibration(pairs: Sequence[tuple[float, float]]) -> float:

@@ -27,7 +27,7 @@ from agents.screener import Screener
 from agents.space import FAMILIES
 from chiplore.target import KernelSpec, Target
 from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion, content_sha
-from kg.repo.designs import add_design, best_of, register_kernel, set_best
+from kg.repo.designs import add_design, best_of, register_kernel, root_of, set_best, update_design
 from kg.repo.knowledge import record_activity
 from kg.repo.progress import pooled_cycles
 from kg.repo.runs import record_comparison
@@ -38,6 +38,7 @@ DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usual
 PATIENCE = 8  # proposals without an accepted change before a kernel stops
 TARGET_RATIO = 1.02  # stop a kernel once BEST is this close to the bound chiplore measured
 ARCHITECT_ROUND, REFINER_ROUND = 3, 2
+UNFINISHED = ["proposed", "queued", "measured"]  # between proposal and decision
 
 Event = Callable[[str, str], None]  # (kernel, message)
 
@@ -56,7 +57,7 @@ class OptimizeSummary(BaseModel):
 
 def unfinished(store: GraphStore) -> int:
     """Designs an interrupted run left between proposal and decision."""
-    rows = store.read("MATCH (d:DesignNode) WHERE d.status IN ['proposed', 'queued', 'measured'] RETURN count(d) AS n")
+    rows = store.read("MATCH (d:DesignNode) WHERE d.status IN $open RETURN count(d) AS n", {"open": UNFINISHED})
     return int(rows[0]["n"]) if rows else 0
 
 
@@ -141,9 +142,9 @@ def _open_kernel(store: GraphStore, target: Target, spec: KernelSpec, version: s
                  rules: list, activity: Activity, budget_s: float, seed: int) -> _Kernel:  # fmt: skip
     register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                   bound_cycles=spec.bound_cycles))  # fmt: skip
-    spent = store.read("MATCH (l:DeviceLedger {consumer: $k}) RETURN l.device_s AS s", {"k": spec.name})
-    runner = Runner(store, target, activity, budget_s=budget_s + (spent[0]["s"] if spent else 0.0),
-                    spent_s=spent[0]["s"] if spent else 0.0)  # fmt: skip
+    rows = store.read("MATCH (l:DeviceLedger {consumer: $k}) RETURN l.device_s AS s", {"k": spec.name})
+    spent = rows[0]["s"] if rows else 0.0  # earlier runs' time: this run gets `budget_s` on top
+    runner = Runner(store, target, activity, budget_s=budget_s + spent, spent_s=spent)
     ctx = Context(kernel=spec.name, family=FAMILIES[spec.name], knowledge=knowledge, version=version, seed=seed)
     return _Kernel(spec, ctx, runner, Screener(store, target, version, activity, rules))
 
@@ -177,7 +178,7 @@ def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
             set_best(store, spec.name, root_id)
         return
     if existing:
-        _update(store, root_id, status="queued")  # a root a killed or faulted run left unmeasured
+        update_design(store, root_id, status="queued")  # a root a killed or faulted run left unmeasured
     else:
         node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy="official", depth=0,
                           rationale="the vendor's official baseline", change="root", status="queued")  # fmt: skip
@@ -186,7 +187,7 @@ def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
     outcome = state.runner.run(spec.name, sha, source, version)
     if not outcome.ok or outcome.result.median_cycles is None:
         why = f"the baseline did not run: {outcome.result.status} {outcome.result.message}".strip()
-        _update(store, root_id, status="failed", reason=why)  # recorded; the next run measures it again
+        update_design(store, root_id, status="failed", reason=why)  # recorded; the next run measures it again
         raise KernelStopped(why)
     set_best(store, spec.name, root_id, status="accepted", measured_cycles=float(outcome.result.median_cycles))
     say(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
@@ -196,9 +197,8 @@ def _resume(store: GraphStore, state: _Kernel, version: str, say: Event) -> None
     """Finish every design a killed run left half-way, oldest first."""
     rows = store.read(
         "MATCH (d:DesignNode {kernel: $k})-[:HAS_VERSION]->(v:KernelVersion) "
-        "WHERE d.status IN ['proposed', 'queued', 'measured'] "
-        "RETURN d AS node, v.source AS source ORDER BY d.created_at, d.id",
-        {"k": state.spec.name},
+        "WHERE d.status IN $open RETURN d AS node, v.source AS source ORDER BY d.created_at, d.id",
+        {"k": state.spec.name, "open": UNFINISHED},
     )
     for row in rows:
         node = DesignNode.from_properties(row["node"])
@@ -214,7 +214,7 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: Proposal,
     node_id = design_id(spec.name, proposal.sha)
     if store.read("MATCH (d:DesignNode {id: $id}) RETURN d.id AS id", {"id": node_id}):
         return False  # the same source is never a new design
-    parent = best if proposal.role == "refiner" and best is not None else _root_of(store, spec.name)
+    parent = best if proposal.role == "refiner" and best is not None else root_of(store, spec.name)
     node = DesignNode(id=node_id, kernel=spec.name, role=proposal.role, policy=proposal.policy,
                       rationale=proposal.rationale, change=proposal.change, depth=(parent.depth + 1) if parent else 0,
                       params=proposal.params_json, predicted_cycles=proposal.predicted_cycles)  # fmt: skip
@@ -243,11 +243,11 @@ def _advance(store: GraphStore, state: _Kernel, version: str, node: DesignNode, 
             best.measured_cycles if best is not None else None,
         )
         if not verdict.passed:
-            _update(store, node.id, status="screened_out", reason=f"{verdict.check}: {verdict.detail}"[:500])
+            update_design(store, node.id, status="screened_out", reason=f"{verdict.check}: {verdict.detail}"[:500])
             say(spec.name, f"{node.id} screened out at {verdict.check}: {verdict.detail}")
             return False
         status = "queued"
-        _update(store, node.id, status=status)
+        update_design(store, node.id, status=status)
     if status == "queued":
         outcome = state.runner.run(spec.name, sha, source, version)
         result = outcome.result
@@ -255,10 +255,10 @@ def _advance(store: GraphStore, state: _Kernel, version: str, node: DesignNode, 
             why = "quarantined: faults deterministically" if outcome.quarantined else result.message or result.status
             if result.correctness is not None and not result.correctness.passed:
                 why = f"incorrect on the device: {result.correctness.message}"
-            _update(store, node.id, status="failed", reason=why[:500])
+            update_design(store, node.id, status="failed", reason=why[:500])
             say(spec.name, f"{node.id} failed: {why}")
             return False
-        _update(store, node.id, status="measured", measured_cycles=float(result.median_cycles))
+        update_design(store, node.id, status="measured", measured_cycles=float(result.median_cycles))
         node = node.model_copy(update={"measured_cycles": float(result.median_cycles)})
         status = "measured"
     return _judge(store, state, version, node, source, say)
@@ -296,16 +296,16 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
                          late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
         _record_comparison(store, state, node, best, verdict)
     # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
-    _update(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
+    update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
+    interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
     if verdict.decision == "accept":
-        why = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] ({verdict.method})"
+        why = f"{interval} ({verdict.method})"
         set_best(store, spec.name, node.id, status="accepted", reason=why,
                  measured_cycles=statistics.median(pooled_cycles(store, node.id)))  # fmt: skip
         say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
         return True
-    why = (f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] "
-           f"({verdict.method}, {verdict.decision})")  # fmt: skip
-    _update(store, node.id, status="rejected", reason=why)
+    why = f"{interval} ({verdict.method}, {verdict.decision})"
+    update_design(store, node.id, status="rejected", reason=why)
     say(spec.name, f"rejected {node.id}: {why}")
     return False
 
@@ -377,15 +377,6 @@ def _graded_runs(store: GraphStore, design: str) -> list[str]:
         {"id": design},
     )
     return [row["id"] for row in rows]
-
-
-def _root_of(store: GraphStore, kernel: str) -> DesignNode | None:
-    rows = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d AS node", {"k": kernel})
-    return DesignNode.from_properties(rows[0]["node"]) if rows else None
-
-
-def _update(store: GraphStore, design: str, **props: object) -> None:
-    store.write("MATCH (d:DesignNode {id: $id}) SET d += $props", {"id": design, "props": props})
 
 
 def _finish(store: GraphStore, activity: Activity, proposals: int, accepted: int) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agents.cost_model import DEFAULTS, engine_rate, predict
+from agents.cost_model import DEFAULTS, engine_rate, param, predict
 from agents.knowledge import Knowledge
 from agents.space.family import Family, Params
 from kg.models import content_sha
@@ -108,7 +108,7 @@ def _proposal(ctx: Context, p: Params, role: str, change: str) -> Proposal:
     facts = ctx.knowledge.facts
     work = ctx.family.workload(p, facts)
     main = max(work.streams, key=lambda s: s.bytes_per_cluster)
-    port = facts.get("noc.cluster_port_bytes_per_cycle", DEFAULTS["noc.cluster_port_bytes_per_cycle"])
+    port = param(facts, "noc.cluster_port_bytes_per_cycle")
     rate = engine_rate(main, facts)
     predicted = ctx.predicted(p)
     rationale = (

@@ -6,7 +6,6 @@ graph after a restart."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -14,11 +13,10 @@ from typing import Literal
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from chiplore.target import DeviceJob, DeviceResult, Target
-from kg.models import Activity, DeviceRun
-from kg.repo.runs import record_device_runs
+from kg.models import Activity
+from kg.repo.runs import device_run, record_device_runs
 from kg.store import GraphStore
 
-RETRYABLE = ("transient", "timeout", "fault")
 ATTEMPTS = 3
 
 
@@ -43,10 +41,6 @@ class Runner:
         self.store, self.target, self.activity = store, target, activity
         self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
 
-    @property
-    def left_s(self) -> float:
-        return self.budget_s - self.spent_s
-
     def run(self, kernel: str, sha: str, source: str, version: str, *,
             fixtures: Literal["graded", "smoke"] = "graded", repeats: int = 7) -> Outcome:  # fmt: skip
         job = DeviceJob(kernel=kernel, program=source, toolchain=version, fixtures=fixtures, repeats=repeats,
@@ -58,7 +52,7 @@ class Runner:
             if self.spent_s >= self.budget_s:
                 raise BudgetSpent(f"device budget of {self.budget_s:.0f} s spent")
             result = self._submit(job)
-            runs.append(self._record(job, sha, result, fixtures))
+            runs.append(self._record(job, sha, result))
             if result.status in ("fault", "timeout"):
                 faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)
             return result
@@ -90,19 +84,8 @@ class Runner:
             time.sleep(self.backoff_s * 2**backoff)
         return result
 
-    def _record(self, job: DeviceJob, sha: str, result: DeviceResult, fixtures: str) -> str:
+    def _record(self, job: DeviceJob, sha: str, result: DeviceResult) -> str:
         self.spent_s += result.device_s
-        run = DeviceRun(
-            id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
-            cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
-            status=_status(result), device_s=result.device_s, fixtures=fixtures,  # type: ignore[arg-type]
-            faults=[f.code for f in result.faults], toolchain=result.toolchain,
-        )  # fmt: skip
+        run = device_run(job, result)
         record_device_runs(self.store, [(run, sha)], activity=self.activity)
         return run.id
-
-
-def _status(result: DeviceResult) -> str:
-    if result.status == "ok":
-        return "incorrect" if result.correctness is not None and not result.correctness.passed else "ok"
-    return "timeout" if result.status == "timeout" else "fault"

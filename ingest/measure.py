@@ -19,10 +19,10 @@ from pydantic import BaseModel
 
 from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 from ingest.fits import FITS, Bench, Estimate, noise_sigma, run_fit
-from kg.models import Activity, DeviceRun, HardwareParam, KernelVersion, Measurement, content_sha
+from kg.models import Activity, HardwareParam, KernelVersion, Measurement, content_sha
 from kg.repo.knowledge import record_activity, record_measurement
 from kg.repo.nodes import upsert
-from kg.repo.runs import record_device_runs
+from kg.repo.runs import device_run, record_device_runs
 from kg.store import GraphStore
 from kg.timefmt import utc_now
 
@@ -95,12 +95,7 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
     def on_result(job: DeviceJob, result: DeviceResult) -> None:
         nonlocal spent
         spent += result.device_s
-        run = DeviceRun(
-            id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
-            cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
-            status=_run_status(result.status), device_s=result.device_s, fixtures="smoke",
-            faults=[f.code for f in result.faults], toolchain=result.toolchain,
-        )  # fmt: skip
+        run = device_run(job, result)
         version_node = KernelVersion(sha=content_sha(job.program), kernel=job.kernel, source=job.program,
                                      toolchain=version)  # fmt: skip
         upsert(store, [version_node])
@@ -199,10 +194,6 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
 
 def spend_limit_reached(spent: float, budget_s: float) -> bool:
     return spent >= budget_s
-
-
-def _run_status(status: str) -> str:
-    return {"ok": "ok", "timeout": "timeout"}.get(status, "fault")
 
 
 def _known(store: GraphStore, version: str, names: tuple[str, ...]) -> dict[str, float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 Params = dict[str, int]
@@ -53,10 +53,14 @@ class Workload:
     chunks: int
 
 
+def engines_text(engines: Iterable[int]) -> str:
+    """A list of DMA engines as the DSL writes it: `[0, 1, 4, 5]`."""
+    return "[" + ", ".join(map(str, engines)) + "]"
+
+
 def engine_list(per_cluster: int) -> str:
     """Engines 0.. of cluster 0 and 4.. of cluster 1, as the DSL writes them."""
-    engines = [*range(per_cluster), *range(4, 4 + per_cluster)]
-    return "[" + ", ".join(map(str, engines)) + "]"
+    return engines_text([*range(per_cluster), *range(4, 4 + per_cluster)])
 
 
 def packet_arg(p: Params) -> str:

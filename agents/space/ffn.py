@@ -11,7 +11,7 @@ Scales, whose short rows are slow per packet, get engines of their own beside th
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, all_reduce, packet_arg
+from agents.space.family import Family, Knob, Stream, Workload, all_reduce, engine_list, engines_text, packet_arg
 
 H, L = 3840, 15360
 UP_ROWS_PER_SLICE = 60  # L / 2 clusters / 128 row-groups
@@ -90,13 +90,9 @@ class FeedForward(Family):
         ur, dr = p["up_rows"], p["down_rows"]
         up_chunks, down_steps = UP_ROWS_PER_SLICE // ur, DOWN_ROWS_PER_SLICE // dr // 2
         n = p["engines"]
-        weights = [*range(n), *range(4, 4 + n)]
-        scales = [n, 4 + n]
+        weights, scales = engine_list(n), engines_text([n, 4 + n])  # scales on the next engine of each cluster
         widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-
-        def engines(values: list[int]) -> str:
-            return "[" + ", ".join(map(str, values)) + "]"
 
         def up_pass(codes: str, scale: str, acc: str) -> str:
             return (
@@ -136,13 +132,13 @@ class FeedForward(Family):
         def up_load(name: str, matrix: str) -> str:
             return (
                 f"        let {name}: dm<f4e2m1>{{..UGrid, elem: [L % 60 = {ur}, H % 1920]}} =\n"
-                f"            {matrix}_weight_packed.tile(L % 60, c * {ur}, {ur}).dma(engines = {engines(weights)}{packet_arg(p)});\n"
+                f"            {matrix}_weight_packed.tile(L % 60, c * {ur}, {ur}).dma(engines = {weights}{packet_arg(p)});\n"
             )
 
         def up_scale(name: str, matrix: str) -> str:
             return (
                 f"        let {name}_d: dm<f8e4m3>{{..UGrid, elem: [L % 60 = {ur}, H % 1920 / 16]}} =\n"
-                f"            {matrix}_weight_scale.tile(L % 60, c * {ur}, {ur}).dma(engines = {engines(scales)});\n"
+                f"            {matrix}_weight_scale.tile(L % 60, c * {ur}, {ur}).dma(engines = {scales});\n"
                 f"        let {name}: vrf<f32>{{..UGrid, elem: [L % 60 = {ur}, H % 1920 / 16]}} = sub({name}_d)\n"
                 f"            .fetch(time = [L % 60 = {ur}], packet = [H % 1920 / 16]).{widen}(f32).to_vrf();\n"
             )

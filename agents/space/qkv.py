@@ -9,7 +9,7 @@ operands). The input RMS scalar is dropped: the per-head norm that follows is sc
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, packet_arg
+from agents.space.family import Family, Knob, Stream, Workload, engines_text, packet_arg
 
 H, ROWS_PER_CLUSTER, HEAD = 3840, 4096, 256
 SLICES = 256
@@ -82,9 +82,8 @@ class QKVProjection(Family):
         kg = p["kgroups"]
         per_head = HEAD // rows
         crows = rows // p["chunks"]
-        half = p["engines"]
-        q_eng = "[" + ", ".join(str(e) for e in range(half)) + "]"
-        kv_eng = "[" + ", ".join(str(e) for e in range(4, 4 + half)) + "]"
+        q_eng = engines_text(range(p["engines"]))  # q rows land in cluster 0, k and v rows in cluster 1
+        kv_eng = engines_text(range(4, 4 + p["engines"]))
         widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         direct = bool(p["direct"])

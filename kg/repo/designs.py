@@ -54,13 +54,17 @@ def add_design(
     return design
 
 
-def set_design_status(store: GraphStore, design_id: str, status: DesignStatus) -> None:
+def update_design(store: GraphStore, design_id: str, **props: object) -> None:
+    """Set some of a design's properties (status, measured cycles, reason) in one statement."""
     rows = store.write(
-        "MATCH (d:DesignNode {id: $id}) SET d.status = $status RETURN d.id AS id",
-        {"id": design_id, "status": status},
+        "MATCH (d:DesignNode {id: $id}) SET d += $props RETURN d.id AS id", {"id": design_id, "props": props}
     )
     if not rows:
         raise KeyError(f"no design {design_id!r}")
+
+
+def set_design_status(store: GraphStore, design_id: str, status: DesignStatus) -> None:
+    update_design(store, design_id, status=status)
 
 
 def set_best(store: GraphStore, kernel: str, design_id: str, **props: object) -> None:
@@ -82,6 +86,11 @@ def best_of(store: GraphStore, kernel: str) -> DesignNode | None:
         "MATCH (:Kernel {name: $kernel})-[:BEST]->(d:DesignNode) RETURN d AS node",
         {"kernel": kernel},
     )
+    return DesignNode.from_properties(rows[0]["node"]) if rows else None
+
+
+def root_of(store: GraphStore, kernel: str) -> DesignNode | None:
+    rows = store.read("MATCH (:Kernel {name: $kernel})-[:ROOT]->(d:DesignNode) RETURN d AS node", {"kernel": kernel})
     return DesignNode.from_properties(rows[0]["node"]) if rows else None
 
 

@@ -7,6 +7,7 @@ import math
 from pydantic import BaseModel
 
 from kg.models import DesignNode
+from kg.repo.designs import best_of, root_of
 from kg.store import GraphStore
 
 Z95 = 1.96
@@ -97,8 +98,7 @@ def kernel_progress(store: GraphStore) -> list[KernelProgress]:
 
 def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict[str, list[DesignNode]], str | None]:
     """The kernel's root, each design's children (oldest first) and the id of BEST."""
-    root = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d AS node", {"k": kernel})
-    best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(d:DesignNode) RETURN d.id AS id", {"k": kernel})
+    best = best_of(store, kernel)
     children: dict[str, list[DesignNode]] = {}
     for row in store.read(
         "MATCH (c:DesignNode {kernel: $k})-[:CHILD_OF]->(p:DesignNode) RETURN p.id AS parent, c AS node "
@@ -106,8 +106,4 @@ def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict
         {"k": kernel},
     ):
         children.setdefault(row["parent"], []).append(DesignNode.from_properties(row["node"]))
-    return (
-        DesignNode.from_properties(root[0]["node"]) if root else None,
-        children,
-        best[0]["id"] if best else None,
-    )
+    return root_of(store, kernel), children, best.id if best else None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 
+from chiplore.target import DeviceJob, DeviceResult
 from kg.models import Activity, Comparison, DeviceRun, Screening
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore, batches
@@ -21,6 +23,22 @@ def record_screening(store: GraphStore, screening: Screening, *, activity: Activ
         ],
     )
     return screening
+
+
+def device_run(job: DeviceJob, result: DeviceResult) -> DeviceRun:
+    """The graph's record of one device job. The id is unique across processes: job ids restart
+    with every process's device session."""
+    if result.status == "ok":
+        failed = result.correctness is not None and not result.correctness.passed
+        status = "incorrect" if failed else "ok"
+    else:
+        status = "timeout" if result.status == "timeout" else "fault"
+    return DeviceRun(
+        id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
+        cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
+        status=status, device_s=result.device_s, fixtures=job.fixtures if job.fixtures == "graded" else "smoke",
+        faults=[f.code for f in result.faults], toolchain=result.toolchain,
+    )  # fmt: skip
 
 
 def record_device_run(store: GraphStore, run: DeviceRun, *, kernel_version: str, activity: Activity) -> DeviceRun:
