@@ -1,8 +1,9 @@
-"""What the loop knows of the chip, read from the graph: the current measurements of the active
-toolchain, capability flags derived from its legality rules, and the ids of the facts behind each
-value (a design CONSULTS them). A fact belongs to a version by its UNDER / HOLDS_UNDER link, not by
-the version it was first recorded under, so a fact an upgrade confirms keeps serving. Nothing here
-reads the target's internals."""
+"""What the loop knows of the chip, read from the graph: the measurements of a toolchain version (or,
+for what an upgrade has not re-checked yet, the last value known, flagged stale), capability flags
+derived from its legality rules, and the ids of the facts behind each value (a design CONSULTS them).
+A fact belongs to a version by its UNDER / HOLDS_UNDER link, not by the version it was first
+recorded under, so a fact an upgrade confirms keeps serving. Nothing here reads the target's
+internals."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class Knowledge:
     version: str
     facts: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict)  # fact key -> graph fact id
+    stale: frozenset[str] = frozenset()  # values an upgrade has not re-checked: the old version's
 
     @property
     def noise_sigma(self) -> float:
@@ -39,14 +41,25 @@ def read_knowledge(store: GraphStore, version: str) -> Knowledge:
     facts: dict[str, float] = {}
     sources: dict[str, str] = {}
     for row in store.read(
-        "MATCH (m:Measurement {status: 'current'})-[:UNDER]->(:Toolchain {version: $version}) "
+        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $version}) WHERE m.status <> 'refuted' "
         "RETURN m.param AS param, m.value AS value, m.fact_id AS fact ORDER BY m.measured_at, m.id",
         {"version": version},
     ):  # the latest measurement of a parameter wins
         facts[row["param"]] = float(row["value"])
         sources[row["param"]] = row["fact"]
+    stale: set[str] = set()
+    for row in store.read(  # an upgrade's budget may leave some unchecked: the last value known serves, flagged
+        "MATCH (now:Toolchain {version: $version}) MATCH (m:Measurement {status: 'stale'})-[:UNDER]->(t:Toolchain) "
+        "WHERE t.target = now.target AND t.ordinal < now.ordinal "
+        "RETURN m.param AS param, m.value AS value, m.fact_id AS fact ORDER BY t.ordinal, m.measured_at, m.id",
+        {"version": version},
+    ):
+        if row["param"] not in facts or row["param"] in stale:
+            facts[row["param"]] = float(row["value"])
+            sources[row["param"]] = row["fact"]
+            stale.add(row["param"])
     rules = store.read(
-        "MATCH (r:LegalityRule {status: 'current'})-[:HOLDS_UNDER]->(:Toolchain {version: $version}) "
+        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $version}) WHERE r.status <> 'refuted' "
         "RETURN r.key AS key, r.predicate AS predicate, r.fact_id AS fact ORDER BY r.id",
         {"version": version},
     )
@@ -69,13 +82,13 @@ def read_knowledge(store: GraphStore, version: str) -> Knowledge:
             sources.setdefault(f"vocab.{name}", fact)
         for dtype, fact in refused_streams.items():
             sources.setdefault(f"contract.{dtype}", fact)
-    return Knowledge(version=version, facts=facts, sources=sources)
+    return Knowledge(version=version, facts=facts, sources=sources, stale=frozenset(stale))
 
 
 def rule_predicates(store: GraphStore, version: str) -> list[tuple[str, str, dict[str, object]]]:
     """(fact id, diagnostic code, predicate) of every rule in force: what the screener checks."""
     rows = store.read(
-        "MATCH (r:LegalityRule {status: 'current'})-[:HOLDS_UNDER]->(:Toolchain {version: $version}) "
+        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $version}) WHERE r.status <> 'refuted' "
         "RETURN r.fact_id AS fact, r.code AS code, r.predicate AS predicate ORDER BY r.id",
         {"version": version},
     )

@@ -22,6 +22,7 @@ from agents.cost_model import calibration
 from agents.judge import AB_REPEATS, LATE_STEP, Verdict, decide
 from agents.knowledge import Knowledge, read_knowledge, rule_predicates
 from agents.policies import BuiltinArchitect, BuiltinRefiner, Context, Policy, Proposal
+from agents.repair import repair
 from agents.runner import BudgetSpent, Runner
 from agents.screener import Screener
 from agents.space import FAMILIES
@@ -103,7 +104,8 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
             _root(store, state, version, say)
             _resume(store, state, version, say)
             # a resumed run keeps the schedule: whole designs only until the architect has had its round
-            role_round = 1 if _count(store, name, "d.role = 'architect'") else 0
+            # (per toolchain: a new version's knowledge may open whole new designs)
+            role_round = 1 if _architected(store, name, version) else 0
             state.since_accept = _count(store, name, "d.status <> 'accepted' AND d.created_at > $last",
                                         last=_last_accept(store, name))  # fmt: skip
             while True:
@@ -167,21 +169,30 @@ def _refresh(store: GraphStore, state: _Kernel) -> Context:
 
 
 def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
-    """The official baseline is the tree's root and the first BEST, once measured."""
-    spec = state.spec
-    source = spec.baseline_source
-    sha = content_sha(source)
-    root_id = design_id(spec.name, sha)
-    existing = store.read("MATCH (d:DesignNode {id: $id}) RETURN d AS node", {"id": root_id})
-    if existing and DesignNode.from_properties(existing[0]["node"]).status == "accepted":
+    """The official baseline is the tree's root and the first BEST, once measured. Written for
+    another toolchain, it is ported first, from the compiler's diagnostics."""
+    spec, check = state.spec, state.runner.target.check
+    root = root_of(store, spec.name)
+    if root is not None and root.status == "accepted":
         if best_of(store, spec.name) is None:
-            set_best(store, spec.name, root_id)
+            set_best(store, spec.name, root.id)
         return
-    if existing:
-        update_design(store, root_id, status="queued")  # a root a killed or faulted run left unmeasured
+    if root is not None:  # a root a killed or faulted run left unmeasured
+        root_id = root.id
+        source = store.read("MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s",
+                            {"id": root_id})[0]["s"]  # fmt: skip
+        sha = content_sha(source)
+        update_design(store, root_id, status="queued")
     else:
+        source, change = spec.baseline_source, "root"
+        if not check(source, version).ok:
+            fixed = repair(source, version, check)
+            if fixed.ok:
+                source, change = fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}"
+        sha = content_sha(source)
+        root_id = design_id(spec.name, sha)
         node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy="official", depth=0,
-                          rationale="the vendor's official baseline", change="root", status="queued")  # fmt: skip
+                          rationale="the vendor's official baseline", change=change, status="queued")  # fmt: skip
         add_design(store, node, version=KernelVersion(sha=sha, kernel=spec.name, source=source, toolchain=version),
                    parent=None, activity=state.runner.activity)  # fmt: skip
     outcome = state.runner.run(spec.name, sha, source, version)
@@ -296,12 +307,12 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
                          late=_late(store, spec.name), run_pair=run_pair)  # fmt: skip
         _record_comparison(store, state, node, best, verdict)
     # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
-    update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id)))
+    update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, version)))
     interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
     if verdict.decision == "accept":
         why = f"{interval} ({verdict.method})"
         set_best(store, spec.name, node.id, status="accepted", reason=why,
-                 measured_cycles=statistics.median(pooled_cycles(store, node.id)))  # fmt: skip
+                 measured_cycles=statistics.median(pooled_cycles(store, node.id, version)))  # fmt: skip
         say(spec.name, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
         return True
     why = f"{interval} ({verdict.method}, {verdict.decision})"
@@ -327,6 +338,15 @@ def _count(store: GraphStore, kernel: str, where: str, **params: object) -> int:
     query = f"MATCH (d:DesignNode {{kernel: $k}}) WHERE {where} RETURN count(d) AS n"
     rows = store.read(query, {"k": kernel, **params})
     return int(rows[0]["n"]) if rows else 0
+
+
+def _architected(store: GraphStore, kernel: str, version: str) -> bool:
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k, role: 'architect'})-[:HAS_VERSION]->(:KernelVersion {toolchain: $v}) "
+        "RETURN count(d) AS n",
+        {"k": kernel, "v": version},
+    )
+    return bool(rows and rows[0]["n"])
 
 
 def _last_accept(store: GraphStore, kernel: str) -> str:

@@ -1,4 +1,4 @@
-"""The `chiplore` command line: init, status, learn, optimize, tree, query, cypher, db check."""
+"""The `chiplore` command line: init, status, learn, optimize, tree, toolchain, query, cypher, db check."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ import queries as named_queries
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
 from agents.loop import PATIENCE, TARGET_RATIO, unfinished
 from agents.loop import optimize as optimize_kernels
+from agents.upgrade import UpgradeSummary
+from agents.upgrade import upgrade as upgrade_toolchain
 from chiplore import __version__
 from chiplore.app import App, open_target
 from chiplore.errors import ChiploreError, ConfigError
@@ -32,7 +34,7 @@ from ingest.learn import learn as learn_chip
 from kg.models import DesignNode
 from kg.repo.overview import overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
-from kg.repo.targets import active_toolchain, register_target
+from kg.repo.targets import active_toolchain, register_target, toolchains
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -359,6 +361,74 @@ def cypher(app: App, text: str, params: tuple[str, ...], as_json: bool) -> None:
     with app.open_store() as store:
         rows = store.read(text, parse_params(params))
     print_records(console, rows, as_json=as_json)
+
+
+@main.group()
+def toolchain() -> None:
+    """The target's toolchain versions: list them, upgrade the graph to a newer one."""
+
+
+@toolchain.command("list")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def toolchain_list(app: App, as_json: bool) -> None:
+    """The toolchain versions the graph knows, oldest first, and which is active."""
+    target = open_target(app.settings)
+    with app.open_store() as store:
+        rows = toolchains(store, target.name)
+    print_records(console, rows, as_json=as_json)
+
+
+@toolchain.command("upgrade")
+@click.argument("version")
+@store_options
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=None,
+              help="Device seconds for re-measuring and re-validating [default: 20 % of what learning the "
+                   "current version took].")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def toolchain_upgrade(app: App, version: str, budget_s: float | None, as_json: bool) -> None:
+    """Move the graph to toolchain VERSION: stale facts re-checked, rules re-probed, kernels re-validated."""
+    target = open_target(app.settings)
+    with app.open_store() as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+
+        def say(message: str) -> None:
+            if not as_json:
+                err_console.print(message)
+
+        summary = upgrade_toolchain(store, target, version, budget_s=budget_s, on_event=say)
+    if as_json:
+        click.echo(to_json(summary.model_dump()))
+        return
+    print_upgrade(summary)
+
+
+def print_upgrade(summary: UpgradeSummary) -> None:
+    head = f"{summary.target} {summary.from_version} -> {summary.to_version}"
+    if summary.already_done:
+        console.print(f"[green]already upgraded[/green] {head}: nothing changed (the first run's summary follows)")
+    else:
+        console.print(f"[green]upgraded[/green] {head}")
+    rules, measured = summary.rules, summary.measurements
+    console.print(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, "
+                  f"{rules.new} new")  # fmt: skip
+    if measured is not None:
+        changed = [r for r in measured.rechecks if r.outcome == "changed"]
+        console.print(f"measurements: {len(measured.rechecks) - len(changed)} confirmed, {len(changed)} changed, "
+                      f"{len(measured.probes_skipped)} probe(s) left stale (over the budget)")  # fmt: skip
+        for r in changed:
+            console.print(f"  {r.param}: {r.before:,.4g} [{r.before_ci[0]:,.4g}, {r.before_ci[1]:,.4g}] -> "
+                          f"{r.after:,.4g} [{r.after_ci[0]:,.4g}, {r.after_ci[1]:,.4g}]")  # fmt: skip
+    table = Table("kernel", "design", "outcome", "cycles before", "cycles after", "detail")
+    for k in summary.kernels:
+        table.add_row(k.kernel, f"{k.role} {k.design[:10]}", k.outcome,
+                      f"{k.cycles_before:,.0f}" if k.cycles_before else "-",
+                      f"{k.cycles_after:,.0f}" if k.cycles_after else "-", escape(k.detail[:80]))  # fmt: skip
+    if summary.kernels:
+        console.print(table)
+    console.print(f"{summary.flagged_designs} design(s) flagged; {summary.device_s:.0f} of {summary.budget_s:.0f} "
+                  f"device-s")  # fmt: skip
 
 
 @main.group()

@@ -87,6 +87,8 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
         identifier = claim_id(chunk, claim)
         if identifier in existing:  # the same paragraph in an earlier version: it holds here too
             link(store, [Link(Ref("Claim", identifier), "UNDER", toolchain)])
+            store.write("MATCH (c:Claim {id: $id}) WHERE c.status = 'stale' SET c.status = 'current'",
+                        {"id": identifier})  # fmt: skip
             continue
         record_claim(
             store,

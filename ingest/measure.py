@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
-from ingest.fits import FITS, Bench, Estimate, noise_sigma, run_fit
+from ingest.fits import FITS, Bench, Estimate, Fit, noise_sigma, run_fit
 from kg.models import Activity, HardwareParam, KernelVersion, Measurement, content_sha
 from kg.repo.knowledge import record_activity, record_measurement
 from kg.repo.nodes import upsert
@@ -76,6 +76,42 @@ class MeasureSummary(BaseModel):
     device_s: float
 
 
+class ProbeRecorder:
+    """Every device result of a probe run into the graph, as it comes: its KernelVersion and
+    DeviceRun, under one runner activity (recorded with the first result, so a run that does
+    nothing adds nothing). Keeps what the noise estimate and the fits' provenance need."""
+
+    def __init__(self, store: GraphStore, version: str, activity: Activity, spent_s: float = 0.0) -> None:
+        self.store, self.version, self.activity = store, version, activity
+        self.spent = spent_s
+        self.started = False
+        self.runs: list[str] = []  # of the probe now running
+        self.every_job: list[tuple[str, np.ndarray]] = []  # (run id, timed cycles) of the noise runs
+        self.noise_jobs: dict[DeviceJob, float] = {}  # every job run, by its median: the longest measures the noise
+
+    def begin(self) -> None:
+        if not self.started:
+            record_activity(self.store, self.activity)
+            self.started = True
+
+    def __call__(self, job: DeviceJob, result: DeviceResult) -> None:
+        self.spent += result.device_s
+        run = device_run(job, result)
+        version_node = KernelVersion(sha=content_sha(job.program), kernel=job.kernel, source=job.program,
+                                     toolchain=self.version)  # fmt: skip
+        upsert(self.store, [version_node])
+        record_device_runs(self.store, [(run, version_node.sha)], activity=self.activity)
+        self.runs.append(run.id)
+        if run.status == "ok" and run.cycles:
+            self.every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
+            self.noise_jobs[job] = max(self.noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
+
+    def finish(self, failed: list[str]) -> None:
+        if self.started:
+            outcome = f"failed probes: {', '.join(failed)}" if failed else "ok"
+            upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
+
+
 def measure(store: GraphStore, target: Target, version: str, *, budget_s: float, repeats_scale: float = 0.25,
             rounds: int = 2, on_probe: Callable[[str, float], None] | None = None) -> MeasureSummary:  # fmt: skip
     """Run the target's microbenchmarks under `version` until the budget is spent.
@@ -83,35 +119,12 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
     `repeats_scale` and `rounds` make the sweeps leaner than the probes state (learning wants every
     parameter within 5 %, not 2 %, in a quarter of an hour of device time)."""
     probes = {p.id: p for p in target.microbenchmarks()}
-    activity = Activity(id=f"runner-{uuid.uuid4().hex[:12]}", role="runner", policy="builtin")
-    started = False  # the activity is recorded with the first probe that runs: a run that does nothing adds nothing
+    recorder = ProbeRecorder(store, version, Activity(id=f"runner-{uuid.uuid4().hex[:12]}", role="runner",
+                                                  policy="builtin"))  # fmt: skip
     measured = {row["p"] for row in store.read(
-        "MATCH (m:Measurement {toolchain: $v}) RETURN DISTINCT m.param AS p", {"v": version})}  # fmt: skip
-    spent = 0.0
-    runs: list[str] = []
-    every_job: list[tuple[str, np.ndarray]] = []  # (run id, timed cycles) of the noise runs
-    noise_jobs: dict[DeviceJob, float] = {}  # every job run, by its median: the longest measures the noise
-
-    def on_result(job: DeviceJob, result: DeviceResult) -> None:
-        nonlocal spent
-        spent += result.device_s
-        run = device_run(job, result)
-        version_node = KernelVersion(sha=content_sha(job.program), kernel=job.kernel, source=job.program,
-                                     toolchain=version)  # fmt: skip
-        upsert(store, [version_node])
-        record_device_runs(store, [(run, version_node.sha)], activity=activity)
-        runs.append(run.id)
-        if run.status == "ok" and run.cycles:
-            every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
-            noise_jobs[job] = max(noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
-
-    def begin() -> None:  # the activity is recorded with the first device work of this run
-        nonlocal started
-        if not started:
-            record_activity(store, activity)
-            started = True
-
-    bench = Bench(target, on_result=on_result)
+        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) RETURN DISTINCT m.param AS p",
+        {"v": version})}  # fmt: skip
+    bench = Bench(target, on_result=recorder)
     given: dict[str, float] = {}
     ran, skipped, failed = 0, [], []
     written = confirmed = contradicted = 0
@@ -122,18 +135,14 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             continue
         if keys and all(key in measured for key in keys):
             skipped.append(probe_id)
-            given |= _known(store, version, spec.params)
+            given |= known_values(store, version, spec.params)
             continue
-        if spend_limit_reached(spent, budget_s):
+        if spend_limit_reached(recorder.spent, budget_s):
             skipped.append(probe_id)
             continue
-        begin()
-        runs.clear()
-        before = spent
-        try:
-            estimates = run_fit(spec, probe, version, bench, given,
-                                repeats=max(3, round(probe.repeats * repeats_scale)), rounds=rounds)  # fmt: skip
-        except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
+        before = recorder.spent
+        estimates = run_probe(recorder, spec, probe, version, bench, given, repeats_scale, rounds)
+        if estimates is None:
             failed.append(probe_id)
             continue
         ran += 1
@@ -141,45 +150,21 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         for name, estimate in estimates.items():
             if name not in PARAMS:
                 continue
-            outcome = _record(store, target.name, version, probe, spec.probe, name, estimate, list(runs), activity)
+            outcome = record_estimate(store, target.name, version, probe, spec.probe, name, estimate,
+                                      list(recorder.runs), recorder.activity)  # fmt: skip
             written += 1
             confirmed += outcome[0]
             contradicted += outcome[1]
         if on_probe is not None:
-            on_probe(probe_id, spent - before)
-    if NOISE[0] not in measured and not spend_limit_reached(spent, budget_s):
-        # The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
-        # first point when nothing ran this time), in jobs of fifty.
-        begin()
-        if noise_jobs:
-            longest = max(noise_jobs, key=lambda job: noise_jobs[job])
-        else:
-            first = next(iter(probes.values()))
-            longest = DeviceJob(kernel=first.kernel, program=first.instantiate(first.points[0], version),
-                                toolchain=version, fixtures="smoke", agent="harness")  # fmt: skip
-        every_job.clear()
-        runs.clear()
-        try:
-            for _ in range(NOISE_JOBS):
-                bench.run(longest.model_copy(update={"repeats": 50}))
-            spread = noise_sigma([[cycles for _, cycles in every_job]])
-        except ValueError:
+            on_probe(probe_id, recorder.spent - before)
+    if NOISE[0] not in measured and not spend_limit_reached(recorder.spent, budget_s):
+        spread = sample_noise(version, recorder, bench, probes)
+        if spread is None:
             failed.append("noise")
         else:
-            key, unit = NOISE
-            record_measurement(
-                store,
-                Measurement(id=content_sha(f"{target.name}|{version}|{key}|{'|'.join(runs)}")[:32], param=key,
-                            value=spread.value, ci_low=spread.low, ci_high=spread.high, n=len(every_job),
-                            fit="spread of log cycles around each job's median, outliers cut", unit=unit,
-                            toolchain=version),
-                param=HardwareParam(key=key, unit=unit, description="run-to-run noise (sigma of log cycles)"),
-                run_ids=list(runs), activity=activity, target=target.name,
-            )  # fmt: skip
+            record_noise(store, target.name, version, spread, recorder)
             written += 1
-    if started:
-        outcome = f"failed probes: {', '.join(failed)}" if failed else "ok"
-        upsert(store, [activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
+    recorder.finish(failed)
     return MeasureSummary(
         version=version,
         probes_run=ran,
@@ -188,22 +173,70 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         measurements=written,
         confirmed=confirmed,
         contradicted=contradicted,
-        device_s=spent,
+        device_s=recorder.spent,
     )
+
+
+def run_probe(recorder: ProbeRecorder, spec: Fit, probe: ProbeTemplate, version: str, bench: Bench,
+               given: dict[str, float], repeats_scale: float, rounds: int) -> dict[str, Estimate] | None:  # fmt: skip
+    """One probe's sweep and fit; None when it failed (a fault retries cannot clear, a refused program)."""
+    recorder.begin()
+    recorder.runs.clear()
+    try:
+        return run_fit(spec, probe, version, bench, given, repeats=max(3, round(probe.repeats * repeats_scale)),
+                       rounds=rounds)  # fmt: skip
+    except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
+        return None
+
+
+def sample_noise(version: str, recorder: ProbeRecorder, bench: Bench, probes: dict[str, ProbeTemplate],
+                 ) -> Estimate | None:  # fmt: skip
+    """The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
+    first point when nothing ran this time), in jobs of fifty. None when no job was long enough."""
+    recorder.begin()
+    if recorder.noise_jobs:
+        longest = max(recorder.noise_jobs, key=lambda job: recorder.noise_jobs[job])
+    else:
+        first = next(iter(probes.values()))
+        longest = DeviceJob(kernel=first.kernel, program=first.instantiate(first.points[0], version),
+                            toolchain=version, fixtures="smoke", agent="harness")  # fmt: skip
+    recorder.every_job.clear()
+    recorder.runs.clear()
+    try:
+        for _ in range(NOISE_JOBS):
+            bench.run(longest.model_copy(update={"repeats": 50}))
+        return noise_sigma([[cycles for _, cycles in recorder.every_job]])
+    except ValueError:
+        return None
+
+
+def record_noise(store: GraphStore, target: str, version: str, spread: Estimate, recorder: ProbeRecorder,
+                 ) -> Measurement:  # fmt: skip
+    key, unit = NOISE
+    runs = list(recorder.runs)
+    return record_measurement(
+        store,
+        Measurement(id=content_sha(f"{target}|{version}|{key}|{'|'.join(runs)}")[:32], param=key,
+                    value=spread.value, ci_low=spread.low, ci_high=spread.high, n=len(recorder.every_job),
+                    fit="spread of log cycles around each job's median, outliers cut", unit=unit, toolchain=version),
+        param=HardwareParam(key=key, unit=unit, description="run-to-run noise (sigma of log cycles)"),
+        run_ids=runs, activity=recorder.activity, target=target,
+    )  # fmt: skip
 
 
 def spend_limit_reached(spent: float, budget_s: float) -> bool:
     return spent >= budget_s
 
 
-def _known(store: GraphStore, version: str, names: tuple[str, ...]) -> dict[str, float]:
+def known_values(store: GraphStore, version: str, names: tuple[str, ...]) -> dict[str, float]:
     """Earlier measurements of these parameters, as givens for the fits that need them."""
     out = {}
     for name in names:
         if name not in PARAMS:
             continue
         rows = store.read(
-            "MATCH (m:Measurement {param: $p, toolchain: $v}) RETURN m.value AS value ORDER BY m.measured_at DESC",
+            "MATCH (m:Measurement {param: $p})-[:UNDER]->(:Toolchain {version: $v}) RETURN m.value AS value "
+            "ORDER BY m.measured_at DESC",
             {"p": PARAMS[name][0], "v": version},
         )
         if rows:
@@ -211,7 +244,7 @@ def _known(store: GraphStore, version: str, names: tuple[str, ...]) -> dict[str,
     return out
 
 
-def _record(store: GraphStore, target: str, version: str, probe: ProbeTemplate, fit_name: str, name: str,
+def record_estimate(store: GraphStore, target: str, version: str, probe: ProbeTemplate, fit_name: str, name: str,
             estimate: Estimate, run_ids: list[str], activity: Activity) -> tuple[int, int]:  # fmt: skip
     key, unit = PARAMS[name]
     claims = store.read(

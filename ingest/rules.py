@@ -2,8 +2,11 @@
 version and turn each diagnostic into a LegalityRule with a machine-checkable predicate, linked to
 the diagnostic, the probe program and the toolchain. Compiling is free: no device time.
 
-Ids are content hashes of what was learnt, so learning the same version again writes the same
-nodes; a rule whose predicate changes under a new version is a new rule.
+A rule is a fact about the compiler, not about one version: when a later version's probe draws the
+same diagnostic code with the same predicate, the existing rule gains a HOLDS_UNDER link (confirmed)
+instead of a twin. A rule whose predicate or code changes is a new rule; `reconcile_rules` links it
+to the one it SUPERSEDES (the same probe's rule under the version before) and retires old rules no
+probe finds any more.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from chiplore.target import CheckResult, Target
 from chiplore.target import Diagnostic as TargetDiagnostic
 from ingest.fits import largest_accepted
 from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
-from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, content_sha
-from kg.repo.knowledge import record_activity, record_rule
+from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain, content_sha
+from kg.repo.knowledge import confirm_rule, record_activity, record_rule
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore
 
@@ -52,17 +55,26 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         if stated is not None:
             predicate = {**predicate, "stated": stated}
         body = json.dumps({"quantity": key, **predicate}, sort_keys=True)
-        record_rule(
-            store,
-            LegalityRule(id=content_sha(f"{target.name}|{version}|{diagnostic.code}|{body}")[:32], key=key,
-                         code=diagnostic.code, predicate=body, description=diagnostic.message, toolchain=version),
-            diagnostic=Diagnostic(id=content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32],
-                                  code=diagnostic.code, severity=diagnostic.severity, message=diagnostic.message,
-                                  toolchain=version),
-            probe=ProbeProgram(sha=content_sha(source), source=source, purpose=purpose),
-            activity=activity,
-            target=target.name,
-        )  # fmt: skip
+        evidence = Diagnostic(id=content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32],
+                              code=diagnostic.code, severity=diagnostic.severity, message=diagnostic.message,
+                              toolchain=version)  # fmt: skip
+        program = ProbeProgram(sha=content_sha(source), source=source, purpose=purpose)
+        same = store.read(
+            "MATCH (r:LegalityRule {key: $key, code: $code, predicate: $body})"
+            "-[:HOLDS_UNDER]->(:Toolchain {target: $t}) RETURN r.id AS id ORDER BY r.id LIMIT 1",
+            {"key": key, "code": diagnostic.code, "body": body, "t": target.name},
+        )
+        if same:  # the rule an earlier version taught: it holds here too
+            confirm_rule(store, same[0]["id"], diagnostic=evidence, probe=program, target=target.name, version=version,
+                         slot=f"{key}|{purpose}")  # fmt: skip
+        else:
+            record_rule(
+                store,
+                LegalityRule(id=content_sha(f"{target.name}|{version}|{diagnostic.code}|{body}")[:32], key=key,
+                             code=diagnostic.code, predicate=body, description=diagnostic.message,
+                             probe=f"{key}|{purpose}", toolchain=version),
+                diagnostic=evidence, probe=program, activity=activity, target=target.name,
+            )  # fmt: skip
         rules += 1
 
     available: dict[str, bool] = {}
@@ -97,6 +109,36 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         limits[limit.key] = largest * limit.step + limit.frame
         record(limit.key, source, limit.purpose, diagnostic, {"op": "<=", "value": limits[limit.key]})
     return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits)
+
+
+class RuleChanges(BaseModel):
+    superseded: int  # old rules a changed rule replaced
+    retired: int  # old rules no probe finds under the new version
+
+
+def reconcile_rules(store: GraphStore, target: str, previous: str, version: str) -> RuleChanges:
+    """After probing `version`: link each new rule to the rule of the same probe it replaces under
+    `previous` (SUPERSEDES; the old one becomes `superseded`), and retire the old rules nothing
+    replaces. Idempotent: a second call finds nothing left to link."""
+    params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
+    superseded = store.write(
+        "MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) "
+        "WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
+        "MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
+        "WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) AND "
+        "CASE WHEN coalesce(o.probe, '') = '' THEN o.key ELSE o.probe END = "
+        "CASE WHEN coalesce(n.probe, '') = '' THEN n.key ELSE n.probe END AND NOT (n)-[:SUPERSEDES]->(o) "
+        "MERGE (n)-[:SUPERSEDES]->(o) SET o.status = 'superseded' RETURN count(*) AS n",
+        params,
+    )
+    retired = store.write(
+        "MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
+        "WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) AND NOT ()-[:SUPERSEDES]->(o) "
+        "AND o.status <> 'retired' SET o.status = 'retired' RETURN count(*) AS n",
+        params,
+    )
+    return RuleChanges(superseded=int(superseded[0]["n"]) if superseded else 0,
+                       retired=int(retired[0]["n"]) if retired else 0)  # fmt: skip
 
 
 def _bisect(limit: LimitProbe, names: Names, compile_: Callable[[str], CheckResult], version: str

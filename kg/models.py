@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
 from kg.timefmt import utc_now
 
-FactStatus = Literal["current", "stale", "refuted", "superseded"]
+FactStatus = Literal["current", "stale", "refuted", "superseded", "retired"]
 ToolchainStatus = Literal["active", "known", "stale"]
 DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
 RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
@@ -154,8 +154,9 @@ class LegalityRule(GraphNode):
     code: str
     predicate: str  # JSON, evaluated by the screener
     description: str = ""
+    probe: str = ""  # which probe found it ("<key>|<purpose>"): the rule it supersedes under a new toolchain
     status: FactStatus = "current"
-    toolchain: str
+    toolchain: str  # the version it was first derived under; HOLDS_UNDER links say where it holds
 
 
 class Kernel(GraphNode):
@@ -180,6 +181,7 @@ class DesignNode(GraphNode):
     predicted_cycles: float | None = None  # the graph's cost model, before any device run
     measured_cycles: float | None = None  # median of its graded device run
     reason: str = ""  # why it ended where it did: the failing screen, the fault, the judge's verdict
+    flagged: str = ""  # a toolchain upgrade changed facts it consulted: which, and under which version
     created_at: str = Field(default_factory=utc_now)
 
 
@@ -230,6 +232,48 @@ class Comparison(GraphNode):
     decided_at: str = Field(default_factory=utc_now)
 
 
+class Upgrade(GraphNode):
+    """One `chiplore toolchain upgrade`: its state (so a killed one resumes) and what it found."""
+
+    label: ClassVar[str] = "Upgrade"
+    id: str
+    target: str
+    from_version: str
+    to_version: str
+    status: Literal["running", "done"] = "running"
+    budget_s: float = Field(ge=0)
+    summary: str = ""  # JSON of the finished upgrade's summary
+    started_at: str = Field(default_factory=utc_now)
+    ended_at: str | None = None
+
+    @staticmethod
+    def id_of(target: str, from_version: str, to_version: str) -> str:
+        return f"{target}@{from_version}->{to_version}"
+
+
+class Revalidation(GraphNode):
+    """A kernel's BEST (or its baseline) checked again under a new toolchain: it still compiles and is
+    measured again, or it broke and was repaired (or could not be)."""
+
+    label: ClassVar[str] = "Revalidation"
+    id: str
+    kernel: str
+    design: str  # the design re-validated
+    role: Literal["best", "baseline"]
+    from_version: str
+    to_version: str
+    outcome: Literal["survived", "repaired", "broken"]
+    diagnostics: str = ""  # the new toolchain's errors on the old program
+    repaired_design: str | None = None
+    cycles_before: float | None = None  # under the old version
+    cycles_after: float | None = None  # under the new one (of the repaired program when repaired)
+    detail: str = ""
+
+    @staticmethod
+    def id_of(kernel: str, design: str, to_version: str) -> str:
+        return f"{kernel}:{design}@{to_version}"
+
+
 class Activity(GraphNode):
     label: ClassVar[str] = "Activity"
     id: str
@@ -248,6 +292,6 @@ NODE_MODELS: dict[str, type[GraphNode]] = {
     for model in (
         Target, Toolchain, DocPage, DocChunk, Concept, Claim, Check, HardwareParam, Measurement,
         ProbeProgram, Diagnostic, LegalityRule, Kernel, DesignNode, KernelVersion, Screening,
-        DeviceRun, Comparison, Activity,
+        DeviceRun, Comparison, Activity, Upgrade, Revalidation,
     )
 }  # fmt: skip

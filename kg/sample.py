@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from kg.models import (
     Activity,
+    Check,
     Claim,
     Comparison,
     Concept,
@@ -28,12 +29,14 @@ from kg.models import (
     LegalityRule,
     Measurement,
     ProbeProgram,
+    Revalidation,
     Screening,
     content_sha,
 )
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.repo.runs import record_device_runs
 from kg.repo.targets import register_target, set_active_toolchain
+from kg.repo.upgrades import record_revalidation
 from kg.schema import fact_id
 from kg.store import GraphStore
 from kg.timefmt import to_iso
@@ -106,15 +109,20 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 Link(Ref.to(concept), "MENTIONED_IN", Ref.to(chunk)),
                 Link(Ref.to(claim), "ABOUT", Ref.to(concept)),
                 Link(Ref.to(claim), "CITES", Ref.to(chunk)),
+                Link(Ref.to(claim), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
                 Link(Ref.to(claim), "CREATED_BY", Ref.to(librarian)),
             ]
 
-    # Microbenchmark runs and measurements under both versions; some contradict the docs.
+    # Microbenchmark runs and measurements, as an upgrade from OLD to NEW leaves them: most were
+    # confirmed (one node under both versions, with the check), one changed (the NEW measurement
+    # SUPERSEDES the OLD one), one is still stale (OLD only); some contradict the docs.
     probe_runs: list[tuple[DeviceRun, str]] = []
     for index, (param, unit) in enumerate(PARAMS):
         hardware = HardwareParam(key=param, unit=unit, description=f"measured {param}")
         nodes.append(hardware)
-        for version in (OLD, NEW):
+        changed, stale = index == 1, index == 3
+        previous: Measurement | None = None
+        for version in (OLD, NEW) if changed else (OLD,):
             sweep_source = f"// sweep of {param}\nkernel mb_{index} {{ repeat = 5 }}"
             sweep = KernelVersion(
                 sha=content_sha(f"{version}:{sweep_source}"),
@@ -122,7 +130,7 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 source=sweep_source,
                 toolchain=version,
             )
-            true_value = 100 + index * 7 + (9 if index % 2 else 0) + (3 if version == NEW and index == 1 else 0)
+            true_value = 100 + index * 7 + (9 if index % 2 else 0) + (3 if version == NEW and changed else 0)
             run = DeviceRun(
                 id=f"probe-run-{version}-{param}",
                 kernel="microbenchmark",
@@ -146,10 +154,9 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 fit="theil-sen",
                 unit=unit,
                 toolchain=version,
-                status="stale" if version == OLD and index == 1 else "current",
+                status="superseded" if changed and version == OLD else "stale" if stale else "current",
                 measured_at=clock.tick(),
             )
-            claim = next(c for c in claims_by_param[param] if c.toolchain == version)
             verdict = "CONTRADICTS" if index % 2 else "CONFIRMS"
             nodes += [sweep, measurement]
             probe_runs.append((run, sweep.sha))
@@ -157,16 +164,31 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 Link(Ref.to(measurement), "OF", Ref.to(hardware)),
                 Link(Ref.to(measurement), "FROM", Ref.to(run)),
                 Link(Ref.to(measurement), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
-                Link(Ref.to(measurement), verdict, Ref.to(claim)),
                 Link(Ref.to(measurement), "CREATED_BY", Ref.to(prober)),
             ]
+            links += [Link(Ref.to(measurement), verdict, Ref.to(c)) for c in claims_by_param[param]
+                      if c.toolchain == version or not changed]  # fmt: skip
+            if previous is not None:
+                links.append(Link(Ref.to(measurement), "SUPERSEDES", Ref.to(previous)))
+            elif not changed and not stale:
+                check = Check(id=f"check-{param}", method="measurement", verdict="confirms",
+                              detail=f"re-measured under {NEW}: {true_value + 0.25}")  # fmt: skip
+                nodes.append(check)
+                links += [
+                    Link(Ref.to(measurement), "UNDER", Ref("Toolchain", f"{TARGET}@{NEW}")),
+                    Link(Ref.to(measurement), "CHECKED_BY", Ref.to(check)),
+                    Link(Ref.to(check), "USED", Ref.to(run)),
+                ]
+            previous = measurement
 
-    # Legality rules: confirmed, changed, retired (old only) and new (new only).
+    # Legality rules as an upgrade leaves them: confirmed (one rule under both versions), changed
+    # (a NEW rule SUPERSEDES the OLD one), retired (OLD only) and new (NEW only).
     rules: list[LegalityRule] = []
     for index, code in enumerate(RULE_CODES):
-        versions = (OLD,) if index == 6 else (NEW,) if index == 7 else (OLD, NEW)
+        changed = index == 2
+        versions = (OLD,) if index == 6 else (NEW,) if index == 7 else (OLD, NEW) if changed else (OLD,)
         for version in versions:
-            limit = 4096 if not (version == NEW and index == 2) else 8192
+            limit = 4096 if not (version == NEW and changed) else 8192
             predicate = json.dumps({"op": "<=", "field": f"limit_{index}", "value": limit}, sort_keys=True)
             probe_source = f"// probe {code}\nkernel probe_{index} {{ limit = {limit + 1} }}"
             probe = ProbeProgram(sha=content_sha(probe_source), source=probe_source, purpose=f"push {code}")
@@ -177,24 +199,27 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
                 message=f"{code}: limit {limit}",
                 toolchain=version,
             )
+            status = "retired" if index == 6 else "superseded" if changed and version == OLD else "current"
             rule = LegalityRule(
                 id=f"rule-{version}-{code}",
                 key=f"rule.{code.lower()}",
                 code=code,
                 predicate=predicate,
                 description=f"limit {index} at most {limit}",
+                probe=f"rule.{code.lower()}|push {code}",
                 toolchain=version,
-                status="stale" if version == OLD and index == 6 else "current",
+                status=status,  # type: ignore[arg-type]
             )
             rules.append(rule)
             nodes += [probe, diagnostic, rule]
+            holds = (version,) if changed or index in (6, 7) else (OLD, NEW)
             links += [
                 Link(Ref.to(rule), "DERIVED_FROM", Ref.to(diagnostic)),
                 Link(Ref.to(diagnostic), "EMITTED_FOR", Ref.to(probe)),
-                Link(Ref.to(rule), "HOLDS_UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
                 Link(Ref.to(rule), "CREATED_BY", Ref.to(prober)),
             ]
-            if version == NEW and OLD in versions:
+            links += [Link(Ref.to(rule), "HOLDS_UNDER", Ref("Toolchain", f"{TARGET}@{v}")) for v in holds]
+            if changed and version == NEW:
                 links.append(Link(Ref.to(rule), "SUPERSEDES", Ref("LegalityRule", f"rule-{OLD}-{code}")))
 
     upsert(store, nodes)
@@ -211,6 +236,17 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
         "MATCH (d:DesignNode) WHERE d.id ENDS WITH '-d1' MATCH (f:Fact {fact_id: $fact}) MERGE (d)-[:CONSULTED]->(f)",
         {"fact": summary.consulted_fact},
     )
+    for index, kernel in enumerate(KERNELS):  # the upgrade re-validated each baseline: one survived, the rest repaired
+        root = f"{kernel}-d0"
+        repaired = f"{kernel}-d1" if index else None
+        record_revalidation(
+            store,
+            Revalidation(id=Revalidation.id_of(kernel, root, NEW), kernel=kernel, design=root, role="baseline",
+                         from_version=OLD, to_version=NEW, outcome="repaired" if repaired else "survived",
+                         repaired_design=repaired, cycles_before=100_000.0 + index, cycles_after=99_000.0 + index,
+                         detail="header -> 0.7.0" if repaired else ""),
+            activity=runner, target=TARGET,
+        )  # fmt: skip
     set_active_toolchain(store, TARGET, NEW)
     return summary
 

@@ -37,6 +37,8 @@ NODE_KEYS: dict[str, str] = {
     "DeviceLedger": "consumer",
     "Comparison": "id",
     "Activity": "id",
+    "Upgrade": "id",
+    "Revalidation": "id",
     "SchemaVersion": "name",
 }
 
@@ -66,6 +68,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("DeviceRun", "status"),
     ("Comparison", "kernel"),
     ("Activity", "role"),
+    ("Revalidation", "kernel"),
 )
 
 SCHEMA_NAME = "chiplore"
@@ -86,8 +89,15 @@ def _base_schema(store: GraphStore) -> None:
         store.ensure_index(label, prop)
 
 
+def _upgrade_schema(store: GraphStore) -> None:
+    store.ensure_unique("Upgrade", "id")
+    store.ensure_unique("Revalidation", "id")
+    store.ensure_index("Revalidation", "kernel")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "unique keys on every label, the Fact id, and hot-lookup indexes", _base_schema),
+    Migration(2, "toolchain upgrades and kernel re-validations", _upgrade_schema),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

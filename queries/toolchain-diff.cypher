@@ -1,33 +1,77 @@
 // name: toolchain-diff
 // params: from:str, to:str
-// description: What changed between two toolchain versions: rules (confirmed/changed/retired/new) and measurements.
-MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(t:Toolchain)
-WHERE t.version IN [$from, $to]
-WITH r.key AS key,
-     collect(CASE WHEN t.version = $from THEN r.predicate END) AS before,
-     collect(CASE WHEN t.version = $to THEN r.predicate END) AS after
-RETURN 'rule' AS kind, key,
-       CASE WHEN size(before) = 0 THEN 'new'
-            WHEN size(after) = 0 THEN 'retired'
-            WHEN before[0] = after[0] THEN 'confirmed'
-            ELSE 'changed' END AS change,
-       before[0] AS before, after[0] AS after, null AS before_ci, null AS after_ci
-ORDER BY key
+// description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after).
+MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+MATCH (r)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
+RETURN 'rule' AS kind, r.key AS key, 'confirmed' AS change, r.code + ' ' + r.predicate AS before,
+       r.code + ' ' + r.predicate AS after, null AS before_ci, null AS after_ci, r.description AS detail
+ORDER BY key, before, after, detail
 UNION ALL
-MATCH (m:Measurement)-[:UNDER]->(t:Toolchain)
-WHERE t.version IN [$from, $to] AND m.status <> 'refuted'
-WITH m.param AS key, t.version AS version, m
-ORDER BY m.measured_at DESC
-WITH key,
-     collect(CASE WHEN version = $from THEN m END) AS before,
-     collect(CASE WHEN version = $to THEN m END) AS after
-RETURN 'measurement' AS kind, key,
-       CASE WHEN size(before) = 0 THEN 'new'
-            WHEN size(after) = 0 THEN 'unmeasured'
-            WHEN before[0].id = after[0].id THEN 'confirmed'
-            WHEN after[0].ci_low <= before[0].value AND before[0].value <= after[0].ci_high THEN 'confirmed'
-            ELSE 'changed' END AS change,
-       before[0].value AS before, after[0].value AS after,
-       CASE WHEN size(before) = 0 THEN null ELSE [before[0].ci_low, before[0].ci_high] END AS before_ci,
-       CASE WHEN size(after) = 0 THEN null ELSE [after[0].ci_low, after[0].ci_high] END AS after_ci
-ORDER BY key
+MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
+MATCH (n)-[:SUPERSEDES]->(o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+RETURN 'rule' AS kind, n.key AS key, 'changed' AS change, o.code + ' ' + o.predicate AS before,
+       n.code + ' ' + n.predicate AS after, null AS before_ci, null AS after_ci, n.description AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {version: $to}) AND o.status = 'retired'
+RETURN 'rule' AS kind, o.key AS key, 'retired' AS change, o.code + ' ' + o.predicate AS before, null AS after,
+       null AS before_ci, null AS after_ci, o.description AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
+WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:LegalityRule)
+RETURN 'rule' AS kind, n.key AS key, 'new' AS change, null AS before, n.code + ' ' + n.predicate AS after,
+       null AS before_ci, null AS after_ci, n.description AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $from})
+MATCH (m)-[:UNDER]->(:Toolchain {version: $to})
+OPTIONAL MATCH (m)-[:CHECKED_BY]->(c:Check {method: 'measurement'})
+WITH m, c ORDER BY c.id
+WITH m, collect(c.detail) AS checks
+RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS before, m.value AS after,
+       [m.ci_low, m.ci_high] AS before_ci, [m.ci_low, m.ci_high] AS after_ci,
+       CASE WHEN size(checks) = 0 THEN 'holds under both' ELSE checks[0] END AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (n:Measurement)-[:UNDER]->(:Toolchain {version: $to})
+MATCH (n)-[:SUPERSEDES]->(o:Measurement)-[:UNDER]->(:Toolchain {version: $from})
+RETURN 'measurement' AS kind, n.param AS key, 'changed' AS change, o.value AS before, n.value AS after,
+       [o.ci_low, o.ci_high] AS before_ci, [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (o:Measurement {status: 'stale'})-[:UNDER]->(:Toolchain {version: $from})
+RETURN 'measurement' AS kind, o.param AS key, 'stale' AS change, o.value AS before, null AS after,
+       [o.ci_low, o.ci_high] AS before_ci, null AS after_ci, 'not re-measured yet: the old value serves' AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (n:Measurement)-[:UNDER]->(:Toolchain {version: $to})
+WHERE NOT (n)-[:UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:Measurement)
+RETURN 'measurement' AS kind, n.param AS key, 'new' AS change, null AS before, n.value AS after, null AS before_ci,
+       [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $to})
+WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $from})
+OPTIONAL MATCH (e)-[v:CONFIRMS|CONTRADICTS]->(c)
+WITH c, collect(DISTINCT type(v)) AS verdicts
+RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'new' AS change, null AS before, c.text AS after,
+       null AS before_ci, null AS after_ci,
+       CASE WHEN 'CONTRADICTS' IN verdicts THEN 'contradicted' WHEN 'CONFIRMS' IN verdicts THEN 'confirmed'
+            ELSE 'unchecked' END AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $from})
+WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $to})
+RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'dropped' AS change, c.text AS before, null AS after,
+       null AS before_ci, null AS after_ci, 'the new docs no longer say it' AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (v:Revalidation {from_version: $from, to_version: $to})
+RETURN 'kernel' AS kind, v.kernel + ' ' + v.role AS key, v.outcome AS change, v.cycles_before AS before,
+       v.cycles_after AS after, null AS before_ci, null AS after_ci,
+       CASE WHEN v.repaired_design IS NULL THEN v.detail
+            ELSE v.detail + ' -> ' + v.repaired_design END AS detail
+ORDER BY key, before, after, detail

@@ -115,12 +115,13 @@ class Family(ABC):
 
     def neighbours(self, p: Params, facts: Facts) -> Iterator[Params]:
         """Valid settings one knob step away: what the refiner tries next to the best."""
+        full = {**{knob.name: knob.values[0] for knob in self.knobs}, **p}  # a knob added since: its first value
         for knob in self.knobs:
-            index = knob.values.index(p[knob.name]) if p[knob.name] in knob.values else None
-            if index is None:
+            if full[knob.name] not in knob.values:
                 continue
+            index = knob.values.index(full[knob.name])
             for step in (-1, 1):
                 if 0 <= index + step < len(knob.values):
-                    q = {**p, knob.name: knob.values[index + step]}
+                    q = {**full, knob.name: knob.values[index + step]}
                     if self.valid(q, facts):
                         yield q

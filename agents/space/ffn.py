@@ -4,8 +4,9 @@ scales), GeGLU, down, post-norm, residual and layer scalar.
 up/gate: each cluster takes half of L, its 256 slices are 128 row-groups of 60 rows x 2 k-groups
 of 1920; the stream carries both matrices in chunks of `up_rows` rows per slice. down: each cluster
 takes half of H, 15 row-groups of 128 rows x 16 k-groups of 960 of L, two chunks of `down_rows`
-rows per loop step so their block scales alternate between two VRFs. f4 codes are widened in the
-fetch adapter on the way into the contraction; block scales are applied by the vector engine.
+rows per loop step so their block scales alternate between two VRFs. f4 codes are widened to f8 in
+the fetch adapter on the way into the contraction, or contracted as they are (`direct`, where the
+rules say a contraction takes an f4 stream); block scales are applied by the vector engine.
 Scales, whose short rows are slow per packet, get engines of their own beside the weights'.
 """
 
@@ -28,12 +29,15 @@ class FeedForward(Family):
         Knob("engines", (1, 2)),  # engine 3 of each cluster fetches the down scales
         # the weights' DMA packet: 0 = the longest contiguous run (the compiler's choice), else smaller
         Knob("packet", (0, 256, 128)),
+        Knob("direct", (0, 1)),  # 1: f4 codes straight into the contraction, no decode in the fetch adapter
     )
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
         up_chunks = UP_ROWS_PER_SLICE // p["up_rows"]
         down_steps = DOWN_ROWS_PER_SLICE // p["down_rows"] // 2
         if UP_ROWS_PER_SLICE % p["up_rows"] or p["up_depth"] > up_chunks or p["down_depth"] > down_steps:
+            return False
+        if p.get("direct", 0) and facts.get("contract.f4_stream", 0.0) <= 0:
             return False
         return self.dm_bytes(p, facts) <= facts.get("dm.usable_bytes_per_slice", 480 * 1024)
 
@@ -43,7 +47,7 @@ class FeedForward(Family):
         return up + down + 60 * 4 * 2 + 128 * 4 + 16 * 1024
 
     def stream_dtypes(self, p: dict[str, int], facts: dict[str, float]) -> tuple[str, ...]:
-        return ("f8e4m3",)  # f4 codes widened to f8 in the fetch adapter
+        return ("f4e2m1",) if p.get("direct", 0) else ("f8e4m3",)  # else widened to f8 in the fetch adapter
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
         decode = facts.get("decode.f4_bytes_per_cycle", facts.get("decode.bytes_per_cycle", 1.6))
@@ -75,7 +79,8 @@ class FeedForward(Family):
                 ),
                 Stream(bytes_per_cluster=L * H / 16 / 2, packet_bytes=60, engines=1, commands=1, slices=240),
             ),
-            chunk_compute=chunk_bytes / decode,
+            # a direct contraction takes 64 f4 codes (32 B) a step; a decoded stream is paced by the decoder
+            chunk_compute=chunk_bytes / 32 if p.get("direct", 0) else chunk_bytes / decode,
             chunk_passes=4,
             head_passes=6,
             head_switch=(128, 1920 // 16),
@@ -93,12 +98,13 @@ class FeedForward(Family):
         weights, scales = engine_list(n), engines_text([n, 4 + n])  # scales on the next engine of each cluster
         widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
+        decode = "" if p.get("direct", 0) else "            .decode(f8e4m3)\n"
 
         def up_pass(codes: str, scale: str, acc: str) -> str:
             return (
                 f"        main({codes})\n"
                 f"            .fetch(time = [L % 60 = {ur}, H % 1920 / 64], packet = [H % 64])\n"
-                f"            .decode(f8e4m3)\n"
+                f"{decode}"
                 f"            .contract(trf = xs, reduce = [H % 16], fold = [H / 16 % 8])\n"
                 f"            .vector(mul(vrf = {scale}), sum_time([H % 1920 / 128]), sum_packet())\n"
                 f"            .transpose(time = [1], packet = [L % 60 = {ur}])\n"
@@ -109,7 +115,7 @@ class FeedForward(Family):
             return (
                 f"        main({codes})\n"
                 f"            .fetch(time = [H % 128 = {dr}, L % 960 / 64], packet = [L % 64])\n"
-                f"            .decode(f8e4m3)\n"
+                f"{decode}"
                 f"            .contract(trf = acts, reduce = [L % 16])\n"
                 f"            .vector(mul(vrf = {scale}), sum_time([L % 960 / 64]), sum_packet())\n"
                 f"            .transpose(time = [1], packet = [H % 128 = {dr}])\n"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from kg.models import (
     Activity,
+    Check,
     Claim,
     Concept,
     Diagnostic,
@@ -16,6 +17,7 @@ from kg.models import (
     Toolchain,
 )
 from kg.repo.nodes import Link, Ref, link, upsert
+from kg.schema import NODE_KEYS
 from kg.store import GraphStore
 
 
@@ -101,9 +103,52 @@ def record_rule(
     return rule
 
 
+def confirm_rule(store: GraphStore, rule_id: str, *, diagnostic: Diagnostic, probe: ProbeProgram, target: str,
+                 version: str, slot: str) -> None:  # fmt: skip
+    """A rule already known holds under `version` too: link it there, with the diagnostic that says so."""
+    upsert(store, [probe, diagnostic])
+    rule = Ref("LegalityRule", rule_id)
+    link(store, [
+        Link(rule, "DERIVED_FROM", Ref.to(diagnostic)),
+        Link(Ref.to(diagnostic), "EMITTED_FOR", Ref.to(probe)),
+        Link(rule, "HOLDS_UNDER", Ref("Toolchain", Toolchain.id_of(target, version))),
+    ])  # fmt: skip
+    store.write(
+        "MATCH (r:LegalityRule {id: $id}) "
+        "SET r.status = CASE WHEN r.status = 'stale' THEN 'current' ELSE r.status END, "
+        "r.probe = CASE WHEN coalesce(r.probe, '') = '' THEN $slot ELSE r.probe END",
+        {"id": rule_id, "slot": slot},
+    )
+
+
 def measurements_of(store: GraphStore, param: str) -> list[Measurement]:
     rows = store.read(
         "MATCH (m:Measurement {param: $param}) RETURN m AS node ORDER BY m.measured_at, m.id",
         {"param": param},
     )
     return [Measurement.from_properties(row["node"]) for row in rows]
+
+
+def confirm_measurement(store: GraphStore, measurement_id: str, *, check: Check, run_ids: Sequence[str],
+                        activity: Activity, target: str, version: str) -> None:  # fmt: skip
+    """A re-measurement under `version` agrees with a measurement: no twin is written; the measurement
+    holds under `version` too (UNDER), and the check with its runs says why."""
+    upsert(store, [check])
+    ref = Ref("Measurement", measurement_id)
+    links = [
+        Link(ref, "UNDER", Ref("Toolchain", Toolchain.id_of(target, version))),
+        Link(ref, "CHECKED_BY", Ref.to(check)),
+        Link(Ref.to(check), "CREATED_BY", Ref.to(activity)),
+    ]
+    links += [Link(Ref.to(check), "USED", Ref("DeviceRun", run)) for run in run_ids]
+    link(store, links)  # fmt: skip
+    store.write("MATCH (m:Measurement {id: $id}) WHERE m.status = 'stale' SET m.status = 'current'",
+                {"id": measurement_id})  # fmt: skip
+
+
+def supersede(store: GraphStore, label: str, new_key: str, old_key: str) -> None:
+    """`new` replaces `old` (a re-measurement outside the old interval, a changed rule)."""
+    link(store, [Link(Ref(label, new_key), "SUPERSEDES", Ref(label, old_key))])
+    if label not in ("Measurement", "LegalityRule", "Claim"):
+        raise ValueError(f"{label} facts are not superseded")
+    store.write(f"MATCH (n:{label} {{{NODE_KEYS[label]}: $key}}) SET n.status = 'superseded'", {"key": old_key})

@@ -39,28 +39,36 @@ def median_interval(samples: list[float]) -> tuple[float, float, float]:
     return mid, ordered[low], ordered[high]
 
 
-def pooled_cycles(store: GraphStore, design: str) -> list[float]:
-    """Every timed run of a design's program: cycles do not depend on the fixtures, and runs spread
-    over the campaign average out the device's slow drift that one job's median carries."""
+def pooled_cycles(store: GraphStore, design: str, version: str | None = None) -> list[float]:
+    """Every timed run of a design's program (under one toolchain version, when given: a new
+    toolchain changes the cycles): cycles do not depend on the fixtures, and runs spread over the
+    campaign average out the device's slow drift that one job's median carries."""
     rows = store.read(
         "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun {status: 'ok'}) "
-        "RETURN r.cycles AS cycles",
-        {"id": design},
+        "WHERE $version IS NULL OR r.toolchain = $version RETURN r.cycles AS cycles",
+        {"id": design, "version": version},
     )
     return [float(c) for row in rows for c in row["cycles"] or []]
 
 
 def kernel_progress(store: GraphStore) -> list[KernelProgress]:
+    """Each kernel under the active toolchain: BEST's runs under it, and the baseline as measured
+    under it (an upgrade re-validates the baseline; before any upgrade, the root's own runs)."""
+    active = store.read("MATCH (:Target)-[:ACTIVE]->(t:Toolchain) RETURN t.version AS v, t.id AS id LIMIT 1")
+    version = active[0]["v"] if active else None
     roof = store.read(
-        "MATCH (m:Measurement {param: 'noc.chip_bytes_per_cycle', status: 'current'}) "
+        "MATCH (m:Measurement {param: 'noc.chip_bytes_per_cycle'}) WHERE m.status IN ['current', 'stale'] "
         "RETURN m.value AS value ORDER BY m.measured_at DESC LIMIT 1"
     )
     out = []
     for row in store.read(
         "MATCH (k:Kernel) OPTIONAL MATCH (k)-[:ROOT]->(r:DesignNode) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
         "OPTIONAL MATCH (l:DeviceLedger {consumer: k.name}) "
+        "OPTIONAL MATCH (v:Revalidation {role: 'baseline'})-[:REVALIDATES]->(r) WHERE v.to_version = $v "
         "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, "
-        "r.measured_cycles AS baseline, b.id AS best, l.device_s AS device_s ORDER BY kernel"
+        "coalesce(v.cycles_after, r.measured_cycles) AS baseline, b.id AS best, l.device_s AS device_s "
+        "ORDER BY kernel",
+        {"v": version},
     ):
         statuses = {
             r["status"]: r["n"]
@@ -71,7 +79,7 @@ def kernel_progress(store: GraphStore) -> list[KernelProgress]:
         }
         best = low = high = None
         if row["best"] is not None:
-            samples = pooled_cycles(store, row["best"])
+            samples = pooled_cycles(store, row["best"], version) or pooled_cycles(store, row["best"])
             if samples:
                 best, low, high = median_interval(samples)
         measured_bound = row["weight_bytes"] / roof[0]["value"] if roof else None

@@ -63,6 +63,12 @@ def test_toolchain_diff_classifies_every_kind_of_rule_change(seeded: dict[str, A
     measurement_changes = {row["key"]: row["change"] for row in rows if row["kind"] == "measurement"}
     assert measurement_changes["dma_startup_cycles"] == "changed"
     assert measurement_changes["hbm_bytes_per_cycle"] == "confirmed"
+    assert measurement_changes["switch_bytes_per_cycle"] == "stale"
+    changed = next(row for row in rows if row["key"] == "dma_startup_cycles")
+    assert changed["after"] == changed["before"] + 3 and changed["before_ci"] and changed["after_ci"]
+    assert {row["change"] for row in rows if row["kind"] == "claim"} == {"new", "dropped"}
+    kernels = {row["key"]: row["change"] for row in rows if row["kind"] == "kernel"}
+    assert sorted(kernels.values()) == ["repaired", "repaired", "survived"]
 
 
 def test_best_lineage_walks_from_root_to_best(seeded: dict[str, Any]) -> None:

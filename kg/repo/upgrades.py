@@ -1,0 +1,98 @@
+"""Toolchain upgrades in the graph (DESIGN.md 6): the Upgrade node that carries one upgrade's state,
+the facts an upgrade leaves stale, and the kernels' re-validations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kg.models import Activity, Revalidation, Toolchain, Upgrade
+from kg.repo.nodes import Link, Ref, link, upsert
+from kg.store import GraphStore
+
+# Facts that belong to a version by a link (label, the link to the Toolchain).
+VERSIONED_FACTS = (("Measurement", "UNDER"), ("LegalityRule", "HOLDS_UNDER"), ("Claim", "UNDER"))
+
+
+def open_upgrade(store: GraphStore, upgrade: Upgrade) -> Upgrade:
+    """The upgrade's node, created once: a resumed upgrade keeps its start, budget and status."""
+    store.write(
+        "MERGE (u:Upgrade {id: $id}) ON CREATE SET u += $props",
+        {"id": upgrade.id, "props": upgrade.properties()},
+    )
+    link(store, [Link(Ref.to(upgrade), "UNDER", Ref("Toolchain", Toolchain.id_of(upgrade.target, upgrade.to_version)))])
+    return get_upgrade(store, upgrade.id) or upgrade
+
+
+def get_upgrade(store: GraphStore, upgrade_id: str) -> Upgrade | None:
+    rows = store.read("MATCH (u:Upgrade {id: $id}) RETURN u AS node", {"id": upgrade_id})
+    return Upgrade.from_properties(rows[0]["node"]) if rows else None
+
+
+def upgrade_to(store: GraphStore, target: str, version: str) -> Upgrade | None:
+    """The upgrade that made `version` active, if one did."""
+    rows = store.read(
+        "MATCH (u:Upgrade {target: $t, to_version: $v}) RETURN u AS node ORDER BY u.started_at DESC LIMIT 1",
+        {"t": target, "v": version},
+    )
+    return Upgrade.from_properties(rows[0]["node"]) if rows else None
+
+
+def finish_upgrade(store: GraphStore, upgrade_id: str, summary_json: str, ended_at: str) -> None:
+    store.write(
+        "MATCH (u:Upgrade {id: $id}) SET u.status = 'done', u.summary = $summary, u.ended_at = $ended",
+        {"id": upgrade_id, "summary": summary_json, "ended": ended_at},
+    )
+
+
+def mark_stale(store: GraphStore, target: str, previous: str, version: str) -> dict[str, int]:
+    """Current facts that hold under `previous` but not (yet) under `version` become `stale`.
+    Safe to repeat: a fact re-checked under `version` is linked there, or no longer current."""
+    params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
+    out = {}
+    for label, rel in VERSIONED_FACTS:
+        rows = store.write(
+            f"MATCH (f:{label} {{status: 'current'}})-[:{rel}]->(:Toolchain {{id: $old}}) "
+            f"WHERE NOT (f)-[:{rel}]->(:Toolchain {{id: $new}}) SET f.status = 'stale' RETURN count(f) AS n",
+            params,
+        )
+        out[label] = int(rows[0]["n"]) if rows else 0
+    return out
+
+
+def upgrade_device_s(store: GraphStore, activity: Activity) -> float:
+    """Device time the upgrade's own jobs took (read back, so a resumed upgrade keeps its budget)."""
+    rows = store.read(
+        "MATCH (r:DeviceRun)-[:CREATED_BY]->(:Activity {id: $id}) RETURN sum(r.device_s) AS s", {"id": activity.id}
+    )
+    return float(rows[0]["s"] or 0.0) if rows else 0.0
+
+
+def learn_device_s(store: GraphStore, target: str, version: str) -> float:
+    """Device time of the microbenchmark runs behind a version's measurements (what learning it cost)."""
+    rows = store.read(
+        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {id: $t}) MATCH (m)-[:FROM]->(r:DeviceRun) "
+        "WITH DISTINCT r RETURN sum(r.device_s) AS s",
+        {"t": Toolchain.id_of(target, version)},
+    )
+    return float(rows[0]["s"] or 0.0) if rows else 0.0
+
+
+def record_revalidation(store: GraphStore, revalidation: Revalidation, *, activity: Activity, target: str,
+                        run_ids: Sequence[str] = ()) -> Revalidation:  # fmt: skip
+    upsert(store, [revalidation])
+    ref = Ref.to(revalidation)
+    links = [
+        Link(ref, "REVALIDATES", Ref("DesignNode", revalidation.design)),
+        Link(ref, "UNDER", Ref("Toolchain", Toolchain.id_of(target, revalidation.to_version))),
+        Link(ref, "CREATED_BY", Ref.to(activity)),
+    ]
+    if revalidation.repaired_design:
+        links.append(Link(ref, "REPAIRED_AS", Ref("DesignNode", revalidation.repaired_design)))
+    links += [Link(ref, "FROM", Ref("DeviceRun", run)) for run in run_ids]
+    link(store, links)
+    return revalidation
+
+
+def revalidation_of(store: GraphStore, revalidation_id: str) -> Revalidation | None:
+    rows = store.read("MATCH (v:Revalidation {id: $id}) RETURN v AS node", {"id": revalidation_id})
+    return Revalidation.from_properties(rows[0]["node"]) if rows else None
