@@ -75,6 +75,7 @@ def read_knowledge(store: GraphStore, version: str) -> Knowledge:
         for flag, refused in (("vocab.widen", "widen" in refused_constructs),
                               ("vocab.decode", "decode" in refused_constructs),
                               ("vocab.allreduce_slices", "allreduce_slices" in refused_constructs),
+                              ("vocab.reduce_clusters", "reduce_clusters" in refused_constructs),
                               ("contract.f8_stream", "f8e4m3" in refused_streams),
                               ("contract.f4_stream", "f4e2m1" in refused_streams)):  # fmt: skip
             facts[flag] = 0.0 if refused else 1.0

@@ -18,7 +18,9 @@ from agents.space.family import Family, Params
 from kg.models import content_sha
 
 # What a builtin design is decided from: the cost model's parameters and the families' sizing facts.
-CONSULTS = (*DEFAULTS, "dm.usable_bytes_per_slice", "vocab.widen", "contract.f8_stream", "decode.bytes_per_cycle")
+# (a capability's fact is the rule that refuses it, where one does: `vocab.<construct>`, `contract.<dtype>`)
+CONSULTS = (*DEFAULTS, "dm.usable_bytes_per_slice", "vocab.widen", "vocab.allreduce_slices", "vocab.reduce_clusters",
+            "contract.f8e4m3", "contract.f4e2m1", "decode.bytes_per_cycle")  # fmt: skip
 
 
 @dataclass(frozen=True)

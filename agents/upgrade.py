@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from agents.knowledge import Knowledge, read_knowledge, rule_predicates
 from agents.loop import design_id
-from agents.policies import Context
+from agents.policies import CONSULTS, Context
 from agents.repair import repair
 from agents.runner import BudgetSpent, Runner
 from agents.screener import Screener
@@ -37,7 +37,7 @@ from chiplore.errors import ConfigError
 from chiplore.target import KernelSpec, Target
 from ingest.docs import DocsSummary, ingest_docs
 from ingest.librarian import BuiltinLibrarian, Librarian
-from ingest.remeasure import RemeasureSummary, remeasure
+from ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
 from ingest.rules import learn_rules, reconcile_rules
 from kg.models import Activity, DesignNode, KernelVersion, Revalidation, Toolchain, Upgrade, content_sha
 from kg.repo.designs import add_design, best_of, root_of, set_best, update_design
@@ -79,11 +79,13 @@ class UpgradeSummary(BaseModel):
     already_done: bool  # this run found the upgrade finished and changed nothing
     budget_s: float
     device_s: float  # the whole upgrade's, resumed runs included
-    stale: dict[str, int]  # facts marked stale, by label (0 on a resumed run for what it marked before)
+    stale: dict[str, int]  # facts this run marked stale, by label
     docs: DocsSummary | None
     rules: RuleDiff
-    measurements: RemeasureSummary | None
+    measurements: RecheckState  # the whole upgrade's, resumed runs included
+    this_run: RemeasureSummary | None  # the probes this run ran, skipped or lost
     kernels: list[Revalidation]
+    kernels_pending: list[str]  # not re-validated: the budget ran out (the upgrade stays open)
     flagged_designs: int
     wall_s: float
 
@@ -104,28 +106,33 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     stale = mark_stale(store, target.name, previous, version)
     say(f"{version} is active; {sum(stale.values())} fact(s) of {previous} marked stale")
     docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian())
-    say(f"docs: {docs.pages} page(s) read, {docs.unchanged} unchanged")
+    say(f"docs: {docs.pages} page(s) read; {docs.reused_chunks} of {docs.chunks} paragraphs unchanged since {previous}")
     learn_rules(store, target, version)
     reconcile_rules(store, target.name, previous, version)
     rules = rule_diff(store, target.name, previous, version)
     say(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, {rules.new} new")
+    # The compiler's limits first (free: the new DM capacity decides which designs still fit), then
+    # the kernels (a BEST that no longer compiles is the costliest thing an upgrade can leave), then
+    # the measurements the device budget still allows, most important first.
+    progress = lambda probe, s: say(f"re-measured {probe} ({s:.0f} device-s)")  # noqa: E731
+    remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
+              spent_s=upgrade_device_s(store, activity), free_only=True, on_probe=progress)  # fmt: skip
     specs = {spec.name: spec for spec in target.kernels()}
-    reserve = _kernel_reserve(store, [k for k in _kernels(store) if k in specs], previous, version)
-    spent = upgrade_device_s(store, activity)
-    measured = remeasure(store, target, previous, version, budget_s=max(0.0, state.budget_s - reserve),
-                         activity=activity, spent_s=spent,
-                         on_probe=lambda probe, s: say(f"re-measured {probe} ({s:.0f} device-s)"))  # fmt: skip
-    changed = [r.param for r in measured.rechecks if r.outcome == "changed"]
-    say(f"measurements: {len(measured.rechecks) - len(changed)} confirmed, {len(changed)} changed "
-        f"({', '.join(changed) or 'none'}), {len(measured.probes_skipped)} probe(s) left stale")  # fmt: skip
-    kernels = _revalidate_kernels(store, target, specs, previous, version, state.budget_s, activity, say)
+    kernels, pending = _revalidate_kernels(store, target, specs, previous, version, state.budget_s, activity, say)
+    measured = remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
+                         spent_s=upgrade_device_s(store, activity), on_probe=progress)  # fmt: skip
+    rechecked = recheck_state(store, target.name, previous, version)
+    say(f"measurements: {len(rechecked.confirmed)} confirmed, {len(rechecked.changed)} changed "
+        f"({', '.join(r.param for r in rechecked.changed) or 'none'}), {len(rechecked.stale)} still stale")  # fmt: skip
     flagged = flag_designs(store, target.name, previous, version)
     summary = UpgradeSummary(
         target=target.name, from_version=previous, to_version=version, already_done=False, budget_s=state.budget_s,
-        device_s=upgrade_device_s(store, activity), stale=stale, docs=docs, rules=rules, measurements=measured,
-        kernels=kernels, flagged_designs=flagged, wall_s=time.perf_counter() - started,
+        device_s=upgrade_device_s(store, activity), stale=stale, docs=docs, rules=rules, measurements=rechecked,
+        this_run=measured, kernels=kernels, kernels_pending=pending, flagged_designs=flagged,
+        wall_s=time.perf_counter() - started,
     )  # fmt: skip
-    finish_upgrade(store, state.id, summary.model_dump_json(), utc_now())
+    if not pending:  # a kernel left unchecked keeps the upgrade open: a rerun with more --budget finishes it
+        finish_upgrade(store, state.id, summary.model_dump_json(), utc_now())
     return summary
 
 
@@ -140,17 +147,25 @@ def _open(store: GraphStore, target: Target, version: str, budget_s: float | Non
         found = upgrade_to(store, target.name, version)
         if found is None:
             raise UpgradeRefused(f"{version} is already the active toolchain (no upgrade led to it)")
-        return found
+        return _with_budget(store, found, budget_s)
     if versions.index(version) < versions.index(current):
         raise UpgradeRefused(f"{version} is older than the active {current}: chiplore upgrades, it does not downgrade")
     uid = Upgrade.id_of(target.name, current, version)
     existing = get_upgrade(store, uid)
     if existing is not None:
-        return existing
+        return _with_budget(store, existing, budget_s)
     if budget_s is None:
         budget_s = BUDGET_SHARE * learn_device_s(store, target.name, current)
     return open_upgrade(store, Upgrade(id=uid, target=target.name, from_version=current, to_version=version,
                                        budget_s=budget_s))  # fmt: skip
+
+
+def _with_budget(store: GraphStore, state: Upgrade, budget_s: float | None) -> Upgrade:
+    """An unfinished upgrade resumed with an explicit --budget gets that budget (a finished one is left alone)."""
+    if budget_s is None or state.status == "done" or budget_s == state.budget_s:
+        return state
+    store.write("MATCH (u:Upgrade {id: $id}) SET u.budget_s = $b", {"id": state.id, "b": budget_s})
+    return state.model_copy(update={"budget_s": budget_s})
 
 
 def rule_diff(store: GraphStore, target: str, previous: str, version: str) -> RuleDiff:
@@ -192,30 +207,14 @@ def _kernels(store: GraphStore) -> list[str]:
     return [row["k"] for row in store.read("MATCH (k:Kernel)-[:ROOT]->(:DesignNode) RETURN k.name AS k ORDER BY k")]
 
 
-def _kernel_reserve(store: GraphStore, kernels: list[str], previous: str, version: str) -> float:
-    """Device time to keep for the kernels: one graded job of each one's BEST and baseline, at what
-    their last graded jobs cost (none for what an earlier run of this upgrade already re-validated)."""
-    total = 0.0
-    for kernel in kernels:
-        for design in {d.id for d in (root_of(store, kernel), best_of(store, kernel)) if d is not None}:
-            if revalidation_of(store, Revalidation.id_of(kernel, design, version)) is not None:
-                continue
-            rows = store.read(
-                "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
-                "{fixtures: 'graded'}) WHERE r.toolchain = $v RETURN max(r.device_s) AS s",
-                {"id": design, "v": previous},
-            )
-            total += 1.5 * float(rows[0]["s"] or 5.0) if rows else 7.5  # a repaired program may take a retry
-    return total
-
-
 def _revalidate_kernels(store: GraphStore, target: Target, specs: dict[str, KernelSpec], previous: str,
                         version: str, budget_s: float, activity: Activity, say: Event,
-                        ) -> list[Revalidation]:  # fmt: skip
+                        ) -> tuple[list[Revalidation], list[str]]:  # fmt: skip
     knowledge = read_knowledge(store, version)
     runner = Runner(store, target, activity, budget_s=budget_s, spent_s=upgrade_device_s(store, activity))
     screener = Screener(store, target, version, activity, rule_predicates(store, version))
-    out = []
+    out: list[Revalidation] = []
+    pending: list[str] = []
     for kernel in _kernels(store):
         spec = specs.get(kernel)
         root, best = root_of(store, kernel), best_of(store, kernel)
@@ -228,8 +227,9 @@ def _revalidate_kernels(store: GraphStore, target: Target, specs: dict[str, Kern
             if best is not None and best.id != root.id:
                 out.append(check.design(best, "best", is_best=True))
         except BudgetSpent as spent:
-            say(f"{kernel}: not re-validated: {spent}")
-    return out
+            pending.append(kernel)
+            say(f"{kernel}: not re-validated: {spent}; rerun with a larger --budget")
+    return out, pending
 
 
 class _Revalidator:
@@ -317,7 +317,7 @@ class _Revalidator:
             )  # fmt: skip
             add_design(store, repaired, version=KernelVersion(sha=sha, kernel=kernel, source=source, toolchain=version),
                        parent=node.id, activity=self.activity,
-                       consulted=self.knowledge.fact_ids() if params is not None else ())  # fmt: skip
+                       consulted=self.knowledge.fact_ids(CONSULTS) if params is not None else ())  # fmt: skip
         if repaired.status in ("screened_out", "failed"):
             return None
         if repaired.status == "proposed":

@@ -413,22 +413,23 @@ def print_upgrade(summary: UpgradeSummary) -> None:
     rules, measured = summary.rules, summary.measurements
     console.print(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, "
                   f"{rules.new} new")  # fmt: skip
-    if measured is not None:
-        changed = [r for r in measured.rechecks if r.outcome == "changed"]
-        console.print(f"measurements: {len(measured.rechecks) - len(changed)} confirmed, {len(changed)} changed, "
-                      f"{len(measured.probes_skipped)} probe(s) left stale (over the budget)")  # fmt: skip
-        for r in changed:
-            console.print(f"  {r.param}: {r.before:,.4g} [{r.before_ci[0]:,.4g}, {r.before_ci[1]:,.4g}] -> "
-                          f"{r.after:,.4g} [{r.after_ci[0]:,.4g}, {r.after_ci[1]:,.4g}]")  # fmt: skip
-    table = Table("kernel", "design", "outcome", "cycles before", "cycles after", "detail")
+    console.print(f"measurements: {len(measured.confirmed)} confirmed, {len(measured.changed)} changed, "
+                  f"{len(measured.stale)} still stale (the old value serves)")  # fmt: skip
+    for r in measured.changed:
+        console.print(f"  {r.param}: {r.before:,.4g} [{r.before_ci[0]:,.4g}, {r.before_ci[1]:,.4g}] -> "
+                      f"{r.after:,.4g} [{r.after_ci[0]:,.4g}, {r.after_ci[1]:,.4g}]")  # fmt: skip
+    table = Table("kernel", "design", "outcome", f"cycles {summary.from_version}", f"cycles {summary.to_version}",
+                  title="re-validated kernels (before: every run so far; after: one graded job)")  # fmt: skip
     for k in summary.kernels:
-        table.add_row(k.kernel, f"{k.role} {k.design[:10]}", k.outcome,
-                      f"{k.cycles_before:,.0f}" if k.cycles_before else "-",
-                      f"{k.cycles_after:,.0f}" if k.cycles_after else "-", escape(k.detail[:80]))  # fmt: skip
+        table.add_row(k.kernel, k.role, k.outcome, f"{k.cycles_before:,.0f}" if k.cycles_before else "-",
+                      f"{k.cycles_after:,.0f}" if k.cycles_after else "-")  # fmt: skip
     if summary.kernels:
         console.print(table)
     console.print(f"{summary.flagged_designs} design(s) flagged; {summary.device_s:.0f} of {summary.budget_s:.0f} "
                   f"device-s")  # fmt: skip
+    if summary.kernels_pending:
+        console.print(f"[yellow]not finished:[/yellow] {', '.join(summary.kernels_pending)} not re-validated; "
+                      "rerun `chiplore toolchain upgrade` with a larger --budget")  # fmt: skip
 
 
 @main.group()

@@ -28,6 +28,7 @@ class DocsSummary(BaseModel):
     pages: int  # pages ingested by this run
     unchanged: int  # pages already in the graph with the same text
     chunks: int  # chunks this run wrote (new or shared with another version)
+    reused_chunks: int = 0  # of those, already in the graph from another version (same text, same chunk)
     claims: int  # claims this run found, new or already known from another version
     concepts: int
 
@@ -54,6 +55,8 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
     activity = record_activity(
         store, Activity(id=f"librarian-{uuid.uuid4().hex[:12]}", role="librarian", policy=librarian.policy)
     )
+    shas = sorted({chunk.sha for page in todo for chunk in chunk_page(page.text)})
+    reused = store.read("MATCH (c:DocChunk) WHERE c.sha IN $shas RETURN count(c) AS n", {"shas": shas})[0]["n"]
     chunks = claims = 0
     concepts: set[str] = set()
     for page in todo:
@@ -61,7 +64,8 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
         chunks, claims = chunks + written[0], claims + written[1]
         concepts |= written[2]
     upsert(store, [activity.model_copy(update={"ended_at": utc_now()})])
-    return summary.model_copy(update={"chunks": chunks, "claims": claims, "concepts": len(concepts)})
+    return summary.model_copy(update={"chunks": chunks, "reused_chunks": int(reused), "claims": claims,
+                                      "concepts": len(concepts)})  # fmt: skip
 
 
 def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian,

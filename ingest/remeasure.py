@@ -44,6 +44,7 @@ CONFIRM_Z = 3.0  # standard errors of the difference of the two estimates
 # the compiler's limits) have no interval, and any move is a change.
 CONFIRM_FLOOR = 0.05
 Z95 = 1.96
+COST_MARGIN = 1.15  # a sweep again costs what it did, give or take a retried job
 NOISE_PROBE = "noise"
 
 
@@ -77,21 +78,24 @@ def consistent(old: Measurement, new: Estimate) -> bool:
 
 
 def stale_measurements(store: GraphStore, target: str, previous: str) -> dict[str, Measurement]:
-    """The latest stale measurement of each parameter the old version holds."""
+    """The latest stale measurement of each parameter that `previous` (or, for what an earlier
+    upgrade's budget left unchecked, a version before it) holds."""
     rows = store.read(
-        "MATCH (m:Measurement {status: 'stale'})-[:UNDER]->(:Toolchain {id: $old}) "
-        "RETURN m AS node ORDER BY m.measured_at, m.id",
+        "MATCH (old:Toolchain {id: $old}) MATCH (m:Measurement {status: 'stale'})-[:UNDER]->(t:Toolchain) "
+        "WHERE t.target = old.target AND t.ordinal <= old.ordinal "
+        "RETURN m AS node ORDER BY t.ordinal, m.measured_at, m.id",
         {"old": Toolchain.id_of(target, previous)},
     )
     return {m.param: m for m in (Measurement.from_properties(row["node"]) for row in rows)}
 
 
 def remeasure(store: GraphStore, target: Target, previous: str, version: str, *, budget_s: float,
-              activity: Activity, spent_s: float = 0.0, repeats_scale: float = 0.25, rounds: int = 2,
-              on_probe: Callable[[str, float], None] | None = None) -> RemeasureSummary:  # fmt: skip
+              activity: Activity, spent_s: float = 0.0, free_only: bool = False, repeats_scale: float = 0.25,
+              rounds: int = 2, on_probe: Callable[[str, float], None] | None = None) -> RemeasureSummary:  # fmt: skip
     """Re-measure `previous`'s stale measurements under `version` until `budget_s` (which counts
-    `spent_s`, the device time this upgrade already spent) is used up. Idempotent: what an earlier
-    call confirmed or superseded is no longer stale."""
+    `spent_s`, the device time this upgrade already spent) is used up; with `free_only`, only the
+    probes that cost no device time (the compiler's limits). Idempotent: what an earlier call
+    confirmed or superseded is no longer stale."""
     stale = stale_measurements(store, target.name, previous)
     by_probe = _stale_probes(stale)
     order = _priority(store, target.name, previous, version, stale, by_probe)
@@ -102,7 +106,9 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     run, skipped, failed, rechecks = [], [], [], []
     for probe_id in order:
         cost = _cost(store, [stale[key].id for key in by_probe[probe_id]])
-        if recorder.spent + cost > budget_s:
+        if free_only and cost > 0:
+            continue
+        if recorder.spent + COST_MARGIN * cost > budget_s:
             skipped.append(probe_id)
             continue
         before = recorder.spent
@@ -144,6 +150,36 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     return RemeasureSummary(previous=previous, version=version, order=order, probes_run=run, probes_skipped=skipped,
                             probes_failed=failed, rechecks=rechecks, claims_judged=judged,
                             device_s=recorder.spent - spent_s)  # fmt: skip
+
+
+class RecheckState(BaseModel):
+    """Where the re-checking of `previous`'s measurements stands, over every run of the upgrade."""
+
+    confirmed: list[str]  # parameters whose old measurement holds under the new version too
+    changed: list[Recheck]
+    stale: list[str]  # not re-measured yet: the old value serves
+
+
+def recheck_state(store: GraphStore, target: str, previous: str, version: str) -> RecheckState:
+    params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
+    confirmed = store.read(  # carried over from an earlier version
+        "MATCH (new:Toolchain {id: $new}) MATCH (m:Measurement)-[:UNDER]->(new) "
+        "MATCH (m)-[:UNDER]->(t:Toolchain) WHERE t.target = new.target AND t.ordinal < new.ordinal "
+        "RETURN DISTINCT m.param AS param ORDER BY param",
+        params,
+    )
+    changed = store.read(
+        "MATCH (n:Measurement)-[:UNDER]->(:Toolchain {id: $new}) MATCH (n)-[:SUPERSEDES]->(o:Measurement) "
+        "RETURN n AS new, o AS old ORDER BY n.param",
+        params,
+    )
+    pairs = [(Measurement.from_properties(r["old"]), Measurement.from_properties(r["new"])) for r in changed]
+    return RecheckState(
+        confirmed=[r["param"] for r in confirmed],
+        changed=[_recheck(old, Estimate(value=new.value, low=new.ci_low, high=new.ci_high), "changed")
+                 for old, new in pairs],
+        stale=sorted(stale_measurements(store, target, previous)),
+    )  # fmt: skip
 
 
 def _stale_probes(stale: dict[str, Measurement]) -> dict[str, list[str]]:

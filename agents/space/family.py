@@ -75,6 +75,16 @@ def all_reduce(group: str, facts: Facts) -> str:
     return f".reduce_slices(add, group = [{group}], result = all)"
 
 
+def lookup(facts: Facts) -> str:
+    """The table-lookup stage as the toolchain names it (`.lut` until 0.6.0 renamed it `.decode`)."""
+    return "lut" if facts.get("vocab.decode", 1.0) <= 0 else "decode"
+
+
+def bridge(facts: Facts) -> bool:
+    """Whether the toolchain adds the two clusters' values over the cluster bridge (`reduce_clusters`)."""
+    return facts.get("vocab.reduce_clusters", 0.0) > 0
+
+
 class Family(ABC):
     kernel: str
     knobs: tuple[Knob, ...]

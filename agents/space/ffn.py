@@ -12,7 +12,18 @@ Scales, whose short rows are slow per packet, get engines of their own beside th
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, all_reduce, engine_list, engines_text, packet_arg
+from agents.space.family import (
+    Family,
+    Knob,
+    Stream,
+    Workload,
+    all_reduce,
+    bridge,
+    engine_list,
+    engines_text,
+    lookup,
+    packet_arg,
+)
 
 H, L = 3840, 15360
 UP_ROWS_PER_SLICE = 60  # L / 2 clusters / 128 row-groups
@@ -84,9 +95,9 @@ class FeedForward(Family):
             chunk_passes=4,
             head_passes=6,
             head_switch=(128, 1920 // 16),
-            tail_passes=11,
+            tail_passes=12 if bridge(facts) else 11,
             tail_reduce=(16, 16),
-            tail_dmas=4,
+            tail_dmas=3 if bridge(facts) else 4,  # the bridge replaces the DMA that swaps the clusters' sums
             depth=p["up_depth"],
             chunks=up_chunks + down_chunks,
         )
@@ -98,7 +109,7 @@ class FeedForward(Family):
         weights, scales = engine_list(n), engines_text([n, 4 + n])  # scales on the next engine of each cluster
         widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-        decode = "" if p.get("direct", 0) else "            .decode(f8e4m3)\n"
+        decode = "" if p.get("direct", 0) else f"            .{lookup(facts)}(f8e4m3)\n"
 
         def up_pass(codes: str, scale: str, acc: str) -> str:
             return (
@@ -150,6 +161,26 @@ class FeedForward(Family):
             )
 
         first, second = "c2", "c2 + " + str(dr)
+        rms = f".vector(mul({1 / H:.12f}), add(0.000001), rsqrt())"
+        if bridge(facts):  # sum over the row-groups, then over the clusters on the bridge
+            post_layout = "DSum"
+            sum_layout = "\nlayout DSum  = { cluster: [rep(2)], slice: [rep(15) # 16, 1 # 16] };"
+            cross = (
+                "    let csum: dm<f32>{cluster: [H / 1920], slice: [rep(15) # 16, 1 # 16], elem: [1 # 8]} = main(sq)\n"
+                f"        .fetch(time = [1], packet = [1 # 8])\n        {all_reduce('H / 128 % 15', facts)}\n"
+                "        .commit();\n"
+                "    let post_d: dm<f32>{..DSum, elem: [1 # 8]} = main(csum)\n"
+                f"        .fetch(time = [1], packet = [1 # 8])\n        .reduce_clusters(add)\n        {rms}\n"
+                "        .commit();\n"
+            )
+        else:  # each cluster's row-group sums DMA'd to both clusters, added in one pass
+            post_layout, sum_layout = "DAll", ""
+            cross = (
+                "    let sq_all: dm<f32>{..DAll, elem: [H / 128 # 32]} = sq.dma(engines = [2, 6]);\n"
+                "    let post_d: dm<f32>{..DAll, elem: [1 # 8]} = main(sq_all)\n"
+                "        .fetch(time = [1], packet = [H / 128 # 32])\n"
+                f"        .vector(sum_all(), mul({1 / H:.12f}), add(0.000001), rsqrt())\n        .commit();\n"
+            )
         return f"""#![toolchain = "{version}"]
 // chiplore design: feed-forward, up/gate chunks of {ur} rows (depth {p["up_depth"]}), down chunks of {dr} rows
 // in pairs (depth {p["down_depth"]}), {n} weight engines per cluster for up/gate
@@ -161,7 +192,7 @@ layout URow  = {{ cluster: [L / 7680], slice: [L / 60 % 128, 1 # 2] }};
 layout AIn   = {{ cluster: [rep(2)], slice: [1 # 16, L / 960] }};
 layout DGrid = {{ cluster: [H / 1920], slice: [H / 128 % 15 # 16, L / 960] }};
 layout DRow  = {{ cluster: [H / 1920], slice: [H / 128 % 15 # 16, 1 # 16] }};
-layout DAll  = {{ cluster: [rep(2)], slice: [rep(16), 1 # 16] }};
+layout DAll  = {{ cluster: [rep(2)], slice: [rep(16), 1 # 16] }};{sum_layout}
 
 kernel decoder_feedforward(
     residual: &mut hbm<bf16>[H],
@@ -246,12 +277,7 @@ kernel decoder_feedforward(
         .fetch(time = [H % 128 / 8], packet = [H % 8])
         .vector(square(), sum_all())
         .commit();
-    let sq_all: dm<f32>{{..DAll, elem: [H / 128 # 32]}} = sq.dma(engines = [2, 6]);
-    let post_d: dm<f32>{{..DAll, elem: [1 # 8]}} = main(sq_all)
-        .fetch(time = [1], packet = [H / 128 # 32])
-        .vector(sum_all(), mul({1 / H:.12f}), add(0.000001), rsqrt())
-        .commit();
-    let post: vrf<f32>{{..DAll, elem: [1 # 8]}} = sub(post_d).fetch(time = [1], packet = [1 # 8]).to_vrf();
+{cross}    let post: vrf<f32>{{..{post_layout}, elem: [1 # 8]}} = sub(post_d).fetch(time = [1], packet = [1 # 8]).to_vrf();
     let post_w: dm<bf16>{{..DRow, elem: [H % 128]}} = post_ff_rms_weight.dma(engines = [3, 7]);
     let res_r: dm<bf16>{{..DRow, elem: [H % 128]}} = residual.dma(engines = [3, 7]);
     let layer: dm<bf16>{{..DRow, elem: [1 # 16]}} = layer_scalar.dma(engines = [3, 7]);

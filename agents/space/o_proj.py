@@ -8,7 +8,7 @@ inter-slice reducer, the norm's sum of squares crosses clusters by one small DMA
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, all_reduce, engine_list, packet_arg
+from agents.space.family import Family, Knob, Stream, Workload, all_reduce, bridge, engine_list, lookup, packet_arg
 
 H, QS = 3840, 4096
 SLICES = 256
@@ -74,7 +74,7 @@ class OutputProjection(Family):
             head_switch=(SLICES // p["kgroups"], width // 16),
             tail_passes=6,
             tail_reduce=(p["kgroups"], rows // 8),
-            tail_dmas=2,
+            tail_dmas=1 if bridge(facts) else 2,  # the bridge replaces the DMA that swaps the clusters' sums
             depth=p["depth"],
             chunks=p["chunks"],
         )
@@ -89,6 +89,20 @@ class OutputProjection(Family):
         direct = bool(p["direct"])
         cast = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
         narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
+        rms = f".vector(mul({1 / H:.12f}), add(0.000001), rsqrt())"
+        if bridge(facts):  # the clusters' sums added over the cluster bridge, in the pass that takes the root
+            cross = (
+                "    let rms_d: dm<f32>{..Every, elem: [1 # 8]} = main(csum)\n"
+                f"        .fetch(time = [1], packet = [1 # 8])\n        .reduce_clusters(add)\n        {rms}\n"
+                "        .commit();\n"
+            )
+        else:  # each cluster DMAs its sum to both, and one pass adds them
+            cross = (
+                f"    let both: dm<f32>{{..Every, elem: [H / {H // 2} # 8]}} = csum.dma(engines = [0, 1, 2, 3, 4, 5, 6, 7]);\n"
+                "    let rms_d: dm<f32>{..Every, elem: [1 # 8]} = main(both)\n"
+                f"        .fetch(time = [1], packet = [H / {H // 2} # 8])\n"
+                f"        .vector(sum_all(), mul({1 / H:.12f}), add(0.000001), rsqrt())\n        .commit();\n"
+            )
         if direct:
             stream = (
                 f"        main(wc)\n"
@@ -100,7 +114,7 @@ class OutputProjection(Family):
             stream = (
                 f"        let wb: dm<bf16>{{..Rows, elem: [H % {rows} = {crows}, Qs % {width}]}} = main(wc)\n"
                 f"            .fetch(time = [H % {rows} = {crows}, Qs % {width} / 32], packet = [Qs % 32])\n"
-                f"            .decode(bf16)\n"
+                f"            .{lookup(facts)}(bf16)\n"
                 f"            .commit();\n"
                 f"        main(wb)\n"
                 f"            .fetch(time = [H % {rows} = {crows}, Qs % {width} / 16], packet = [Qs % 16])\n"
@@ -156,12 +170,7 @@ kernel sliding_attention_output(
         .fetch(time = [1], packet = [1 # 8])
         {all_reduce(f"H / {rows} % {groups}", facts)}
         .commit();
-    let both: dm<f32>{{..Every, elem: [H / {H // 2} # 8]}} = csum.dma(engines = [0, 1, 2, 3, 4, 5, 6, 7]);
-    let rms_d: dm<f32>{{..Every, elem: [1 # 8]}} = main(both)
-        .fetch(time = [1], packet = [H / {H // 2} # 8])
-        .vector(sum_all(), mul({1 / H:.12f}), add(0.000001), rsqrt())
-        .commit();
-    let rms: vrf<f32>{{..Every, elem: [1 # 8]}} = main(rms_d).fetch(time = [1], packet = [1 # 8]).to_vrf();
+{cross}    let rms: vrf<f32>{{..Every, elem: [1 # 8]}} = main(rms_d).fetch(time = [1], packet = [1 # 8]).to_vrf();
     let out: dm<bf16>{{..Heads, elem: [H % {rows}]}} = main(y)
         .fetch(time = [H % {rows} / 8], packet = [H % 8])
         .vector(mul(vrf = rms), mul(vrf = norm_v), add(vrf = res_v))

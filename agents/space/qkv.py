@@ -9,7 +9,7 @@ operands). The input RMS scalar is dropped: the per-head norm that follows is sc
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, engines_text, packet_arg
+from agents.space.family import Family, Knob, Stream, Workload, engines_text, lookup, packet_arg
 
 H, ROWS_PER_CLUSTER, HEAD = 3840, 4096, 256
 SLICES = 256
@@ -94,7 +94,7 @@ class QKVProjection(Family):
                       f"            .commit_into(part.tile(Rall % {rows}, c * {crows}, {crows}));\n")  # fmt: skip
         else:  # no mixed-precision contraction: widen the f8 tile to bf16 through the lookup adapter
             stream = (f"        let wb: dm<bf16>{{..Grid, elem: [Rall % {rows} = {crows}, H % {width}]}} = main(wc)\n"
-                      f"            {fetch}\n            .decode(bf16)\n            .commit();\n"
+                      f"            {fetch}\n            .{lookup(facts)}(bf16)\n            .commit();\n"
                       f"        main(wb)\n"
                       f"            .fetch(time = [Rall % {rows} = {crows}, H % {width} / 16], packet = [H % 16])\n"
                       f"            .contract(trf = xs, reduce = [H], fold = [Rall % 8])\n"

@@ -68,10 +68,13 @@ def upgrade_device_s(store: GraphStore, activity: Activity) -> float:
 
 
 def learn_device_s(store: GraphStore, target: str, version: str) -> float:
-    """Device time of the microbenchmark runs behind a version's measurements (what learning it cost)."""
+    """Device time of the microbenchmark runs behind what the graph knows under a version: its own
+    measurements, and the stale ones of earlier versions that still serve (superseded ones do not)."""
     rows = store.read(
-        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {id: $t}) MATCH (m)-[:FROM]->(r:DeviceRun) "
-        "WITH DISTINCT r RETURN sum(r.device_s) AS s",
+        "MATCH (now:Toolchain {id: $t}) MATCH (m:Measurement)-[:UNDER]->(v:Toolchain) "
+        "WHERE v.target = now.target AND v.ordinal <= now.ordinal AND m.status <> 'superseded' "
+        "AND ((m)-[:UNDER]->(now) OR m.status = 'stale') "
+        "MATCH (m)-[:FROM]->(r:DeviceRun) WITH DISTINCT r RETURN sum(r.device_s) AS s",
         {"t": Toolchain.id_of(target, version)},
     )
     return float(rows[0]["s"] or 0.0) if rows else 0.0
