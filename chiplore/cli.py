@@ -296,7 +296,9 @@ def tree(app: App, kernel: str) -> None:
         cycles = f" {node.measured_cycles:,.0f} cycles" if node.measured_cycles else ""
         mark = " [bold]BEST[/bold]" if node.id == best else ""
         why = f" [dim]({escape(node.reason)})[/dim]" if node.reason and node.status != "accepted" else ""
-        text = f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark} {escape(node.change)}{why}"
+        flag = f" [yellow]flagged {escape(node.flagged.split(':')[0])}[/yellow]" if node.flagged else ""
+        text = (f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark}{flag} "
+                f"{escape(node.change)}{why}")  # fmt: skip
         return f"[bold]{text}[/bold]" if node.id in lineage else text
 
     view = Tree(label(root))

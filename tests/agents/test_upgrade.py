@@ -32,6 +32,9 @@ from simulator.cost.estimate import estimate
 from simulator.target import SimRNGD
 from simulator.toolchain.versions import spec
 
+# learn + optimize + upgrade + optimize is one module fixture: minutes, not the default 300 s
+pytestmark = pytest.mark.timeout(1200)
+
 OLD, NEW = "0.6.0", "0.7.0"
 CHANGED_IN_070 = {"dma.queued_start_cycles", "dm.usable_bytes_per_slice"}  # SIMULATOR.md 3.4: P03, P15
 O_PROJ = "sliding_attention_output"
