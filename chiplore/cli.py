@@ -254,7 +254,13 @@ def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s
     with app.open_store() as store:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
-        version = toolchain or active_toolchain(store, target.name) or target.default_toolchain()
+        active = active_toolchain(store, target.name)
+        version = toolchain or active or target.default_toolchain()
+        if active and version != active and store.read("MATCH (:Kernel)-[:BEST]->(d) RETURN d.id AS id LIMIT 1"):
+            raise ConfigError(
+                f"the graph's kernels are on toolchain {active}: run `chiplore toolchain upgrade {version}` first "
+                "(it re-validates each BEST and re-checks the graph's facts)"
+            )
         left = unfinished(store)
         if left and not resume:
             raise ConfigError(f"an earlier run left {left} design(s) unfinished: run `chiplore optimize --resume`")

@@ -15,7 +15,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
+from kg.embedded_store import EmbeddedStore
+from kg.models import Activity, DesignNode, Kernel, KernelVersion
 from kg.processes import pid_alive
+from kg.repo.designs import add_design, register_kernel, set_best
+from kg.repo.knowledge import record_activity
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 
@@ -161,3 +165,22 @@ def test_terminated_command_closes_the_store_and_stops_its_server(embedded_env: 
     while pid_alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(server_pid), "the embedded server outlived the command that started it"
+
+
+def test_toolchain_commands_refuse_what_they_cannot_do_in_one_line(embedded_env: dict[str, str]) -> None:
+    assert run(embedded_env, "init").exit_code == 0
+    listed = json.loads(run(embedded_env, "toolchain", "list", "--json").stdout)
+    assert [(t["version"], t["status"]) for t in listed] == [("0.5.0", "known"), ("0.6.0", "active"),
+                                                             ("0.7.0", "known")]  # fmt: skip
+    assert_one_line_error(run(embedded_env, "toolchain", "upgrade", "9.9.9"), "unknown toolchain '9.9.9'")
+    assert_one_line_error(run(embedded_env, "toolchain", "upgrade", "0.5.0"), "does not downgrade")
+    assert_one_line_error(run(embedded_env, "toolchain", "upgrade", "0.6.0"), "already the active toolchain")
+    # kernels optimized under the active toolchain are not optimized under another one behind its back
+    with EmbeddedStore(Path(embedded_env["CHIPLORE_DATA_DIR"])) as store:
+        register_kernel(store, Kernel(name="k", target="simrngd", weight_bytes=1, bound_cycles=1.0))
+        activity = record_activity(store, Activity(id="a", role="runner", policy="builtin"))
+        add_design(store, DesignNode(id="d", kernel="k", role="baseline", policy="official", depth=0),
+                   version=KernelVersion(sha="s", kernel="k", source="", toolchain="0.6.0"), parent=None,
+                   activity=activity)  # fmt: skip
+        set_best(store, "k", "d", status="accepted")
+    assert_one_line_error(run(embedded_env, "optimize", "--toolchain", "0.7.0"), "chiplore toolchain upgrade 0.7.0")
