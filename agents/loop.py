@@ -30,6 +30,7 @@ from chiplore.target import KernelSpec, Target
 from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion, content_sha
 from kg.repo.designs import add_design, best_of, register_kernel, root_of, set_best, update_design
 from kg.repo.knowledge import record_activity
+from kg.repo.nodes import Link, Ref, link
 from kg.repo.progress import pooled_cycles
 from kg.repo.runs import record_comparison
 from kg.store import GraphStore
@@ -114,7 +115,7 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
                 if not batch and policy is refiner:  # nothing left next to BEST: a new whole design
                     batch = architect.propose(_refresh(store, state), 1)
                 if not batch:
-                    stopped[name] = "the design space is exhausted"
+                    stopped[name] = getattr(policy, "why_empty", "") or "the design space is exhausted"
                     break
                 role_round += 1
                 for proposal in batch:
@@ -228,11 +229,16 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: Proposal,
     parent = best if proposal.role == "refiner" and best is not None else root_of(store, spec.name)
     node = DesignNode(id=node_id, kernel=spec.name, role=proposal.role, policy=proposal.policy,
                       rationale=proposal.rationale, change=proposal.change, depth=(parent.depth + 1) if parent else 0,
-                      params=proposal.params_json, predicted_cycles=proposal.predicted_cycles)  # fmt: skip
+                      params=proposal.params_json, predicted_cycles=proposal.predicted_cycles,
+                      status="failed" if proposal.error else "proposed", reason=proposal.error[:500])  # fmt: skip
     add_design(store, node, version=KernelVersion(sha=proposal.sha, kernel=spec.name, source=proposal.source,
                                                   toolchain=version),
                parent=parent.id if parent else None, activity=state.runner.activity,
                consulted=proposal.consulted)  # fmt: skip
+    link(store, [Link(Ref.to(node), "CREATED_BY", Ref("Activity", a)) for a in proposal.activities])
+    if proposal.error:  # recorded, with the model's last answer as its source; the loop goes on
+        say(spec.name, f"{node_id} failed: {proposal.error}")
+        return False
     return _advance(store, state, version, node, proposal.source, proposal.params, say)
 
 

@@ -33,6 +33,8 @@ class Proposal:
     params: Params | None = None
     predicted_cycles: float | None = None
     consulted: tuple[str, ...] = ()
+    error: str = ""  # the policy could not produce a legal program: the loop records a failed design
+    activities: tuple[str, ...] = ()  # the model calls behind it (LLM policies)
 
     @property
     def sha(self) -> str:

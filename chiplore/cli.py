@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 import queries as named_queries
+from agents.llm.config import LLMConfig
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
 from agents.loop import PATIENCE, TARGET_RATIO, unfinished
 from agents.loop import optimize as optimize_kernels
@@ -29,6 +30,7 @@ from chiplore.app import App, open_target
 from chiplore.errors import ChiploreError, ConfigError
 from chiplore.output import print_records, to_json
 from chiplore.settings import Settings
+from chiplore.target import Target
 from ingest.learn import DEFAULT_BUDGET_S
 from ingest.learn import learn as learn_chip
 from kg.models import DesignNode
@@ -36,6 +38,7 @@ from kg.repo.overview import overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target, toolchains
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
+from kg.store import GraphStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -234,6 +237,20 @@ def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> No
         console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")
 
 
+POLICIES = ("builtin", "llm")
+
+
+def roles_for(store: GraphStore, target: Target, config: LLMConfig, architect: str, refiner: str) -> dict[str, Any]:
+    """The architect and refiner policies the options ask for (LLM roles share one token budget)."""
+    if "llm" not in (architect, refiner):
+        return {}
+    from agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
+
+    budget = TokenBudget(config.token_budget)
+    return {role: LLMPolicy(role, config, store, target, budget) for role, chosen in
+            (("architect", architect), ("refiner", refiner)) if chosen == "llm"}  # fmt: skip
+
+
 @main.command()
 @click.argument("kernels", nargs=-1)
 @store_options
@@ -246,11 +263,28 @@ def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> No
 @click.option("--target", "target_ratio", type=click.FloatRange(min=1.0), default=TARGET_RATIO, show_default=True,
               help="Stop a kernel once BEST is within this factor of the measured weight-movement bound.")  # fmt: skip
 @click.option("--resume", is_flag=True, help="Continue an interrupted run: finish its unfinished designs first.")
+@click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
+              help="The policy of both the architect and the refiner.")  # fmt: skip
+@click.option(
+    "--architect", type=click.Choice(POLICIES), default=None, help="The architect's policy [default: --policy]."
+)
+@click.option("--refiner", type=click.Choice(POLICIES), default=None, help="The refiner's policy [default: --policy].")
+@click.option("--model", default=LLMConfig().model, show_default=True,
+              help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
+@click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama) for --model.")
+@click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True)
+@click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
+              help="Prompt + completion tokens of the run; LLM roles stop once it is spent (0: no limit).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s: float, seed: int | None,
-             patience: int, target_ratio: float, resume: bool, as_json: bool) -> None:  # fmt: skip
-    """Optimize kernels (all by default): propose, screen, run and judge designs against BEST."""
+             patience: int, target_ratio: float, resume: bool, policy: str, architect: str | None,
+             refiner: str | None, model: str, base_url: str | None, temperature: float, token_budget: int,
+             as_json: bool) -> None:  # fmt: skip
+    """Optimize kernels (all by default): propose, screen, run and judge designs against BEST.
+
+    The LLM policy reads its API key from the environment only ($OPENAI_API_KEY for openai:...)."""
     target = open_target(app.settings)
+    llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget)
     with app.open_store() as store:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
@@ -269,9 +303,10 @@ def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s
             if not as_json:
                 err_console.print(f"[bold]{kernel}[/bold] {message}")
 
+        roles = roles_for(store, target, llm, architect or policy, refiner or policy)
         summary = optimize_kernels(store, target, version, kernels=list(kernels) or None, budget_s=budget_s,
                                    seed=app.settings.seed if seed is None else seed, patience=patience,
-                                   target_ratio=target_ratio, on_event=say)  # fmt: skip
+                                   target_ratio=target_ratio, on_event=say, **roles)  # fmt: skip
         progress = [k for k in kernel_progress(store) if k.kernel in summary.kernels]
     if as_json:
         click.echo(to_json({**summary.model_dump(), "kernels": [k.model_dump() for k in progress]}))

@@ -282,6 +282,8 @@ class Activity(GraphNode):
     model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    latency_s: float = 0.0  # of a model call
+    cost_usd: float = 0.0  # a model call's estimate, from the configured prices
     started_at: str = Field(default_factory=utc_now)
     ended_at: str | None = None
     outcome: str = "ok"

@@ -77,7 +77,8 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
     librarian = Activity(id="act-librarian", role="librarian", policy="builtin", started_at=clock.tick())
     prober = Activity(id="act-prober", role="librarian", policy="builtin", started_at=clock.tick())
     architect = Activity(id="act-architect", role="architect", policy="builtin", started_at=clock.tick())
-    refiner = Activity(id="act-refiner", role="refiner", policy="llm", model="scripted", started_at=clock.tick())
+    refiner = Activity(id="act-refiner", role="refiner", policy="llm", model="scripted", prompt_tokens=1200,
+                       completion_tokens=300, latency_s=2.5, cost_usd=0.004, started_at=clock.tick())  # fmt: skip
     runner = Activity(id="act-runner", role="runner", policy="builtin", started_at=clock.tick())
     judge = Activity(id="act-judge", role="judge", policy="builtin", started_at=clock.tick())
     activities = [librarian, prober, architect, refiner, runner, judge]

@@ -17,6 +17,8 @@ REQUIRED = {
     "device-time-by-kernel",
     "designs-consulting",
     "toolchain-diff",
+    "llm-usage",
+    "llm-cost-per-accepted-change",
 }
 
 

@@ -1,0 +1,35 @@
+"""How a role's model is reached: LangChain's `provider:model` name, an optional OpenAI-compatible
+base URL (vLLM, llama.cpp, Ollama), the key from the environment only, and the run's token budget."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, Field
+
+from chiplore.errors import ConfigError
+
+
+class LLMConfig(BaseModel):
+    model: str = "openai:gpt-5-mini"
+    base_url: str | None = None  # any OpenAI-compatible server
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.2, ge=0, le=2)
+    timeout_s: float = Field(120.0, gt=0)  # one model call
+    retries: int = Field(3, ge=0)  # a timed-out or failed call, with backoff, before the endpoint is given up
+    attempts: int = Field(3, ge=1)  # a malformed or illegal answer goes back to the model this many times
+    max_steps: int = Field(16, ge=2)  # model calls and tool calls of one proposal
+    token_budget: int = Field(400_000, ge=0)  # prompt + completion tokens of the run; 0: unlimited
+    usd_per_mtok_in: float = 0.0  # prices for the cost estimate (USD per million tokens)
+    usd_per_mtok_out: float = 0.0
+
+    def api_key(self) -> str:
+        key = os.environ.get(self.api_key_env)
+        if key:
+            return key
+        if self.base_url:  # a local server usually wants none
+            return "not-needed"
+        raise ConfigError(f"the LLM policy needs an API key in ${self.api_key_env} (or --base-url for a local server)")
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.usd_per_mtok_in + completion_tokens * self.usd_per_mtok_out) / 1e6

@@ -1,0 +1,248 @@
+"""The LLM policy of the architect and the refiner: a LangChain agent (create_agent) on any
+OpenAI-compatible chat model, with the graph tools, answering with a pydantic Proposal.
+
+A malformed answer (no Proposal, or one that does not validate) and an illegal program (the
+compiler's errors) go back to the model with the diagnostic, up to `attempts` times; then the
+proposal is returned with its error and the loop records a failed design with the reason. A timed
+out or failing endpoint is retried with backoff; one that never answers raises LLMUnavailable, a
+one-line error. Every model call is an Activity with its tokens, latency and cost estimate.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+from uuid import UUID
+
+import openai
+from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
+from langchain.chat_models import init_chat_model
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import LLMResult
+from langgraph.errors import GraphRecursionError
+from pydantic import BaseModel, Field
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from agents import policies
+from agents.knowledge import Knowledge
+from agents.llm.config import LLMConfig
+from agents.llm.tools import graph_tools
+from agents.policies import Context
+from chiplore.errors import ChiploreError
+from chiplore.target import KernelSpec, Target
+from kg.models import Activity
+from kg.repo.designs import best_of
+from kg.repo.knowledge import record_activity
+from kg.store import GraphStore
+from kg.timefmt import utc_now
+
+
+class LLMUnavailable(ChiploreError):
+    """The model endpoint did not answer (closed port, dead server, timeouts past the retries)."""
+
+
+class Proposal(BaseModel):
+    """A design: one whole Ferrite program for the kernel, and why. (The class name is the name of
+    the tool the model answers with.)"""
+
+    source: str = Field(description="the whole program, from its #![toolchain] header to the kernel's last brace")
+    rationale: str = Field(description="which measurements and rules decided it, with their values")
+    change: str = Field(description="what it changes against the best design, in a few words")
+    consulted: list[str] = Field(default_factory=list, description="fact ids relied on, e.g. Measurement:<id>")
+
+
+class TokenBudget:
+    """Prompt and completion tokens of the whole run, shared by the roles."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    @property
+    def spent(self) -> bool:
+        return self.limit > 0 and self.used >= self.limit
+
+
+class _Calls(BaseCallbackHandler):
+    """Each model call becomes an Activity (model, tokens, latency, cost, outcome)."""
+
+    def __init__(self, store: GraphStore, role: str, config: LLMConfig, budget: TokenBudget) -> None:
+        self.store, self.role, self.config, self.budget = store, role, config, budget
+        self.started: dict[UUID, tuple[float, str]] = {}
+        self.ids: list[str] = []
+
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID,
+                            **kwargs: Any) -> None:  # fmt: skip
+        self.started[run_id] = (time.perf_counter(), utc_now())
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        usage: dict[str, int] = {}
+        for generation in (g for gens in response.generations for g in gens):
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or usage
+        prompt, completion = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        self.budget.used += prompt + completion
+        self._record(run_id, "ok", prompt, completion)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._record(run_id, f"error: {type(error).__name__}: {error}"[:300], 0, 0)
+
+    def _record(self, run_id: UUID, outcome: str, prompt: int, completion: int) -> None:
+        began, at = self.started.pop(run_id, (time.perf_counter(), utc_now()))
+        activity = Activity(
+            id=f"llm-{uuid.uuid4().hex[:16]}", role=self.role, policy="llm", model=self.config.model,
+            prompt_tokens=prompt, completion_tokens=completion, latency_s=round(time.perf_counter() - began, 3),
+            cost_usd=self.config.cost(prompt, completion), started_at=at, ended_at=utc_now(), outcome=outcome,
+        )  # fmt: skip
+        record_activity(self.store, activity)
+        self.ids.append(activity.id)
+
+
+def chat_model(config: LLMConfig) -> BaseChatModel:
+    """The configured model through LangChain (retries are ours, so each failed call is recorded)."""
+    kwargs: dict[str, Any] = {"temperature": config.temperature, "timeout": config.timeout_s, "max_retries": 0,
+                              "api_key": config.api_key()}  # fmt: skip
+    if config.base_url:
+        kwargs["base_url"] = config.base_url
+    return init_chat_model(config.model, **kwargs)
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, openai.APIConnectionError):  # refused, reset, timed out
+        return True
+    return isinstance(error, openai.APIStatusError) and (error.status_code >= 500 or error.status_code == 429)
+
+
+class LLMPolicy:
+    """An architect or refiner whose proposals a chat model writes."""
+
+    name = "llm"
+
+    def __init__(self, role: str, config: LLMConfig, store: GraphStore, target: Target,
+                 budget: TokenBudget | None = None, model: BaseChatModel | None = None) -> None:  # fmt: skip
+        self.role, self.config, self.store, self.target = role, config, store, target
+        self.budget = budget or TokenBudget(config.token_budget)
+        self.model = model or chat_model(config)
+        self.specs = {spec.name: spec for spec in target.kernels()}
+
+    @property
+    def why_empty(self) -> str:
+        """Why `propose` returned nothing (the loop's stop reason)."""
+        return f"the token budget of {self.budget.limit:,} is spent" if self.budget.spent else ""
+
+    def propose(self, ctx: Context, count: int) -> list[policies.Proposal]:
+        out = []
+        for _ in range(count):
+            if self.budget.spent:
+                break
+            out.append(self._one(ctx))
+        return out
+
+    def _one(self, ctx: Context) -> policies.Proposal:
+        calls = _Calls(self.store, self.role, self.config, self.budget)
+        agent = create_agent(self.model, tools=graph_tools(self.store, self.target, ctx.version, ctx.kernel),
+                             system_prompt=_template("system").format(role=self.role, target=self.target.name,
+                                                                      version=ctx.version),
+                             response_format=ToolStrategy(Proposal))  # fmt: skip
+        messages: list[Any] = [HumanMessage(self._prompt(ctx))]
+        answer: Proposal | None = None
+        problem = ""
+        for _ in range(self.config.attempts):
+            try:
+                state = self._invoke(agent, messages, calls)
+            except GraphRecursionError:
+                problem = f"no answer within {self.config.max_steps} steps"
+                messages.append(HumanMessage(f"{problem}: answer now with the Proposal tool."))
+                continue
+            messages = list(state["messages"])
+            answer = state.get("structured_response")
+            if answer is None:
+                problem = "malformed answer: no Proposal"
+                messages.append(HumanMessage("Answer by calling the Proposal tool with the whole program."))
+                continue
+            errors = [d for d in self.target.check(answer.source, ctx.version).diagnostics if d.is_error]
+            if not errors:
+                return self._proposal(ctx, answer, calls.ids)
+            problem = "illegal program: " + "; ".join(f"{d.code}: {d.message}" for d in errors[:3])
+            messages.append(HumanMessage(f"The compiler refuses it:\n{problem}\nFix the program and answer again."))
+        return policies.Proposal(role=self.role, policy=self.name, source=answer.source if answer else "",
+                        rationale=answer.rationale if answer else "", change=answer.change if answer else "",
+                        error=f"{problem} (after {self.config.attempts} attempts)",
+                        activities=tuple(calls.ids))  # fmt: skip
+
+    def _invoke(self, agent: Any, messages: Sequence[Any], calls: _Calls) -> dict[str, Any]:
+        retrying = Retrying(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.config.retries + 1),
+                            wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)  # fmt: skip
+        try:
+            for attempt in retrying:
+                with attempt:
+                    config = {"callbacks": [calls], "recursion_limit": 2 * self.config.max_steps}
+                    return agent.invoke({"messages": list(messages)}, config=config)
+        except (openai.APIConnectionError, openai.APIStatusError) as error:
+            where = self.config.base_url or self.config.model
+            raise LLMUnavailable(f"the model at {where} did not answer: {type(error).__name__}: {error}") from None
+        raise AssertionError("unreachable")
+
+    def _proposal(self, ctx: Context, answer: Proposal, activities: list[str]) -> policies.Proposal:
+        wanted = sorted(set(answer.consulted))
+        rows = self.store.read(
+            "MATCH (f:Fact) WHERE f.fact_id IN $ids RETURN f.fact_id AS f ORDER BY f", {"ids": wanted}
+        )
+        known = [row["f"] for row in rows]  # ids the model made up are dropped
+        return policies.Proposal(role=self.role, policy=self.name, source=answer.source, rationale=answer.rationale,
+                        change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
+
+    def _prompt(self, ctx: Context) -> str:
+        spec: KernelSpec = self.specs[ctx.kernel]
+        best = best_of(self.store, ctx.kernel)
+        best_source = ""
+        if best is not None:
+            best_source = self.store.read(
+                "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s", {"id": best.id}
+            )[0]["s"]
+        bound = ctx.knowledge.measured_bound(spec.weight_bytes) or spec.bound_cycles
+        return _template(self.role).format(
+            kernel=ctx.kernel, description=spec.description, weight_bytes=spec.weight_bytes, bound=bound,
+            best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
+            version=ctx.version, measurements=_measurements(self.store, ctx.knowledge), rules=_rules(self.store, ctx),
+            failures=_failures(self.store, ctx.kernel), baseline=spec.baseline_source, best_source=best_source,
+        )  # fmt: skip
+
+
+def _template(name: str) -> str:
+    return (resources.files("agents.llm") / "prompts" / f"{name}.md").read_text()
+
+
+def _measurements(store: GraphStore, knowledge: Knowledge) -> str:
+    rows = store.read(
+        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) WHERE m.status <> 'refuted' "
+        "RETURN m.param AS p, m.value AS v, m.ci_low AS lo, m.ci_high AS hi, m.unit AS u, m.fact_id AS f ORDER BY p",
+        {"v": knowledge.version},
+    )
+    lines = [f"- {r['p']} = {r['v']:.4g} {r['u']} [{r['lo']:.4g}, {r['hi']:.4g}] ({r['f']})" for r in rows]
+    stale = sorted(knowledge.stale)
+    if stale:
+        lines.append(f"- not re-checked since the last upgrade (old values): {', '.join(stale)}")
+    return "\n".join(lines) or "(nothing measured yet)"
+
+
+def _rules(store: GraphStore, ctx: Context) -> str:
+    rows = store.read(
+        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $v}) WHERE r.status <> 'refuted' "
+        "RETURN r.code AS code, r.predicate AS p, r.fact_id AS f ORDER BY code, f",
+        {"v": ctx.version},
+    )
+    return "\n".join(f"- {r['code']} {r['p']} ({r['f']})" for r in rows) or "(none learnt)"
+
+
+def _failures(store: GraphStore, kernel: str, limit: int = 6) -> str:
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k}) WHERE d.status IN ['failed', 'screened_out'] "
+        "RETURN d.change AS change, d.reason AS reason ORDER BY d.created_at DESC LIMIT $n",
+        {"k": kernel, "n": limit},
+    )
+    return "\n".join(f"- {r['change']}: {r['reason']}" for r in rows) or "(none)"

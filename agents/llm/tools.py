@@ -1,0 +1,98 @@
+"""The tools an LLM role may call: read the graph (read-only Cypher, the named queries, the docs),
+ask the compiler and the host executor, and see BEST. Every answer is text the model can act on; a
+refused write or a failed query comes back as a message, never as an exception."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.tools import BaseTool, tool
+
+import queries as named_queries
+from chiplore.errors import QueryError, WriteRefused
+from chiplore.target import Target
+from kg.repo.designs import best_of
+from kg.store import GraphStore
+
+ROW_CAP = 50
+QUERY_TIMEOUT_S = 10.0
+DOC_HITS = 8
+
+
+def _rows(rows: list[dict[str, Any]]) -> str:
+    shown = rows[:ROW_CAP]
+    text = json.dumps(shown, default=str)
+    return text + (
+        f"\n({len(rows) - ROW_CAP} more rows not shown: add LIMIT or aggregate)" if len(rows) > ROW_CAP else ""
+    )
+
+
+def graph_tools(store: GraphStore, target: Target, version: str, kernel: str) -> list[BaseTool]:
+    @tool
+    def cypher(query: str) -> str:
+        """Run a read-only Cypher query on chiplore's knowledge graph (Measurement, LegalityRule, Claim,
+        DocChunk, DesignNode, KernelVersion, DeviceRun, Comparison ...). At most 50 rows come back."""
+        try:
+            return _rows(store.read(query, timeout_s=QUERY_TIMEOUT_S))
+        except WriteRefused:
+            return "refused: this tool is read-only; the graph is written by the loop, not by you. Read, then answer."
+        except QueryError as error:
+            return f"query failed: {error}"
+
+    @tool
+    def named_query(name: str, params: dict[str, str] | None = None) -> str:
+        """Run one of chiplore's named queries (e.g. rules-in-force with toolchain, measurements-of with
+        param, best-lineage with kernel, contradicted-claims); an unknown name lists the known ones."""
+        known = named_queries.load_all()
+        if name not in known:
+            return f"unknown query {name!r}; known: {', '.join(sorted(known))}"
+        try:
+            return _rows(named_queries.run(store, name, params or {}))
+        except QueryError as error:
+            return f"query failed: {error}"
+
+    @tool
+    def search_docs(words: str) -> str:
+        """Search the vendor docs of this toolchain version for paragraphs that contain every word."""
+        terms = [w.lower() for w in words.split() if w.strip()]
+        if not terms:
+            return "give one or more words"
+        rows = store.read(
+            "MATCH (p:DocPage {version: $v})-[:HAS_CHUNK]->(c:DocChunk) "
+            "WHERE all(t IN $terms WHERE toLower(c.text) CONTAINS t) "
+            "RETURN DISTINCT p.path AS page, c.sha AS chunk, c.text AS text ORDER BY page, chunk LIMIT $n",
+            {"v": version, "terms": terms, "n": DOC_HITS},
+        )
+        return _rows(rows) if rows else "no paragraph contains all of those words"
+
+    @tool
+    def check(source: str) -> str:
+        """Compile a Ferrite program under this toolchain version: its coded diagnostics (free)."""
+        result = target.check(source, version)
+        if not result.diagnostics:
+            return "compiles cleanly"
+        return "\n".join(f"{d.severity}[{d.code}]: {d.message}" for d in result.diagnostics)
+
+    @tool
+    def host_test(source: str) -> str:
+        """Run a program on the host with the smoke fixtures (free, slow): does it compute the right thing?"""
+        result = target.host_test(source, kernel, version)
+        if not result.compiled:
+            return "does not compile:\n" + "\n".join(f"[{d.code}] {d.message}" for d in result.diagnostics)
+        if result.correctness is None:
+            return f"not executed: {result.message}"
+        return ("correct: " if result.correctness.passed else "incorrect: ") + result.correctness.message
+
+    @tool
+    def best_design() -> str:
+        """The kernel's current BEST: its source, its measured cycles, and the change that made it."""
+        best = best_of(store, kernel)
+        if best is None:
+            return "no BEST yet"
+        source = store.read(
+            "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s", {"id": best.id}
+        )[0]["s"]
+        return json.dumps({"design": best.id, "cycles": best.measured_cycles, "change": best.change, "source": source})
+
+    return [cypher, named_query, search_docs, check, host_test, best_design]

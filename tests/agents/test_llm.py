@@ -1,0 +1,117 @@
+"""The LLM policy, through the production LangChain code, against a loopback server of our own that
+speaks the OpenAI chat-completions API (tool calls included) with scripted answers: a good program,
+a malformed answer, an illegal program, a tool call that tries to write, an endpoint timeout; and a
+closed port. No test uses the network."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import queries
+from agents.knowledge import read_knowledge
+from agents.llm.config import LLMConfig
+from agents.llm.policy import LLMPolicy, TokenBudget
+from agents.loop import optimize
+from agents.policies import BuiltinArchitect, Context
+from agents.space import FAMILIES
+from chiplore.cli import main
+from ingest.learn import learn
+from kg.store import GraphStore
+from simulator.target import SimRNGD
+from tests.llm_server import ScriptedOpenAI, Turn, call, say
+
+VERSION = "0.6.0"
+O_PROJ = "sliding_attention_output"
+
+
+def good_program(store: GraphStore) -> str:
+    """A program that beats the baseline by far: what a capable model would write (the builtin
+    architect's first design, so the test does not hinge on a hand-written kernel)."""
+    ctx = Context(kernel=O_PROJ, family=FAMILIES[O_PROJ], knowledge=read_knowledge(store, VERSION), version=VERSION,
+                  seed=0)  # fmt: skip
+    return BuiltinArchitect().propose(ctx, 1)[0].source
+
+
+def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure(graph: GraphStore) -> None:
+    target = SimRNGD(seed=5)
+    learn(graph, target, VERSION)
+    good = good_program(graph)
+    illegal = good.replace(".decode(", ".lut(").replace(".contract(", ".lut(bf16).contract(")
+    fact = graph.read("MATCH (m:Measurement) RETURN m.fact_id AS f ORDER BY f LIMIT 1")[0]["f"]
+    with ScriptedOpenAI() as server:
+        server.script(
+            # 1: the endpoint times out once; then a write attempt, a compile check, and a good program
+            Turn(content="slow", delay_s=3.0),
+            call("cypher", query="MATCH (k:Kernel) SET k.name = 'pwned' RETURN k"),
+            call("check", source=good),
+            call("Proposal", source=good, rationale="eight engines per cluster stream at the port's rate",
+                 change="whole design", consulted=[fact, "Measurement:made-up"]),
+            # 2: three malformed answers (prose instead of a Proposal)
+            say("You should use more DMA engines."), say("Really, more engines."), say("I cannot write Ferrite."),
+            # 3: three illegal programs
+            *[call("Proposal", source=illegal, rationale="r", change="lut") for _ in range(3)],
+        )  # fmt: skip
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=1.0, retries=2)
+        architect = LLMPolicy("architect", config, graph, target, TokenBudget(config.token_budget))
+        summary = optimize(graph, target, VERSION, kernels=[O_PROJ], patience=2, architect=architect,
+                           refiner=LLMPolicy("refiner", config, graph, target, architect.budget))  # fmt: skip
+        sent = [json.dumps(body) for body in server.requests]
+    assert summary.accepted == 1 and summary.proposals == 3
+    designs = {row["change"]: row for row in graph.read(
+        "MATCH (d:DesignNode {kernel: $k, policy: 'llm'}) RETURN d.change AS change, d.status AS status, "
+        "d.reason AS reason, d.id AS id", {"k": O_PROJ})}  # fmt: skip
+    assert designs["whole design"]["status"] == "accepted"
+    assert graph.read("MATCH (:Kernel {name: $k})-[:BEST]->(d) RETURN d.id AS id", {"k": O_PROJ})[0]["id"] == \
+        designs["whole design"]["id"]  # fmt: skip
+    failed = sorted(row["reason"] for row in designs.values() if row["status"] == "failed")
+    assert len(failed) == 2 and "illegal program: E0" in failed[0] and "malformed answer" in failed[1]
+    # the write was refused, and the model was told so
+    assert not graph.read("MATCH (k:Kernel {name: 'pwned'}) RETURN k.name AS n")
+    assert any("refused: this tool is read-only" in body for body in sent)
+    assert any("The compiler refuses it" in body for body in sent)  # the diagnostics went back to the model
+    consulted = graph.read(
+        "MATCH (:DesignNode {id: $id})-[:CONSULTED]->(f:Fact) RETURN f.fact_id AS f",
+        {"id": designs["whole design"]["id"]},
+    )
+    assert [row["f"] for row in consulted] == [fact]  # a made-up id links nothing
+    calls = graph.read(
+        "MATCH (a:Activity {policy: 'llm'}) RETURN a.role AS role, a.outcome AS outcome, a.prompt_tokens AS p, "
+        "a.completion_tokens AS c, a.model AS model ORDER BY a.started_at"
+    )
+    assert len(calls) == 10 and sum(row["outcome"] == "ok" for row in calls) == 9  # one timed out
+    assert "Timeout" in next(row["outcome"] for row in calls if row["outcome"] != "ok")
+    usage = {row["role"]: row for row in queries.run(graph, "llm-usage")}
+    assert usage["architect"]["calls"] == 10 and usage["architect"]["prompt_tokens"] == 9 * 120
+    per_change = queries.run(graph, "llm-cost-per-accepted-change")
+    assert [row["design"] for row in per_change] == [designs["whole design"]["id"]]
+    assert per_change[0]["prompt_tokens"] == 3 * 120  # the three calls behind the accepted design
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_closed_port_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(main, ["init"], env=env).exit_code == 0
+    result = runner.invoke(main, ["optimize", O_PROJ, "--policy", "llm", "--model", "openai:any",
+                                  "--base-url", f"http://127.0.0.1:{_closed_port()}/v1"], env=env)  # fmt: skip
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) >= 1 and lines[-1].startswith("error:") and "did not answer" in lines[-1], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    result = CliRunner().invoke(main, ["optimize", O_PROJ, "--policy", "llm", "--model", "openai:gpt-5"], env=env)
+    assert result.exit_code == 1 and "OPENAI_API_KEY" in result.stderr

@@ -1,0 +1,126 @@
+"""A loopback HTTP server that speaks the OpenAI chat-completions API with scripted answers: what the
+LLM-path tests point chiplore's production LangChain code at (no network, no mock of our own code).
+
+Each request takes the next scripted turn: a plain answer, tool calls, an HTTP error, or a delay
+longer than the client's timeout. Every request body is kept, so a test can see what the model was
+sent (the tool results fed back, the prompts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Turn:
+    content: str | None = None
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()  # (tool name, arguments)
+    status: int = 200
+    delay_s: float = 0.0
+    prompt_tokens: int = 120
+    completion_tokens: int = 40
+
+
+def say(content: str) -> Turn:
+    return Turn(content=content)
+
+
+def call(name: str, **arguments: Any) -> Turn:
+    return Turn(tool_calls=((name, arguments),))
+
+
+@dataclass
+class ScriptedOpenAI:
+    turns: list[Turn] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    model: str = "scripted-1"
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        handler = self._handler()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def script(self, *turns: Turn) -> None:
+        with self._lock:
+            self.turns.extend(turns)
+
+    def _next(self, body: dict[str, Any]) -> Turn:
+        with self._lock:
+            self.requests.append(body)
+            if not self.turns:
+                return Turn(content="(the script has no more answers)", status=500)
+            return self.turns.pop(0)
+
+    def _answer(self, turn: Turn) -> dict[str, Any]:
+        with self._lock:
+            self._count += 1
+            count = self._count
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_{count}_{i}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments)}}
+                for i, (name, arguments) in enumerate(turn.tool_calls)
+            ]  # fmt: skip
+        return {
+            "id": f"chatcmpl-{count}", "object": "chat.completion", "created": int(time.time()), "model": self.model,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
+            "usage": {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
+                      "total_tokens": turn.prompt_tokens + turn.completion_tokens},
+        }  # fmt: skip
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                turn = outer._next(body)
+                if turn.delay_s:
+                    time.sleep(turn.delay_s)
+                if turn.status != 200:
+                    self._send(
+                        turn.status, {"error": {"message": turn.content or "scripted failure", "type": "server"}}
+                    )
+                    return
+                self._send(200, outer._answer(turn))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                    pass
+
+        return Handler
