@@ -272,7 +272,8 @@ def roles_for(store: GraphStore, target: Target, config: LLMConfig, architect: s
 @click.option("--model", default=LLMConfig().model, show_default=True,
               help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
 @click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama) for --model.")
-@click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True,
+              help="The LLM's sampling temperature.")  # fmt: skip
 @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
               help="Prompt + completion tokens of the run; LLM roles stop once it is spent (0: no limit).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")

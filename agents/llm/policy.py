@@ -29,6 +29,7 @@ from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+import queries as named_queries
 from agents import policies
 from agents.knowledge import Knowledge
 from agents.llm.config import LLMConfig
@@ -210,6 +211,7 @@ class LLMPolicy:
             best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
             version=ctx.version, measurements=_measurements(self.store, ctx.knowledge), rules=_rules(self.store, ctx),
             failures=_failures(self.store, ctx.kernel), baseline=spec.baseline_source, best_source=best_source,
+            lineage=_lineage(self.store, ctx.kernel),
         )  # fmt: skip
 
 
@@ -237,6 +239,11 @@ def _rules(store: GraphStore, ctx: Context) -> str:
         {"v": ctx.version},
     )
     return "\n".join(f"- {r['code']} {r['p']} ({r['f']})" for r in rows) or "(none learnt)"
+
+
+def _lineage(store: GraphStore, kernel: str) -> str:
+    rows = named_queries.run(store, "best-lineage", {"kernel": kernel})
+    return " -> ".join(f"{row['change']} ({row['role']}, {row['policy']})" for row in rows) or "(no BEST yet)"
 
 
 def _failures(store: GraphStore, kernel: str, limit: int = 6) -> str:
