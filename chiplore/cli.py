@@ -195,13 +195,49 @@ def status(app: App, graph_only: bool, as_json: bool) -> None:
     console.print(f"device time spent: {state.device_s:.1f} s")
 
 
+POLICIES = ("builtin", "llm")
+
+
+def llm_options(command: F) -> F:
+    """The model options of the LLM roles, gathered into one `llm: LLMConfig` argument."""
+
+    @click.option("--model", default=LLMConfig().model, show_default=True,
+                  help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
+    @click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama).")
+    @click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True,
+                  help="The LLM's sampling temperature.")  # fmt: skip
+    @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
+                  help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit).")  # fmt: skip
+    @functools.wraps(command)
+    def wrapper(*args: Any, model: str, base_url: str | None, temperature: float, token_budget: int,
+                **kwargs: Any) -> Any:  # fmt: skip
+        llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget)
+        return command(*args, llm=llm, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def roles_for(store: GraphStore, target: Target, config: LLMConfig, architect: str, refiner: str) -> dict[str, Any]:
+    """The architect and refiner policies the options ask for (LLM roles share one token budget)."""
+    if "llm" not in (architect, refiner):
+        return {}
+    from agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
+
+    budget = TokenBudget(config.token_budget)
+    return {role: LLMPolicy(role, config, store, target, budget) for role, chosen in
+            (("architect", architect), ("refiner", refiner)) if chosen == "llm"}  # fmt: skip
+
+
 @main.command()
 @store_options
 @click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
               help="Device seconds the microbenchmarks may spend.")  # fmt: skip
+@click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
+              help="The librarian's policy: the builtin extractor, or an LLM that cites its paragraphs.")  # fmt: skip
+@llm_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> None:
+def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, as_json: bool) -> None:
     """Learn the chip: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
     target = open_target(app.settings)
     with app.open_store() as store:
@@ -221,7 +257,12 @@ def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> No
                 spent[0] += device_s
                 progress.update(task, advance=1, spent=f"{probe}, {spent[0]:.0f} device-s of {budget_s:.0f}")
 
-            summary = learn_chip(store, target, version, budget_s=budget_s, on_probe=advance)
+            librarian = None
+            if policy == "llm":
+                from agents.llm.librarian import LLMLibrarian  # LangChain loads only when a role needs it
+
+                librarian = LLMLibrarian(llm, store)
+            summary = learn_chip(store, target, version, budget_s=budget_s, librarian=librarian, on_probe=advance)
     if as_json:
         click.echo(to_json(summary.model_dump()))
         return
@@ -235,20 +276,6 @@ def learn(app: App, toolchain: str | None, budget_s: float, as_json: bool) -> No
     )
     if measured.probes_failed:
         console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")
-
-
-POLICIES = ("builtin", "llm")
-
-
-def roles_for(store: GraphStore, target: Target, config: LLMConfig, architect: str, refiner: str) -> dict[str, Any]:
-    """The architect and refiner policies the options ask for (LLM roles share one token budget)."""
-    if "llm" not in (architect, refiner):
-        return {}
-    from agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
-
-    budget = TokenBudget(config.token_budget)
-    return {role: LLMPolicy(role, config, store, target, budget) for role, chosen in
-            (("architect", architect), ("refiner", refiner)) if chosen == "llm"}  # fmt: skip
 
 
 @main.command()
@@ -269,23 +296,15 @@ def roles_for(store: GraphStore, target: Target, config: LLMConfig, architect: s
     "--architect", type=click.Choice(POLICIES), default=None, help="The architect's policy [default: --policy]."
 )
 @click.option("--refiner", type=click.Choice(POLICIES), default=None, help="The refiner's policy [default: --policy].")
-@click.option("--model", default=LLMConfig().model, show_default=True,
-              help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
-@click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama) for --model.")
-@click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True,
-              help="The LLM's sampling temperature.")  # fmt: skip
-@click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
-              help="Prompt + completion tokens of the run; LLM roles stop once it is spent (0: no limit).")  # fmt: skip
+@llm_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s: float, seed: int | None,
              patience: int, target_ratio: float, resume: bool, policy: str, architect: str | None,
-             refiner: str | None, model: str, base_url: str | None, temperature: float, token_budget: int,
-             as_json: bool) -> None:  # fmt: skip
+             refiner: str | None, llm: LLMConfig, as_json: bool) -> None:  # fmt: skip
     """Optimize kernels (all by default): propose, screen, run and judge designs against BEST.
 
     The LLM policy reads its API key from the environment only ($OPENAI_API_KEY for openai:...)."""
     target = open_target(app.settings)
-    llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget)
     with app.open_store() as store:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from chiplore.target import DocPage as TargetPage
 from chiplore.target import Target
 from ingest.chunks import Chunk, chunk_page
-from ingest.librarian import ExtractedClaim, Librarian, constructs
+from ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
 from kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain, content_sha
 from kg.repo.knowledge import record_activity, record_claim
 from kg.repo.nodes import Link, Ref, link, upsert
@@ -42,7 +42,8 @@ def claim_id(chunk: Chunk, claim: ExtractedClaim) -> str:
     return content_sha(f"{chunk.sha}|{claim.param}|{claim.text}")[:32]
 
 
-def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Librarian) -> DocsSummary:
+def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Librarian | PageLibrarian,
+                ) -> DocsSummary:  # fmt: skip
     """Ingest the version's pages that the graph does not hold yet (or holds with other text)."""
     pages = target.docs(version)
     rows = store.read("MATCH (p:DocPage {version: $version}) RETURN p.id AS id, p.sha AS sha", {"version": version})
@@ -68,7 +69,7 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
                                       "concepts": len(concepts)})  # fmt: skip
 
 
-def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian,
+def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian | PageLibrarian,
                  activity: Activity) -> tuple[int, int, set[str]]:  # fmt: skip
     toolchain = Ref("Toolchain", Toolchain.id_of(target, version))
     node = DocPage(id=page_id(target, version, page.path), version=version, path=page.path, sha="", title=page.title)
@@ -85,7 +86,10 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
     links += [Link(Ref("Concept", key), "MENTIONED_IN", Ref("DocChunk", sha)) for key, shas in mentioned.items()
               for sha in shas]  # fmt: skip
     link(store, links)
-    found = [(chunk, claim) for chunk in chunks for claim in librarian.extract(chunk, page.title)]
+    if isinstance(librarian, PageLibrarian):
+        found = librarian.extract_page(chunks, page.title)
+    else:
+        found = [(chunk, claim) for chunk in chunks for claim in librarian.extract(chunk, page.title)]
     existing = _existing_claims(store, [claim_id(chunk, claim) for chunk, claim in found])
     for chunk, claim in found:
         identifier = claim_id(chunk, claim)

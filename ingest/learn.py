@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from chiplore.target import Target
 from ingest.docs import DocsSummary, ingest_docs
-from ingest.librarian import BuiltinLibrarian, Librarian
+from ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
 from ingest.measure import MeasureSummary, measure
 from ingest.remeasure import remeasure
 from ingest.rules import RulesSummary, learn_rules
@@ -43,7 +43,7 @@ class LearnSummary(BaseModel):
 
 
 def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = DEFAULT_BUDGET_S,
-          librarian: Librarian | None = None, on_probe: Callable[[str, float], None] | None = None,
+          librarian: Librarian | PageLibrarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
     docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian())

@@ -6,7 +6,7 @@ constructs a chunk mentions. An LLM librarian writes the same `ExtractedClaim`s.
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +30,15 @@ class Librarian(Protocol):
     policy: str  # recorded as the Activity's policy
 
     def extract(self, chunk: Chunk, page_title: str) -> list[ExtractedClaim]: ...
+
+
+@runtime_checkable
+class PageLibrarian(Protocol):
+    """A librarian that reads a whole page at once (one model call per page, not per paragraph)."""
+
+    policy: str
+
+    def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]: ...
 
 
 # Parameters a sentence can state, the unit their value is in, and the words that must all appear.

@@ -69,7 +69,7 @@ class TokenBudget:
         return self.limit > 0 and self.used >= self.limit
 
 
-class _Calls(BaseCallbackHandler):
+class Calls(BaseCallbackHandler):
     """Each model call becomes an Activity (model, tokens, latency, cost, outcome)."""
 
     def __init__(self, store: GraphStore, role: str, config: LLMConfig, budget: TokenBudget) -> None:
@@ -112,6 +112,21 @@ def chat_model(config: LLMConfig) -> BaseChatModel:
     return init_chat_model(config.model, **kwargs)
 
 
+def run_agent(agent: Any, messages: Sequence[Any], calls: Calls, config: LLMConfig) -> dict[str, Any]:
+    """One agent run, retried with backoff while the endpoint times out or fails; LLMUnavailable after."""
+    retrying = Retrying(retry=retry_if_exception(_transient), stop=stop_after_attempt(config.retries + 1),
+                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)  # fmt: skip
+    try:
+        for attempt in retrying:
+            with attempt:
+                run_config = {"callbacks": [calls], "recursion_limit": 2 * config.max_steps}
+                return agent.invoke({"messages": list(messages)}, config=run_config)
+    except (openai.APIConnectionError, openai.APIStatusError) as error:
+        where = config.base_url or config.model
+        raise LLMUnavailable(f"the model at {where} did not answer: {type(error).__name__}: {error}") from None
+    raise AssertionError("unreachable")
+
+
 def _transient(error: BaseException) -> bool:
     if isinstance(error, openai.APIConnectionError):  # refused, reset, timed out
         return True
@@ -144,9 +159,9 @@ class LLMPolicy:
         return out
 
     def _one(self, ctx: Context) -> policies.Proposal:
-        calls = _Calls(self.store, self.role, self.config, self.budget)
+        calls = Calls(self.store, self.role, self.config, self.budget)
         agent = create_agent(self.model, tools=graph_tools(self.store, self.target, ctx.version, ctx.kernel),
-                             system_prompt=_template("system").format(role=self.role, target=self.target.name,
+                             system_prompt=template("system").format(role=self.role, target=self.target.name,
                                                                       version=ctx.version),
                              response_format=ToolStrategy(Proposal))  # fmt: skip
         messages: list[Any] = [HumanMessage(self._prompt(ctx))]
@@ -175,18 +190,8 @@ class LLMPolicy:
                         error=f"{problem} (after {self.config.attempts} attempts)",
                         activities=tuple(calls.ids))  # fmt: skip
 
-    def _invoke(self, agent: Any, messages: Sequence[Any], calls: _Calls) -> dict[str, Any]:
-        retrying = Retrying(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.config.retries + 1),
-                            wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)  # fmt: skip
-        try:
-            for attempt in retrying:
-                with attempt:
-                    config = {"callbacks": [calls], "recursion_limit": 2 * self.config.max_steps}
-                    return agent.invoke({"messages": list(messages)}, config=config)
-        except (openai.APIConnectionError, openai.APIStatusError) as error:
-            where = self.config.base_url or self.config.model
-            raise LLMUnavailable(f"the model at {where} did not answer: {type(error).__name__}: {error}") from None
-        raise AssertionError("unreachable")
+    def _invoke(self, agent: Any, messages: Sequence[Any], calls: Calls) -> dict[str, Any]:
+        return run_agent(agent, messages, calls, self.config)
 
     def _proposal(self, ctx: Context, answer: Proposal, activities: list[str]) -> policies.Proposal:
         wanted = sorted(set(answer.consulted))
@@ -206,7 +211,7 @@ class LLMPolicy:
                 "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s", {"id": best.id}
             )[0]["s"]
         bound = ctx.knowledge.measured_bound(spec.weight_bytes) or spec.bound_cycles
-        return _template(self.role).format(
+        return template(self.role).format(
             kernel=ctx.kernel, description=spec.description, weight_bytes=spec.weight_bytes, bound=bound,
             best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
             version=ctx.version, measurements=_measurements(self.store, ctx.knowledge), rules=_rules(self.store, ctx),
@@ -215,7 +220,7 @@ class LLMPolicy:
         )  # fmt: skip
 
 
-def _template(name: str) -> str:
+def template(name: str) -> str:
     return (resources.files("agents.llm") / "prompts" / f"{name}.md").read_text()
 
 

@@ -15,12 +15,18 @@ from click.testing import CliRunner
 import queries
 from agents.knowledge import read_knowledge
 from agents.llm.config import LLMConfig
+from agents.llm.librarian import LLMLibrarian
 from agents.llm.policy import LLMPolicy, TokenBudget
 from agents.loop import optimize
 from agents.policies import BuiltinArchitect, Context
 from agents.space import FAMILIES
 from chiplore.cli import main
+from ingest.chunks import chunk_page
+from ingest.docs import ingest_docs
 from ingest.learn import learn
+from ingest.librarian import BuiltinLibrarian
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator.target import SimRNGD
 from tests.llm_server import ScriptedOpenAI, Turn, call, say
@@ -80,7 +86,8 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
     )
     assert [row["f"] for row in consulted] == [fact]  # a made-up id links nothing
     calls = graph.read(
-        "MATCH (a:Activity {policy: 'llm'}) RETURN a.role AS role, a.outcome AS outcome, a.prompt_tokens AS p, "
+        "MATCH (a:Activity {policy: 'llm'}) WHERE a.model IS NOT NULL "
+        "RETURN a.role AS role, a.outcome AS outcome, a.prompt_tokens AS p, "
         "a.completion_tokens AS c, a.model AS model ORDER BY a.started_at"
     )
     assert len(calls) == 10 and sum(row["outcome"] == "ok" for row in calls) == 9  # one timed out
@@ -115,3 +122,35 @@ def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypa
     env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
     result = CliRunner().invoke(main, ["optimize", O_PROJ, "--policy", "llm", "--model", "openai:gpt-5"], env=env)
     assert result.exit_code == 1 and "OPENAI_API_KEY" in result.stderr
+
+
+def test_the_llm_librarian_cites_its_paragraphs_and_uncited_claims_are_dropped(embedded_store: GraphStore) -> None:
+    """One model call per page; what the model states must be in the paragraph it cites."""
+    ensure_schema(embedded_store)
+    target = SimRNGD(seed=0)
+    register_target(embedded_store, target.name, target.toolchains(), target.default_toolchain())
+    builtin = BuiltinLibrarian()
+    turns, expected = [], 0
+    for page in target.docs(VERSION):
+        prose = [chunk for chunk in chunk_page(page.text) if not chunk.code]
+        claims = [{"text": claim.text, "paragraph": i, "kind": claim.kind, "concept": claim.concept,
+                   "param": claim.param, "value": claim.value, "unit": claim.unit}
+                  for i, chunk in enumerate(prose) for claim in builtin.extract(chunk, page.title)]  # fmt: skip
+        expected += len(claims)
+        if not turns and prose:  # a made-up claim on the first page, and a real one cited to the wrong paragraph
+            claims.append({"text": "The chip runs at 9 GHz.", "paragraph": 0, "kind": "quantity",
+                           "concept": "chip", "param": "chip.clock_hz", "value": 9e9, "unit": "Hz"})  # fmt: skip
+        turns.append(call("ClaimSet", claims=claims) if prose else say("nothing to claim"))
+    with ScriptedOpenAI() as server:
+        server.script(*[t for t in turns if t.tool_calls])
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=5.0)
+        librarian = LLMLibrarian(config, embedded_store)
+        summary = ingest_docs(embedded_store, target, VERSION, librarian)
+        assert len(server.requests) == sum(1 for t in turns if t.tool_calls)  # one call per page with prose
+    assert librarian.rejected == ["The chip runs at 9 GHz."]
+    assert summary.claims == expected > 20
+    assert not embedded_store.read("MATCH (c:Claim) WHERE c.text CONTAINS '9 GHz' RETURN c.id AS id")
+    calls = embedded_store.read(
+        "MATCH (a:Activity {role: 'librarian', policy: 'llm'}) WHERE a.model IS NOT NULL RETURN count(a) AS n"
+    )
+    assert calls[0]["n"] == len(server.requests)

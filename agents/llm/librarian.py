@@ -1,0 +1,85 @@
+"""The LLM librarian (`chiplore learn --policy llm`): one model call per doc page, answering with a
+ClaimSet whose every claim cites the paragraph it comes from. A claim counts only when its citation
+checks out: its text is in the cited paragraph (and so is its number, when it states one). The
+rest are dropped and counted; the measurements judge what stays, as they judge the builtin's."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from pydantic import BaseModel, Field
+
+from agents.llm.config import LLMConfig
+from agents.llm.policy import Calls, TokenBudget, chat_model, run_agent, template
+from ingest.chunks import Chunk
+from ingest.librarian import NUMBER_WORDS, ExtractedClaim
+from kg.store import GraphStore
+
+
+class CitedClaim(BaseModel):
+    text: str = Field(description="the sentence as the page words it, copied exactly")
+    paragraph: int = Field(description="the number of the paragraph it is in")
+    kind: Literal["quantity", "limit", "rule"]
+    concept: str = Field(description="what it is about, e.g. dma.startup or construct:dma")
+    param: str | None = Field(None, description="the hardware parameter it states, if it states one")
+    value: float | None = None
+    unit: str | None = None
+
+
+class ClaimSet(BaseModel):
+    """Every checkable statement of the page: quantities with units, limits, must/cannot rules."""
+
+    claims: list[CitedClaim]
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[*`]", "", text)).strip().lower()
+
+
+def cited(claim: CitedClaim, chunk: Chunk) -> bool:
+    """The citation check: the claim's words, and its number, are in the paragraph it cites."""
+    if _flat(claim.text) not in _flat(chunk.text):
+        return False
+    if claim.value is None or claim.unit == "bool":  # a yes/no fact: its words are its citation
+        return True
+    numbers = {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", claim.text)}
+    numbers |= {float(v) for word, v in NUMBER_WORDS.items() if re.search(rf"\b{word}\b", claim.text, re.I)}
+    # as written, in KB or GHz, or inverted ("one flit per cycle" is one cycle per flit)
+    candidates = {n * scale for n in numbers for scale in (1, 1024, 1e9)} | {1 / n for n in numbers if n}
+    return any(abs(claim.value - c) <= 1e-9 * max(1.0, abs(claim.value)) for c in candidates)
+
+
+class LLMLibrarian:
+    policy = "llm"
+
+    def __init__(self, config: LLMConfig, store: GraphStore, budget: TokenBudget | None = None,
+                 model: BaseChatModel | None = None) -> None:  # fmt: skip
+        self.config, self.store = config, store
+        self.budget = budget or TokenBudget(config.token_budget)
+        self.model = model or chat_model(config)
+        self.rejected: list[str] = []  # claims whose citation did not check out
+
+    def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
+        prose = [chunk for chunk in chunks if not chunk.code]
+        if not prose or self.budget.spent:
+            return []
+        calls = Calls(self.store, "librarian", self.config, self.budget)
+        agent = create_agent(self.model, tools=[], system_prompt=template("librarian"),
+                             response_format=ToolStrategy(ClaimSet))  # fmt: skip
+        numbered = "\n\n".join(f"[{i}] {chunk.text}" for i, chunk in enumerate(prose))
+        state = run_agent(agent, [HumanMessage(f"Page: {page_title}\n\n{numbered}")], calls, self.config)
+        answer: ClaimSet | None = state.get("structured_response")
+        out = []
+        for claim in answer.claims if answer else []:
+            chunk = prose[claim.paragraph] if 0 <= claim.paragraph < len(prose) else None
+            if chunk is None or not cited(claim, chunk):
+                self.rejected.append(claim.text)
+                continue
+            out.append((chunk, ExtractedClaim(text=claim.text, kind=claim.kind, concept=claim.concept,
+                                              param=claim.param, value=claim.value, unit=claim.unit)))  # fmt: skip
+        return out
