@@ -208,10 +208,13 @@ def llm_options(command: F) -> F:
                   help="The LLM's sampling temperature.")  # fmt: skip
     @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
                   help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit).")  # fmt: skip
+    @click.option("--usd-per-mtok", "prices", type=(float, float), default=(0.0, 0.0), show_default=True,
+                  help="Prices per million prompt and completion tokens, for the cost estimate.")  # fmt: skip
     @functools.wraps(command)
     def wrapper(*args: Any, model: str, base_url: str | None, temperature: float, token_budget: int,
-                **kwargs: Any) -> Any:  # fmt: skip
-        llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget)
+                prices: tuple[float, float], **kwargs: Any) -> Any:  # fmt: skip
+        llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget,
+                        usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])  # fmt: skip
         return command(*args, llm=llm, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -216,7 +216,7 @@ class LLMPolicy:
             best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
             version=ctx.version, measurements=_measurements(self.store, ctx.knowledge), rules=_rules(self.store, ctx),
             failures=_failures(self.store, ctx.kernel), baseline=spec.baseline_source, best_source=best_source,
-            lineage=_lineage(self.store, ctx.kernel),
+            lineage=_lineage(self.store, ctx.kernel), claims=_claims(self.store, ctx.version),
         )  # fmt: skip
 
 
@@ -244,6 +244,19 @@ def _rules(store: GraphStore, ctx: Context) -> str:
         {"v": ctx.version},
     )
     return "\n".join(f"- {r['code']} {r['p']} ({r['f']})" for r in rows) or "(none learnt)"
+
+
+def _claims(store: GraphStore, version: str, limit: int = 40) -> str:
+    """The docs' checkable claims with the graph's verdict on each (a contradicted one is wrong)."""
+    rows = store.read(
+        "MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $v}) WHERE c.param IS NOT NULL "
+        "OPTIONAL MATCH (e)-[r:CONFIRMS|CONTRADICTS]->(c) "
+        "WITH c, collect(DISTINCT type(r)) AS verdicts "
+        "RETURN c.text AS text, c.fact_id AS f, CASE WHEN 'CONTRADICTS' IN verdicts THEN 'CONTRADICTED' "
+        "WHEN 'CONFIRMS' IN verdicts THEN 'confirmed' ELSE 'unchecked' END AS verdict ORDER BY verdict, f LIMIT $n",
+        {"v": version, "n": limit},
+    )
+    return "\n".join(f"- [{r['verdict']}] {r['text']} ({r['f']})" for r in rows) or "(no claims)"
 
 
 def _lineage(store: GraphStore, kernel: str) -> str:

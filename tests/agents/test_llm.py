@@ -68,6 +68,8 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
                            refiner=LLMPolicy("refiner", config, graph, target, architect.budget))  # fmt: skip
         sent = [json.dumps(body) for body in server.requests]
     assert summary.accepted == 1 and summary.proposals == 3
+    # the prompt states what the graph holds: measurements with intervals, checked claims, rules
+    assert all(needle in sent[0] for needle in ("Measurement:", "[confirmed]", "[CONTRADICTED]", "LegalityRule:"))
     designs = {row["change"]: row for row in graph.read(
         "MATCH (d:DesignNode {kernel: $k, policy: 'llm'}) RETURN d.change AS change, d.status AS status, "
         "d.reason AS reason, d.id AS id", {"k": O_PROJ})}  # fmt: skip
