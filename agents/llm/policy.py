@@ -160,7 +160,8 @@ class LLMPolicy:
 
     def _one(self, ctx: Context) -> policies.Proposal:
         calls = Calls(self.store, self.role, self.config, self.budget)
-        agent = create_agent(self.model, tools=graph_tools(self.store, self.target, ctx.version, ctx.kernel),
+        tools = graph_tools(self.store, self.target, ctx.version, ctx.kernel, on_refusal=self._refused)
+        agent = create_agent(self.model, tools=tools,
                              system_prompt=template("system").format(role=self.role, target=self.target.name,
                                                                       version=ctx.version),
                              response_format=ToolStrategy(Proposal))  # fmt: skip
@@ -189,6 +190,11 @@ class LLMPolicy:
                         rationale=answer.rationale if answer else "", change=answer.change if answer else "",
                         error=f"{problem} (after {self.config.attempts} attempts)",
                         activities=tuple(calls.ids))  # fmt: skip
+
+    def _refused(self, what: str) -> None:
+        """A write the model tried through a tool: recorded, as the loop records every failure."""
+        record_activity(self.store, Activity(id=f"tool-{uuid.uuid4().hex[:16]}", role=self.role, policy="llm-tool",
+                                             ended_at=utc_now(), outcome=what[:300]))  # fmt: skip
 
     def _invoke(self, agent: Any, messages: Sequence[Any], calls: Calls) -> dict[str, Any]:
         return run_agent(agent, messages, calls, self.config)

@@ -5,6 +5,7 @@ refused write or a failed query comes back as a message, never as an exception."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
@@ -28,7 +29,10 @@ def _rows(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def graph_tools(store: GraphStore, target: Target, version: str, kernel: str) -> list[BaseTool]:
+def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
+                on_refusal: Callable[[str], None] = lambda what: None) -> list[BaseTool]:  # fmt: skip
+    """The tools; `on_refusal` hears of every write the model attempted (the policy records it)."""
+
     @tool
     def cypher(query: str) -> str:
         """Run a read-only Cypher query on chiplore's knowledge graph (Measurement, LegalityRule, Claim,
@@ -36,6 +40,7 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str) ->
         try:
             return _rows(store.read(query, timeout_s=QUERY_TIMEOUT_S))
         except WriteRefused:
+            on_refusal(f"cypher refused a write: {query}")
             return "refused: this tool is read-only; the graph is written by the loop, not by you. Read, then answer."
         except QueryError as error:
             return f"query failed: {error}"

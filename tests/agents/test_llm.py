@@ -80,6 +80,8 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
     assert len(failed) == 2 and "illegal program: E0" in failed[0] and "malformed answer" in failed[1]
     # the write was refused, and the model was told so
     assert not graph.read("MATCH (k:Kernel {name: 'pwned'}) RETURN k.name AS n")
+    refused = graph.read("MATCH (a:Activity {policy: 'llm-tool'}) RETURN a.outcome AS o")
+    assert len(refused) == 1 and "refused a write" in refused[0]["o"]
     assert any("refused: this tool is read-only" in body for body in sent)
     assert any("The compiler refuses it" in body for body in sent)  # the diagnostics went back to the model
     consulted = graph.read(
