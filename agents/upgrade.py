@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from agents.knowledge import Knowledge, read_knowledge, rule_predicates
-from agents.loop import design_id
+from agents.loop import UNFINISHED, design_id
 from agents.policies import CONSULTS, Context
 from agents.repair import repair
 from agents.runner import BudgetSpent, Runner
@@ -117,6 +117,9 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     progress = lambda probe, s: say(f"re-measured {probe} ({s:.0f} device-s)")  # noqa: E731
     remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
               spent_s=upgrade_device_s(store, activity), free_only=True, on_probe=progress)  # fmt: skip
+    closed = close_unfinished(store, previous, version)
+    if closed:
+        say(f"{closed} design(s) a budget left unfinished under {previous} closed")
     specs = {spec.name: spec for spec in target.kernels()}
     kernels, pending = _revalidate_kernels(store, target, specs, previous, version, state.budget_s, activity, say)
     measured = remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
@@ -186,6 +189,17 @@ def rule_diff(store: GraphStore, target: str, previous: str, version: str) -> Ru
                   "WHERE NOT (r)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) AND NOT (r)-[:SUPERSEDES]->(:LegalityRule) "
                   "RETURN count(DISTINCT r) AS n"),
     )  # fmt: skip
+
+
+def close_unfinished(store: GraphStore, previous: str, version: str) -> int:
+    """Designs an optimize run left between proposal and decision under the old toolchain: their
+    programs are the old version's, so no resumed run will judge them; they end as failed, with why."""
+    rows = store.write(
+        "MATCH (d:DesignNode)-[:HAS_VERSION]->(:KernelVersion {toolchain: $old}) WHERE d.status IN $open "
+        "SET d.status = 'failed', d.reason = $why RETURN count(d) AS n",
+        {"old": previous, "open": UNFINISHED, "why": f"left unfinished when the toolchain moved to {version}"},
+    )
+    return int(rows[0]["n"]) if rows else 0
 
 
 def flag_designs(store: GraphStore, target: str, previous: str, version: str) -> int:
@@ -310,7 +324,8 @@ class _Revalidator:
         else:
             ctx = Context(kernel=kernel, family=FAMILIES[kernel], knowledge=self.knowledge, version=version, seed=0)
             repaired = DesignNode(
-                id=node_id, kernel=kernel, role="refiner", policy="builtin-repair", depth=node.depth + 1,
+                id=node_id, kernel=kernel, role="baseline" if role == "baseline" else "refiner",
+                policy="builtin-repair", depth=node.depth + 1,
                 rationale=f"{node.id} does not compile under {version} ({broken[:300]})",
                 change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",
                 predicted_cycles=ctx.predicted(params) if params is not None and kernel in FAMILIES else None,

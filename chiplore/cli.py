@@ -14,7 +14,7 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.tree import Tree
 
@@ -390,6 +390,126 @@ def progress_table(progress: list[KernelProgress]) -> Table:
             ", ".join(f"{n} {status}" for status, n in k.nodes_by_status.items()),
         )  # fmt: skip
     return table
+
+
+@main.command()
+@store_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True,
+              help="Where to write the report.")  # fmt: skip
+def report(app: App, out: Path) -> None:
+    """One self-contained HTML page: results, convergence, design trees, decisions, what was learnt, upgrades."""
+    from chiplore.report import render_report  # matplotlib loads only for a report
+
+    with app.open_store() as store:
+        html = render_report(store)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html)
+    console.print(f"[green]wrote[/green] {out} ({len(html) // 1024} KB)")
+
+
+def demo_table(store: GraphStore) -> tuple[Table, list[dict[str, Any]], float | None]:
+    """The demo's results: per kernel, what `status --json` says, and the accepted changes."""
+    from chiplore.report import accepted_changes, geomean
+
+    rows = [{**k.model_dump(), "accepted_changes": accepted_changes(store, k.kernel)} for k in kernel_progress(store)]
+    speedups = [r["speedup_vs_baseline"] for r in rows if r["speedup_vs_baseline"]]
+    mean = geomean(speedups) if rows and len(speedups) == len(rows) else None
+    table = Table(title="chiplore demo: results")
+    for column in ("kernel", "baseline", "best [95% CI]", "speedup", "x bound", "device-s", "accepted changes"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    for r in rows:
+        best = (
+            f"{r['best_cycles']:,.0f} [{r['best_ci_low']:,.0f}, {r['best_ci_high']:,.0f}]" if r["best_cycles"] else ""
+        )
+        table.add_row(r["kernel"], f"{r['baseline_cycles']:,.0f}" if r["baseline_cycles"] else "", best,
+                      f"{r['speedup_vs_baseline']:.2f}x" if r["speedup_vs_baseline"] else "",
+                      f"{r['ratio_to_bound']:.3f}" if r["ratio_to_bound"] else "", f"{r['device_seconds']:.0f}",
+                      str(r["accepted_changes"]))  # fmt: skip
+    if mean:
+        table.caption = f"geomean speedup over the official baselines: {mean:.2f}x"
+    return table, rows, mean
+
+
+@main.command()
+@store_options
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=OPTIMIZE_BUDGET_S, show_default=True,
+              help="Device seconds of each optimize round (before and after the upgrade).")  # fmt: skip
+@click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
+@click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
+              help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("chiplore-report"),
+              show_default=True, help="The folder the report is written to.")  # fmt: skip
+@click.option("--resume", is_flag=True, help="Continue a demo that was interrupted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool, as_json: bool) -> None:
+    """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
+    from chiplore.report import render_report
+
+    target = open_target(app.settings)
+    seed = app.settings.seed if seed is None else seed
+    with app.open_store() as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        left = unfinished(store)
+        active = active_toolchain(store, target.name) or target.default_toolchain()
+        if left and not resume and not _demo_done(store, active):  # a finished round's leftovers wait for no one
+            raise ConfigError(f"an earlier run left {left} design(s) unfinished: run `chiplore demo --resume`")
+        newest = target.toolchains()[-1]
+        columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.fields[note]}"))
+        with Progress(*columns, console=err_console, disable=as_json, transient=False) as progress:
+
+            def step(description: str) -> Callable[[str], None]:
+                task = progress.add_task(description, note="")
+                return lambda note: progress.update(task, note=note[:90])
+
+            version = active_toolchain(store, target.name) or target.default_toolchain()
+            note = step(f"learn {target.name} {version}")
+            learnt = learn_chip(store, target, version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
+            note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
+            for round_version in dict.fromkeys([version, newest]):
+                _demo_round(store, target, round_version, step, budget_s=budget_s, seed=seed, patience=patience)
+        table, rows, mean = demo_table(store)
+        html = render_report(store)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.html").write_text(html)
+    if as_json:
+        click.echo(to_json({"kernels": rows, "geomean_speedup": mean, "report": str(out / "report.html")}))
+        return
+    console.print(table)
+    console.print(f"report: {out / 'report.html'}")
+
+
+def _demo_round(store: GraphStore, target: Target, version: str, step: Callable[[str], Callable[[str], None]], *,
+                budget_s: float, seed: int, patience: int) -> None:  # fmt: skip
+    """Upgrade to `version` when it is not the active toolchain, then optimize under it (once)."""
+    if version != active_toolchain(store, target.name):
+        note = step(f"toolchain upgrade to {version}")
+        done = upgrade_toolchain(store, target, version, on_event=note)
+        repaired = sum(k.outcome == "repaired" for k in done.kernels)
+        note(f"{done.rules.changed} rules and {len(done.measurements.changed)} measurements changed, "
+             f"{repaired} programs repaired")  # fmt: skip
+    note = step(f"optimize under {version}")
+    if _demo_done(store, version):
+        note("done in an earlier run")
+        return
+    summary = optimize_kernels(store, target, version, budget_s=budget_s, seed=seed, patience=patience,
+                               on_event=lambda kernel, message: note(f"{kernel}: {message}"))  # fmt: skip
+    _demo_mark(store, version)
+    note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
+
+
+def _demo_done(store: GraphStore, version: str) -> bool:
+    rows = store.read("MATCH (a:Activity {id: $id}) RETURN a.ended_at AS e", {"id": f"demo-optimize-{version}"})
+    return bool(rows and rows[0]["e"])
+
+
+def _demo_mark(store: GraphStore, version: str) -> None:
+    """A finished optimize round of the demo: a rerun or --resume does not repeat it."""
+    from kg.models import Activity
+    from kg.repo.knowledge import record_activity
+    from kg.timefmt import utc_now
+
+    record_activity(store, Activity(id=f"demo-optimize-{version}", role="demo", policy="builtin", ended_at=utc_now()))
 
 
 @main.command()
