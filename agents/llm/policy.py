@@ -23,7 +23,7 @@ from langchain.agents.structured_output import ToolStrategy
 from langchain.chat_models import init_chat_model
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
@@ -186,10 +186,12 @@ class LLMPolicy:
                 return self._proposal(ctx, answer, calls.ids)
             problem = "illegal program: " + "; ".join(f"{d.code}: {d.message}" for d in errors[:3])
             messages.append(HumanMessage(f"The compiler refuses it:\n{problem}\nFix the program and answer again."))
-        return policies.Proposal(role=self.role, policy=self.name, source=answer.source if answer else "",
-                        rationale=answer.rationale if answer else "", change=answer.change if answer else "",
-                        error=f"{problem} (after {self.config.attempts} attempts)",
-                        activities=tuple(calls.ids))  # fmt: skip
+        # the record keeps what the model last said: its program, or its prose when it wrote none
+        said = answer.source if answer else _last_words(messages)
+        return policies.Proposal(role=self.role, policy=self.name, source=said,
+                                 rationale=answer.rationale if answer else "", change=answer.change if answer else "",
+                                 error=f"{problem} (after {self.config.attempts} attempts)",
+                                 activities=tuple(calls.ids))  # fmt: skip
 
     def _refused(self, what: str) -> None:
         """A write the model tried through a tool: recorded, as the loop records every failure."""
@@ -224,6 +226,14 @@ class LLMPolicy:
             failures=_failures(self.store, ctx.kernel), baseline=spec.baseline_source, best_source=best_source,
             lineage=_lineage(self.store, ctx.kernel), claims=_claims(self.store, ctx.version),
         )  # fmt: skip
+
+
+def _last_words(messages: Sequence[Any]) -> str:
+    """The model's last text in a conversation (what a malformed answer said instead of a Proposal)."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and isinstance(message.content, str) and message.content.strip():
+            return message.content
+    return ""
 
 
 def template(name: str) -> str:

@@ -78,6 +78,12 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
         designs["whole design"]["id"]  # fmt: skip
     failed = sorted(row["reason"] for row in designs.values() if row["status"] == "failed")
     assert len(failed) == 2 and "illegal program: E0" in failed[0] and "malformed answer" in failed[1]
+    said = graph.read(  # a malformed answer is kept as what the model said
+        "MATCH (d:DesignNode {kernel: $k, policy: 'llm', status: 'failed'})-[:HAS_VERSION]->(v:KernelVersion) "
+        "WHERE d.reason STARTS WITH 'malformed' RETURN v.source AS s",
+        {"k": O_PROJ},
+    )
+    assert [row["s"] for row in said] == ["I cannot write Ferrite."]
     # the write was refused, and the model was told so
     assert not graph.read("MATCH (k:Kernel {name: 'pwned'}) RETURN k.name AS n")
     refused = graph.read("MATCH (a:Activity {policy: 'llm-tool'}) RETURN a.outcome AS o")
