@@ -28,7 +28,7 @@ from agents.screener import Screener
 from agents.space import FAMILIES
 from chiplore.target import KernelSpec, Target
 from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion, content_sha
-from kg.repo.designs import add_design, best_of, register_kernel, root_of, set_best, update_design
+from kg.repo.designs import add_design, best_of, register_kernel, root_of, set_best, source_of, update_design
 from kg.repo.knowledge import record_activity
 from kg.repo.nodes import Link, Ref, link
 from kg.repo.progress import pooled_cycles
@@ -180,8 +180,7 @@ def _root(store: GraphStore, state: _Kernel, version: str, say: Event) -> None:
         return
     if root is not None:  # a root a killed or faulted run left unmeasured
         root_id = root.id
-        source = store.read("MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s",
-                            {"id": root_id})[0]["s"]  # fmt: skip
+        source = source_of(store, root_id)
         sha = content_sha(source)
         update_design(store, root_id, status="queued")
     else:
@@ -285,10 +284,8 @@ def _judge(store: GraphStore, state: _Kernel, version: str, node: DesignNode, so
     spec = state.spec
     best = best_of(store, spec.name)
     assert best is not None and best.measured_cycles is not None and node.measured_cycles is not None
-    incumbent = store.read(
-        "MATCH (d:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS source, v.sha AS sha",
-        {"id": best.id},
-    )[0]
+    incumbent_source = source_of(store, best.id)
+    incumbent = {"source": incumbent_source, "sha": content_sha(incumbent_source)}  # a KernelVersion's sha is its hash
     sha = content_sha(source)
 
     def run_pair(index: int) -> tuple[float, float, tuple[str, ...]] | None:

@@ -40,7 +40,8 @@ from ingest.librarian import BuiltinLibrarian, Librarian
 from ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
 from ingest.rules import learn_rules, reconcile_rules
 from kg.models import Activity, DesignNode, KernelVersion, Revalidation, Toolchain, Upgrade, content_sha
-from kg.repo.designs import add_design, best_of, root_of, set_best, update_design
+from kg.repo.designs import add_design, best_of, root_of, set_best, source_of, update_design
+from kg.repo.knowledge import record_activity
 from kg.repo.progress import pooled_cycles
 from kg.repo.targets import active_toolchain, set_active_toolchain
 from kg.repo.upgrades import (
@@ -100,8 +101,7 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
         return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
     previous = state.from_version
     activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin")
-    if not store.read("MATCH (a:Activity {id: $id}) RETURN a.id AS id", {"id": activity.id}):
-        store.write("CREATE (a:Activity) SET a = $props", {"props": activity.properties()})
+    record_activity(store, activity)  # (the Upgrade node keeps when the upgrade began)
     set_active_toolchain(store, target.name, version)
     stale = mark_stale(store, target.name, previous, version)
     say(f"{version} is active; {sum(stale.values())} fact(s) of {previous} marked stale")
@@ -260,9 +260,7 @@ class _Revalidator:
         done = revalidation_of(store, rid)
         if done is not None:
             return done
-        source = store.read(
-            "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS source", {"id": node.id}
-        )[0]["source"]
+        source = source_of(store, node.id)
         before = pooled_cycles(store, node.id, self.previous)
         base = Revalidation(id=rid, kernel=kernel, design=node.id, role=role, from_version=self.previous,  # type: ignore[arg-type]
                             to_version=version, outcome="survived",

@@ -33,12 +33,14 @@ from chiplore.settings import Settings
 from chiplore.target import Target
 from ingest.learn import DEFAULT_BUDGET_S
 from ingest.learn import learn as learn_chip
-from kg.models import DesignNode
+from kg.models import Activity, DesignNode
+from kg.repo.knowledge import record_activity
 from kg.repo.overview import overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target, toolchains
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
 from kg.store import GraphStore
+from kg.timefmt import utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -505,10 +507,6 @@ def _demo_done(store: GraphStore, version: str) -> bool:
 
 def _demo_mark(store: GraphStore, version: str) -> None:
     """A finished optimize round of the demo: a rerun or --resume does not repeat it."""
-    from kg.models import Activity
-    from kg.repo.knowledge import record_activity
-    from kg.timefmt import utc_now
-
     record_activity(store, Activity(id=f"demo-optimize-{version}", role="demo", policy="builtin", ended_at=utc_now()))
 
 

@@ -150,11 +150,11 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
         for name, estimate in estimates.items():
             if name not in PARAMS:
                 continue
-            outcome = record_estimate(store, target.name, version, probe, spec.probe, name, estimate,
-                                      list(recorder.runs), recorder.activity)  # fmt: skip
+            _, agreed, disagreed = record_estimate(store, target.name, version, probe, spec.probe, name, estimate,
+                                                   list(recorder.runs), recorder.activity)  # fmt: skip
             written += 1
-            confirmed += outcome[0]
-            contradicted += outcome[1]
+            confirmed += agreed
+            contradicted += disagreed
         if on_probe is not None:
             on_probe(probe_id, recorder.spent - before)
     if NOISE[0] not in measured and not spend_limit_reached(recorder.spent, budget_s):
@@ -245,7 +245,7 @@ def known_values(store: GraphStore, version: str, names: tuple[str, ...]) -> dic
 
 
 def record_estimate(store: GraphStore, target: str, version: str, probe: ProbeTemplate, fit_name: str, name: str,
-            estimate: Estimate, run_ids: list[str], activity: Activity) -> tuple[int, int]:  # fmt: skip
+            estimate: Estimate, run_ids: list[str], activity: Activity) -> tuple[Measurement, int, int]:  # fmt: skip
     key, unit = PARAMS[name]
     claims = store.read(
         "MATCH (c:Claim {param: $key})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.id AS id, c.value AS value, "
@@ -253,7 +253,7 @@ def record_estimate(store: GraphStore, target: str, version: str, probe: ProbeTe
         {"key": key, "v": version},
     )
     converting = any(claim["unit"] not in (None, unit) for claim in claims)
-    clock = _clock_hz(store, version) if converting else None  # read once, and only when a unit differs
+    clock = clock_hz(store, version) if converting else None  # read once, and only when a unit differs
     confirms, contradicts = [], []
     for claim in claims:
         claimed = in_unit(float(claim["value"]), claim["unit"], unit, clock)
@@ -269,7 +269,7 @@ def record_estimate(store: GraphStore, target: str, version: str, probe: ProbeTe
         store, measurement, param=HardwareParam(key=key, unit=unit, description=probe.measures), run_ids=run_ids,
         activity=activity, target=target, confirms=confirms, contradicts=contradicts,
     )  # fmt: skip
-    return len(confirms), len(contradicts)
+    return measurement, len(confirms), len(contradicts)
 
 
 def in_unit(value: float, unit: str | None, wanted: str, clock_hz: float | None) -> float | None:
@@ -281,7 +281,8 @@ def in_unit(value: float, unit: str | None, wanted: str, clock_hz: float | None)
     return None
 
 
-def _clock_hz(store: GraphStore, version: str) -> float | None:
+def clock_hz(store: GraphStore, version: str) -> float | None:
+    """The chip's clock as the version's docs state it (rates per second are converted with it)."""
     rows = store.read(
         "MATCH (c:Claim {param: 'chip.clock_hz'})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.value AS value",
         {"v": version},

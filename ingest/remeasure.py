@@ -27,6 +27,7 @@ from ingest.measure import (
     PARAMS,
     ProbeRecorder,
     agrees,
+    clock_hz,
     in_unit,
     record_estimate,
     record_noise,
@@ -138,11 +139,10 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
                     rechecks.append(_confirm(store, target.name, version, old, estimate, recorder, activity))
                     continue
                 name = next(n for n in spec.params if PARAMS.get(n, ("",))[0] == key)
-                record_estimate(store, target.name, version, probe, spec.probe, name, estimate, list(recorder.runs),
-                                activity)  # fmt: skip
+                new, _, _ = record_estimate(store, target.name, version, probe, spec.probe, name, estimate,
+                                            list(recorder.runs), activity)  # fmt: skip
                 if old is not None:
-                    new_id = _latest_id(store, key, target.name, version)
-                    supersede(store, "Measurement", new_id, old.id)
+                    supersede(store, "Measurement", new.id, old.id)
                     rechecks.append(_recheck(old, estimate, "changed"))
         run.append(probe_id)
         if on_probe is not None:
@@ -263,15 +263,6 @@ def _confirm(store: GraphStore, target: str, version: str, old: Measurement, new
     return _recheck(old, new, "confirmed")
 
 
-def _latest_id(store: GraphStore, param: str, target: str, version: str) -> str:
-    rows = store.read(
-        "MATCH (m:Measurement {param: $p})-[:UNDER]->(:Toolchain {id: $t}) RETURN m.id AS id "
-        "ORDER BY m.measured_at DESC, m.id DESC LIMIT 1",
-        {"p": param, "t": Toolchain.id_of(target, version)},
-    )
-    return str(rows[0]["id"])
-
-
 def judge_claims(store: GraphStore, target: str, version: str) -> int:
     """Judge the version's doc claims that no measurement under it has judged yet (claims of changed
     pages, or claims a confirmed measurement never saw) against the measurement that holds now."""
@@ -284,14 +275,10 @@ def judge_claims(store: GraphStore, target: str, version: str) -> int:
         "m.value AS m_value, m.ci_low AS low, m.ci_high AS high, m.unit AS m_unit ORDER BY claim, measurement",
         {"t": toolchain},
     )
-    clock = store.read(
-        "MATCH (c:Claim {param: 'chip.clock_hz'})-[:UNDER]->(:Toolchain {id: $t}) RETURN c.value AS value",
-        {"t": toolchain},
-    )
-    clock_hz = float(clock[0]["value"]) if clock else None
+    clock = clock_hz(store, version)
     links = []
     for row in rows:
-        claimed = in_unit(float(row["value"]), row["unit"], row["m_unit"], clock_hz)
+        claimed = in_unit(float(row["value"]), row["unit"], row["m_unit"], clock)
         if claimed is None:
             continue
         estimate = Estimate(value=row["m_value"], low=row["low"], high=row["high"])

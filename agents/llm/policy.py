@@ -38,7 +38,7 @@ from agents.policies import Context
 from chiplore.errors import ChiploreError
 from chiplore.target import KernelSpec, Target
 from kg.models import Activity
-from kg.repo.designs import best_of
+from kg.repo.designs import best_of, source_of
 from kg.repo.knowledge import record_activity
 from kg.store import GraphStore
 from kg.timefmt import utc_now
@@ -213,11 +213,7 @@ class LLMPolicy:
     def _prompt(self, ctx: Context) -> str:
         spec: KernelSpec = self.specs[ctx.kernel]
         best = best_of(self.store, ctx.kernel)
-        best_source = ""
-        if best is not None:
-            best_source = self.store.read(
-                "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s", {"id": best.id}
-            )[0]["s"]
+        best_source = source_of(self.store, best.id) if best is not None else ""
         bound = ctx.knowledge.measured_bound(spec.weight_bytes) or spec.bound_cycles
         return template(self.role).format(
             kernel=ctx.kernel, description=spec.description, weight_bytes=spec.weight_bytes, bound=bound,

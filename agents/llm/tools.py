@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, tool
 import queries as named_queries
 from chiplore.errors import QueryError, WriteRefused
 from chiplore.target import Target
-from kg.repo.designs import best_of
+from kg.repo.designs import best_of, source_of
 from kg.store import GraphStore
 
 ROW_CAP = 50
@@ -95,9 +95,7 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         best = best_of(store, kernel)
         if best is None:
             return "no BEST yet"
-        source = store.read(
-            "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS s", {"id": best.id}
-        )[0]["s"]
-        return json.dumps({"design": best.id, "cycles": best.measured_cycles, "change": best.change, "source": source})
+        return json.dumps({"design": best.id, "cycles": best.measured_cycles, "change": best.change,
+                           "source": source_of(store, best.id)})  # fmt: skip
 
     return [cypher, named_query, search_docs, check, host_test, best_design]

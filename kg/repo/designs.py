@@ -94,6 +94,16 @@ def root_of(store: GraphStore, kernel: str) -> DesignNode | None:
     return DesignNode.from_properties(rows[0]["node"]) if rows else None
 
 
+def source_of(store: GraphStore, design_id: str) -> str:
+    """The program a design is (its KernelVersion's source)."""
+    rows = store.read(
+        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(v:KernelVersion) RETURN v.source AS source", {"id": design_id}
+    )
+    if not rows:
+        raise KeyError(f"no design {design_id!r}")
+    return str(rows[0]["source"])
+
+
 def children_of(store: GraphStore, design_id: str) -> list[DesignNode]:
     rows = store.read(
         "MATCH (c:DesignNode)-[:CHILD_OF]->(:DesignNode {id: $id}) RETURN c AS node ORDER BY c.created_at, c.id",
