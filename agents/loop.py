@@ -26,15 +26,16 @@ from agents.repair import repair
 from agents.runner import BudgetSpent, Runner
 from agents.screener import Screener
 from agents.space import FAMILIES
-from chiplore.target import KernelSpec, Target
-from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion, content_sha
+from chiplore.core.clock import utc_now
+from chiplore.core.ids import content_sha
+from chiplore.core.target import KernelSpec, Target
+from kg.models import Activity, Comparison, DesignNode, Kernel, KernelVersion
 from kg.repo.designs import add_design, best_of, register_kernel, root_of, set_best, source_of, update_design
 from kg.repo.knowledge import record_activity
 from kg.repo.nodes import Link, Ref, link
 from kg.repo.progress import pooled_cycles
 from kg.repo.runs import record_comparison
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usually ends far sooner
 PATIENCE = 8  # proposals without an accepted change before a kernel stops

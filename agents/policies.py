@@ -15,7 +15,7 @@ from typing import Protocol
 from agents.cost_model import DEFAULTS, engine_rate, param, predict
 from agents.knowledge import Knowledge
 from agents.space.family import Family, Params
-from kg.models import content_sha
+from chiplore.core.ids import content_sha
 
 # What a builtin design is decided from: the cost model's parameters and the families' sizing facts.
 # (a capability's fact is the rule that refuses it, where one does: `vocab.<construct>`, `contract.<dtype>`)

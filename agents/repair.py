@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chiplore.target import CheckResult
+from chiplore.core.target import CheckResult
 
 UNAVAILABLE = re.compile(r"^'(?P<construct>.+?)' is not available in toolchain")
 HEADER = re.compile(r'#!\[toolchain = "[^"]*"\]')

@@ -12,7 +12,7 @@ from typing import Literal
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from chiplore.target import DeviceJob, DeviceResult, Target
+from chiplore.core.target import DeviceJob, DeviceResult, Target
 from kg.models import Activity
 from kg.repo.runs import device_run, record_device_runs
 from kg.store import GraphStore

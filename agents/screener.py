@@ -10,8 +10,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chiplore.target import Target
-from kg.models import Activity, Screening, content_sha
+from chiplore.core.ids import content_sha
+from chiplore.core.target import Target
+from kg.models import Activity, Screening
 from kg.repo.runs import record_screening
 from kg.store import GraphStore
 

@@ -33,13 +33,15 @@ from agents.runner import BudgetSpent, Runner
 from agents.screener import Screener
 from agents.space import FAMILIES
 from agents.space.family import Family, Params
-from chiplore.errors import ConfigError
-from chiplore.target import KernelSpec, Target
+from chiplore.core.clock import utc_now
+from chiplore.core.errors import ConfigError
+from chiplore.core.ids import content_sha
+from chiplore.core.target import KernelSpec, Target
 from ingest.docs import DocsSummary, ingest_docs
 from ingest.librarian import BuiltinLibrarian, Librarian
 from ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
 from ingest.rules import learn_rules, reconcile_rules
-from kg.models import Activity, DesignNode, KernelVersion, Revalidation, Toolchain, Upgrade, content_sha
+from kg.models import Activity, DesignNode, KernelVersion, Revalidation, Toolchain, Upgrade
 from kg.repo.designs import add_design, best_of, root_of, set_best, source_of, update_design
 from kg.repo.knowledge import record_activity
 from kg.repo.progress import pooled_cycles
@@ -56,7 +58,6 @@ from kg.repo.upgrades import (
     upgrade_to,
 )
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 BUDGET_SHARE = 0.20  # of the device time learning the old version took
 Event = Callable[[str], None]

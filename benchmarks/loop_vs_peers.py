@@ -41,7 +41,7 @@ from agents.judge import AB_REPEATS, decide  # noqa: E402
 from agents.knowledge import read_knowledge  # noqa: E402
 from agents.loop import optimize  # noqa: E402
 from agents.space import FAMILIES, Family  # noqa: E402
-from chiplore.target import DeviceJob, KernelSpec  # noqa: E402
+from chiplore.core.target import DeviceJob, KernelSpec  # noqa: E402
 from ingest.learn import learn  # noqa: E402
 from kg.embedded_store import EmbeddedStore  # noqa: E402
 from kg.repo.targets import register_target  # noqa: E402

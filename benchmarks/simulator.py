@@ -27,7 +27,7 @@ from collections.abc import Callable  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from chiplore.target import DeviceJob  # noqa: E402
+from chiplore.core.target import DeviceJob  # noqa: E402
 from simulator.cost import estimate  # noqa: E402
 from simulator.cost.estimate import _estimate  # noqa: E402
 from simulator.device import DeviceConfig, SimDevice  # noqa: E402

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chiplore.errors import ConfigError
-from chiplore.settings import Settings
-from chiplore.target import Target
+from chiplore.core.errors import ConfigError
+from chiplore.core.settings import Settings
+from chiplore.core.target import Target
 from kg.embedded_store import EmbeddedStore
 from kg.neo4j_store import Neo4jStore
 from kg.store import GraphStore

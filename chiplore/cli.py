@@ -27,10 +27,11 @@ from agents.upgrade import UpgradeSummary
 from agents.upgrade import upgrade as upgrade_toolchain
 from chiplore import __version__
 from chiplore.app import App, open_target
-from chiplore.errors import ChiploreError, ConfigError
+from chiplore.core.clock import utc_now
+from chiplore.core.errors import ChiploreError, ConfigError
+from chiplore.core.settings import Settings
+from chiplore.core.target import Target
 from chiplore.output import print_records, to_json
-from chiplore.settings import Settings
-from chiplore.target import Target
 from ingest.learn import DEFAULT_BUDGET_S
 from ingest.learn import learn as learn_chip
 from kg.models import Activity, DesignNode
@@ -40,7 +41,6 @@ from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target, toolchains
 from kg.schema import LATEST_VERSION, ensure_schema, schema_version
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
 

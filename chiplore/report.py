@@ -18,10 +18,10 @@ matplotlib.use("Agg")  # no display: figures are rendered to SVG text
 import matplotlib.pyplot as plt
 
 import queries as named_queries
+from chiplore.core.clock import utc_now
 from kg.models import DesignNode
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 SHORT = {"sliding_project_qkv": "QKV", "sliding_attention_output": "O", "decoder_feedforward": "FFN"}
 

@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from kg.models import content_sha
+from chiplore.core.ids import content_sha
 
 FENCE = re.compile(r"^```")
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$")

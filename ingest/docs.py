@@ -12,15 +12,16 @@ import uuid
 
 from pydantic import BaseModel
 
-from chiplore.target import DocPage as TargetPage
-from chiplore.target import Target
+from chiplore.core.clock import utc_now
+from chiplore.core.ids import content_sha
+from chiplore.core.target import DocPage as TargetPage
+from chiplore.core.target import Target
 from ingest.chunks import Chunk, chunk_page
 from ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
-from kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain, content_sha
+from kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
 from kg.repo.knowledge import record_activity, record_claim
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 
 class DocsSummary(BaseModel):

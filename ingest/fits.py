@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
+from chiplore.core.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 
 Samples = list[np.ndarray]  # per point: the timed runs' cycles
 Jobs = list[list[np.ndarray]]  # per point, per job: the runs one job took (one moment of the drift)

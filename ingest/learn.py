@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from chiplore.target import Target
+from chiplore.core.target import Target
 from ingest.docs import DocsSummary, ingest_docs
 from ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
 from ingest.measure import MeasureSummary, measure

@@ -17,14 +17,15 @@ from collections.abc import Callable
 import numpy as np
 from pydantic import BaseModel
 
-from chiplore.target import DeviceJob, DeviceResult, ProbeTemplate, Target
+from chiplore.core.clock import utc_now
+from chiplore.core.ids import content_sha
+from chiplore.core.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 from ingest.fits import FITS, Bench, Estimate, Fit, noise_sigma, run_fit
-from kg.models import Activity, HardwareParam, KernelVersion, Measurement, content_sha
+from kg.models import Activity, HardwareParam, KernelVersion, Measurement
 from kg.repo.knowledge import record_activity, record_measurement
 from kg.repo.nodes import upsert
 from kg.repo.runs import device_run, record_device_runs
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 # fit name -> (chiplore's parameter key, unit): the keys the librarian's claims use.
 PARAMS: dict[str, tuple[str, str]] = {

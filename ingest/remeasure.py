@@ -20,7 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from chiplore.target import Target
+from chiplore.core.ids import content_sha
+from chiplore.core.target import Target
 from ingest.fits import FITS, Bench, Estimate
 from ingest.measure import (
     NOISE,
@@ -34,7 +35,7 @@ from ingest.measure import (
     run_probe,
     sample_noise,
 )
-from kg.models import Activity, Check, Measurement, Toolchain, content_sha
+from kg.models import Activity, Check, Measurement, Toolchain
 from kg.repo.knowledge import confirm_measurement, supersede
 from kg.repo.nodes import Link, Ref, link
 from kg.store import GraphStore

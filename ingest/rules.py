@@ -17,11 +17,12 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from chiplore.target import CheckResult, Target
-from chiplore.target import Diagnostic as TargetDiagnostic
+from chiplore.core.ids import content_sha
+from chiplore.core.target import CheckResult, Target
+from chiplore.core.target import Diagnostic as TargetDiagnostic
 from ingest.fits import largest_accepted
 from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
-from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain, content_sha
+from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain
 from kg.repo.knowledge import confirm_rule, record_activity, record_rule
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore

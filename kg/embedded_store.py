@@ -12,7 +12,7 @@ import redis
 from falkordb import FalkorDB
 from falkordb.query_result import QueryResult
 
-from chiplore.errors import QueryError, StoreUnavailable, WriteRefused
+from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from kg.dialect import FALKORDB
 from kg.falkordb_server import FalkorDBServer, client_name
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches

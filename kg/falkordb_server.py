@@ -26,7 +26,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from chiplore.errors import StoreBusy, StoreUnavailable
+from chiplore.core.errors import StoreBusy, StoreUnavailable
 from kg.processes import pid_alive
 
 log = logging.getLogger(__name__)

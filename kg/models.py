@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiplore.core.clock import utc_now
 from kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
-from kg.timefmt import utc_now
 
 FactStatus = Literal["current", "stale", "refuted", "superseded", "retired"]
 ToolchainStatus = Literal["active", "known", "stale"]
 DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
 RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
 Decision = Literal["accept", "reject", "continue", "inconclusive"]
-
-
-def content_sha(text: str) -> str:
-    """Content-addressed ids: the same text always gets the same id."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class GraphNode(BaseModel):

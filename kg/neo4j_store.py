@@ -16,7 +16,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from chiplore.errors import (
+from chiplore.core.errors import (
     QueryError,
     StoreAuthError,
     StoreError,

@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from chiplore.core.clock import to_iso
 from kg.models import (
     Activity,
     Check,
@@ -39,7 +40,6 @@ from kg.repo.targets import register_target, set_active_toolchain
 from kg.repo.upgrades import record_revalidation
 from kg.schema import fact_id
 from kg.store import GraphStore
-from kg.timefmt import to_iso
 
 TARGET = "simrngd"
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from chiplore.errors import StoreError
+from chiplore.core.clock import utc_now
+from chiplore.core.errors import StoreError
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from chiplore.errors import QueryError, QueryParameterError, UnknownQuery
+from chiplore.core.errors import QueryError, QueryParameterError, UnknownQuery
 from kg.store import GraphStore, Record
 
 ParamType = Literal["str", "int", "float", "bool"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chiplore.target import Diagnostic, Severity
+from chiplore.core.target import Diagnostic, Severity
 
 __all__ = ["Diagnostic", "Severity", "render"]
 

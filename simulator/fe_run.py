@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from chiplore.settings import Settings
-from chiplore.target import DeviceJob, DeviceResult
+from chiplore.core.settings import Settings
+from chiplore.core.target import DeviceJob, DeviceResult
 from simulator.device import DeviceConfig, InvalidJob, SimDevice
 from simulator.kernel_specs import input_bytes
 from simulator.target import grade_job

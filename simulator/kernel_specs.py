@@ -11,8 +11,8 @@ import math
 from functools import cache
 from pathlib import Path
 
-from chiplore.target import KernelParam, KernelSpec
-from simulator._truth import ChipTruth, load_truth
+from chiplore.core.target import KernelParam, KernelSpec
+from simulator.cost.bound import weight_bound_cycles
 from simulator.dsl import ir
 from simulator.dsl.parser import FerriteSyntaxError, parse
 from simulator.dsl.printer import print_mapping
@@ -40,17 +40,17 @@ def is_weight(name: str) -> bool:
     return name.endswith(WEIGHT_SUFFIXES) and "rms" not in name
 
 
-def kernel_specs(truth: ChipTruth | None = None) -> list[KernelSpec]:
-    return [_spec(name, truth or load_truth()) for name in HARNESS_KERNELS]
+def kernel_specs() -> list[KernelSpec]:
+    return [_spec(name) for name in HARNESS_KERNELS]
 
 
-def kernel_spec(name: str, truth: ChipTruth | None = None) -> KernelSpec:
+def kernel_spec(name: str) -> KernelSpec:
     if name not in HARNESS_KERNELS:
         raise KeyError(f"unknown kernel {name!r}; the harness runs {', '.join(HARNESS_KERNELS)}")
-    return _spec(name, truth or load_truth())
+    return _spec(name)
 
 
-def _spec(name: str, truth: ChipTruth) -> KernelSpec:
+def _spec(name: str) -> KernelSpec:
     source, params, axes = _signature(name)
     weight_bytes = sum(_bytes(p) for p in params if is_weight(p.name))
     atol, rtol = TOLERANCES[name]
@@ -62,7 +62,7 @@ def _spec(name: str, truth: ChipTruth) -> KernelSpec:
         atol=atol,
         rtol=rtol,
         weight_bytes=weight_bytes,
-        bound_cycles=weight_bytes / truth.roof,
+        bound_cycles=weight_bound_cycles(weight_bytes),
         baseline_source=source,
     )
 

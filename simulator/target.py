@@ -1,4 +1,4 @@
-"""SimRNGD behind the Target interface (DESIGN.md section 2, chiplore.target).
+"""SimRNGD behind the Target interface (DESIGN.md section 2, chiplore.core.target).
 
 What agents get: the toolchain versions, the vendor pages that exist for each, the harness
 kernels (signature, tolerances, weight bytes, bound, the official baseline source; never the
@@ -9,7 +9,7 @@ results carry `correctness = None`.
 
 from __future__ import annotations
 
-from chiplore.target import (
+from chiplore.core.target import (
     CheckResult,
     Correctness,
     DeviceJob,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chiplore.settings import Settings
+from chiplore.core.settings import Settings
 
 
 def test_environment_configures_every_field(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import os
 
 from pydantic import BaseModel, Field
 
-from chiplore.errors import ConfigError
+from chiplore.core.errors import ConfigError
 
 
 class LLMConfig(BaseModel):

@@ -35,13 +35,13 @@ from agents.knowledge import Knowledge
 from agents.llm.config import LLMConfig
 from agents.llm.tools import graph_tools
 from agents.policies import Context
-from chiplore.errors import ChiploreError
-from chiplore.target import KernelSpec, Target
+from chiplore.core.clock import utc_now
+from chiplore.core.errors import ChiploreError
+from chiplore.core.target import KernelSpec, Target
 from kg.models import Activity
 from kg.repo.designs import best_of, source_of
 from kg.repo.knowledge import record_activity
 from kg.store import GraphStore
-from kg.timefmt import utc_now
 
 
 class LLMUnavailable(ChiploreError):

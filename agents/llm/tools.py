@@ -11,8 +11,8 @@ from typing import Any
 from langchain_core.tools import BaseTool, tool
 
 import queries as named_queries
-from chiplore.errors import QueryError, WriteRefused
-from chiplore.target import Target
+from chiplore.core.errors import QueryError, WriteRefused
+from chiplore.core.target import Target
 from kg.repo.designs import best_of, source_of
 from kg.store import GraphStore
 

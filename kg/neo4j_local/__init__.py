@@ -19,7 +19,7 @@ from pathlib import Path
 
 import platformdirs
 
-from chiplore.errors import ChiploreError
+from chiplore.core.errors import ChiploreError
 from kg.processes import pid_alive
 
 NEO4J_VERSION = "5.26.19"

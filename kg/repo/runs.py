@@ -6,7 +6,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 
-from chiplore.target import DeviceJob, DeviceResult
+from chiplore.core.target import DeviceJob, DeviceResult
 from kg.models import Activity, Comparison, DeviceRun, Screening
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore, batches

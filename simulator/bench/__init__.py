@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chiplore.target import ProbeTemplate
+from chiplore.core.target import ProbeTemplate
 
 HERE = Path(__file__).resolve().parent
 ALL_ENGINES = "[0, 1, 2, 3, 4, 5, 6, 7]"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from chiplore.target import (
+from chiplore.core.target import (
     Correctness,
     DeviceJob,
     DeviceResult,

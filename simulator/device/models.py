@@ -1,8 +1,8 @@
-"""SimRNGD's fixture sets; the job and result models are the Target interface's (chiplore.target)."""
+"""SimRNGD's fixture sets; the job and result models are the Target interface's (chiplore.core.target)."""
 
 from __future__ import annotations
 
-from chiplore.target import DeviceJob
+from chiplore.core.target import DeviceJob
 
 GRADED_SETS = tuple(f"g{i}" for i in range(7))
 ALL_SETS = (*GRADED_SETS, "exact", "cancel")

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chiplore.target import Span
+from chiplore.core.target import Span
 
 DTYPES = ("bf16", "f32", "i32", "i8", "f8e4m3", "f4e2m1")
 DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}  # f4: two per byte

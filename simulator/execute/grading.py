@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from chiplore.target import Correctness
+from chiplore.core.target import Correctness
 from simulator.execute.executor import execute
 from simulator.execute.reference import grade
 

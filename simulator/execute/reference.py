@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from chiplore.target import Correctness, WorstElement
+from chiplore.core.target import Correctness, WorstElement
 from simulator.execute.fixtures import Fixture, Periodic, fixture
 from simulator.execute.numerics import bf16, f4_unpack, f8_decode
 

@@ -10,7 +10,7 @@ import functools
 import logging
 import os
 
-from chiplore.target import CheckResult
+from chiplore.core.target import CheckResult
 from simulator._truth import ENV_VAR as TRUTH_ENV
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir

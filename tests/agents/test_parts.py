@@ -15,8 +15,9 @@ from agents.policies import BuiltinArchitect, Context
 from agents.runner import BudgetSpent, Runner
 from agents.screener import violated
 from agents.space import FAMILIES
+from chiplore.core.ids import content_sha
 from ingest.rules import learn_rules
-from kg.models import Activity, KernelVersion, content_sha
+from kg.models import Activity, KernelVersion
 from kg.repo.knowledge import record_activity
 from kg.repo.nodes import upsert
 from kg.store import GraphStore

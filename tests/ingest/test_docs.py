@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chiplore.target import Target
+from chiplore.core.target import Target
 from ingest.chunks import chunk_page
 from ingest.docs import ingest_docs
 from ingest.librarian import BuiltinLibrarian, constructs

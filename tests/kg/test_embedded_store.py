@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chiplore.errors import StoreBusy, StoreUnavailable
+from chiplore.core.errors import StoreBusy, StoreUnavailable
 from kg.embedded_store import EmbeddedStore
 from kg.falkordb_server import ServerPaths
 from kg.processes import pid_alive

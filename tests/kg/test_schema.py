@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chiplore.errors import QueryError, StoreError
+from chiplore.core.errors import QueryError, StoreError
 from kg.schema import FACT_KEY, FACT_LABEL, INDEXES, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from kg.store import GraphStore
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chiplore.errors import QueryError, StoreUnavailable, WriteRefused
+from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from kg.store import GraphStore, batches
 
 

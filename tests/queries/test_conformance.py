@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import queries
-from chiplore.errors import WriteRefused
+from chiplore.core.errors import WriteRefused
 from kg.embedded_store import EmbeddedStore
 from kg.sample import NEW, OLD, SampleSummary, build_sample_graph, sample_query_params
 from kg.schema import ensure_schema

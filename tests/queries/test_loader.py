@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import queries
-from chiplore.errors import QueryError, QueryParameterError, UnknownQuery
+from chiplore.core.errors import QueryError, QueryParameterError, UnknownQuery
 
 REQUIRED = {
     "rules-in-force",

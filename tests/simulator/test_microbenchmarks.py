@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from chiplore.target import ProbeTemplate
+from chiplore.core.target import ProbeTemplate
 from simulator.bench import microbenchmarks
 from simulator.cost import CostReport, estimate
 from simulator.toolchain.check import check

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chiplore.target import CheckResult, DeviceJob, KernelSpec, Target
+from chiplore.core.target import CheckResult, DeviceJob, KernelSpec, Target
 from simulator.device import DeviceConfig, SimDevice
 from simulator.fe_run import main as fe_run
 from simulator.kernel_specs import input_bytes
