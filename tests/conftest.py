@@ -1,7 +1,8 @@
 """Fixtures: a real Neo4j over Bolt (started once per session) and embedded FalkorDB stores.
 
 Set CHIPLORE_TEST_NEO4J_URI (and CHIPLORE_TEST_NEO4J_PASSWORD) to use a Neo4j you run yourself;
-otherwise the session starts one with kg.neo4j_local (Java 17+ and Maven needed). A missing Neo4j
+otherwise the session starts one with kg.neo4j_local (Java 17+ and Maven needed), named by
+CHIPLORE_TEST_NEO4J_NAME (default `pytest`) so that concurrent sessions each get their own. A missing Neo4j
 fails the run: the Neo4j suite is never skipped.
 """
 
@@ -50,12 +51,13 @@ def neo4j_server() -> Iterator[Neo4jServer]:
     if external:
         yield Neo4jServer(external, os.environ.get("CHIPLORE_TEST_NEO4J_PASSWORD", ""))
         return
-    instance = neo4j_local.start("pytest", TEST_PASSWORD, fresh=True)
+    name = os.environ.get("CHIPLORE_TEST_NEO4J_NAME", "pytest")  # one instance per concurrent session
+    instance = neo4j_local.start(name, TEST_PASSWORD, fresh=True)
     assert instance.uri is not None
     try:
         yield Neo4jServer(instance.uri, TEST_PASSWORD)
     finally:
-        neo4j_local.stop("pytest")
+        neo4j_local.stop(name)
 
 
 def wipe_neo4j(store: Neo4jStore) -> None:
