@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chiplore.core.clock import to_iso
+from chiplore.core.ids import content_sha
 from kg.models import (
     Activity,
     Check,
@@ -32,7 +33,6 @@ from kg.models import (
     ProbeProgram,
     Revalidation,
     Screening,
-    content_sha,
 )
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.repo.runs import record_device_runs
