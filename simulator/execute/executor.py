@@ -10,9 +10,9 @@ dtype. Elements never written read as NaN, which propagates to the outputs.
 
 Weights are row-periodic (6.3), and the values read from them stay factored by distinct row
 (`factored.Rows`) through DMAs, DM tensors and passes for as long as rows and columns stay apart, so
-the FFN baseline's 59 M-value DM tensors cost what their 509 distinct rows cost. Whatever mixes them
-falls back to dense arrays; a dense value beyond 20 M elements is an `ExecutionError`, not an
-out-of-memory.
+the FFN baseline's 59 M-value DM tensors cost what their distinct rows (509 in the harness) cost.
+Whatever mixes them falls back to dense arrays; a dense value beyond 20 M elements is an
+`ExecutionError`, not an out-of-memory.
 """
 
 from __future__ import annotations
@@ -42,8 +42,21 @@ from simulator.execute.factored import (
     take,
     unary,
 )
-from simulator.execute.fixtures import Periodic, RopeTable, Value, fixture
-from simulator.execute.numerics import F8_VALUES, bf16, f4_decode_nibbles, f8
+from simulator.execute.fixtures import fixture
+from simulator.execute.numerics import F8_VALUES, bf16, f8
+from simulator.execute.signature import kernel_signature
+from simulator.execute.values import (
+    InputError,
+    Inputs,
+    InputValue,
+    Outputs,
+    Periodic,
+    RopeTable,
+    check_inputs,
+    decode,
+    param_shape,
+)
+from simulator.execute.values import dense as dense_input
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.lower import SemOp, SemStage, lower_semantics
 from simulator.toolchain.lower_dma import _aligned, cuts_of, dm_dims
@@ -228,6 +241,8 @@ class Stream:
     stash: Array | None = None
     dtype: str | None = None  # the format the values are exactly in; None once computed in f32
     carried: str = "f32"  # the dtype the stream carries (what a commit without a cast reinterprets)
+    source: View | None = None  # the pass's source view as written, and as its stream is indexed
+    frame: View | None = None
 
     def index(self) -> Index:
         return grid_index([(d, v) for d, v, _ in self.dims])
@@ -269,16 +284,19 @@ def grid_index(dims: list[tuple[Digit, np.ndarray]]) -> Index:
 
 
 class Executor:
-    def __init__(self, source: str, kernel: str, fixture_set: str, version: str | None = None) -> None:
+    """One run of a program on given inputs (see `values` for the containers and how their codes are read)."""
+
+    def __init__(self, source: str, inputs: Inputs, version: str | None = None) -> None:
         _, self.ops = lower_semantics(source, version)
         self.axes: AxisSystem = _axes_of(source)
-        self.kernel = kernel
-        self.inputs = fixture(kernel, fixture_set)
+        self.signature = kernel_signature(source)
+        check_inputs(self.signature.params, inputs)
+        self.inputs: dict[str, InputValue] = {p.name: decode(inputs[p.name], p) for p in self.signature.params}
         self.outputs: dict[str, np.ndarray] = {}
         self.stored: dict[str, Stored] = {}
-        self.tables: dict[str, np.ndarray] = {}
 
-    def run(self) -> dict[str, np.ndarray]:
+    def run(self) -> Outputs:
+        """Every `&mut` parameter after the run (what the program did not write keeps its input)."""
         for op in self.ops:
             if op.kind == "dma":
                 self._dma(op)
@@ -286,7 +304,10 @@ class Executor:
                 self._fill(op)
             else:
                 self._pass(op)
-        return {name: value.reshape(_shape(self.inputs[name])) for name, value in self.outputs.items()}
+        return {
+            p.name: self.outputs.get(p.name, dense_input(self.inputs[p.name]).reshape(-1)).reshape(param_shape(p))
+            for p in self.signature.outputs
+        }
 
     # ---- reading and writing through views ------------------------------------------------------
 
@@ -301,7 +322,7 @@ class Executor:
                 value = (root[piece.axis] // piece.stride) % piece.size
                 root[piece.axis] = root[piece.axis] + (((value + amount) % piece.size) - value) * piece.stride
         for axis, holder in view.selectors:
-            chosen = int(np.asarray(self.inputs[holder]).reshape(-1)[0])
+            chosen = int(dense_input(self.inputs[holder]).reshape(-1)[0])
             if not 0 <= chosen < self.axes.size(axis):
                 raise IndexOutOfRange(f"{holder} = {chosen} selects outside {axis} (size {self.axes.size(axis)})")
             for atom, place, size in self.axes.atoms_of(axis):
@@ -346,13 +367,13 @@ class Executor:
 
     def _output(self, tensor: Tensor) -> np.ndarray:
         if tensor.name not in self.outputs:
-            self.outputs[tensor.name] = _dense(self.inputs[tensor.name], tensor.dtype).reshape(-1).copy()
+            self.outputs[tensor.name] = np.array(dense_input(self.inputs[tensor.name]), dtype=np.float32).reshape(-1)
         return self.outputs[tensor.name]
 
     def _read_hbm(self, tensor: Tensor, root: Index) -> Array:
         value = self.inputs[tensor.name]
         if isinstance(value, Periodic) and tensor.name not in self.outputs:
-            table = self._table(tensor, value)
+            table = value.distinct.reshape(value.period, -1)  # decoded rows
             row, col = self._row_col(tensor, root, table.shape[1])
             return from_table(table, row % table.shape[0], col)
         flat = self._flat(tensor, root)
@@ -363,22 +384,7 @@ class Executor:
             wanted = np.unique(row)
             table = value.rows(wanted)
             return table[np.searchsorted(wanted, row), col]
-        return _dense(value, tensor.dtype).reshape(-1)[flat]
-
-    def _table(self, tensor: Tensor, value: Periodic) -> np.ndarray:
-        """A periodic input's distinct rows decoded to f32 values, once per run."""
-        if tensor.name not in self.tables:
-            distinct = value.distinct.reshape(value.distinct.shape[0], -1)
-            if tensor.dtype == "f4e2m1":  # two codes per byte, the low nibble first
-                table = np.empty((distinct.shape[0], distinct.shape[1] * 2), dtype=np.float32)
-                table[:, 0::2] = f4_decode_nibbles(distinct & 0xF)
-                table[:, 1::2] = f4_decode_nibbles(distinct >> 4)
-            elif tensor.dtype == "f8e4m3":
-                table = F8_VALUES[distinct]
-            else:
-                table = distinct.astype(np.float32)
-            self.tables[tensor.name] = table
-        return self.tables[tensor.name]
+        return np.asarray(value).reshape(-1)[flat]
 
     def _row_col(self, tensor: Tensor, root: Index, per_row: int) -> tuple[np.ndarray, np.ndarray]:
         """The row and the element within the row an HBM index addresses, each varying only along
@@ -431,7 +437,8 @@ class Executor:
         # sum_time), so each stage reduces or keeps whole array axes.
         dims = self._enumerate(source, source.constraints(), _stage_cuts(op.stages))
         stream = Stream(dims=dims, data=self.read(source, grid_index([(d, v) for d, v, _ in dims])),
-                        dtype=source.tensor.dtype, carried=source.tensor.dtype)  # fmt: skip
+                        dtype=source.tensor.dtype, carried=source.tensor.dtype, source=op.source,
+                        frame=source)  # fmt: skip
         spatial = {d for name in ("cluster", "slice") for p in source.tensor.places(name) for d in p.digits}
         for stage in op.stages:
             self._stage(stage, stream, source, spatial)
@@ -479,11 +486,25 @@ class Executor:
             stream.reduce([f != "cluster" for _, _, f in stream.dims], op_word or "add")
         # fetch order, decode/widen (exact), switch, collect, transpose and the pass end move values only
 
+    def _operand(self, view: View, stream: Stream) -> Array:
+        """A register operand's values at the stream's elements. Operands meet the pass's source the
+        way a destination does (`lower_dma._aligned`): an operand that holds only a tile's extent of
+        a digit (`A % 8 = 4`) is read by position within the source's tile, one that holds the whole
+        digit at the same absolute index, whatever frame the destination gave the stream."""
+        index = stream.index()
+        if stream.source is None or stream.frame is None:
+            return self.read(view, index)
+        against = _aligned(stream.source, view, self.axes)
+        moved = {atom: stream.frame.shift(atom) - against.shift(atom) for atom in self.axes.atoms}
+        atoms = set(index) | {atom for atom, amount in moved.items() if amount}
+        index = {atom: index.get(atom, np.int64(0)) + moved[atom] for atom in atoms}
+        return self.read(_aligned(view, stream.source, self.axes), index)
+
     def _contract(self, stage: SemStage, stream: Stream) -> None:
         operand = stage.kwarg("trf")
         if operand is None or operand.view is None:
             raise ExecutionError("contract needs a TRF operand")
-        trf = self.read(operand.view, stream.index())
+        trf = self._operand(operand.view, stream)
         product = apply(lambda a, b: a.astype(np.float64) * b.astype(np.float64), stream.data, trf)
         reduce = stage.kwarg("reduce")
         named = [d for p in (reduce.places or ()) for d in p.digits] if reduce else []
@@ -507,7 +528,7 @@ class Executor:
         operand: Array | np.float32 | None = None
         for arg in call.args:
             if arg.name == "vrf" and arg.view is not None:
-                operand = self.read(arg.view, stream.index())
+                operand = self._operand(arg.view, stream)
             elif arg.name is None and arg.number is not None:
                 operand = np.float32(arg.number)
             elif arg.name is None and arg.word == "stash":
@@ -611,22 +632,6 @@ def _round(values: np.ndarray, dtype: str) -> np.ndarray:
     return values.astype(np.float32)
 
 
-def _dense(value: Value, dtype: str) -> np.ndarray:
-    if isinstance(value, Periodic):
-        return value.dense().astype(np.float32)
-    if isinstance(value, RopeTable):
-        return value.dense()
-    return np.asarray(value, dtype=np.float32)
-
-
-def _shape(value: Value) -> tuple[int, ...]:
-    if isinstance(value, Periodic):
-        return (value.rows, *value.distinct.shape[1:])
-    if isinstance(value, RopeTable):
-        return value.shape
-    return np.asarray(value).shape
-
-
 def _axes_of(source: str) -> AxisSystem:
     from simulator.dsl.parser import parse
     from simulator.toolchain.env import axis_system
@@ -634,9 +639,19 @@ def _axes_of(source: str) -> AxisSystem:
     return axis_system(parse(source))
 
 
-def execute(source: str, kernel: str, fixture_set: str, version: str | None = None) -> dict[str, np.ndarray]:
-    """The outputs (`&mut` parameters) after running the program on one fixture set."""
-    return Executor(source, kernel, fixture_set, version).run()
+def execute_program(source: str, inputs: Inputs, version: str | None = None) -> Outputs:
+    """Run a program on the inputs given (one per HBM parameter of its kernel, any container of
+    `values`) under `version` (else its header, else the default); the `&mut` parameters after it.
+
+    Raises InputError for inputs that do not fit the signature, IndexOutOfRange for a run-time index
+    outside its axis (the device hangs), ExecutionError or LoweringError for a program the executor
+    cannot run. Check the program first: the executor runs what the lowerer can place, legal or not."""
+    return Executor(source, inputs, version).run()
 
 
-__all__ = ["ExecutionError", "Executor", "IndexOutOfRange", "execute", "ir"]
+def execute(source: str, kernel: str, fixture_set: str, version: str | None = None) -> Outputs:
+    """The outputs after running the program on one fixture set of a harness kernel."""
+    return execute_program(source, fixture(kernel, fixture_set), version)
+
+
+__all__ = ["ExecutionError", "Executor", "IndexOutOfRange", "InputError", "execute", "execute_program", "ir"]

@@ -80,3 +80,33 @@ def f4_unpack(packed: np.ndarray) -> np.ndarray:
     p = np.asarray(packed, dtype=np.uint8)
     nibbles = np.stack([p & 0xF, p >> 4], axis=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
     return f4_decode_nibbles(nibbles)
+
+
+def f4_encode(values: np.ndarray | float) -> np.ndarray:
+    """f32 -> f4e2m1 nibbles (one per value): nearest magnitude, ties to the even code, saturating at
+    +-6, the sign in bit 3 (a negative zero keeps it). NaN has no f4 code: it becomes +0."""
+    a = np.nan_to_num(np.asarray(values, dtype=np.float32), nan=0.0)
+    magnitude = np.minimum(np.abs(a), F4_MAGNITUDES[-1])
+    upper = np.clip(np.searchsorted(F4_MAGNITUDES, magnitude, side="left"), 0, 7)
+    lower = np.clip(upper - 1, 0, 7)
+    below, above = magnitude - F4_MAGNITUDES[lower], F4_MAGNITUDES[upper] - magnitude
+    pick_upper = (above < below) | ((above == below) & (upper % 2 == 0))
+    code = np.where(pick_upper, upper, lower).astype(np.uint8)
+    return np.where(np.signbit(a), code | 0x8, code).astype(np.uint8)
+
+
+def f4(values: np.ndarray | float) -> np.ndarray:
+    """Round f32 to the nearest f4e2m1 value (what storing it as f4 keeps)."""
+    return f4_decode_nibbles(f4_encode(values))
+
+
+def f4_pack(nibbles: np.ndarray) -> np.ndarray:
+    """One nibble per value -> bytes of two codes, low nibble first (the last axis halves)."""
+    n = np.asarray(nibbles, dtype=np.uint8)
+    pairs = n.reshape(*n.shape[:-1], n.shape[-1] // 2, 2)
+    return (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+
+
+def bf16_from_bits(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) -> their values in f32 storage."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)

@@ -14,6 +14,7 @@ from simulator.toolchain.env import Env
 from simulator.toolchain.rules import emit
 
 TRF_PER_SLICE = 64 * 1024
+TRF_PER_LANE = 8 * 1024
 VRF_PER_SLICE = 8 * 1024
 
 
@@ -65,8 +66,9 @@ def check_capacity(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
 
 
 def _check_trf(ttype: ir.DevType, per_buffer: float, env: Env, version: str, span: ir.Span | None) -> list[Diagnostic]:
-    """A TRF holds 64 KB per slice; double-buffered (`buffers: 2`, 0.7.0) each half holds 32 KB.
-    Pipelined loops do not rotate register files, so only the type's own `buffers` counts."""
+    """A TRF holds 64 KB per slice, 8 KB in each of its 8 lanes; double-buffered (`buffers: 2`,
+    0.7.0) each buffer holds half of both. Pipelined loops do not rotate register files, so only the
+    type's own `buffers` counts."""
     buffers = _buffers(ttype, env, 1)
     if buffers >= 2 and per_buffer * buffers > TRF_PER_SLICE:
         half = TRF_PER_SLICE // buffers
@@ -74,7 +76,23 @@ def _check_trf(ttype: ir.DevType, per_buffer: float, env: Env, version: str, spa
                     f"TRF has {buffers} buffers", span)  # fmt: skip
     if per_buffer > TRF_PER_SLICE:
         return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {TRF_PER_SLICE:,} B", span)
+    per_lane = _lane_bytes(ttype, env)
+    lane_limit = TRF_PER_LANE // max(buffers, 1)
+    if per_lane is not None and per_lane > lane_limit:
+        what = f" per buffer when the TRF has {buffers} buffers" if buffers >= 2 else ""
+        return emit("0302", version, f"TRF use {per_lane:,.0f} B per lane exceeds {lane_limit:,} B{what}: a lane "
+                    "holds 8,192 B; spread the operand over more lanes or load it in chunks", span)  # fmt: skip
     return []
+
+
+def _lane_bytes(ttype: ir.DevType, env: Env) -> float | None:
+    """Bytes one lane holds of a TRF tensor: its elem positions (the lane field only repeats them)."""
+    width = ir.DTYPE_BYTES.get(ttype.dtype)
+    elem = env.fields(ttype.layout).get("elem")
+    if width is None or not isinstance(elem, ir.MapField):
+        return None
+    positions = env.positions(elem.mapping)
+    return None if positions is None else width * positions
 
 
 def _lets_with_depth(block: ir.Block, depth: int) -> list[tuple[ir.Let, int]]:

@@ -15,6 +15,7 @@ from simulator._truth import ENV_VAR as TRUTH_ENV
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
+from simulator.toolchain.budget import source_over_budget, steps_over_budget
 from simulator.toolchain.capacity import check_capacity
 from simulator.toolchain.env import Env
 from simulator.toolchain.harness import check_harness_signature
@@ -27,6 +28,7 @@ from simulator.toolchain.mappings import (
     check_reducer_groups,
     check_trf_operands,
     check_type_digits,
+    check_vrf_operands,
 )
 from simulator.toolchain.names import check_names
 from simulator.toolchain.placement import LoweringError
@@ -43,9 +45,9 @@ from simulator.toolchain.vocabulary import check_vocabulary
 
 log = logging.getLogger(__name__)
 
-# Rule numbers this checker implements: all of SIMULATOR.md 3.2 and W0702 of 3.3.
+# Rule numbers this checker implements: all of SIMULATOR.md 3.2, W0702 of 3.3 and the budget (E0104).
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0110", "0120", "0201", "0204", "0205", "0207", "0301", "0302", "0303", "0310",
+    "0101", "0102", "0103", "0104", "0110", "0120", "0201", "0204", "0205", "0207", "0301", "0302", "0303", "0310",
     "0312", "0320", "0321", "0322", "0323", "0401", "0402", "0403", "0404", "0405", "0410", "0411", "0412",
     "0413", "0420", "0430", "0501", "0520", "0702", "0710", "0801",
 )  # fmt: skip
@@ -85,6 +87,9 @@ def _check_guarded(source: str, version: str | None) -> CheckResult:
 
 
 def _check(source: str, version: str | None) -> CheckResult:
+    over = source_over_budget(source, version or DEFAULT_VERSION)
+    if over:
+        return CheckResult(rules_checked=RULES_CHECKED, version=version or DEFAULT_VERSION, diagnostics=tuple(over))
     try:
         program = parse(source)
     except FerriteSyntaxError as error:
@@ -104,6 +109,9 @@ def _check(source: str, version: str | None) -> CheckResult:
             )
         )
         chosen = DEFAULT_VERSION
+    over = steps_over_budget(program, chosen)
+    if over:  # nothing else is checked: the rules would unroll what the budget refuses
+        return CheckResult(rules_checked=RULES_CHECKED, version=chosen, diagnostics=tuple(diagnostics + over))
     diagnostics += check_names(program)
     diagnostics += check_harness_signature(program)
     diagnostics += check_vocabulary(program, spec(chosen))
@@ -130,6 +138,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_fetch_digits(item.body, inner, version)
             diagnostics += check_dma_coverage(item.body, inner, version)
             diagnostics += check_trf_operands(item.body, inner, version)
+            diagnostics += check_vrf_operands(item.body, inner, version)
             diagnostics += check_reducer_groups(item.body, inner, version)
             diagnostics += check_capacity(item.body, inner, version)
             diagnostics += check_tile_extents(item.body, env.axes, version)

@@ -19,6 +19,7 @@ import numpy as np
 
 from simulator.dsl import ir
 from simulator.dsl.parser import CACHED_SOURCE_BYTES, parse
+from simulator.toolchain.budget import MAX_LOWERING_STEPS
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
 from simulator.toolchain.lower_dma import dm_base, dm_dims, plan_dma
@@ -150,6 +151,7 @@ class _Lowerer:
         self.fns = {item.name: item for item in program.items if isinstance(item, ir.FnDecl)}
         self.state = _State()
         self.trace: list[SemOp] | None = None  # filled by lower_semantics
+        self.steps = 0
 
     def run(self) -> LoweredProgram:
         kernels = self.program.kernels
@@ -194,8 +196,15 @@ class _Lowerer:
 
     # ---- statements --------------------------------------------------------------------------
 
+    def _step(self) -> None:
+        """The budget's safety net for callers that lower without checking (E0104 refuses first)."""
+        self.steps += 1
+        if self.steps > MAX_LOWERING_STEPS:
+            raise LoweringError(f"the program takes more than {MAX_LOWERING_STEPS:,} lowering steps (E0104)")
+
     def _block(self, block: ir.Block, frame: Frame, returns: ir.DevType | None) -> object:
         for statement in block.stmts:
+            self._step()
             self._scope = frame
             if isinstance(statement, ir.Let):
                 ttype = self._resolve_type(statement.type) if statement.type is not None else None
@@ -220,6 +229,7 @@ class _Lowerer:
                     if arg.name == "depth" and isinstance(arg.value.value, int):
                         depth = arg.value.value
         for k in range(start, stop):
+            self._step()
             inner = frame.child(f"{loop.var}={k}/", f"{loop.var}/", depth=depth, iteration=k - start)
             inner.values[loop.var] = k
             self._block(loop.body, inner, None)
@@ -521,12 +531,9 @@ class _Lowerer:
             self.state.writers.setdefault(written.id, []).append(op.id)
 
     def _deps(self, reads: list[Tensor]) -> tuple[str, ...]:
-        deps: list[str] = []
-        for tensor in reads:
-            for writer in self.state.writers.get(tensor.id, []):
-                if writer not in deps:
-                    deps.append(writer)
-        return tuple(deps)
+        """The writers of what an op reads, first-written first, each once (linear: a tensor a loop
+        writes piecewise may have thousands)."""
+        return tuple(dict.fromkeys(writer for tensor in reads for writer in self.state.writers.get(tensor.id, [])))
 
     @staticmethod
     def _buffers(tensors: list[Tensor]) -> tuple[str, ...]:

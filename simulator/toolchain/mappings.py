@@ -146,8 +146,10 @@ def check_trf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnosti
             name = viewed_name(operand) or "operand"
             where = stage.name_span or stage.span
             reduced = mapping_digits([reduce.mapping], env.axes) if isinstance(reduce, ir.Bracket) else []
+            # A tile of the source pins part of a digit: the stream reduces only what the view keeps.
+            streamed = _without(_tensor_digits(source, env) or [], _fixed(stream.source, env), env.axes)
             try:
-                hole = _uncovered(_parts_inside(_tensor_digits(source, env) or [], reduced or []), held)
+                hole = _uncovered(_parts_inside(streamed, reduced or []), held)
                 if hole is None:
                     hole = _misplaced(source, trf, env)
             except NoCommonRefinement:
@@ -156,6 +158,73 @@ def check_trf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnosti
                 out += emit("0404", version, f"TRF operand {name} does not hold digit {hole} where the stream needs it",
                             where)  # fmt: skip
     return out
+
+
+def check_vrf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    """E0404: a vector op's VRF operand must hold every value of a digit that the stream carries. An
+    operand that holds a tile's extent (`A % 8 = 4`) meets the stream by position within the tile, so
+    it serves a stream over four rows of A, not one over all eight (those reads fall outside it).
+    Digits the operand does not hold are broadcast, and what a reduction removed is not needed."""
+    out: list[Diagnostic] = []
+    for stream in passes(body):
+        source = env.viewed(stream.source)
+        if not isinstance(source, ir.DevType):
+            continue
+        carried = _without(_tensor_digits(source, env) or [], _fixed(stream.source, env), env.axes)
+        for stage in stream.stages:
+            if stage.name == "contract":
+                reduce = stage.kwarg("reduce")
+                reduced = mapping_digits([reduce.mapping], env.axes) if isinstance(reduce, ir.Bracket) else None
+                if reduced is None:
+                    break
+                carried = [d for d in carried if not any(d.axis == r.axis for r in reduced)]
+            elif stage.name in ("reduce_slices", "allreduce_slices", "reduce_clusters"):
+                break  # what the reducer leaves is checked no further (never over-strict)
+            elif stage.name == "vector":
+                for arg in stage.args:
+                    call = arg.value if isinstance(arg.value, ir.Call) else None
+                    if call is None:
+                        continue
+                    if call.func in ("sum_time", "sum_packet", "sum_all", "max_all"):
+                        break
+                    hole = _vrf_hole(call, carried, env)
+                    if hole is not None:
+                        name, digit = hole
+                        message = (f"VRF operand {name} does not hold digit {digit} where the stream needs it: it "
+                                   "holds a tile's extent, and the stream reads past it")  # fmt: skip
+                        out += emit("0404", version, message, call.span)
+                else:
+                    continue
+                break
+    return out
+
+
+def _vrf_hole(call: ir.Call, carried: list[Digit], env: Env) -> tuple[str, Digit] | None:
+    """The part of a restricted digit (`A % 8 = 4` holds A % 4, not A % 8 / 4) the operand lacks and
+    the stream carries. Digits the operand does not hold at all are broadcast (a scalar per slice)."""
+    operand = next((a.value for a in call.args if a.name == "vrf"), None)
+    vrf = env.viewed(operand)
+    if not isinstance(vrf, ir.DevType) or isinstance(operand, ir.Method):
+        return None
+    for field in env.fields(vrf.layout).values():
+        if not isinstance(field, ir.MapField):
+            continue
+        for term in field.mapping.terms:
+            digit = term_digit(term, env.axes) if term.kind == "axis" else None
+            if digit is None or term.restrict is None or not 0 < term.restrict < digit.size:
+                continue
+            if digit.size % term.restrict:
+                continue  # a ragged extent has no digit to name; the executor masks it
+            upper = Digit(digit.axis, digit.stride * term.restrict, digit.size // term.restrict)
+            lacking = normalise([upper], env.axes)
+            for piece in lacking:
+                if any(_overlaps(piece, c) for c in carried):
+                    return viewed_name(operand) or "operand", piece
+    return None
+
+
+def _overlaps(first: Digit, second: Digit) -> bool:
+    return first.axis == second.axis and first.stride < second.limit and second.stride < first.limit
 
 
 def _misplaced(source: ir.DevType, trf: ir.DevType, env: Env) -> Digit | None:

@@ -52,6 +52,11 @@ SPLIT_K_PLACED = SPLIT_K.replace(
 )
 STORE = "    o.dma_into(y, engines = [0]);\n"
 BIG = "    let {n}: dm<i8>{{..One, elem: [B]}} = dm::zeros();\n"
+HALF_VRF = (
+    "    let d: dm<f32>{..One, elem: [H]} = dm::zeros();\n"
+    "    let v: vrf<f32>{..One, elem: [H = 32]} = sub(d.tile(H, 0, 32)).fetch(time = [H / 8 = 4], packet = [H % 8])"
+    ".to_vrf();\n"
+)
 INTO = "    main({src}).fetch(time = [B / 32], packet = [B % 32]).commit_into({dst});\n"
 VRF = (
     "    let d: dm<f32>{..One, elem: [H, K]} = dm::zeros();\n"
@@ -139,6 +144,15 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
         ),
         lambda v: SPLIT_K_PLACED,
     ),
+    "0404/vrf": (  # v holds 32 of H's 64 values; the stream reads all 64 (a tile of d reads 32, by position)
+        lambda v: (
+            HALF_VRF + "    main(d).fetch(time = [H / 8], packet = [H % 8]).vector(mul(vrf = v)).commit_into(d);\n"
+        ),
+        lambda v: (
+            HALF_VRF + "    main(d.tile(H, 32, 32)).fetch(time = [H / 8 = 4], packet = [H % 8]).vector(mul(vrf = v))"
+            ".commit_into(d.tile(H, 32, 32));\n"
+        ),
+    ),
     "0520": (  # 8-byte reads 128 B apart hit one bank; x's DMA may write cluster 0 meanwhile
         lambda v: BANK.format(n=8192),
         lambda v: BANK.format(n=4096),
@@ -197,9 +211,13 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
         lambda v: "    let t: dm<f32>{..One, elem: [B]} = dm::empty();\n",
         lambda v: "    let t: dm<bf16>{..One, elem: [B]} = dm::empty();\n",
     ),
-    "0302": (
+    "0302": (  # 16 KB in each of 8 lanes: 128 KB per slice
         lambda v: "    let t: trf<bf16>{..One, lane: [1 # 8], elem: [B / 16]} = dm::empty();\n",
-        lambda v: "    let t: trf<bf16>{..One, lane: [1 # 2], elem: [B / 16]} = dm::empty();\n",
+        lambda v: "    let t: trf<bf16>{..One, lane: [1 # 8], elem: [B / 32]} = dm::empty();\n",
+    ),
+    "0302/lane": (  # 16 KB in one lane: the slice has room, the lane does not
+        lambda v: "    let t: trf<bf16>{..One, lane: [1], elem: [B / 16]} = dm::empty();\n",
+        lambda v: "    let t: trf<bf16>{..One, lane: [1], elem: [B / 32]} = dm::empty();\n",
     ),
     "0303": (
         lambda v: "    let t: vrf<f32>{..One, elem: [B / 32]} = dm::empty();\n",
@@ -270,6 +288,10 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
             ".fetch(time = [H % 16 / 8], packet = [H % 8]).reduce_slices(add, group = [K / 8], result = leader)"
             ".commit();\n"
         ),
+    ),
+    "0104": (  # 3,000 DMAs unrolled: past the 4,096 lowering steps; 300 are well inside
+        lambda v: "    for i in 0..3000 {\n        let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    }\n",
+        lambda v: "    for i in 0..300 {\n        let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    }\n",
     ),
     "0501": (
         lambda v: "    b.dma_into(y, engines = [0]);\n    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n",

@@ -65,7 +65,21 @@ RULES: tuple[Rule, ...] = (
         "EEE",
         "use the replacement the message names",
     ),
-    _rule("0110", "{stage} cannot turn {src} into {dst}", "unsupported decode/cast pair", "EEE"),
+    _rule(
+        "0104",
+        "the program is too large to compile: {what} (the budget is {limit})",
+        "source over 65,536 bytes, or more than 4,096 lowering steps (loop iterations, statements and fn calls "
+        "after unrolling and inlining), or fn calls nested more than 32 deep",
+        "EEE",
+        "do the repeated work in fewer, larger passes (bigger tiles, fewer loop iterations), or split the kernel",
+    ),
+    _rule(
+        "0110",
+        "{stage} cannot turn {src} into {dst}",
+        "unsupported decode/cast pair; a cast before any contract or vector stage only widens, one after only narrows",
+        "EEE",
+        "widen right after the fetch; narrow after a contract or vector stage (0.7.0: `.widen`/`.narrow`)",
+    ),
     _rule(
         "0120",
         f"{{stage}} cannot follow {{prev}}: the Tensor Unit order is {_ORDER}",
@@ -100,8 +114,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "0302",
-        "TRF use {bytes} B per slice exceeds {limit} B",
-        "> 65,536 B, or > 32,768 B per buffer when the TRF is double-buffered",
+        "TRF use {bytes} B per {slice_or_lane} exceeds {limit} B",
+        "> 65,536 B per slice or > 8,192 B per lane, each halved per buffer when the TRF is double-buffered",
         "EEE",
     ),
     _rule("0303", "VRF live set {bytes} B exceeds 8,192 B at {op}", "live VRF tensors of a slice at any pass", "EEE"),
@@ -123,9 +137,12 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "0404",
-        "TRF operand {x} does not hold digit {d} where the stream needs it",
-        "TRF cluster/slice mapping incompatible with the stream's, or reduced digit absent",
+        "{TRF or VRF} operand {x} does not hold digit {d} where the stream needs it",
+        "TRF cluster/slice mapping incompatible with the stream's, or reduced digit absent; a VRF holding a tile's "
+        "extent of a digit (`A % 8 = 4`) read by a stream over more of it",
         "EEE",
+        "place the operand's digits where the stream has them and hold every value it reads, or stream only a tile "
+        "of the operand's extent",
     ),
     _rule("0405", "{stage} is not available in the sub context", "contract/switch in sub", "EEE"),
     _rule(

@@ -142,7 +142,8 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
         elif name in ("cast", "widen", "narrow") and dtype is not None and target is not None:
             allowed = NARROW if key == "narrow" else WIDEN
             if (dtype, target) not in allowed:
-                out += emit("0110", version, f"{name} cannot turn {dtype} into {target}", where)
+                hint = _cast_hint(name, key, dtype, target)
+                out += emit("0110", version, f"{name} cannot turn {dtype} into {target}{hint}", where)
             dtype = target
         elif name == "fetch":
             packet = stage.kwarg("packet")
@@ -177,6 +178,22 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
         out += emit("0412", version, f"vector chain has {vector_ops} operations (max {MAX_VECTOR_OPS})",
                     first_vector.name_span or first_vector.span)  # fmt: skip
     return out
+
+
+def _cast_hint(name: str, key: str, dtype: str, target: str) -> str:
+    """Why a cast the other unit could do is refused here, and what to write instead."""
+    if key == "widen" and (dtype, target) in NARROW:
+        if name == "widen":
+            return f": widening runs in the fetch adapter; to narrow {dtype} to {target} write `.narrow({target})`"
+        return (f": a cast before any contract or vector stage runs in the fetch adapter, which only widens "
+                f"(bf16/f8e4m3 -> f32, i8 -> i32); narrowing {dtype} to {target} is the cast engine's, after a "
+                f"contract or vector stage, e.g. `.vector(mul(1.0)).cast({target})`")  # fmt: skip
+    if key == "narrow" and (dtype, target) in WIDEN:
+        if name == "narrow":
+            return f": narrowing runs in the cast engine; to widen {dtype} to {target} write `.widen({target})`"
+        return (f": a cast after a contract or vector stage runs in the cast engine, which only narrows "
+                f"(f32 -> bf16/f8e4m3, i32 -> i8); widen {dtype} to {target} right after the fetch")  # fmt: skip
+    return ""
 
 
 def _cross_cluster(stream: Pass, stage: ir.Method, env: Env, version: str) -> list[Diagnostic]:

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.execute.executor import Executor, execute
+from simulator.execute.executor import Executor, IndexOutOfRange, execute, execute_program
 from simulator.execute.factored import Rows
+from simulator.execute.fixtures import fixture
 from simulator.execute.reference import grade, reference
 from simulator.toolchain.check import check
 from tests.simulator.ports import port
@@ -79,7 +80,7 @@ def test_a_missing_reduction_is_a_compile_error_from_070() -> None:
 
 def test_the_ffn_baseline_keeps_its_weights_as_distinct_rows() -> None:
     """All 15,360 up rows sit in DM at once (59 M values): they stay 509 distinct rows throughout."""
-    executor = Executor(program("baseline/ffn_baseline.fe"), FFN, "g0")
+    executor = Executor(program("baseline/ffn_baseline.fe"), fixture(FFN, "g0"))
     outputs = executor.run()
     decoded = [s.value for s in executor.stored.values() if s.name == "p8" and math.prod(s.held) == 15_360 * 3_840]
     assert len(decoded) == 2  # the f8 up and gate weights, after the decode pass
@@ -108,17 +109,8 @@ def test_every_fixture_set_passes(path: str, kernel: str) -> None:
     assert all(r <= 1.0 for r in ratios.values()), ratios
 
 
-def test_a_run_time_index_outside_its_axis_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    from simulator.execute import executor as executor_module
-    from simulator.execute.executor import IndexOutOfRange
-
-    real = executor_module.fixture
-
-    def moved(kernel: str, fixture_set: str) -> dict:  # type: ignore[type-arg]
-        values = dict(real(kernel, fixture_set))
-        values["kv_pos"] = np.array([5000], dtype=np.int32)  # beyond the 1,024-row cache
-        return values
-
-    monkeypatch.setattr(executor_module, "fixture", moved)
+def test_a_run_time_index_outside_its_axis_is_reported() -> None:
+    inputs = dict(fixture(QKV, "g0"))
+    inputs["kv_pos"] = np.array([5000], dtype=np.int32)  # beyond the 1,024-row cache
     with pytest.raises(IndexOutOfRange, match="kv_pos = 5000 selects outside Ts"):
-        execute(program("examples/qkv_opt.fe"), QKV, "g0")
+        execute_program(program("examples/qkv_opt.fe"), inputs)

@@ -142,9 +142,10 @@ def test_references_are_finite_and_pass_themselves(kernel: str) -> None:
 
 def test_qkv_writes_one_cache_row_and_keeps_the_others() -> None:
     f, out = fixture("sliding_project_qkv", "g0"), reference("sliding_project_qkv", "g0")
-    changed = np.flatnonzero((out["k_cache"] != f["k_cache"]).any(axis=1))  # type: ignore[operator]
+    assert out["k_cache"].shape == np.shape(f["k_cache"]) == (1024, 8, 256)  # the signature's shapes
+    changed = np.flatnonzero((out["k_cache"] != f["k_cache"]).reshape(1024, -1).any(axis=1))  # type: ignore[operator]
     assert changed.tolist() == [137]
-    assert out["q_out"].shape == (4096,) and np.abs(out["q_out"]).max() < 8
+    assert out["q_out"].shape == (8, 2, 256) and np.abs(out["q_out"]).max() < 8
 
 
 SHIFTS = [1, 2, 60, 64, 120, 256, 960, 1920, 7680]
@@ -157,7 +158,7 @@ def test_a_layout_bug_that_shifts_weight_rows_is_caught(shift: int) -> None:
     f = fixture(kernel, "g0")
     weights, scale = f["o_weight"], f["o_weight_scale"]
     assert isinstance(weights, Periodic) and isinstance(scale, Periodic)
-    y = project(weights, f8_decode, f["x"])  # type: ignore[arg-type]
+    y = project(weights, f8_decode, np.reshape(f["x"], -1))  # type: ignore[arg-type]
     shifted = y[(np.arange(weights.rows) + shift) % weights.rows]
     out = bf16(f["residual"] + rmsnorm(bf16(shifted * scale.dense()), f["post_attn_rms_weight"]))  # type: ignore[operator,arg-type]
     result = grade(kernel, {"g0": {"residual": out}})
@@ -186,7 +187,7 @@ def test_a_row_shift_in_the_ffn_up_projection_is_caught(shift: int) -> None:
 
 def _bf16_chunked(kernel_fixture: dict, chunks: int) -> np.ndarray:  # type: ignore[type-arg]
     """The O projection accumulated as `chunks` bf16 partials (the bug-zoo pattern)."""
-    weights, x = kernel_fixture["o_weight"], kernel_fixture["x"]
+    weights, x = kernel_fixture["o_weight"], np.reshape(kernel_fixture["x"], -1)
     width = x.size // chunks
     acc = np.zeros(PERIOD, dtype=np.float32)
     values = f8_decode(weights.distinct).astype(np.float64)

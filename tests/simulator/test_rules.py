@@ -3,12 +3,16 @@ the severity that version gives it, and a near-identical one that is clean."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simulator.toolchain.check import RULES_CHECKED, check
 from simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, WHOLE, contraction, example
 from simulator.toolchain.rule_examples import example_source as _source
 from simulator.toolchain.rules import BY_NUMBER, VERSIONS
+
+SHIPPED = Path(__file__).resolve().parents[2] / "simulator"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -135,11 +139,32 @@ def test_an_output_written_only_in_part(version: str) -> None:
 
 
 def test_a_double_buffered_trf_holds_32_kb_per_buffer() -> None:
-    """0.7.0's `buffers: 2` on a TRF halves what each buffer may hold (E0302)."""
-    body = "    let t: trf<bf16>{{..One, lane: [1 # {lanes}], elem: [B / 16], buffers: 2}} = dm::empty();\n"
-    found = [(d.code, d.message) for d in check(_source(body.format(lanes=3)), "0.7.0").diagnostics]
-    assert found == [("E0302", "TRF use 49,152 B per slice exceeds 32,768 B per buffer when the TRF has 2 buffers")]
-    assert check(_source(body.format(lanes=2)), "0.7.0").diagnostics == ()
+    """0.7.0's `buffers: 2` on a TRF halves what each buffer may hold (E0302), per slice and per lane."""
+    body = "    let t: trf<bf16>{{..One, lane: [1 # {lanes}], elem: [{elem}], buffers: 2}} = dm::empty();\n"
+    found = [(d.code, d.message) for d in check(_source(body.format(lanes=8, elem="B / 32")), "0.7.0").diagnostics]
+    assert found == [("E0302", "TRF use 65,536 B per slice exceeds 32,768 B per buffer when the TRF has 2 buffers")]
+    [lane] = check(_source(body.format(lanes=1, elem="B / 32")), "0.7.0").diagnostics
+    assert lane.code == "E0302" and "8,192 B per lane exceeds 4,096 B per buffer" in lane.message
+    assert check(_source(body.format(lanes=8, elem="B / 64")), "0.7.0").diagnostics == ()
+
+
+SINGLE_LANE_TRF = """axes! {{ L = {size} }}
+layout One = {{ cluster: [1 # 2], slice: [1 # 256] }};
+kernel k(x: &hbm<bf16>[L], y: &mut hbm<bf16>[L]) {{
+    let a: dm<bf16>{{..One, elem: [L]}} = x.dma(engines = [0]);
+    let xt: trf<bf16>{{..One, lane: [1], elem: [L]}} = sub(a).fetch(time = [L / 16], packet = [L % 16]).to_trf();
+    a.dma_into(y, engines = [0]);
+}}
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_trf_lane_holds_8_kb(version: str) -> None:
+    """Issue 20, finding 3: the docs say a TRF holds 8 KB per lane, and an 11,264-byte single-lane
+    TRF compiled (only the 64 KB per slice was checked)."""
+    [diagnostic] = check(SINGLE_LANE_TRF.format(size=5632), version).diagnostics
+    assert diagnostic.code == "E0302" and "11,264 B per lane exceeds 8,192 B" in diagnostic.message
+    assert check(SINGLE_LANE_TRF.format(size=4096), version).diagnostics == ()
 
 
 def test_a_digit_that_cuts_an_atom_of_a_composite_axis_is_e0204() -> None:
@@ -178,3 +203,52 @@ def test_whole_program_examples_trigger_their_rule(number: str, version: str) ->
     found = [d.code for d in check(breaking, version).diagnostics]
     assert found == ([expected] if expected else []), found
     assert [d.code for d in check(fixed, version).diagnostics] == []
+
+
+BUDGET_BUSTER = """#![toolchain = "0.6.0"]
+// Issue 21: a small program whose kernel loop unrolls into thousands of passes kept ferc busy for minutes.
+axes! {{ H = 4096, Q = 1000 }}
+layout Row = {{ cluster: [1 # 2], slice: [H / 16 % 256] }};
+
+fn scale(t: dm<bf16>{{..Row, elem: [H % 16]}}) -> dm<bf16>{{..Row, elem: [H % 16]}} {{
+    let w: dm<f32>{{..Row, elem: [H % 16]}} = main(t).fetch(time = [H % 16 / 8], packet = [H % 8]).cast(f32)
+        .vector(mul(2.0)).commit();
+    main(w).fetch(time = [H % 16 / 8], packet = [H % 8]).vector(add(1.0)).cast(bf16).commit()
+}}
+
+kernel busy(x: &hbm<bf16>[Q, H], y: &mut hbm<bf16>[Q, H]) {{
+    for q in 0..{count} {{
+        let a: dm<bf16>{{..Row, elem: [H % 16]}} = x.tile(Q, q % 1000, 1).dma(engines = [0, 1]);
+        let b = scale(a);
+        b.dma_into(y.tile(Q, q % 1000, 1), engines = [2]);
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("count", [1000, 10**9])
+def test_a_program_past_the_budget_is_one_diagnostic(count: int) -> None:
+    """Refused before anything is unrolled: a loop of a billion iterations answers as fast as one of
+    a thousand (lowering it would never finish)."""
+    [diagnostic] = check(BUDGET_BUSTER.format(count=count), "0.6.0").diagnostics
+    assert diagnostic.code == "E0104" and "more than 4,096 steps" in diagnostic.message
+    assert diagnostic.span is not None and diagnostic.span.line == 13  # the loop
+
+
+def test_programs_inside_the_budget_compile_and_recursion_does_not() -> None:
+    assert check(BUDGET_BUSTER.format(count=100), "0.6.0").ok
+    recursive = BUDGET_BUSTER.format(count=1).replace("main(w).fetch(", "let again = scale(t);\n    main(w).fetch(")
+    [diagnostic] = check(recursive, "0.6.0").diagnostics
+    assert diagnostic.code == "E0104" and "calls of fn scale nest more than 32 deep" in diagnostic.message
+    padded = BUDGET_BUSTER.format(count=1) + "// " + "x" * 70_000 + "\n"
+    [diagnostic] = check(padded, "0.6.0").diagnostics
+    assert diagnostic.code == "E0104" and "bytes of source" in diagnostic.message
+
+
+@pytest.mark.parametrize("path", sorted((SHIPPED / "kernels").glob("**/*.fe")), ids=lambda p: p.name)
+def test_shipped_programs_are_well_inside_the_budget(path: Path) -> None:
+    from simulator.dsl.parser import parse
+    from simulator.toolchain.budget import MAX_LOWERING_STEPS, MAX_SOURCE_BYTES, lowering_steps
+
+    source = path.read_text()
+    assert lowering_steps(parse(source)) <= MAX_LOWERING_STEPS // 4 and len(source) <= MAX_SOURCE_BYTES // 4
