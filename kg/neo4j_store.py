@@ -24,6 +24,9 @@ from chiplore.core.errors import (
     WriteRefused,
 )
 from kg.dialect import NEO4J
+from kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, refusal
+from kg.plans import PlanNode, plan_from_neo4j
+from kg.redact import redact_text, redact_uri, uri_password
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from kg.values import plain
 
@@ -56,7 +59,9 @@ class Neo4jStore:
         query_timeout_s: float = 30.0,
         connect_attempts: int = 4,
     ) -> None:
-        self.uri = uri
+        # Messages name the server by `address`: a password inside the URI never reaches them.
+        self.address = redact_uri(uri)
+        self._secrets = (password, uri_password(uri))
         self.database = database
         self.query_timeout_s = query_timeout_s
         self._retry = Retrying(
@@ -77,7 +82,8 @@ class Neo4jStore:
                 max_transaction_retry_time=0.0,
             )
         except (ValueError, neo4j_errors.ConfigurationError) as error:
-            raise StoreUnavailable(f"invalid Neo4j address {uri!r}: {error}") from error
+            reason = redact_text(str(error), self._secrets)
+            raise StoreUnavailable(f"invalid Neo4j address {self.address!r}: {reason}") from None
         self._closed = False
 
     # -- queries --------------------------------------------------------------------------------
@@ -100,6 +106,50 @@ class Neo4jStore:
     ) -> int:
         return write_in_batches(self, query, rows, batch_size, params)
 
+    def read_untrusted(
+        self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
+    ) -> GuardedResult:
+        check_text(query)
+        if self._closed:
+            raise StoreUnavailable("the Neo4j store was closed")
+        values = dict(params or {})
+        # Not retried: a query that broke the connection is not sent again.
+        try:
+            with (
+                self._driver.session(
+                    database=self.database,
+                    default_access_mode=neo4j.READ_ACCESS,  # a read transaction, routed to a reader
+                    fetch_size=min(limits.max_rows + 1, 1_000),  # the server sends no more than is kept
+                ) as session,
+                session.begin_transaction(timeout=limits.timeout_s, metadata={"app": "chiplore-untrusted"}) as tx,
+            ):
+                self._vet(tx.run(f"EXPLAIN {query}", values).consume())
+                result = tx.run(query, values)  # type: ignore[arg-type]
+                cap = RowCap(limits)
+                for record in result:
+                    if not cap.take({key: plain(value) for key, value in record.items()}):
+                        break
+                return cap.result(result.keys())
+            # Leaving the block rolls the transaction back: the rest of the result is discarded.
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
+            raise self._translate(error) from error
+
+    def _vet(self, summary: neo4j.ResultSummary) -> None:
+        """Refuse what the planner says is not a plain read of this database."""
+        if summary.query_type in ("w", "rw"):
+            raise WriteRefused("writes are refused on the read-only path; this query modifies the graph")
+        if summary.query_type != "r":
+            raise QueryRefused(f"only read queries run on the read-only path (this one's type: {summary.query_type})")
+        if summary.database not in (None, self.database):
+            raise QueryRefused(f"the read-only path reads database {self.database!r} only")
+        reason = refusal(plan_from_neo4j(summary.plan or {}))
+        if reason:
+            raise QueryRefused(reason)
+
+    def explain(self, query: str, params: Params | None = None) -> PlanNode:
+        summary = self._retrying(lambda session: session.run(f"EXPLAIN {query}", dict(params or {})).consume())
+        return plan_from_neo4j(summary.plan or {})
+
     def _unit_of_work(self, timeout_s: float | None) -> Callable[..., list[Record]]:
         """The transaction function, with the server-side timeout for this query."""
         return neo4j.unit_of_work(timeout=timeout_s or self.query_timeout_s)(_collect)
@@ -121,18 +171,18 @@ class Neo4jStore:
     def _translate(self, error: Exception) -> StoreError | QueryError:
         if isinstance(error, neo4j_errors.AuthError):
             return StoreAuthError(
-                f"Neo4j at {self.uri} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)"
+                f"Neo4j at {self.address} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)"
             )
         if isinstance(error, _RETRYABLE):
-            return StoreUnavailable(f"Neo4j at {self.uri} is unreachable: {_message(error)}")
+            return StoreUnavailable(f"Neo4j at {self.address} is unreachable: {_message(error, self._secrets)}")
         code = getattr(error, "code", "") or ""
         if code == "Neo.ClientError.Statement.AccessMode":
             return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
         if code == "Neo.ClientError.Database.DatabaseNotFound":
-            return StoreUnavailable(f"Neo4j at {self.uri} has no database {self.database!r}")
+            return StoreUnavailable(f"Neo4j at {self.address} has no database {self.database!r}")
         if "TransactionTimedOut" in code or "TransactionTimedOutClientConfiguration" in code:
-            return QueryError(f"Cypher query timed out: {_message(error)}")
-        return QueryError(f"Cypher error: {_message(error)}")
+            return QueryError(f"Cypher query timed out: {_message(error, self._secrets)}")
+        return QueryError(f"Cypher error: {_message(error, self._secrets)}")
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -172,6 +222,9 @@ class Neo4jStore:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def compact(self) -> None:
+        """Neo4j manages its own transaction logs: nothing to do."""
+
     def server_info(self) -> ServerInfo:
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
@@ -181,10 +234,11 @@ class Neo4jStore:
         except neo4j_errors.AuthError as error:
             raise self._translate(error) from error
         except (neo4j_errors.DriverError, neo4j_errors.Neo4jError, OSError) as error:
-            raise StoreUnavailable(f"Neo4j at {self.uri} is unreachable: {_message(error)}") from error
+            reason = _message(error, self._secrets)
+            raise StoreUnavailable(f"Neo4j at {self.address} is unreachable: {reason}") from error
         return ServerInfo(
             backend=self.backend,
-            address=self.uri,
+            address=self.address,
             server_version=f"{info.agent} (Bolt {'.'.join(map(str, info.protocol_version))})",
             database=self.database,
         )
@@ -210,6 +264,6 @@ def _collect(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -
     return [{key: plain(value) for key, value in record.items()} for record in result]
 
 
-def _message(error: Exception) -> str:
+def _message(error: Exception, secrets: tuple[str, ...] = ()) -> str:
     message = getattr(error, "message", None) or str(error)
-    return " ".join(str(message).split())
+    return redact_text(" ".join(str(message).split()), secrets)

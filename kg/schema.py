@@ -132,6 +132,8 @@ def ensure_schema(store: GraphStore) -> SchemaReport:
             {"name": SCHEMA_NAME, "version": migration.version, "now": utc_now()},
         )
         applied.append(f"{migration.version}: {migration.description}")
+    if applied:
+        store.compact()
     return SchemaReport(version_before=before, version_after=max(before, LATEST_VERSION), applied=applied)
 
 

@@ -8,6 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from kg.dialect import Dialect
+from kg.guard import DEFAULT_LIMITS, GuardedResult, UntrustedLimits
+from kg.plans import PlanNode
 
 Record = dict[str, Any]
 Params = Mapping[str, Any]
@@ -43,6 +45,20 @@ class GraphStore(Protocol):
         """Run one statement in one write transaction and return its records."""
         ...
 
+    def read_untrusted(
+        self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
+    ) -> GuardedResult:
+        """Run a query a person or a model wrote: checked by the backend's planner first (a write,
+        LOAD CSV, an administration command or a procedure outside kg.guard's list raises
+        WriteRefused or QueryRefused), then read-only under `limits`: the server stops it at
+        `timeout_s`, and rows past `max_rows` or `max_bytes` are cut while they arrive (the result
+        says so). Called by `chiplore cypher` and the LLM's Cypher tool."""
+        ...
+
+    def explain(self, query: str, params: Params | None = None) -> PlanNode:
+        """The backend's plan for a query, without running it (EXPLAIN / GRAPH.EXPLAIN)."""
+        ...
+
     def write_rows(
         self,
         query: str,
@@ -64,6 +80,11 @@ class GraphStore(Protocol):
 
     def schema_objects(self) -> list[Record]:
         """The constraints and indexes in force, as {kind, label, property} records."""
+        ...
+
+    def compact(self) -> None:
+        """Fold the store's write log into a snapshot (the embedded store's append-only file; a
+        no-op on Neo4j). Called after schema changes, so that they are not replayed and re-logged."""
         ...
 
     def server_info(self) -> ServerInfo:

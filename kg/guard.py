@@ -1,0 +1,223 @@
+"""The guard around untrusted Cypher: queries a user types (`chiplore cypher`) or a model writes (the
+LLM's Cypher tool). What every backend shares lives here; each store's `read_untrusted` applies it.
+
+The guarantee does not rest on a list of words: each store asks its own planner what the query
+does (its query type and plan operators) before running it read-only, with a server-side timeout
+and caps on rows and bytes applied while the results come in. Two checks run before the query is
+sent at all, because they protect the server's parser: a length cap, and a cap on how deep the
+brackets and CASE expressions nest (the parsers' cost grows exponentially with it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from chiplore.core.errors import QueryError
+from kg.plans import PlanNode
+
+MAX_QUERY_CHARS = 20_000
+# FalkorDB's parser takes ~0.02 s at 12 levels and doubles per level after (minutes at 30).
+MAX_NESTING = 12
+
+# Procedures that only describe the graph's schema; any other procedure is refused.
+READ_ONLY_PROCEDURES = frozenset(
+    {
+        "db.labels", "db.relationshipTypes", "db.propertyKeys", "db.indexes", "db.constraints",
+        "db.schema.visualization", "db.schema.nodeTypeProperties", "db.schema.relTypeProperties",
+    }
+)  # fmt: skip
+# Administration commands that only list schema objects or the catalogue; every other one is refused.
+READ_ONLY_COMMANDS = frozenset({"ShowIndexes", "ShowConstraints", "ShowProcedures", "ShowFunctions"})
+
+
+class QueryRefused(QueryError):
+    """An untrusted query asks for something the read-only path never does (files, admin, procedures)."""
+
+
+@dataclass(frozen=True)
+class UntrustedLimits:
+    """What one untrusted query may cost. The defaults suit a person at a terminal."""
+
+    max_rows: int = 1_000
+    max_bytes: int = 4_000_000
+    timeout_s: float = 10.0
+
+
+DEFAULT_LIMITS = UntrustedLimits()
+
+
+class GuardedResult(BaseModel):
+    """The rows of an untrusted query, and whether (and why) some were cut."""
+
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    truncated: bool = False
+    cut_reason: str | None = None
+
+    def summary(self) -> str:
+        """One line saying how many rows came back and what was cut, for people and models."""
+        shown = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
+        return f"{shown}; {self.cut_reason}" if self.truncated else shown
+
+
+# -- checks before sending ----------------------------------------------------------------------------
+
+
+def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = MAX_NESTING) -> None:
+    """Refuse a query that is too long or nests too deep, before any server parses it."""
+    if not query.strip():
+        raise QueryRefused("the query is empty")
+    if len(query) > max_chars:
+        raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
+    deepest = max((depth + 1 for token, depth, _ in _tokens(query) if token in _OPENERS), default=0)
+    if deepest > max_nesting:
+        raise QueryRefused(
+            f"the query nests brackets or CASE {deepest} levels deep, more than {max_nesting}; "
+            "flatten it (WITH clauses, UNWIND) instead"
+        )
+
+
+_OPENERS = frozenset({"(", "[", "{", "CASE"})
+_CLOSERS = frozenset({")", "]", "}", "END"})
+
+
+def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
+    """Brackets, CASE/END, commas and words outside strings, quoted names and comments: (token,
+    nesting depth before it, offset). Words come upper-cased."""
+    index, length, depth = 0, len(query), 0
+    while index < length:
+        char = query[index]
+        if char in "'\"`":
+            index = _skip_quoted(query, index)
+            continue
+        if query.startswith("//", index):
+            newline = query.find("\n", index)
+            index = length if newline < 0 else newline + 1
+            continue
+        if query.startswith("/*", index):
+            end = query.find("*/", index + 2)
+            index = length if end < 0 else end + 2
+            continue
+        token, end = char, index + 1
+        if char.isalpha() or char == "_":
+            while end < length and (query[end].isalnum() or query[end] == "_"):
+                end += 1
+            token = query[index:end].upper()
+        if token in _CLOSERS:
+            depth = max(0, depth - 1)
+        if token in _OPENERS or token in _CLOSERS or token == "," or end > index + 1 or token.isalpha():
+            yield token, depth, index
+        if token in _OPENERS:
+            depth += 1
+        index = end
+
+
+def _skip_quoted(query: str, start: int) -> int:
+    quote, index = query[start], start + 1
+    while index < len(query):
+        if query[index] == "\\" and quote != "`":
+            index += 2
+            continue
+        if query[index] == quote:
+            return index + 1
+        index += 1
+    return index
+
+
+def has_return(query: str) -> bool:
+    """True when the query ends in a top-level RETURN (so it can be wrapped in CALL { ... })."""
+    return any(token == "RETURN" and depth == 0 for token, depth, _ in _tokens(query))
+
+
+def return_columns(query: str) -> list[str] | None:
+    """The column names of a query's last top-level RETURN, in order; None when it cannot tell (RETURN *).
+
+    Used only to put the columns of a wrapped query (CALL { ... } RETURN *) back in the order the
+    query asked for; a query it cannot read keeps the server's order.
+    """
+    tokens = [(token, depth, offset) for token, depth, offset in _tokens(query) if depth == 0]
+    returns = [i for i, (token, _, _) in enumerate(tokens) if token == "RETURN"]
+    if not returns:
+        return None
+    start = tokens[returns[-1]][2] + len("RETURN")
+    bounds = [start]
+    end = len(query)
+    for token, _, offset in tokens[returns[-1] + 1 :]:
+        if token in ("ORDER", "SKIP", "LIMIT", "UNION"):
+            end = offset
+            break
+        if token == ",":
+            bounds.append(offset + 1)
+    items = [query[a : b - 1 if b != end else b] for a, b in zip(bounds, [*bounds[1:], end], strict=True)]
+    names = []
+    for item in items:
+        text = re.sub(r"(?i)^\s*DISTINCT\s+", "", re.sub(r"//[^\n]*|/\*.*?\*/", "", item, flags=re.S)).strip()
+        if text == "*" or not text:
+            return None
+        alias = re.search(r"(?i)\s+AS\s+(`[^`]+`|\w+)\s*$", text)
+        names.append((alias.group(1) if alias else text).strip("`"))
+    return names
+
+
+# -- checks on the plan -------------------------------------------------------------------------------
+
+
+def refusal(plan: PlanNode) -> str | None:
+    """Why the plan is not a plain read of the graph (None when it is)."""
+    for node in plan.walk():
+        kind = node.kind
+        if kind == "load_csv":
+            return "LOAD CSV is refused: the read-only path reads the graph, never files or URLs"
+        if kind == "admin" and node.operator not in READ_ONLY_COMMANDS:
+            return f"administration commands are refused on the read-only path ({node.operator})"
+        if kind == "procedure":
+            name = _procedure_name(node.detail)
+            if name not in READ_ONLY_PROCEDURES:
+                allowed = ", ".join(sorted(READ_ONLY_PROCEDURES))
+                return f"procedure {name or '(unnamed)'} is refused on the read-only path (allowed: {allowed})"
+    return None
+
+
+def _procedure_name(detail: str) -> str | None:
+    match = re.search(r"([A-Za-z_][\w.]*)\s*\(", detail)
+    return match.group(1) if match else None
+
+
+# -- caps while reading --------------------------------------------------------------------------------
+
+
+class RowCap:
+    """Collects rows until the row or byte cap is reached; says what was cut."""
+
+    def __init__(self, limits: UntrustedLimits) -> None:
+        self.limits = limits
+        self.rows: list[dict[str, Any]] = []
+        self.bytes = 0
+        self.cut_reason: str | None = None
+
+    def take(self, row: dict[str, Any]) -> bool:
+        """Keep the row if it fits; False once a cap is reached (stop reading)."""
+        if len(self.rows) >= self.limits.max_rows:
+            self.cut_reason = f"cut at {self.limits.max_rows:,} rows (the row cap): add LIMIT or aggregate"
+            return False
+        size = len(json.dumps(row, default=str))
+        if self.bytes + size > self.limits.max_bytes:
+            self.cut_reason = (
+                f"cut after {len(self.rows):,} rows at {self.limits.max_bytes:,} bytes (the size cap): "
+                "return fewer or smaller values"
+            )
+            return False
+        self.rows.append(row)
+        self.bytes += size
+        return True
+
+    def result(self, columns: Iterable[str]) -> GuardedResult:
+        return GuardedResult(
+            columns=list(columns), rows=self.rows, truncated=self.cut_reason is not None, cut_reason=self.cut_reason
+        )
