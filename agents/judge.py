@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from scipy.stats import binomtest
@@ -114,3 +115,18 @@ def _look(logs: list[float], runs: list[str], *, final: bool) -> Verdict:
         decision = "inconclusive" if final else "continue"
     return Verdict(decision, "paired-t", math.exp(mean), math.exp(low), math.exp(high), p_value, n,
                    tuple(runs), tuple(logs))  # fmt: skip
+
+
+class Judge(Protocol):
+    """Decides a measured candidate against BEST; called once per candidate that reached the device."""
+
+    def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
+        """`candidate` and `best` are graded medians; `run_pair(i)` runs the i-th A/B pair on demand."""
+        ...
+
+
+class SequentialJudge:
+    """The early look on the graded medians, then interleaved A/B pairs with a sequential t-test."""
+
+    def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
+        return decide(candidate, best, sigma, late=late, run_pair=run_pair)

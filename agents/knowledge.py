@@ -1,96 +1,91 @@
 """What the loop knows of the chip, read from the graph: the measurements of a toolchain version (or,
-for what an upgrade has not re-checked yet, the last value known, flagged stale), capability flags
-derived from its legality rules, and the ids of the facts behind each value (a design CONSULTS them).
-A fact belongs to a version by its UNDER / HOLDS_UNDER link, not by the version it was first
-recorded under, so a fact an upgrade confirms keeps serving. Nothing here reads the target's
-internals."""
+for what an upgrade has not re-checked yet, the last value known, flagged stale), the capability
+flags the target pack derives from the legality rules, and the ids of the facts behind each value
+(a design CONSULTS them). A fact belongs to a version by its UNDER / HOLDS_UNDER link, not by the
+version it was first recorded under, so a fact an upgrade confirms keeps serving. Nothing here
+reads a target's internals: the pack says which rules decide which capability.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import queries as named_queries
+from chiplore.core.pack import Capability, Facts
+from chiplore.core.params import NOISE_SIGMA, ParamKey
+from kg.repo.measurements import measurements_under, stale_values
+from kg.schema import fact_id
 from kg.store import GraphStore
 
-# Values the families fall back to when the graph has no measurement (they only size buffers).
-NOISE_FALLBACK = 0.03
+
+@dataclass(frozen=True)
+class Rule:
+    """A legality rule in force: its fact id, diagnostic code and machine-checkable predicate."""
+
+    fact: str
+    code: str
+    predicate: dict[str, object]
 
 
 @dataclass(frozen=True)
 class Knowledge:
     version: str
-    facts: dict[str, float]
+    facts: Facts
     sources: dict[str, str] = field(default_factory=dict)  # fact key -> graph fact id
     stale: frozenset[str] = frozenset()  # values an upgrade has not re-checked: the old version's
+    rules: tuple[Rule, ...] = ()
 
     @property
     def noise_sigma(self) -> float:
-        return self.facts.get("device.noise_sigma", NOISE_FALLBACK)
+        default = NOISE_SIGMA.default
+        assert default is not None
+        return self.facts.get(NOISE_SIGMA.key, default)
 
-    def fact_ids(self, keys: tuple[str, ...] | None = None) -> list[str]:
+    def fact_ids(self, keys: Sequence[str] | None = None) -> list[str]:
         chosen = self.sources if keys is None else {k: v for k, v in self.sources.items() if k in keys}
         return sorted(set(chosen.values()))
 
-    def measured_bound(self, weight_bytes: float) -> float | None:
+    def measured_bound(self, weight_bytes: float, roof: ParamKey) -> float | None:
         """The weight-movement bound as chiplore measures it: weight bytes over the measured roof."""
-        roof = self.facts.get("noc.chip_bytes_per_cycle")
-        return weight_bytes / roof if roof else None
+        rate = self.facts.get(roof.key)
+        return weight_bytes / rate if rate else None
 
 
-def read_knowledge(store: GraphStore, version: str) -> Knowledge:
-    facts: dict[str, float] = {}
+def read_knowledge(store: GraphStore, version: str, capabilities: Sequence[Capability] = ()) -> Knowledge:
+    facts: Facts = {}
     sources: dict[str, str] = {}
-    for row in store.read(
-        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $version}) WHERE m.status <> 'refuted' "
-        "RETURN m.param AS param, m.value AS value, m.fact_id AS fact ORDER BY m.measured_at, m.id",
-        {"version": version},
-    ):  # the latest measurement of a parameter wins
-        facts[row["param"]] = float(row["value"])
-        sources[row["param"]] = row["fact"]
+    for row in measurements_under(store, version):  # the latest measurement of a parameter wins
+        facts[str(row["param"])] = float(row["value"])  # type: ignore[arg-type]
+        sources[str(row["param"])] = str(row["fact"])
     stale: set[str] = set()
-    for row in store.read(  # an upgrade's budget may leave some unchecked: the last value known serves, flagged
-        "MATCH (now:Toolchain {version: $version}) MATCH (m:Measurement {status: 'stale'})-[:UNDER]->(t:Toolchain) "
-        "WHERE t.target = now.target AND t.ordinal < now.ordinal "
-        "RETURN m.param AS param, m.value AS value, m.fact_id AS fact ORDER BY t.ordinal, m.measured_at, m.id",
-        {"version": version},
-    ):
-        if row["param"] not in facts or row["param"] in stale:
-            facts[row["param"]] = float(row["value"])
-            sources[row["param"]] = row["fact"]
-            stale.add(row["param"])
-    rules = store.read(
-        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $version}) WHERE r.status <> 'refuted' "
-        "RETURN r.key AS key, r.predicate AS predicate, r.fact_id AS fact ORDER BY r.id",
-        {"version": version},
-    )
-    # Capabilities: a construct the compiler refused, or a stream type a contraction refused.
-    refused_constructs = {row["key"].removeprefix("construct."): row["fact"] for row in rules
-                          if row["key"].startswith("construct.")}  # fmt: skip
-    refused_streams: dict[str, str] = {}
-    for row in rules:
-        if row["key"] == "contract.stream_dtype":
-            for dtype in json.loads(row["predicate"]).get("value", []):
-                refused_streams[dtype] = row["fact"]
-    if rules:  # without rules the flags stay unknown and the families keep their defaults
-        for flag, refused in (("vocab.widen", "widen" in refused_constructs),
-                              ("vocab.decode", "decode" in refused_constructs),
-                              ("vocab.allreduce_slices", "allreduce_slices" in refused_constructs),
-                              ("vocab.reduce_clusters", "reduce_clusters" in refused_constructs),
-                              ("contract.f8_stream", "f8e4m3" in refused_streams),
-                              ("contract.f4_stream", "f4e2m1" in refused_streams)):  # fmt: skip
-            facts[flag] = 0.0 if refused else 1.0
-        for name, fact in refused_constructs.items():
-            sources.setdefault(f"vocab.{name}", fact)
-        for dtype, fact in refused_streams.items():
-            sources.setdefault(f"contract.{dtype}", fact)
-    return Knowledge(version=version, facts=facts, sources=sources, stale=frozenset(stale))
+    for row in stale_values(store, version):  # an upgrade's budget may leave some unchecked: the last value serves
+        param = str(row["param"])
+        if param not in facts or param in stale:
+            facts[param] = float(row["value"])  # type: ignore[arg-type]
+            sources[param] = str(row["fact"])
+            stale.add(param)
+    rules = rules_in_force(store, version)
+    if rules:  # without rules the flags stay unknown and the design spaces keep their defaults
+        for capability in capabilities:
+            refusing = next((rule for rule in rules if _refuses(rule, capability)), None)
+            facts[capability.flag] = 0.0 if refusing else 1.0
+            if refusing is not None:
+                sources.setdefault(capability.flag, refusing.fact)
+    return Knowledge(version=version, facts=facts, sources=sources, stale=frozenset(stale), rules=tuple(rules))
 
 
-def rule_predicates(store: GraphStore, version: str) -> list[tuple[str, str, dict[str, object]]]:
-    """(fact id, diagnostic code, predicate) of every rule in force: what the screener checks."""
-    rows = store.read(
-        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $version}) WHERE r.status <> 'refuted' "
-        "RETURN r.fact_id AS fact, r.code AS code, r.predicate AS predicate ORDER BY r.id",
-        {"version": version},
-    )
-    return [(row["fact"], row["code"], json.loads(row["predicate"])) for row in rows]
+def rules_in_force(store: GraphStore, version: str) -> list[Rule]:
+    """Every rule that holds under a version (the `rules-in-force` named query): what the screener checks."""
+    rows = named_queries.run(store, "rules-in-force", {"toolchain": version})
+    return [Rule(fact_id("LegalityRule", row["rule"]), row["code"], json.loads(row["predicate"])) for row in rows]
+
+
+def _refuses(rule: Rule, capability: Capability) -> bool:
+    if rule.predicate.get("quantity") != capability.rule_key:
+        return False
+    if capability.value is None:
+        return True
+    values = rule.predicate.get("value", [])
+    return isinstance(values, list) and capability.value in values

@@ -1,23 +1,23 @@
 """The runner: device jobs under a device-second budget, retried on transient faults, a design that
-faults the same way twice quarantined, a full queue waited out with backoff. Every job becomes a
-DeviceRun in the graph (linked to the KernelVersion it ran), so the budget is read back from the
-graph after a restart."""
+faults the same way twice quarantined, a full queue waited out with backoff. Every job's result is
+handed to a recording callback (the graph's DeviceRun, linked to the KernelVersion it ran), so the
+budget can be read back from the graph after a restart."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from chiplore.core.target import DeviceJob, DeviceResult, Target
-from kg.models import Activity
-from kg.repo.runs import device_run, record_device_runs
-from kg.store import GraphStore
 
 ATTEMPTS = 3
+Fixtures = Literal["graded", "smoke"]
+# (the job, the sha of the program it ran, the result) -> the id the run is recorded under
+RecordRun = Callable[[DeviceJob, str, DeviceResult], str]
 
 
 class BudgetSpent(Exception):
@@ -35,14 +35,26 @@ class Outcome:
         return self.result.status == "ok"
 
 
-class Runner:
-    def __init__(self, store: GraphStore, target: Target, activity: Activity, *, budget_s: float,
-                 spent_s: float = 0.0, backoff_s: float = 0.05) -> None:  # fmt: skip
-        self.store, self.target, self.activity = store, target, activity
+class Runner(Protocol):
+    """Runs a program on the device; called for graded runs of a design and for each side of an A/B pair."""
+
+    spent_s: float
+    budget_s: float
+
+    def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
+            repeats: int = 7) -> Outcome:  # fmt: skip
+        """One job (retried as the faults allow); raises BudgetSpent once the budget is used up."""
+        ...
+
+
+class DeviceRunner:
+    def __init__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float = 0.0,
+                 backoff_s: float = 0.05) -> None:  # fmt: skip
+        self.target, self.record = target, record
         self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
 
-    def run(self, kernel: str, sha: str, source: str, version: str, *,
-            fixtures: Literal["graded", "smoke"] = "graded", repeats: int = 7) -> Outcome:  # fmt: skip
+    def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
+            repeats: int = 7) -> Outcome:  # fmt: skip
         job = DeviceJob(kernel=kernel, program=source, toolchain=version, fixtures=fixtures, repeats=repeats,
                         agent=f"runner/{kernel}")  # fmt: skip
         runs: list[str] = []
@@ -52,7 +64,8 @@ class Runner:
             if self.spent_s >= self.budget_s:
                 raise BudgetSpent(f"device budget of {self.budget_s:.0f} s spent")
             result = self._submit(job)
-            runs.append(self._record(job, sha, result))
+            self.spent_s += result.device_s
+            runs.append(self.record(job, sha, result))
             if result.status in ("fault", "timeout"):
                 faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)
             return result
@@ -83,9 +96,3 @@ class Runner:
                 raise BudgetSpent(result.message)
             time.sleep(self.backoff_s * 2**backoff)
         return result
-
-    def _record(self, job: DeviceJob, sha: str, result: DeviceResult) -> str:
-        self.spent_s += result.device_s
-        run = device_run(job, result)
-        record_device_runs(self.store, [(run, sha)], activity=self.activity)
-        return run.id

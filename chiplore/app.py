@@ -1,47 +1,53 @@
-"""Wiring in one place: settings -> store and target. A test builds its own App."""
+"""Wiring in one place: settings -> the graph store, the target (found through the
+`chiplore.targets` entry points), the LLM roles, and a `Session` over them. No module-level
+singletons: a test builds its own App from its own Settings."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
+from agents.llm.config import LLMConfig
+from agents.proposers import Proposer
 from chiplore.core.errors import ConfigError
 from chiplore.core.settings import Settings
 from chiplore.core.target import Target
+from chiplore.session import Session
+from ingest.librarian import PageLibrarian
 from kg.embedded_store import EmbeddedStore
 from kg.neo4j_store import Neo4jStore
 from kg.store import GraphStore
-from simulator.target import SimRNGD
 
-# name -> how to build it from the settings; another accelerator registers itself here.
-TARGETS: dict[str, Callable[[Settings], Target]] = {SimRNGD.name: lambda settings: SimRNGD(seed=settings.seed)}
+TARGET_GROUP = "chiplore.targets"  # entry points: name -> a factory taking the Settings
+TargetFactory = Callable[[Settings], Target]
 
 
-@dataclass(frozen=True)
-class TargetDescriptor:
-    """What `chiplore init` registers about the target: its name and toolchain versions."""
-
-    name: str
-    description: str
-    toolchain_versions: tuple[str, ...]
-    default_toolchain: str
+def target_factories() -> dict[str, TargetFactory]:
+    """The targets installed packages register (SimRNGD registers itself as `simrngd`)."""
+    return {point.name: point.load() for point in entry_points(group=TARGET_GROUP)}
 
 
 def open_target(settings: Settings) -> Target:
-    try:
-        build = TARGETS[settings.target]
-    except KeyError:
-        raise ConfigError(f"unknown target {settings.target!r}; known: {', '.join(TARGETS)}") from None
-    return build(settings)
-
-
-def describe_target(target: Target) -> TargetDescriptor:
-    return TargetDescriptor(
-        name=target.name,
-        description=getattr(target, "description", target.name),
-        toolchain_versions=tuple(target.toolchains()),
-        default_toolchain=target.default_toolchain(),
-    )
+    """The configured target: a registered name, or `module:factory` for one not installed as a package."""
+    name = settings.target
+    if ":" in name:
+        module, _, attribute = name.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as error:
+            raise ConfigError(f"cannot load target {name!r}: {error}") from None
+    else:
+        factories = target_factories()
+        if name not in factories:
+            raise ConfigError(f"unknown target {name!r}; installed: {', '.join(sorted(factories)) or 'none'}")
+        factory = factories[name]
+    target = factory(settings)
+    if not isinstance(target, Target):
+        raise ConfigError(f"target {name!r} does not implement chiplore's Target interface")
+    return target
 
 
 @dataclass(frozen=True)
@@ -61,5 +67,31 @@ class App:
             query_timeout_s=settings.query_timeout_s,
         )
 
-    def target(self) -> TargetDescriptor:
-        return describe_target(open_target(self.settings))
+    def target(self) -> Target:
+        return open_target(self.settings)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session on the configured store and target; the store closes when it ends."""
+        target = self.target()
+        with self.open_store() as store:
+            yield Session(store, target)
+
+    def proposers(self, session: Session, config: LLMConfig, architect: str, refiner: str) -> dict[str, Proposer]:
+        """The architect and refiner the options ask for (LLM roles share one token budget); the
+        builtin ones are the loop's defaults."""
+        if "llm" not in (architect, refiner):
+            return {}
+        from agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
+
+        budget = TokenBudget(config.token_budget)
+        return {role: LLMPolicy(role, config, session.store, session.target, budget) for role, chosen in
+                (("architect", architect), ("refiner", refiner)) if chosen == "llm"}  # type: ignore[misc]  # fmt: skip
+
+    def librarian(self, session: Session, policy: str, config: LLMConfig) -> PageLibrarian | None:
+        """The LLM librarian when asked for (the builtin one is learn's default)."""
+        if policy != "llm":
+            return None
+        from agents.llm.librarian import LLMLibrarian  # LangChain loads only when a role needs it
+
+        return LLMLibrarian(config, session.store, session.pack.params)

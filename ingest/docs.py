@@ -1,4 +1,4 @@
-"""A toolchain version's docs into the graph (DESIGN.md 4): pages -> chunks -> concepts and claims.
+"""A toolchain version's docs into the graph: pages -> chunks -> concepts and claims.
 
 Ids are content hashes, so ingesting the same docs again creates nothing, and a paragraph two
 versions share is one chunk whose claims hold under both. A page is marked ingested (its DocPage
@@ -19,6 +19,7 @@ from chiplore.core.target import Target
 from ingest.chunks import Chunk, chunk_page
 from ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
 from kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
+from kg.repo.docs import existing_claims, known_chunks, page_hashes, revive_claim
 from kg.repo.knowledge import record_activity, record_claim
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore
@@ -47,8 +48,7 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
                 ) -> DocsSummary:  # fmt: skip
     """Ingest the version's pages that the graph does not hold yet (or holds with other text)."""
     pages = target.docs(version)
-    rows = store.read("MATCH (p:DocPage {version: $version}) RETURN p.id AS id, p.sha AS sha", {"version": version})
-    known = {row["id"]: row["sha"] for row in rows}
+    known = page_hashes(store, version)
     todo = [p for p in pages if known.get(page_id(target.name, version, p.path)) != content_sha(p.text)]
     summary = DocsSummary(version=version, pages=len(todo), unchanged=len(pages) - len(todo), chunks=0, claims=0,
                           concepts=0)  # fmt: skip
@@ -58,7 +58,7 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
         store, Activity(id=f"librarian-{uuid.uuid4().hex[:12]}", role="librarian", policy=librarian.policy)
     )
     shas = sorted({chunk.sha for page in todo for chunk in chunk_page(page.text)})
-    reused = store.read("MATCH (c:DocChunk) WHERE c.sha IN $shas RETURN count(c) AS n", {"shas": shas})[0]["n"]
+    reused = known_chunks(store, shas)
     chunks = claims = 0
     concepts: set[str] = set()
     for page in todo:
@@ -91,13 +91,12 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
         found = librarian.extract_page(chunks, page.title)
     else:
         found = [(chunk, claim) for chunk in chunks for claim in librarian.extract(chunk, page.title)]
-    existing = _existing_claims(store, [claim_id(chunk, claim) for chunk, claim in found])
+    existing = existing_claims(store, [claim_id(chunk, claim) for chunk, claim in found])
     for chunk, claim in found:
         identifier = claim_id(chunk, claim)
         if identifier in existing:  # the same paragraph in an earlier version: it holds here too
             link(store, [Link(Ref("Claim", identifier), "UNDER", toolchain)])
-            store.write("MATCH (c:Claim {id: $id}) WHERE c.status = 'stale' SET c.status = 'current'",
-                        {"id": identifier})  # fmt: skip
+            revive_claim(store, identifier)
             continue
         record_claim(
             store,
@@ -112,10 +111,3 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
     # Last: the page's hash marks it done, so an interrupted run redoes this page and no other.
     upsert(store, [node.model_copy(update={"sha": content_sha(page.text)})])
     return len(chunks), len(found), set(mentioned) | {claim.concept for _, claim in found}
-
-
-def _existing_claims(store: GraphStore, ids: list[str]) -> set[str]:
-    if not ids:
-        return set()
-    rows = store.read("MATCH (c:Claim) WHERE c.id IN $ids RETURN c.id AS id", {"ids": sorted(set(ids))})
-    return {row["id"] for row in rows}

@@ -1,4 +1,4 @@
-"""`chiplore learn`: the knowledge half of the graph for one toolchain version (DESIGN.md 3-4).
+"""`chiplore learn`: the knowledge half of the graph for one toolchain version.
 
 Docs first (their claims are what the measurements judge), then the compiler's rules (free), then
 the microbenchmarks against the device budget. After a toolchain upgrade, learning the new version
@@ -22,6 +22,7 @@ from ingest.measure import MeasureSummary, measure
 from ingest.remeasure import remeasure
 from ingest.rules import RulesSummary, learn_rules
 from kg.models import Activity
+from kg.repo.knowledge import learnt_counts
 from kg.repo.upgrades import upgrade_to
 from kg.store import GraphStore
 
@@ -46,7 +47,7 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
           librarian: Librarian | PageLibrarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
-    docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian())
+    docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian(target.pack().doc_patterns))
     rules = learn_rules(store, target, version)
     spent, rerun = 0.0, []
     upgraded = upgrade_to(store, target.name, version)
@@ -60,19 +61,11 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
         "device_s": measured.device_s + spent, "probes_run": measured.probes_run + len(rerun),
         "probes_skipped": [p for p in measured.probes_skipped if p not in rerun]})  # fmt: skip
 
-    def count(query: str) -> int:
-        return int(store.read(query, {"v": version})[0]["n"])
-
-    claims = count("MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT c) AS n")
-    contradicted = count(
-        "MATCH (e)-[:CONTRADICTS]->(c:Claim)-[:UNDER]->(:Toolchain {version: $v}) "
-        "WHERE e:Measurement OR e:Diagnostic RETURN count(DISTINCT c) AS n"
-    )
-    params = count("MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT m.param) AS n")
-    in_force = count("MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT r) AS n")
+    counts = learnt_counts(store, version)
     return LearnSummary(
         target=target.name, toolchain=version, docs=docs, rules=rules, measurements=measured,
-        claims=claims, contradicted_claims=contradicted, measured_params=params, rules_in_force=in_force,
+        claims=counts["claims"], contradicted_claims=counts["contradicted_claims"],
+        measured_params=counts["measured_params"], rules_in_force=counts["rules_in_force"],
         device_s=measured.device_s,
         wall_s=time.perf_counter() - started,
     )  # fmt: skip

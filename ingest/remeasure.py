@@ -1,5 +1,5 @@
-"""Re-measuring under a new toolchain (DESIGN.md 6): the stale measurements of the old version are
-measured again, within a device budget, in the order that matters most:
+"""Re-measuring under a new toolchain: the stale measurements of the old version are measured
+again, within a device budget, in the order that matters most:
 
 1. parameters the new version's docs state another value for (or a first one): the vendor says
    something moved;
@@ -21,22 +21,24 @@ from typing import Literal
 from pydantic import BaseModel
 
 from chiplore.core.ids import content_sha
+from chiplore.core.params import CLOCK_HZ, NOISE_SIGMA
 from chiplore.core.target import Target
-from ingest.fits import FITS, Bench, Estimate
-from ingest.measure import (
-    NOISE,
-    PARAMS,
-    ProbeRecorder,
-    agrees,
-    clock_hz,
-    in_unit,
-    record_estimate,
-    record_noise,
-    run_probe,
-    sample_noise,
-)
-from kg.models import Activity, Check, Measurement, Toolchain
+from ingest.fits import Estimate
+from ingest.measure import agrees, in_unit, record_estimate, record_noise
+from ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeSession
+from kg.models import Activity, Check, Measurement
 from kg.repo.knowledge import confirm_measurement, supersede
+from kg.repo.measurements import (
+    carried_over,
+    consulted_counts,
+    device_seconds_behind,
+    documented_value,
+    documented_values,
+    stale_measurements,
+    superseded_under,
+    unjudged_claims,
+    values_under,
+)
 from kg.repo.nodes import Link, Ref, link
 from kg.store import GraphStore
 
@@ -48,7 +50,6 @@ CONFIRM_Z = 3.0  # standard errors of the difference of the two estimates
 CONFIRM_FLOOR = 0.10
 Z95 = 1.96
 COST_MARGIN = 1.15  # a sweep again costs what it did, give or take a retried job
-NOISE_PROBE = "noise"
 
 
 class Recheck(BaseModel):
@@ -80,18 +81,6 @@ def consistent(old: Measurement, new: Estimate) -> bool:
     return abs(new.value - old.value) <= max(CONFIRM_Z * se, CONFIRM_FLOOR * abs(old.value))
 
 
-def stale_measurements(store: GraphStore, target: str, previous: str) -> dict[str, Measurement]:
-    """The latest stale measurement of each parameter that `previous` (or, for what an earlier
-    upgrade's budget left unchecked, a version before it) holds."""
-    rows = store.read(
-        "MATCH (old:Toolchain {id: $old}) MATCH (m:Measurement {status: 'stale'})-[:UNDER]->(t:Toolchain) "
-        "WHERE t.target = old.target AND t.ordinal <= old.ordinal "
-        "RETURN m AS node ORDER BY t.ordinal, m.measured_at, m.id",
-        {"old": Toolchain.id_of(target, previous)},
-    )
-    return {m.param: m for m in (Measurement.from_properties(row["node"]) for row in rows)}
-
-
 def remeasure(store: GraphStore, target: Target, previous: str, version: str, *, budget_s: float,
               activity: Activity, spent_s: float = 0.0, free_only: bool = False, repeats_scale: float = 0.25,
               rounds: int = 2, on_probe: Callable[[str, float], None] | None = None) -> RemeasureSummary:  # fmt: skip
@@ -99,59 +88,50 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     `spent_s`, the device time this upgrade already spent) is used up; with `free_only`, only the
     probes that cost no device time (the compiler's limits). Idempotent: what an earlier call
     confirmed or superseded is no longer stale."""
+    session = ProbeSession(store, target, version, activity, spent_s=spent_s, repeats_scale=repeats_scale,
+                           rounds=rounds, on_probe=on_probe)  # fmt: skip
     stale = stale_measurements(store, target.name, previous)
-    by_probe = _stale_probes(stale)
+    by_probe = _stale_probes(session, stale)
     order = _priority(store, target.name, previous, version, stale, by_probe)
-    probes = {p.id: p for p in target.microbenchmarks()}
-    recorder = ProbeRecorder(store, version, activity, spent_s=spent_s)
-    bench = Bench(target, on_result=recorder)
-    given = _given(store, target.name, previous, version)
-    run, skipped, failed, rechecks = [], [], [], []
-    for probe_id in order:
-        cost = _cost(store, [stale[key].id for key in by_probe[probe_id]])
-        if free_only and cost > 0:
-            continue
-        if recorder.spent + COST_MARGIN * cost > budget_s:
-            skipped.append(probe_id)
-            continue
-        before = recorder.spent
-        if probe_id == NOISE_PROBE:
-            spread = sample_noise(version, recorder, bench, probes)
-            if spread is None:
-                failed.append(probe_id)
-                continue
-            old = stale[NOISE[0]]
-            if consistent(old, spread):
-                rechecks.append(_confirm(store, target.name, version, old, spread, recorder, activity))
-            else:
-                supersede(store, "Measurement", record_noise(store, target.name, version, spread, recorder).id, old.id)
-                rechecks.append(_recheck(old, spread, "changed"))
+    names = {key.key: name for name, key in session.keys.items()}
+    session.given = {names[key]: value for key, value in _given(store, target.name, previous, version).items()
+                     if key in names}  # fmt: skip
+    rechecks: list[Recheck] = []
+
+    def cost(probe_id: str) -> float:
+        return device_seconds_behind(store, [stale[key].id for key in by_probe[probe_id]])
+
+    def admit(probe_id: str) -> Admission:
+        needed = cost(probe_id)
+        if free_only and needed > 0:
+            return "omit"
+        return "skip" if session.spent + COST_MARGIN * needed > budget_s else "run"
+
+    def record(probe_id: str, found: Found) -> None:
+        if isinstance(found, Estimate):
+            estimates = {NOISE_SIGMA.key: found}
         else:
-            spec, probe = FITS[probe_id], probes.get(probe_id.split("/")[0])
-            found = run_probe(recorder, spec, probe, version, bench, given, repeats_scale, rounds) if probe else None
-            if found is None or probe is None:
-                failed.append(probe_id)
+            fit = session.fits[probe_id]
+            estimates = {key.key: found[name] for name, key in fit.records.items() if name in found}
+        for key, estimate in estimates.items():
+            old = stale.get(key)
+            if old is not None and consistent(old, estimate):
+                rechecks.append(_confirm(store, target.name, version, old, estimate, session, activity))
                 continue
-            given |= {name: e.value for name, e in found.items()}
-            estimates = {PARAMS[name][0]: e for name, e in found.items() if name in PARAMS}
-            for key, estimate in estimates.items():
-                old = stale.get(key)
-                if old is not None and consistent(old, estimate):
-                    rechecks.append(_confirm(store, target.name, version, old, estimate, recorder, activity))
-                    continue
-                name = next(n for n in spec.params if PARAMS.get(n, ("",))[0] == key)
-                new, _, _ = record_estimate(store, target.name, version, probe, spec.probe, name, estimate,
-                                            list(recorder.runs), activity)  # fmt: skip
-                if old is not None:
-                    supersede(store, "Measurement", new.id, old.id)
-                    rechecks.append(_recheck(old, estimate, "changed"))
-        run.append(probe_id)
-        if on_probe is not None:
-            on_probe(probe_id, recorder.spent - before)
+            if isinstance(found, Estimate):
+                new = record_noise(store, target.name, version, estimate, session.recorder)
+            else:
+                new, _, _ = record_estimate(store, target.name, version, session.keys[names[key]], probe_id, session,
+                                            estimate)  # fmt: skip
+            if old is not None:
+                supersede(store, "Measurement", new.id, old.id)
+                rechecks.append(_recheck(old, estimate, "changed"))
+
+    outcome = session.run(order, admit, record)
     judged = judge_claims(store, target.name, version)
-    return RemeasureSummary(previous=previous, version=version, order=order, probes_run=run, probes_skipped=skipped,
-                            probes_failed=failed, rechecks=rechecks, claims_judged=judged,
-                            device_s=recorder.spent - spent_s)  # fmt: skip
+    return RemeasureSummary(previous=previous, version=version, order=order, probes_run=outcome.ran,
+                            probes_skipped=outcome.skipped, probes_failed=outcome.failed, rechecks=rechecks,
+                            claims_judged=judged, device_s=session.spent - spent_s)  # fmt: skip
 
 
 class RecheckState(BaseModel):
@@ -163,89 +143,45 @@ class RecheckState(BaseModel):
 
 
 def recheck_state(store: GraphStore, target: str, previous: str, version: str) -> RecheckState:
-    params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
-    confirmed = store.read(  # carried over from an earlier version
-        "MATCH (new:Toolchain {id: $new}) MATCH (m:Measurement)-[:UNDER]->(new) "
-        "MATCH (m)-[:UNDER]->(t:Toolchain) WHERE t.target = new.target AND t.ordinal < new.ordinal "
-        "RETURN DISTINCT m.param AS param ORDER BY param",
-        params,
-    )
-    changed = store.read(
-        "MATCH (n:Measurement)-[:UNDER]->(:Toolchain {id: $new}) MATCH (n)-[:SUPERSEDES]->(o:Measurement) "
-        "RETURN n AS new, o AS old ORDER BY n.param",
-        params,
-    )
-    pairs = [(Measurement.from_properties(r["old"]), Measurement.from_properties(r["new"])) for r in changed]
     return RecheckState(
-        confirmed=[r["param"] for r in confirmed],
+        confirmed=carried_over(store, target, version),
         changed=[_recheck(old, Estimate(value=new.value, low=new.ci_low, high=new.ci_high), "changed")
-                 for old, new in pairs],
+                 for old, new in superseded_under(store, target, version)],
         stale=sorted(stale_measurements(store, target, previous)),
     )  # fmt: skip
 
 
-def _stale_probes(stale: dict[str, Measurement]) -> dict[str, list[str]]:
+def _stale_probes(session: ProbeSession, stale: dict[str, Measurement]) -> dict[str, list[str]]:
     """Probe id -> the stale parameters it measures (a probe is run for all of them at once)."""
     out: dict[str, list[str]] = {}
-    for probe_id, spec in FITS.items():
-        keys = [PARAMS[name][0] for name in spec.params if name in PARAMS and PARAMS[name][0] in stale]
+    for probe_id, fit in session.fits.items():
+        keys = [key.key for key in fit.records.values() if key.key in stale]
         if keys:
             out[probe_id] = keys
-    if NOISE[0] in stale:
-        out[NOISE_PROBE] = [NOISE[0]]
+    if NOISE_SIGMA.key in stale:
+        out[NOISE_PROBE] = [NOISE_SIGMA.key]
     return out
 
 
 def _priority(store: GraphStore, target: str, previous: str, version: str, stale: dict[str, Measurement],
               by_probe: dict[str, list[str]]) -> list[str]:  # fmt: skip
-    ids = {m.id: key for key, m in stale.items()}
-    consulted: dict[str, int] = {}
-    for row in store.read(
-        "MATCH (:DesignNode)-[:CONSULTED]->(m:Measurement) WHERE m.id IN $ids RETURN m.id AS id, count(*) AS n",
-        {"ids": sorted(ids)},
-    ):
-        consulted[ids[row["id"]]] = int(row["n"])
-    claimed: dict[str, dict[str, set[float]]] = {}
-    for row in store.read(
-        "MATCH (c:Claim)-[:UNDER]->(t:Toolchain) WHERE t.id IN [$old, $new] AND c.value IS NOT NULL "
-        "AND c.param IS NOT NULL RETURN c.param AS param, t.id AS t, c.value AS value",
-        {"new": Toolchain.id_of(target, version), "old": Toolchain.id_of(target, previous)},
-    ):
-        claimed.setdefault(row["param"], {}).setdefault(row["t"], set()).add(float(row["value"]))
+    by_id = consulted_counts(store, [m.id for m in stale.values()])
+    consulted = {key: by_id.get(m.id, 0) for key, m in stale.items()}
+    claimed = documented_values(store, target, [previous, version])
     # the vendor now states another value (or a first one): the parameter may well have moved
-    old, new = Toolchain.id_of(target, previous), Toolchain.id_of(target, version)
-    redocumented = {p for p, by in claimed.items() if by.get(new) and by.get(new) != by.get(old)}
+    redocumented = {p for p, by in claimed.items() if by.get(version) and by.get(version) != by.get(previous)}
 
     def rank(probe_id: str) -> tuple[int, int, float, str]:
         keys = by_probe[probe_id]
-        cost = _cost(store, [stale[key].id for key in keys])
+        cost = device_seconds_behind(store, [stale[key].id for key in keys])
         return (-int(any(k in redocumented for k in keys)), -sum(consulted.get(k, 0) for k in keys), cost, probe_id)
 
     return sorted(by_probe, key=rank)
 
 
-def _cost(store: GraphStore, measurement_ids: list[str]) -> float:
-    """The device time the runs behind these measurements took (what measuring them again costs)."""
-    rows = store.read(
-        "MATCH (m:Measurement)-[:FROM]->(r:DeviceRun) WHERE m.id IN $ids WITH DISTINCT r RETURN sum(r.device_s) AS s",
-        {"ids": measurement_ids},
-    )
-    return float(rows[0]["s"] or 0.0) if rows else 0.0
-
-
 def _given(store: GraphStore, target: str, previous: str, version: str) -> dict[str, float]:
     """What the fits may take as known: the new version's values, else the old version's."""
-    names = {key: name for name, (key, _) in PARAMS.items()}
-    out: dict[str, float] = {}
-    for toolchain in (previous, version):  # the new version's values win
-        for row in store.read(
-            "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {id: $t}) WHERE m.status <> 'refuted' "
-            "RETURN m.param AS param, m.value AS value ORDER BY m.measured_at, m.id",
-            {"t": Toolchain.id_of(target, toolchain)},
-        ):
-            if row["param"] in names:
-                out[names[row["param"]]] = float(row["value"])
-    return out
+    return {**values_under(store, target, previous), **values_under(store, target, version)}
 
 
 def _recheck(old: Measurement, new: Estimate, outcome: Literal["confirmed", "changed"]) -> Recheck:
@@ -253,9 +189,9 @@ def _recheck(old: Measurement, new: Estimate, outcome: Literal["confirmed", "cha
                    after=new.value, after_ci=(new.low, new.high))  # fmt: skip
 
 
-def _confirm(store: GraphStore, target: str, version: str, old: Measurement, new: Estimate, recorder: ProbeRecorder,
+def _confirm(store: GraphStore, target: str, version: str, old: Measurement, new: Estimate, session: ProbeSession,
              activity: Activity) -> Recheck:  # fmt: skip
-    runs = list(recorder.runs)
+    runs = list(session.recorder.runs)
     check = Check(id=content_sha(f"{old.id}|{version}|{'|'.join(runs)}")[:32], method="measurement",
                   verdict="confirms",
                   detail=f"re-measured under {version}: {new.value:.6g} [{new.low:.6g}, {new.high:.6g}] against "
@@ -267,23 +203,14 @@ def _confirm(store: GraphStore, target: str, version: str, old: Measurement, new
 def judge_claims(store: GraphStore, target: str, version: str) -> int:
     """Judge the version's doc claims that no measurement under it has judged yet (claims of changed
     pages, or claims a confirmed measurement never saw) against the measurement that holds now."""
-    toolchain = Toolchain.id_of(target, version)
-    rows = store.read(
-        "MATCH (c:Claim)-[:UNDER]->(:Toolchain {id: $t}) WHERE c.param IS NOT NULL AND c.value IS NOT NULL "
-        "MATCH (m:Measurement {param: c.param})-[:UNDER]->(:Toolchain {id: $t}) WHERE m.status = 'current' "
-        "AND NOT (m)-[:CONFIRMS|CONTRADICTS]->(c) "
-        "RETURN c.id AS claim, c.value AS value, c.unit AS unit, c.text AS text, m.id AS measurement, "
-        "m.value AS m_value, m.ci_low AS low, m.ci_high AS high, m.unit AS m_unit ORDER BY claim, measurement",
-        {"t": toolchain},
-    )
-    clock = clock_hz(store, version)
+    clock = documented_value(store, CLOCK_HZ.key, version)
     links = []
-    for row in rows:
-        claimed = in_unit(float(row["value"]), row["unit"], row["m_unit"], clock)
+    for row in unjudged_claims(store, target, version):
+        claimed = in_unit(float(row["value"]), row["unit"], row["m_unit"], clock)  # type: ignore[arg-type]
         if claimed is None:
             continue
-        estimate = Estimate(value=row["m_value"], low=row["low"], high=row["high"])
-        verdict = "CONFIRMS" if agrees(estimate, claimed, row["text"]) else "CONTRADICTS"
-        links.append(Link(Ref("Measurement", row["measurement"]), verdict, Ref("Claim", row["claim"])))
+        estimate = Estimate(value=row["m_value"], low=row["low"], high=row["high"])  # type: ignore[arg-type]
+        verdict = "CONFIRMS" if agrees(estimate, claimed, str(row["text"])) else "CONTRADICTS"
+        links.append(Link(Ref("Measurement", str(row["measurement"])), verdict, Ref("Claim", str(row["claim"]))))
     link(store, links)
     return len(links)

@@ -1,6 +1,6 @@
-"""Legality rules from the compiler (DESIGN.md 4): compile chiplore's probes under a toolchain
-version and turn each diagnostic into a LegalityRule with a machine-checkable predicate, linked to
-the diagnostic, the probe program and the toolchain. Compiling is free: no device time.
+"""Legality rules from the compiler: compile the target pack's probes under a toolchain version and
+turn each diagnostic into a LegalityRule with a machine-checkable predicate, linked to the
+diagnostic, the probe program and the toolchain. Compiling is free: no device time.
 
 A rule is a fact about the compiler, not about one version: when a later version's probe draws the
 same diagnostic code with the same predicate, the existing rule gains a HOLDS_UNDER link (confirmed)
@@ -12,23 +12,20 @@ probe finds any more.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from chiplore.core.ids import content_sha
+from chiplore.core.probes import LimitProbe, RuleProbes, Vocabulary, largest_accepted
 from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
-from ingest.fits import largest_accepted
-from ingest.rule_probes import CONSTRUCTS, LIMITS, PAIRS, LimitProbe, Names
-from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain
+from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
 from kg.repo.knowledge import confirm_rule, record_activity, record_rule
+from kg.repo.measurements import claims_about
 from kg.repo.nodes import Link, Ref, link, upsert
+from kg.repo.rules import retire_unreplaced_rules, same_rule, supersede_changed_rules
 from kg.store import GraphStore
-
-BOUND = re.compile(r"\((?:max|limit) ([\d,]+)(?: B)?\)|exceeds ([\d,]+) B|multiple of (\d+) B|> ([\d,]+) B usable")
-REPLACEMENT = re.compile(r"not available in toolchain [\d.]+; (.*)$")
 
 
 class RulesSummary(BaseModel):
@@ -39,8 +36,11 @@ class RulesSummary(BaseModel):
 
 
 def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary:
+    pack = target.pack()
+    probes, vocabulary = pack.rule_probes, pack.compiler
     activity = record_activity(
-        store, Activity(id=f"rules-{target.name}-{version}-{_probe_set()}", role="librarian", policy="builtin-probes")
+        store,
+        Activity(id=f"rules-{target.name}-{version}-{_probe_set(probes)}", role="librarian", policy="builtin-probes"),
     )
     compiled = 0
     rules = 0
@@ -52,7 +52,7 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
 
     def record(key: str, source: str, purpose: str, diagnostic: TargetDiagnostic, predicate: dict[str, object]) -> None:
         nonlocal rules
-        stated = _stated_bound(diagnostic.message)
+        stated = vocabulary.stated_bound(diagnostic)
         if stated is not None:
             predicate = {**predicate, "stated": stated}
         body = json.dumps({"quantity": key, **predicate}, sort_keys=True)
@@ -60,13 +60,9 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
                               code=diagnostic.code, severity=diagnostic.severity, message=diagnostic.message,
                               toolchain=version)  # fmt: skip
         program = ProbeProgram(sha=content_sha(source), source=source, purpose=purpose)
-        same = store.read(
-            "MATCH (r:LegalityRule {key: $key, code: $code, predicate: $body})"
-            "-[:HOLDS_UNDER]->(:Toolchain {target: $t}) RETURN r.id AS id ORDER BY r.id LIMIT 1",
-            {"key": key, "code": diagnostic.code, "body": body, "t": target.name},
-        )
-        if same:  # the rule an earlier version taught: it holds here too
-            confirm_rule(store, same[0]["id"], diagnostic=evidence, probe=program, target=target.name, version=version,
+        same = same_rule(store, target.name, key, diagnostic.code, body)
+        if same is not None:  # the rule an earlier version taught: it holds here too
+            confirm_rule(store, same, diagnostic=evidence, probe=program, target=target.name, version=version,
                          slot=f"{key}|{purpose}")  # fmt: skip
         else:
             record_rule(
@@ -79,20 +75,15 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         rules += 1
 
     available: dict[str, bool] = {}
-    for probe in CONSTRUCTS:  # the version's vocabulary first: the other probes are written in it
+    for probe in probes.constructs:  # the version's vocabulary first: the other probes are written in it
         source = probe.program(version)
-        refused = [d for d in compile_(source).diagnostics if d.code.endswith("0103")]
+        refused = [(d, missing) for d in compile_(source).diagnostics if (missing := vocabulary.unavailable(d))]
         available[probe.construct] = not refused
-        for diagnostic in refused[:1]:
-            instead = REPLACEMENT.search(diagnostic.message)
+        for diagnostic, missing in refused[:1]:
             record(f"construct.{probe.construct}", source, f"is `{probe.construct}` available",
-                   diagnostic, {"op": "unavailable", "instead": instead.group(1) if instead else ""})  # fmt: skip
-    names: Names = {
-        "up": "widen" if available.get("widen") else "cast",
-        "down": "narrow" if available.get("widen") else "cast",
-        "lut": "decode" if available.get("decode") else "lut",
-    }
-    for pair in PAIRS:
+                   diagnostic, {"op": "unavailable", "instead": missing.instead})  # fmt: skip
+    names = probes.vocabulary(available)
+    for pair in probes.pairs:
         breaking, fixed = pair.breaking(version, names), pair.fixed(version, names)
         clean = {d.code for d in compile_(fixed).diagnostics}
         found = [d for d in compile_(breaking).diagnostics if d.code not in clean]
@@ -102,7 +93,7 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         if found and pair.predicate.get("op") == "forbidden":  # a yes/no fact the compiler just answered "no"
             _judge_flag(store, version, pair.key, found[0], target.name, activity)
     limits: dict[str, float] = {}
-    for limit in LIMITS:
+    for limit in probes.limits:
         largest, first_refused = _bisect(limit, names, compile_, version)
         if first_refused is None:
             continue
@@ -121,28 +112,11 @@ def reconcile_rules(store: GraphStore, target: str, previous: str, version: str)
     """After probing `version`: link each new rule to the rule of the same probe it replaces under
     `previous` (SUPERSEDES; the old one becomes `superseded`), and retire the old rules nothing
     replaces. Idempotent: a second call finds nothing left to link."""
-    params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
-    superseded = store.write(
-        "MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) "
-        "WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
-        "MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
-        "WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) AND "
-        "CASE WHEN coalesce(o.probe, '') = '' THEN o.key ELSE o.probe END = "
-        "CASE WHEN coalesce(n.probe, '') = '' THEN n.key ELSE n.probe END AND NOT (n)-[:SUPERSEDES]->(o) "
-        "MERGE (n)-[:SUPERSEDES]->(o) SET o.status = 'superseded' RETURN count(*) AS n",
-        params,
-    )
-    retired = store.write(
-        "MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {id: $old}) "
-        "WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {id: $new}) AND NOT ()-[:SUPERSEDES]->(o) "
-        "AND o.status <> 'retired' SET o.status = 'retired' RETURN count(*) AS n",
-        params,
-    )
-    return RuleChanges(superseded=int(superseded[0]["n"]) if superseded else 0,
-                       retired=int(retired[0]["n"]) if retired else 0)  # fmt: skip
+    return RuleChanges(superseded=supersede_changed_rules(store, target, previous, version),
+                       retired=retire_unreplaced_rules(store, target, previous, version))  # fmt: skip
 
 
-def _bisect(limit: LimitProbe, names: Names, compile_: Callable[[str], CheckResult], version: str
+def _bisect(limit: LimitProbe, names: Vocabulary, compile_: Callable[[str], CheckResult], version: str
             ) -> tuple[int, tuple[str, TargetDiagnostic] | None]:  # fmt: skip
     """The largest knob value that compiles as cleanly as the smallest, and the program and the new
     diagnostic of the next one (None: no limit within the range probed)."""
@@ -162,11 +136,7 @@ def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDia
     """Claims that the compiler's refusal answers: "yes" claims are contradicted, "no" ones confirmed.
     The evidence is the diagnostic itself (a Check of method `probe` records the verdict)."""
     evidence = Ref("Diagnostic", content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32])
-    claims = store.read(
-        "MATCH (c:Claim {param: $key})-[:UNDER]->(:Toolchain {version: $v}) RETURN c.id AS id, c.value AS value",
-        {"key": key, "v": version},
-    )
-    for claim in claims:
+    for claim in claims_about(store, key, version):
         verdict = "contradicts" if float(claim["value"]) else "confirms"
         check = Check(id=content_sha(f"{claim['id']}|{evidence.key}")[:32], method="probe", verdict=verdict,
                       detail=f"{diagnostic.code}: {diagnostic.message}")  # fmt: skip
@@ -178,14 +148,7 @@ def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDia
         ])  # fmt: skip
 
 
-def _stated_bound(message: str) -> float | None:
-    match = BOUND.search(message)
-    if match is None:
-        return None
-    return float(next(g for g in match.groups() if g).replace(",", ""))
-
-
-def _probe_set() -> str:
+def _probe_set(probes: RuleProbes) -> str:
     """Which probes a learning run used (so a rerun with the same probes is the same activity)."""
-    keys = [p.construct for p in CONSTRUCTS] + [p.key for p in PAIRS] + [p.key for p in LIMITS]
+    keys = [p.construct for p in probes.constructs] + [p.key for p in probes.pairs] + [p.key for p in probes.limits]
     return content_sha("|".join(keys))[:12]

@@ -12,6 +12,7 @@ from kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
 FactStatus = Literal["current", "stale", "refuted", "superseded", "retired"]
 ToolchainStatus = Literal["active", "known", "stale"]
 DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
+UNFINISHED: tuple[DesignStatus, ...] = ("proposed", "queued", "measured")  # between proposal and decision
 RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
 Decision = Literal["accept", "reject", "continue", "inconclusive"]
 

@@ -27,6 +27,7 @@ DESCRIPTIONS = {
     "decoder_feedforward": "Gemma decode feed-forward: RMS norm, f4 up/gate with f8 block scales, GeGLU, f4 down, "
     "post-FF norm, residual and layer scalar",
 }
+LABELS = {"sliding_project_qkv": "QKV", "sliding_attention_output": "O", "decoder_feedforward": "FFN"}
 TOLERANCES = {  # (atol, rtol), the official criterion (6.2)
     "sliding_project_qkv": (0.04, 1e-2),
     "sliding_attention_output": (0.05, 1e-2),
@@ -57,6 +58,7 @@ def _spec(name: str) -> KernelSpec:
     return KernelSpec(
         name=name,
         description=DESCRIPTIONS[name],
+        label=LABELS[name],
         params=params,
         axes=axes,
         atol=atol,

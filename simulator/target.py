@@ -9,6 +9,7 @@ results carry `correctness = None`.
 
 from __future__ import annotations
 
+from chiplore.core.settings import Settings
 from chiplore.core.target import (
     CheckResult,
     Correctness,
@@ -27,6 +28,7 @@ from simulator.device.models import SMOKE_SET
 from simulator.execute.executor import ExecutionError, IndexOutOfRange
 from simulator.execute.grading import grade_program
 from simulator.kernel_specs import input_bytes, kernel_specs
+from simulator.pack import SimRNGDPack
 from simulator.toolchain.check import check
 from simulator.toolchain.docs import render_docs
 from simulator.toolchain.harness import HARNESS_KERNELS
@@ -40,6 +42,7 @@ class SimRNGD:
 
     def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
         self.device = SimDevice(seed, device, input_bytes=input_bytes, grader=grade_job)
+        self._pack = SimRNGDPack()
 
     def toolchains(self) -> list[str]:
         return list(TOOLCHAIN_VERSIONS)
@@ -88,8 +91,12 @@ class SimRNGD:
         return self.device.result(handle)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
-        """The starting probes of SIMULATOR.md 7 shipped so far; agents may write more."""
+        """The starting probes (simulator/bench); agents may write more."""
         return microbenchmarks()
+
+    def pack(self) -> SimRNGDPack:
+        """What chiplore knows of this chip family: probes, fits, doc patterns, repairs, design spaces."""
+        return self._pack
 
 
 def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
@@ -102,3 +109,8 @@ def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> 
         raise DeviceHang(str(error)) from error
     except (ExecutionError, LoweringError):
         return None
+
+
+def from_settings(settings: Settings) -> SimRNGD:
+    """The `chiplore.targets` entry point: SimRNGD seeded from chiplore's settings."""
+    return SimRNGD(seed=settings.seed)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from agents.llm.config import LLMConfig
 from agents.llm.policy import Calls, TokenBudget, chat_model, run_agent, template
+from chiplore.core.params import ParamRegistry
 from ingest.chunks import Chunk
 from ingest.librarian import NUMBER_WORDS, ExtractedClaim
 from kg.store import GraphStore
@@ -57,9 +58,9 @@ def cited(claim: CitedClaim, chunk: Chunk) -> bool:
 class LLMLibrarian:
     policy = "llm"
 
-    def __init__(self, config: LLMConfig, store: GraphStore, budget: TokenBudget | None = None,
+    def __init__(self, config: LLMConfig, store: GraphStore, params: ParamRegistry, budget: TokenBudget | None = None,
                  model: BaseChatModel | None = None) -> None:  # fmt: skip
-        self.config, self.store = config, store
+        self.config, self.store, self.params = config, store, params
         self.budget = budget or TokenBudget(config.token_budget)
         self.model = model or chat_model(config)
         self.rejected: list[str] = []  # claims whose citation did not check out
@@ -69,7 +70,8 @@ class LLMLibrarian:
         if not prose or self.budget.spent:
             return []
         calls = Calls(self.store, "librarian", self.config, self.budget)
-        agent = create_agent(self.model, tools=[], system_prompt=template("librarian"),
+        keys = "\n".join(f"- {p.key} ({p.unit}): {p.meaning}" for p in self.params.values())
+        agent = create_agent(self.model, tools=[], system_prompt=template("librarian").format(params=keys),
                              response_format=ToolStrategy(ClaimSet))  # fmt: skip
         numbered = "\n\n".join(f"[{i}] {chunk.text}" for i, chunk in enumerate(prose))
         state = run_agent(agent, [HumanMessage(f"Page: {page_title}\n\n{numbered}")], calls, self.config)

@@ -10,6 +10,7 @@ one-line error. Every model call is an Activity with its tokens, latency and cos
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -30,17 +31,18 @@ from pydantic import BaseModel, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 import queries as named_queries
-from agents import policies
 from agents.knowledge import Knowledge
 from agents.llm.config import LLMConfig
 from agents.llm.tools import graph_tools
-from agents.policies import Context
+from agents.proposers import DesignProposal, KernelView, Role
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ChiploreError
-from chiplore.core.target import KernelSpec, Target
+from chiplore.core.target import Target
 from kg.models import Activity
-from kg.repo.designs import best_of, source_of
-from kg.repo.knowledge import record_activity
+from kg.repo.designs import best_of, recent_failures, source_of
+from kg.repo.docs import claims_with_verdicts
+from kg.repo.knowledge import existing_fact_ids, record_activity
+from kg.repo.measurements import measurements_under
 from kg.store import GraphStore
 
 
@@ -49,10 +51,10 @@ class LLMUnavailable(ChiploreError):
 
 
 class Proposal(BaseModel):
-    """A design: one whole Ferrite program for the kernel, and why. (The class name is the name of
-    the tool the model answers with.)"""
+    """A design: one whole program for the kernel, in the target's language, and why. (The class name
+    is the name of the tool the model answers with.)"""
 
-    source: str = Field(description="the whole program, from its #![toolchain] header to the kernel's last brace")
+    source: str = Field(description="the whole program, from its first line to its last, as the compiler takes it")
     rationale: str = Field(description="which measurements and rules decided it, with their values")
     change: str = Field(description="what it changes against the best design, in a few words")
     consulted: list[str] = Field(default_factory=list, description="fact ids relied on, e.g. Measurement:<id>")
@@ -134,38 +136,37 @@ def _transient(error: BaseException) -> bool:
 
 
 class LLMPolicy:
-    """An architect or refiner whose proposals a chat model writes."""
+    """An architect or refiner whose proposals a chat model writes (a `Proposer`)."""
 
     name = "llm"
 
-    def __init__(self, role: str, config: LLMConfig, store: GraphStore, target: Target,
+    def __init__(self, role: Role, config: LLMConfig, store: GraphStore, target: Target,
                  budget: TokenBudget | None = None, model: BaseChatModel | None = None) -> None:  # fmt: skip
-        self.role, self.config, self.store, self.target = role, config, store, target
+        self.role: Role = role
+        self.config, self.store, self.target = config, store, target
+        self.pack = target.pack()
         self.budget = budget or TokenBudget(config.token_budget)
         self.model = model or chat_model(config)
-        self.specs = {spec.name: spec for spec in target.kernels()}
 
-    @property
-    def why_empty(self) -> str:
+    def why_empty(self, view: KernelView) -> str:
         """Why `propose` returned nothing (the loop's stop reason)."""
         return f"the token budget of {self.budget.limit:,} is spent" if self.budget.spent else ""
 
-    def propose(self, ctx: Context, count: int) -> list[policies.Proposal]:
+    def propose(self, view: KernelView, count: int) -> list[DesignProposal]:
         out = []
         for _ in range(count):
             if self.budget.spent:
                 break
-            out.append(self._one(ctx))
+            out.append(self._one(view))
         return out
 
-    def _one(self, ctx: Context) -> policies.Proposal:
+    def _one(self, view: KernelView) -> DesignProposal:
         calls = Calls(self.store, self.role, self.config, self.budget)
-        tools = graph_tools(self.store, self.target, ctx.version, ctx.kernel, on_refusal=self._refused)
-        agent = create_agent(self.model, tools=tools,
-                             system_prompt=template("system").format(role=self.role, target=self.target.name,
-                                                                      version=ctx.version),
-                             response_format=ToolStrategy(Proposal))  # fmt: skip
-        messages: list[Any] = [HumanMessage(self._prompt(ctx))]
+        tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused)
+        system = template("system").format(role=self.role, target=self.target.name, language=self.pack.language,
+                                           version=view.version)  # fmt: skip
+        agent = create_agent(self.model, tools=tools, system_prompt=system, response_format=ToolStrategy(Proposal))
+        messages: list[Any] = [HumanMessage(self._prompt(view))]
         answer: Proposal | None = None
         problem = ""
         for _ in range(self.config.attempts):
@@ -181,17 +182,17 @@ class LLMPolicy:
                 problem = "malformed answer: no Proposal"
                 messages.append(HumanMessage("Answer by calling the Proposal tool with the whole program."))
                 continue
-            errors = [d for d in self.target.check(answer.source, ctx.version).diagnostics if d.is_error]
+            errors = [d for d in self.target.check(answer.source, view.version).diagnostics if d.is_error]
             if not errors:
-                return self._proposal(ctx, answer, calls.ids)
+                return self._proposal(answer, calls.ids)
             problem = "illegal program: " + "; ".join(f"{d.code}: {d.message}" for d in errors[:3])
             messages.append(HumanMessage(f"The compiler refuses it:\n{problem}\nFix the program and answer again."))
         # the record keeps what the model last said: its program, or its prose when it wrote none
         said = answer.source if answer else _last_words(messages)
-        return policies.Proposal(role=self.role, policy=self.name, source=said,
-                                 rationale=answer.rationale if answer else "", change=answer.change if answer else "",
-                                 error=f"{problem} (after {self.config.attempts} attempts)",
-                                 activities=tuple(calls.ids))  # fmt: skip
+        return DesignProposal(role=self.role, policy=self.name, source=said,
+                              rationale=answer.rationale if answer else "", change=answer.change if answer else "",
+                              error=f"{problem} (after {self.config.attempts} attempts)",
+                              activities=tuple(calls.ids))  # fmt: skip
 
     def _refused(self, what: str) -> None:
         """A write the model tried through a tool: recorded, as the loop records every failure."""
@@ -201,26 +202,24 @@ class LLMPolicy:
     def _invoke(self, agent: Any, messages: Sequence[Any], calls: Calls) -> dict[str, Any]:
         return run_agent(agent, messages, calls, self.config)
 
-    def _proposal(self, ctx: Context, answer: Proposal, activities: list[str]) -> policies.Proposal:
-        wanted = sorted(set(answer.consulted))
-        rows = self.store.read(
-            "MATCH (f:Fact) WHERE f.fact_id IN $ids RETURN f.fact_id AS f ORDER BY f", {"ids": wanted}
-        )
-        known = [row["f"] for row in rows]  # ids the model made up are dropped
-        return policies.Proposal(role=self.role, policy=self.name, source=answer.source, rationale=answer.rationale,
-                        change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
+    def _proposal(self, answer: Proposal, activities: list[str]) -> DesignProposal:
+        known = existing_fact_ids(self.store, list(answer.consulted))  # ids the model made up are dropped
+        return DesignProposal(role=self.role, policy=self.name, source=answer.source, rationale=answer.rationale,
+                              change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
 
-    def _prompt(self, ctx: Context) -> str:
-        spec: KernelSpec = self.specs[ctx.kernel]
-        best = best_of(self.store, ctx.kernel)
+    def _prompt(self, view: KernelView) -> str:
+        spec = view.spec
+        best = best_of(self.store, view.kernel)
         best_source = source_of(self.store, best.id) if best is not None else ""
-        bound = ctx.knowledge.measured_bound(spec.weight_bytes) or spec.bound_cycles
+        bound = view.knowledge.measured_bound(spec.weight_bytes, self.pack.roof)
         return template(self.role).format(
-            kernel=ctx.kernel, description=spec.description, weight_bytes=spec.weight_bytes, bound=bound,
+            kernel=view.kernel, description=spec.description, weight_bytes=spec.weight_bytes,
+            bound=f"{bound:,.0f}" if bound else "(the roof is not measured yet)",
             best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
-            version=ctx.version, measurements=_measurements(self.store, ctx.knowledge), rules=_rules(self.store, ctx),
-            failures=_failures(self.store, ctx.kernel), baseline=spec.baseline_source, best_source=best_source,
-            lineage=_lineage(self.store, ctx.kernel), claims=_claims(self.store, ctx.version),
+            version=view.version, measurements=_measurements(self.store, view.knowledge),
+            rules=_rules(view.knowledge), failures=_failures(self.store, view.kernel), baseline=spec.baseline_source,
+            best_source=best_source, lineage=_lineage(self.store, view.kernel),
+            claims=_claims(self.store, view.version),
         )  # fmt: skip
 
 
@@ -237,37 +236,23 @@ def template(name: str) -> str:
 
 
 def _measurements(store: GraphStore, knowledge: Knowledge) -> str:
-    rows = store.read(
-        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) WHERE m.status <> 'refuted' "
-        "RETURN m.param AS p, m.value AS v, m.ci_low AS lo, m.ci_high AS hi, m.unit AS u, m.fact_id AS f ORDER BY p",
-        {"v": knowledge.version},
-    )
-    lines = [f"- {r['p']} = {r['v']:.4g} {r['u']} [{r['lo']:.4g}, {r['hi']:.4g}] ({r['f']})" for r in rows]
+    rows = sorted(measurements_under(store, knowledge.version), key=lambda r: str(r["param"]))
+    lines = [f"- {r['param']} = {r['value']:.4g} {r['unit']} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] ({r['fact']})"
+             for r in rows]  # fmt: skip
     stale = sorted(knowledge.stale)
     if stale:
         lines.append(f"- not re-checked since the last upgrade (old values): {', '.join(stale)}")
     return "\n".join(lines) or "(nothing measured yet)"
 
 
-def _rules(store: GraphStore, ctx: Context) -> str:
-    rows = store.read(
-        "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $v}) WHERE r.status <> 'refuted' "
-        "RETURN r.code AS code, r.predicate AS p, r.fact_id AS f ORDER BY code, f",
-        {"v": ctx.version},
-    )
-    return "\n".join(f"- {r['code']} {r['p']} ({r['f']})" for r in rows) or "(none learnt)"
+def _rules(knowledge: Knowledge) -> str:
+    lines = [f"- {rule.code} {json.dumps(rule.predicate, sort_keys=True)} ({rule.fact})" for rule in knowledge.rules]
+    return "\n".join(lines) or "(none learnt)"
 
 
 def _claims(store: GraphStore, version: str, limit: int = 40) -> str:
     """The docs' checkable claims with the graph's verdict on each (a contradicted one is wrong)."""
-    rows = store.read(
-        "MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $v}) WHERE c.param IS NOT NULL "
-        "OPTIONAL MATCH (e)-[r:CONFIRMS|CONTRADICTS]->(c) "
-        "WITH c, collect(DISTINCT type(r)) AS verdicts "
-        "RETURN c.text AS text, c.fact_id AS f, CASE WHEN 'CONTRADICTS' IN verdicts THEN 'CONTRADICTED' "
-        "WHEN 'CONFIRMS' IN verdicts THEN 'confirmed' ELSE 'unchecked' END AS verdict ORDER BY verdict, f LIMIT $n",
-        {"v": version, "n": limit},
-    )
+    rows = claims_with_verdicts(store, version, limit)
     return "\n".join(f"- [{r['verdict']}] {r['text']} ({r['f']})" for r in rows) or "(no claims)"
 
 
@@ -277,9 +262,5 @@ def _lineage(store: GraphStore, kernel: str) -> str:
 
 
 def _failures(store: GraphStore, kernel: str, limit: int = 6) -> str:
-    rows = store.read(
-        "MATCH (d:DesignNode {kernel: $k}) WHERE d.status IN ['failed', 'screened_out'] "
-        "RETURN d.change AS change, d.reason AS reason ORDER BY d.created_at DESC LIMIT $n",
-        {"k": kernel, "n": limit},
-    )
+    rows = recent_failures(store, kernel, limit)
     return "\n".join(f"- {r['change']}: {r['reason']}" for r in rows) or "(none)"

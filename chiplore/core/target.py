@@ -1,15 +1,19 @@
-"""The Target interface (DESIGN.md section 2): everything chiplore knows of an accelerator comes
-through it. `agents/` and `ingest/` import only this module, never a target's internals; SimRNGD
-(`simulator.target`) is the default implementation, and another accelerator plugs in the same way.
+"""The Target interface: everything chiplore knows of an accelerator comes through it and its pack
+(`chiplore.core.pack`). `agents/` and `ingest/` import only the core, never a target's internals;
+SimRNGD (`simulator.target`) is the default implementation, and another accelerator plugs in the
+same way (docs/targets.md).
 
 The models here are the boundary: pydantic, frozen, JSON-serialisable.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # the pack's protocols refer to this module's models
+    from chiplore.core.pack import TargetPack
 
 Severity = Literal["error", "warning", "note"]
 JobStatus = Literal["ok", "compile_error", "fault", "timeout", "transient", "queue_rejected"]
@@ -85,6 +89,7 @@ class KernelSpec(Frozen):
 
     name: str
     description: str
+    label: str = ""  # a short name for tables and figures (e.g. "FFN"); the name when empty
     params: tuple[KernelParam, ...]
     axes: dict[str, int]
     atol: float
@@ -209,32 +214,50 @@ class DeviceResult(Frozen):
 
 @runtime_checkable
 class Target(Protocol):
-    """An accelerator as chiplore sees it."""
+    """An accelerator as chiplore sees it: the way a user sees real hardware (its docs, its compiler,
+    its device), plus the pack its chip team wrote for chiplore. `agents/` and `ingest/` reach a chip
+    only through this protocol and `TargetPack`."""
 
     name: str
 
     def toolchains(self) -> list[str]:
-        """Known toolchain versions, oldest first; the last is the newest."""
+        """Known toolchain versions, oldest first; the last is the newest. Read by `init` and upgrades."""
         ...
 
-    def default_toolchain(self) -> str: ...
+    def default_toolchain(self) -> str:
+        """The version a fresh graph starts on (`chiplore init`)."""
+        ...
 
-    def docs(self, version: str) -> list[DocPage]: ...
+    def docs(self, version: str) -> list[DocPage]:
+        """The vendor pages of one toolchain version, changelog included; read by the librarian."""
+        ...
 
-    def kernels(self) -> list[KernelSpec]: ...
+    def kernels(self) -> list[KernelSpec]:
+        """The kernels to optimize: signature, tolerances, weight bytes, bound, baseline source."""
+        ...
 
     def check(self, source: str, version: str) -> CheckResult:
-        """Parse and legality rules with coded diagnostics; free."""
+        """Parse and legality rules with coded diagnostics; free. Called by the rule probes, the
+        screener and the repairs."""
         ...
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
-        """Correctness on the host (CPU) with the smoke fixtures; free, slower than the device."""
+        """Correctness on the host (CPU) with the smoke fixtures; free, slower than `check`. The
+        screener's last check before device time is spent."""
         ...
 
     def submit(self, job: DeviceJob) -> JobHandle:
-        """Queue a job on the scarce, noisy device."""
+        """Queue a job on the scarce, noisy device (microbenchmarks, designs, A/B pairs)."""
         ...
 
-    def result(self, handle: JobHandle) -> DeviceResult: ...
+    def result(self, handle: JobHandle) -> DeviceResult:
+        """Wait for a submitted job and return what the device reported."""
+        ...
 
-    def microbenchmarks(self) -> list[ProbeTemplate]: ...
+    def microbenchmarks(self) -> list[ProbeTemplate]:
+        """The starting probes whose sweeps the pack's fits turn into measurements."""
+        ...
+
+    def pack(self) -> TargetPack:
+        """What chiplore's generic layers need to know of this chip family (`chiplore.core.pack`)."""
+        ...

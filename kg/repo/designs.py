@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.models import Activity, DesignNode, DesignStatus, Kernel, KernelVersion
+from kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
 from kg.repo.nodes import upsert
 from kg.store import GraphStore
 
@@ -110,3 +110,118 @@ def children_of(store: GraphStore, design_id: str) -> list[DesignNode]:
         {"id": design_id},
     )
     return [DesignNode.from_properties(row["node"]) for row in rows]
+
+
+def get_design(store: GraphStore, design_id: str) -> DesignNode | None:
+    rows = store.read("MATCH (d:DesignNode {id: $id}) RETURN d AS node", {"id": design_id})
+    return DesignNode.from_properties(rows[0]["node"]) if rows else None
+
+
+def count_unfinished(store: GraphStore) -> int:
+    """Designs an interrupted run left between proposal and decision, over every kernel."""
+    rows = store.read("MATCH (d:DesignNode) WHERE d.status IN $open RETURN count(d) AS n", {"open": list(UNFINISHED)})
+    return int(rows[0]["n"]) if rows else 0
+
+
+def unfinished_designs(store: GraphStore, kernel: str) -> list[tuple[DesignNode, str]]:
+    """A kernel's designs between proposal and decision, oldest first, with their sources."""
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k})-[:HAS_VERSION]->(v:KernelVersion) "
+        "WHERE d.status IN $open RETURN d AS node, v.source AS source ORDER BY d.created_at, d.id",
+        {"k": kernel, "open": list(UNFINISHED)},
+    )
+    return [(DesignNode.from_properties(row["node"]), str(row["source"])) for row in rows]
+
+
+def close_unfinished(store: GraphStore, toolchain: str, why: str) -> int:
+    """Designs whose programs are `toolchain`'s and that were left between proposal and decision
+    end as failed, with why (an upgrade closes them: no resumed run will judge them)."""
+    rows = store.write(
+        "MATCH (d:DesignNode)-[:HAS_VERSION]->(:KernelVersion {toolchain: $old}) WHERE d.status IN $open "
+        "SET d.status = 'failed', d.reason = $why RETURN count(d) AS n",
+        {"old": toolchain, "open": list(UNFINISHED), "why": why},
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
+def known_shas(store: GraphStore, kernel: str) -> set[str]:
+    """The sha of every program already tried for a kernel (a source is never a new design twice)."""
+    return {row["sha"] for row in store.read("MATCH (v:KernelVersion {kernel: $k}) RETURN v.sha AS sha", {"k": kernel})}
+
+
+def prediction_pairs(store: GraphStore, kernel: str) -> list[tuple[float, float]]:
+    """(predicted, measured) cycles of each of a kernel's designs that has both: the cost model's record."""
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k}) WHERE d.predicted_cycles IS NOT NULL AND d.measured_cycles IS NOT NULL "
+        "RETURN d.predicted_cycles AS p, d.measured_cycles AS m",
+        {"k": kernel},
+    )
+    return [(float(row["p"]), float(row["m"])) for row in rows]
+
+
+def proposals_since_accept(store: GraphStore, kernel: str) -> int:
+    """Designs of a kernel created since its last accepted one, and not accepted (the patience count)."""
+    last = store.read(
+        "MATCH (d:DesignNode {kernel: $k, status: 'accepted'}) RETURN max(d.created_at) AS last", {"k": kernel}
+    )
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k}) WHERE d.status <> 'accepted' AND d.created_at > $last RETURN count(d) AS n",
+        {"k": kernel, "last": (last[0]["last"] or "") if last else ""},
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
+def architected_under(store: GraphStore, kernel: str, version: str) -> bool:
+    """Whether the architect already proposed designs for a kernel under a toolchain version."""
+    rows = store.read(
+        "MATCH (d:DesignNode {kernel: $k, role: 'architect'})-[:HAS_VERSION]->(:KernelVersion {toolchain: $v}) "
+        "RETURN count(d) AS n",
+        {"k": kernel, "v": version},
+    )
+    return bool(rows and rows[0]["n"])
+
+
+def kernels_with_root(store: GraphStore) -> list[str]:
+    """The kernels that have a design tree."""
+    return [row["k"] for row in store.read("MATCH (k:Kernel)-[:ROOT]->(:DesignNode) RETURN k.name AS k ORDER BY k")]
+
+
+def any_best(store: GraphStore) -> bool:
+    """Whether any kernel has a BEST yet."""
+    return bool(store.read("MATCH (:Kernel)-[:BEST]->(d:DesignNode) RETURN d.id AS id LIMIT 1"))
+
+
+def lineage_ids(store: GraphStore, kernel: str) -> set[str]:
+    """The ids of BEST and every design above it (its lineage)."""
+    rows = store.read(
+        "MATCH (:Kernel {name: $k})-[:BEST]->(b:DesignNode) MATCH (b)-[:CHILD_OF*0..]->(d:DesignNode) "
+        "RETURN d.id AS id",
+        {"k": kernel},
+    )
+    return {row["id"] for row in rows}
+
+
+def flag_designs_consulting_changed(store: GraphStore, target_toolchain_id: str, version: str) -> int:
+    """Designs that consulted a fact of the toolchain `target_toolchain_id` which has since been
+    superseded or retired are flagged with which facts (under `version`)."""
+    rows = store.read(
+        "MATCH (d:DesignNode)-[:CONSULTED]->(f:Fact)-[:UNDER|HOLDS_UNDER]->(:Toolchain {id: $old}) "
+        "WHERE f.status IN ['superseded', 'retired'] "
+        "RETURN d.id AS id, collect(DISTINCT f.fact_id) AS facts ORDER BY id",
+        {"old": target_toolchain_id},
+    )
+    for row in rows:
+        facts = sorted(row["facts"])
+        update_design(
+            store, row["id"], flagged=f"{version}: {len(facts)} consulted fact(s) changed: {', '.join(facts)}"
+        )
+    return len(rows)
+
+
+def recent_failures(store: GraphStore, kernel: str, limit: int) -> list[dict[str, object]]:
+    """A kernel's latest failed or screened-out designs: change and reason, newest first."""
+    return store.read(
+        "MATCH (d:DesignNode {kernel: $k}) WHERE d.status IN ['failed', 'screened_out'] "
+        "RETURN d.change AS change, d.reason AS reason ORDER BY d.created_at DESC LIMIT $n",
+        {"k": kernel, "n": limit},
+    )

@@ -152,3 +152,47 @@ def supersede(store: GraphStore, label: str, new_key: str, old_key: str) -> None
     if label not in ("Measurement", "LegalityRule", "Claim"):
         raise ValueError(f"{label} facts are not superseded")
     store.write(f"MATCH (n:{label} {{{NODE_KEYS[label]}: $key}}) SET n.status = 'superseded'", {"key": old_key})
+
+
+def learnt_counts(store: GraphStore, version: str) -> dict[str, int]:
+    """What the graph holds under a version: claims, claims the evidence contradicts (a measurement
+    or a diagnostic), parameters measured, rules in force."""
+
+    def count(query: str) -> int:
+        return int(store.read(query, {"v": version})[0]["n"])
+
+    return {
+        "claims": count("MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT c) AS n"),
+        "contradicted_claims": count(
+            "MATCH (e)-[:CONTRADICTS]->(c:Claim)-[:UNDER]->(:Toolchain {version: $v}) "
+            "WHERE e:Measurement OR e:Diagnostic RETURN count(DISTINCT c) AS n"
+        ),
+        "measured_params": count(
+            "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT m.param) AS n"
+        ),
+        "rules_in_force": count(
+            "MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $v}) RETURN count(DISTINCT r) AS n"
+        ),
+    }
+
+
+def finish_activity(store: GraphStore, activity_id: str, ended_at: str, outcome: str) -> None:
+    """An activity ended, with what it came to."""
+    store.write(
+        "MATCH (a:Activity {id: $id}) SET a.ended_at = $now, a.outcome = $outcome",
+        {"id": activity_id, "now": ended_at, "outcome": outcome},
+    )
+
+
+def activity_ended(store: GraphStore, activity_id: str) -> bool:
+    """Whether an activity was recorded as ended (a finished step of a resumable workflow)."""
+    rows = store.read("MATCH (a:Activity {id: $id}) RETURN a.ended_at AS e", {"id": activity_id})
+    return bool(rows and rows[0]["e"])
+
+
+def existing_fact_ids(store: GraphStore, ids: list[str]) -> list[str]:
+    """Those of these fact ids the graph holds (ids a model made up are not)."""
+    rows = store.read(
+        "MATCH (f:Fact) WHERE f.fact_id IN $ids RETURN f.fact_id AS f ORDER BY f", {"ids": sorted(set(ids))}
+    )
+    return [row["f"] for row in rows]

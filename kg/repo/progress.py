@@ -39,6 +39,11 @@ def median_interval(samples: list[float]) -> tuple[float, float, float]:
     return mid, ordered[low], ordered[high]
 
 
+def geomean(values: list[float]) -> float | None:
+    """The geometric mean (of speedups), or None for no values."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
 def pooled_cycles(store: GraphStore, design: str, version: str | None = None) -> list[float]:
     """Every timed run of a design's program (under one toolchain version, when given: a new
     toolchain changes the cycles): cycles do not depend on the fixtures, and runs spread over the
@@ -51,14 +56,16 @@ def pooled_cycles(store: GraphStore, design: str, version: str | None = None) ->
     return [float(c) for row in rows for c in row["cycles"] or []]
 
 
-def kernel_progress(store: GraphStore) -> list[KernelProgress]:
+def kernel_progress(store: GraphStore, roof: str) -> list[KernelProgress]:
     """Each kernel under the active toolchain: BEST's runs under it, and the baseline as measured
-    under it (an upgrade re-validates the baseline; before any upgrade, the root's own runs)."""
+    under it (an upgrade re-validates the baseline; before any upgrade, the root's own runs).
+    `roof` is the parameter key of the measured weight-ingress rate (the target pack's roof)."""
     active = store.read("MATCH (:Target)-[:ACTIVE]->(t:Toolchain) RETURN t.version AS v, t.id AS id LIMIT 1")
     version = active[0]["v"] if active else None
-    roof = store.read(
-        "MATCH (m:Measurement {param: 'noc.chip_bytes_per_cycle'}) WHERE m.status IN ['current', 'stale'] "
-        "RETURN m.value AS value ORDER BY m.measured_at DESC LIMIT 1"
+    rate = store.read(
+        "MATCH (m:Measurement {param: $roof}) WHERE m.status IN ['current', 'stale'] "
+        "RETURN m.value AS value ORDER BY m.measured_at DESC LIMIT 1",
+        {"roof": roof},
     )
     out = []
     for row in store.read(
@@ -82,7 +89,7 @@ def kernel_progress(store: GraphStore) -> list[KernelProgress]:
             samples = pooled_cycles(store, row["best"], version) or pooled_cycles(store, row["best"])
             if samples:
                 best, low, high = median_interval(samples)
-        measured_bound = row["weight_bytes"] / roof[0]["value"] if roof else None
+        measured_bound = row["weight_bytes"] / rate[0]["value"] if rate else None
         baseline = row["baseline"]
         out.append(
             KernelProgress(

@@ -115,3 +115,39 @@ def record_comparison(
     if not store.read("MATCH (c:Comparison {id: $id})-[:CANDIDATE]->() RETURN c.id AS id", {"id": comparison.id}):
         raise KeyError(f"comparison {comparison.id}: its designs or activity are not in the graph")
     return comparison
+
+
+def ledger_seconds(store: GraphStore, consumer: str) -> float:
+    """Device seconds the ledger has charged to a consumer (a kernel, or the microbenchmarks)."""
+    rows = store.read("MATCH (l:DeviceLedger {consumer: $k}) RETURN l.device_s AS s", {"k": consumer})
+    return float(rows[0]["s"] or 0.0) if rows else 0.0
+
+
+def graded_runs(store: GraphStore, design: str) -> list[str]:
+    """The ids of a design's successful graded runs, oldest first (the samples behind its median)."""
+    rows = store.read(
+        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
+        "{fixtures: 'graded', status: 'ok'}) RETURN r.id AS id ORDER BY r.finished_at, r.id",
+        {"id": design},
+    )
+    return [row["id"] for row in rows]
+
+
+def latest_comparison(store: GraphStore, candidate: str, incumbent: str) -> Comparison | None:
+    """The last comparison of a candidate with an incumbent (a killed run may have recorded it)."""
+    rows = store.read(
+        "MATCH (c:Comparison)-[:CANDIDATE]->(:DesignNode {id: $cand}) MATCH (c)-[:INCUMBENT]->(:DesignNode {id: $inc}) "
+        "RETURN c AS node ORDER BY c.decided_at DESC LIMIT 1",
+        {"cand": candidate, "inc": incumbent},
+    )
+    return Comparison.from_properties(rows[0]["node"]) if rows else None
+
+
+def last_accepted_ratio(store: GraphStore, kernel: str) -> float | None:
+    """The ratio of a kernel's latest accepting comparison (how big its last step was)."""
+    rows = store.read(
+        "MATCH (c:Comparison {kernel: $k, decision: 'accept'}) RETURN c.ratio AS ratio ORDER BY c.decided_at DESC "
+        "LIMIT 1",
+        {"k": kernel},
+    )
+    return float(rows[0]["ratio"]) if rows else None

@@ -99,3 +99,7 @@ def record_revalidation(store: GraphStore, revalidation: Revalidation, *, activi
 def revalidation_of(store: GraphStore, revalidation_id: str) -> Revalidation | None:
     rows = store.read("MATCH (v:Revalidation {id: $id}) RETURN v AS node", {"id": revalidation_id})
     return Revalidation.from_properties(rows[0]["node"]) if rows else None
+
+
+def set_upgrade_budget(store: GraphStore, upgrade_id: str, budget_s: float) -> None:
+    store.write("MATCH (u:Upgrade {id: $id}) SET u.budget_s = $b", {"id": upgrade_id, "b": budget_s})

@@ -18,8 +18,7 @@ from agents.llm.config import LLMConfig
 from agents.llm.librarian import LLMLibrarian
 from agents.llm.policy import LLMPolicy, TokenBudget
 from agents.loop import optimize
-from agents.policies import BuiltinArchitect, Context
-from agents.space import FAMILIES
+from agents.proposers import BuiltinArchitect
 from chiplore.cli import main
 from ingest.chunks import chunk_page
 from ingest.docs import ingest_docs
@@ -29,6 +28,7 @@ from kg.repo.targets import register_target
 from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator.target import SimRNGD
+from tests.helpers import kernel_view
 from tests.llm_server import ScriptedOpenAI, Turn, call, say
 
 VERSION = "0.6.0"
@@ -38,9 +38,9 @@ O_PROJ = "sliding_attention_output"
 def good_program(store: GraphStore) -> str:
     """A program that beats the baseline by far: what a capable model would write (the builtin
     architect's first design, so the test does not hinge on a hand-written kernel)."""
-    ctx = Context(kernel=O_PROJ, family=FAMILIES[O_PROJ], knowledge=read_knowledge(store, VERSION), version=VERSION,
-                  seed=0)  # fmt: skip
-    return BuiltinArchitect().propose(ctx, 1)[0].source
+    target = SimRNGD()
+    view = kernel_view(target, O_PROJ, VERSION, read_knowledge(store, VERSION, target.pack().capabilities))
+    return BuiltinArchitect().propose(view, 1)[0].source
 
 
 def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure(graph: GraphStore) -> None:
@@ -139,7 +139,7 @@ def test_the_llm_librarian_cites_its_paragraphs_and_uncited_claims_are_dropped(e
     ensure_schema(embedded_store)
     target = SimRNGD(seed=0)
     register_target(embedded_store, target.name, target.toolchains(), target.default_toolchain())
-    builtin = BuiltinLibrarian()
+    builtin = BuiltinLibrarian(target.pack().doc_patterns)
     turns, expected = [], 0
     for page in target.docs(VERSION):
         prose = [chunk for chunk in chunk_page(page.text) if not chunk.code]
@@ -154,7 +154,7 @@ def test_the_llm_librarian_cites_its_paragraphs_and_uncited_claims_are_dropped(e
     with ScriptedOpenAI() as server:
         server.script(*[t for t in turns if t.tool_calls])
         config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=5.0)
-        librarian = LLMLibrarian(config, embedded_store)
+        librarian = LLMLibrarian(config, embedded_store, target.pack().params)
         summary = ingest_docs(embedded_store, target, VERSION, librarian)
         assert len(server.requests) == sum(1 for t in turns if t.tool_calls)  # one call per page with prose
     assert librarian.rejected == ["The chip runs at 9 GHz."]

@@ -23,7 +23,10 @@ from kg.repo.targets import register_target
 from kg.schema import ensure_schema
 from kg.store import GraphStore
 from simulator.device.device import DeviceConfig
+from simulator.pack.params import CHIP_ROOF
 from simulator.target import SimRNGD
+
+ROOF = CHIP_ROOF.key
 
 VERSION = "0.6.0"
 O_PROJ = "sliding_attention_output"
@@ -59,7 +62,7 @@ def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: Grap
     learn(graph, target, VERSION)
     summary = optimize(graph, target, VERSION, kernels=[O_PROJ], budget_s=2000, seed=0)
     assert summary.accepted >= 1 and summary.device_s <= 2000
-    [progress] = kernel_progress(graph)
+    [progress] = kernel_progress(graph, ROOF)
     assert progress.ratio_to_bound is not None and progress.ratio_to_bound <= 1.2
     assert progress.speedup_vs_baseline is not None and progress.speedup_vs_baseline >= 10
     assert progress.best_ci_low <= progress.best_cycles <= progress.best_ci_high
@@ -108,7 +111,7 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
         learn(store, target, VERSION)
         optimize(store, target, VERSION, kernels=[O_PROJ, "sliding_project_qkv"], budget_s=3000, seed=1)
-        progress = kernel_progress(store)
+        progress = kernel_progress(store, ROOF)
     assert {k.kernel for k in progress} == {O_PROJ, "sliding_project_qkv"}
     for kernel in progress:
         assert kernel.bound_cycles_true > 15_736_320 / 570  # the bound is this chip's, not the default's

@@ -42,7 +42,7 @@ def test_pages_split_into_paragraphs_items_and_whole_code_blocks() -> None:
 
 
 def test_the_builtin_librarian_keeps_quantities_limits_and_rules() -> None:
-    librarian = BuiltinLibrarian()
+    librarian = BuiltinLibrarian(SimRNGD().pack().doc_patterns)
     claims = [c for chunk in chunk_page(PAGE) for c in librarian.extract(chunk, "Title")]
     by_param = {c.param: c for c in claims if c.param}
     assert (
@@ -60,10 +60,10 @@ def relationships(store: GraphStore) -> int:
 
 def test_ingesting_the_docs_twice_creates_nothing_the_second_time(graph: GraphStore) -> None:
     target: Target = SimRNGD()
-    first = ingest_docs(graph, target, "0.6.0", BuiltinLibrarian())
+    first = ingest_docs(graph, target, "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     assert first.pages == 16 and first.claims > 30 and first.chunks > 100
     nodes, links = count_by_label(graph), relationships(graph)
-    again = ingest_docs(graph, target, "0.6.0", BuiltinLibrarian())
+    again = ingest_docs(graph, target, "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     assert (again.pages, again.unchanged) == (0, 16)
     assert count_by_label(graph) == nodes and relationships(graph) == links
     orphans = graph.read("MATCH (c:Claim) WHERE NOT (c)-[:CITES]->(:DocChunk) RETURN count(c) AS n")
@@ -81,9 +81,9 @@ def test_ingesting_the_docs_twice_creates_nothing_the_second_time(graph: GraphSt
 
 def test_a_paragraph_two_versions_share_is_one_chunk_and_its_claims_hold_under_both(graph: GraphStore) -> None:
     target = SimRNGD()
-    ingest_docs(graph, target, "0.6.0", BuiltinLibrarian())
+    ingest_docs(graph, target, "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     chunks_060 = count_by_label(graph)["DocChunk"]
-    second = ingest_docs(graph, target, "0.7.0", BuiltinLibrarian())
+    second = ingest_docs(graph, target, "0.7.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     assert count_by_label(graph)["DocChunk"] < chunks_060 + second.chunks  # shared text is reused
     both = graph.read(
         "MATCH (c:Claim {param: 'fetch.read_bytes_main'})-[:UNDER]->(t:Toolchain) "
@@ -111,12 +111,12 @@ def test_a_run_cut_short_is_finished_by_the_next(graph: GraphStore, monkeypatch:
 
     monkeypatch.setattr(docs_module, "record_claim", failing)
     with pytest.raises(KeyboardInterrupt):
-        ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian())
+        ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     monkeypatch.setattr(docs_module, "record_claim", real)
-    finished = ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian())
+    finished = ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns))
     assert 0 < finished.pages < 16  # only the pages that were not done
     nodes = count_by_label(graph)
-    assert ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian()).pages == 0
+    assert ingest_docs(graph, SimRNGD(), "0.6.0", BuiltinLibrarian(SimRNGD().pack().doc_patterns)).pages == 0
     assert count_by_label(graph) == nodes
     done = graph.read("MATCH (p:DocPage {version: '0.6.0'}) WHERE p.sha <> '' RETURN count(p) AS n")
     assert done == [{"n": 16}]

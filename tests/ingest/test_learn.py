@@ -13,12 +13,12 @@ from click.testing import CliRunner
 
 import queries
 from chiplore.cli import main
-from ingest import measure as measure_module
+from ingest import probe_loop as probe_loop_module
 from ingest.learn import learn
-from ingest.measure import PARAMS
 from kg.repo.nodes import count_by_label
 from kg.store import GraphStore
 from simulator._truth import ChipTruth, load_truth
+from simulator.pack.fits import FITS
 from simulator.target import SimRNGD
 from tests.simulator.test_fits import empty_kernel, truth_of
 
@@ -43,7 +43,7 @@ def learnt(store: GraphStore, version: str) -> dict[str, float]:
 
 def expected(chip: ChipTruth) -> dict[str, float]:
     truth = {key: (empty_kernel(chip) if name == "empty_kernel_cycles" else truth_of(name, chip))
-             for name, (key, _) in PARAMS.items()}  # fmt: skip
+             for fit in FITS for name, key in ((n, k.key) for n, k in fit.records.items())}  # fmt: skip
     return truth | {"device.noise_sigma": chip.noise_sigma}
 
 
@@ -93,19 +93,19 @@ def test_a_chip_with_other_values_is_learnt_as_well(
 
 
 def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = measure_module.run_fit
+    real = probe_loop_module.run_fit
 
     def failing(spec, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if spec.probe == "MB05":
+        if spec.id == "MB05":
             raise RuntimeError("MB05 point 0: fault: NOC_TIMEOUT 4 times")
         return real(spec, *args, **kwargs)
 
-    monkeypatch.setattr(measure_module, "run_fit", failing)
+    monkeypatch.setattr(probe_loop_module, "run_fit", failing)
     summary = learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
     assert summary.measurements.probes_failed == ["MB05"]
     assert "noc.dmn_bytes_per_cycle" not in learnt(graph, "0.6.0")
     assert summary.measurements.probes_run == 16  # the other sixteen ran
-    monkeypatch.setattr(measure_module, "run_fit", real)
+    monkeypatch.setattr(probe_loop_module, "run_fit", real)
     finished = learn(graph, SimRNGD(seed=15), "0.6.0", budget_s=BUDGET_S)
     assert finished.measurements.probes_run == 1  # the rerun measures only what was missing
 

@@ -10,11 +10,12 @@ from functools import cache
 
 import pytest
 
-from ingest.fits import FITS, Bench, Estimate, run_fit
+from ingest.fits import Bench, Estimate, run_fit
 from simulator._truth import ChipTruth, load_truth
 from simulator.bench import microbenchmarks
 from simulator.cost import estimate
 from simulator.device import DeviceConfig
+from simulator.pack.fits import FITS, search_bank_run
 from simulator.target import SimRNGD
 
 
@@ -59,7 +60,7 @@ def truth_of(name: str, chip: ChipTruth) -> float:
     }[name]
 
 
-PARAMETERS = [name for spec in FITS.values() for name in spec.params if name not in ("dma_intercept", *spec.secondary)]
+PARAMETERS = [name for spec in FITS for name in spec.records if name not in spec.secondary]
 
 
 @cache
@@ -68,8 +69,8 @@ def results(version: str) -> dict[str, Estimate]:
     target = SimRNGD(seed=1, device=DeviceConfig(agent_budget_s_per_day=1e9))
     bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
     found: dict[str, Estimate] = {}
-    for probe_id, spec in FITS.items():
-        found |= run_fit(spec, probes[probe_id.split("/")[0]], version, bench, {k: e.value for k, e in found.items()})
+    for spec in FITS:
+        found |= run_fit(spec, probes[spec.template], version, bench, {k: e.value for k, e in found.items()})
     return found
 
 
@@ -96,10 +97,8 @@ def test_the_intervals_are_intervals() -> None:
 
 def test_the_bank_run_limit_on_050_is_found_from_device_faults() -> None:
     """0.5.0 neither warns nor refuses: the search submits jobs and watches for NOC_TIMEOUT."""
-    from ingest.fits import _mb16
-
     probe = next(p for p in microbenchmarks() if p.id == "MB16")
     target = SimRNGD(seed=3, device=DeviceConfig(agent_budget_s_per_day=1e9))
-    found = _mb16(probe, "0.5.0", Bench(target))
+    found = search_bank_run(probe, "0.5.0", Bench(target))
     assert found == {"bank_run_limit": float(load_truth("0.5.0", path="").bank_run_limit)}
     assert target.device.spent() > 0

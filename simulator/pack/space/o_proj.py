@@ -8,7 +8,21 @@ inter-slice reducer, the norm's sum of squares crosses clusters by one small DMA
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, all_reduce, bridge, engine_list, lookup, packet_arg
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+from simulator.pack.space.family import (
+    Family,
+    Knob,
+    all_reduce,
+    bridge,
+    engine_list,
+    lookup,
+    narrowing,
+    packet_arg,
+    usable_dm,
+    widening,
+)
+from simulator.pack.workload import Stream, Workload
 
 H, QS = 3840, 4096
 SLICES = 256
@@ -28,7 +42,7 @@ class OutputProjection(Family):
     )
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
-        if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
+        if p["direct"] and facts.get(C.F8_STREAM, 1.0) <= 0:
             return False  # the toolchain's contraction refuses f8 streams
         if p["packet"] and p["packet"] >= QS // p["kgroups"]:
             return False  # no smaller than the run: the same program as packet 0
@@ -38,12 +52,12 @@ class OutputProjection(Family):
             return False
         if groups > SLICES // p["kgroups"] or p["depth"] > max(p["chunks"], 2):
             return False
-        return self.dm_bytes(p, facts) <= facts.get("dm.usable_bytes_per_slice", 480 * 1024)
+        return self.dm_bytes(p, facts) <= usable_dm(facts)
 
     @staticmethod
     def rows_per_group(facts: dict[str, float]) -> int:
         # one output row-group is one whole HBM unit of bf16: stores never read-modify-write
-        return int(facts.get("hbm.unit_bytes", 256)) // 2
+        return int(facts.get(P.HBM_UNIT.key, 256)) // 2
 
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows = self.rows_per_group(facts)
@@ -68,7 +82,7 @@ class OutputProjection(Family):
                     slices=groups * p["kgroups"],
                 ),
             ),
-            chunk_compute=chunk_bytes / 64 + (0 if direct else chunk_bytes / facts.get("decode.bytes_per_cycle", 1.6)),
+            chunk_compute=chunk_bytes / 64 + (0 if direct else chunk_bytes / facts.get(P.DECODE_RATE.key, 1.6)),
             chunk_passes=1 if direct else 2,
             head_passes=5,
             head_switch=(SLICES // p["kgroups"], width // 16),
@@ -87,8 +101,8 @@ class OutputProjection(Family):
         crows = rows // p["chunks"]
         weights = engine_list(p["engines"])
         direct = bool(p["direct"])
-        cast = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-        narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
+        cast = widening(facts)
+        narrow = narrowing(facts)
         rms = f".vector(mul({1 / H:.12f}), add(0.000001), rsqrt())"
         if bridge(facts):  # the clusters' sums added over the cluster bridge, in the pass that takes the root
             cross = (

@@ -12,18 +12,22 @@ Scales, whose short rows are slow per packet, get engines of their own beside th
 
 from __future__ import annotations
 
-from agents.space.family import (
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+from simulator.pack.space.family import (
     Family,
     Knob,
-    Stream,
-    Workload,
     all_reduce,
     bridge,
     engine_list,
     engines_text,
     lookup,
+    narrowing,
     packet_arg,
+    usable_dm,
+    widening,
 )
+from simulator.pack.workload import Stream, Workload
 
 H, L = 3840, 15360
 UP_ROWS_PER_SLICE = 60  # L / 2 clusters / 128 row-groups
@@ -48,9 +52,9 @@ class FeedForward(Family):
         down_steps = DOWN_ROWS_PER_SLICE // p["down_rows"] // 2
         if UP_ROWS_PER_SLICE % p["up_rows"] or p["up_depth"] > up_chunks or p["down_depth"] > down_steps:
             return False
-        if p.get("direct", 0) and facts.get("contract.f4_stream", 0.0) <= 0:
+        if p.get("direct", 0) and facts.get(C.F4_STREAM, 0.0) <= 0:
             return False
-        return self.dm_bytes(p, facts) <= facts.get("dm.usable_bytes_per_slice", 480 * 1024)
+        return self.dm_bytes(p, facts) <= usable_dm(facts)
 
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         up = p["up_depth"] * p["up_rows"] * (1920 // 2 + 120) * 2
@@ -61,7 +65,7 @@ class FeedForward(Family):
         return ("f4e2m1",) if p.get("direct", 0) else ("f8e4m3",)  # else widened to f8 in the fetch adapter
 
     def workload(self, p: dict[str, int], facts: dict[str, float]) -> Workload:
-        decode = facts.get("decode.f4_bytes_per_cycle", facts.get("decode.bytes_per_cycle", 1.6))
+        decode = facts.get(P.DECODE_F4_RATE.key, facts.get(P.DECODE_RATE.key, 1.6))
         up_chunks = UP_ROWS_PER_SLICE // p["up_rows"]
         down_chunks = DOWN_ROWS_PER_SLICE // p["down_rows"]
         chunk_bytes = p["up_rows"] * 1920 // 2 * 2  # up and gate codes per slice per chunk
@@ -107,8 +111,8 @@ class FeedForward(Family):
         up_chunks, down_steps = UP_ROWS_PER_SLICE // ur, DOWN_ROWS_PER_SLICE // dr // 2
         n = p["engines"]
         weights, scales = engine_list(n), engines_text([n, 4 + n])  # scales on the next engine of each cluster
-        widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-        narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
+        widen = widening(facts)
+        narrow = narrowing(facts)
         decode = "" if p.get("direct", 0) else f"            .{lookup(facts)}(f8e4m3)\n"
 
         def up_pass(codes: str, scale: str, acc: str) -> str:

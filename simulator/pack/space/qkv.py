@@ -9,7 +9,10 @@ operands). The input RMS scalar is dropped: the per-head norm that follows is sc
 
 from __future__ import annotations
 
-from agents.space.family import Family, Knob, Stream, Workload, engines_text, lookup, packet_arg
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+from simulator.pack.space.family import Family, Knob, engines_text, lookup, narrowing, packet_arg, usable_dm, widening
+from simulator.pack.workload import Stream, Workload
 
 H, ROWS_PER_CLUSTER, HEAD = 3840, 4096, 256
 SLICES = 256
@@ -35,7 +38,7 @@ class QKVProjection(Family):
         return ROWS_PER_CLUSTER // groups, groups, H // p["kgroups"]
 
     def valid(self, p: dict[str, int], facts: dict[str, float]) -> bool:
-        if p["direct"] and facts.get("contract.f8_stream", 1.0) <= 0:
+        if p["direct"] and facts.get(C.F8_STREAM, 1.0) <= 0:
             return False  # the toolchain's contraction refuses f8 streams
         rows, _, width = self.shape(p)
         if p["packet"] and p["packet"] >= width:
@@ -44,7 +47,7 @@ class QKVProjection(Family):
             return False
         if p["depth"] > max(p["chunks"], 2):
             return False
-        return self.dm_bytes(p, facts) <= facts.get("dm.usable_bytes_per_slice", 480 * 1024)
+        return self.dm_bytes(p, facts) <= usable_dm(facts)
 
     def dm_bytes(self, p: dict[str, int], facts: dict[str, float]) -> int:
         rows, _, width = self.shape(p)
@@ -66,7 +69,7 @@ class QKVProjection(Family):
                     slices=SLICES,
                 ),
             ),
-            chunk_compute=chunk_bytes / 64 + (0 if direct else chunk_bytes / facts.get("decode.bytes_per_cycle", 1.6)),
+            chunk_compute=chunk_bytes / 64 + (0 if direct else chunk_bytes / facts.get(P.DECODE_RATE.key, 1.6)),
             chunk_passes=1 if direct else 2,
             head_passes=4,
             head_switch=(groups, width // 16),
@@ -84,8 +87,8 @@ class QKVProjection(Family):
         crows = rows // p["chunks"]
         q_eng = engines_text(range(p["engines"]))  # q rows land in cluster 0, k and v rows in cluster 1
         kv_eng = engines_text(range(4, 4 + p["engines"]))
-        widen = "widen" if facts.get("vocab.widen", 0.0) > 0 else "cast"
-        narrow = "narrow" if facts.get("vocab.widen", 0.0) > 0 else "cast"
+        widen = widening(facts)
+        narrow = narrowing(facts)
         direct = bool(p["direct"])
         fetch = f".fetch(time = [Rall % {rows} = {crows}, H % {width} / 32], packet = [H % 32])"
         if direct:

@@ -1,4 +1,4 @@
-"""chiplore's compile probes: tiny Ferrite programs that push one limit or one construct at a time.
+"""SimRNGD's compile probes: tiny Ferrite programs that push one limit or one construct at a time.
 
 A *pair* probe is a program that breaks a rule and the same program fixed; a *limit* probe is a
 program with a knob (bytes, ops, a run length) that compiles below some value and not above it,
@@ -11,10 +11,11 @@ The programs use only what the docs teach; the construct names a version accepts
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-Names = dict[str, str]  # role -> the construct name this version accepts: up, down, lut
+from chiplore.core.probes import ConstructProbe, LimitProbe, PairProbe, RuleProbes, Vocabulary
+
+Names = Vocabulary  # role -> the construct name this version accepts: up, down, lut
 
 HEADER = '#![toolchain = "{version}"]\n'
 ROW = "layout Row = { cluster: [1 # 2], slice: [H / 128 # 256] };\n"
@@ -39,32 +40,6 @@ def _pass(names: Names, stages: str, into: str = "a", source: str = "a") -> str:
         f"    main({source}).fetch(time = [H % 128 / 16], packet = [H % 16]).{names['up']}(f32){stages}"
         f".{names['down']}(bf16).commit_into({into});\n"
     )
-
-
-@dataclass(frozen=True)
-class PairProbe:
-    key: str  # the quantity the rule constrains
-    purpose: str
-    breaking: Callable[[str, Names], str]
-    fixed: Callable[[str, Names], str]
-    predicate: dict[str, object]  # what a design must satisfy (a number in the message refines it)
-
-
-@dataclass(frozen=True)
-class LimitProbe:
-    key: str
-    purpose: str
-    program: Callable[[str, Names, int], str]
-    low: int  # compiles
-    high: int  # does not
-    step: int = 1  # the knob moves in these units
-    frame: int = 0  # what the probe's frame adds to the quantity (the copied vector's 256 B of DM)
-
-
-@dataclass(frozen=True)
-class ConstructProbe:
-    construct: str
-    program: Callable[[str], str]
 
 
 def _vector_chain(version: str, names: Names, ops: int) -> str:
@@ -124,7 +99,7 @@ LIMITS = (
     ),
     LimitProbe("vector.chain_ops", "the longest vector chain", _vector_chain, 1, 33),
     LimitProbe("vrf.bytes_per_slice", "the largest VRF operand", _vrf_bytes, 1, 1 << 12, step=8),
-    LimitProbe("trf.bytes_per_slice", "the largest TRF operand", _trf_bytes, 1, 1 << 12, step=64),
+    LimitProbe("trf.bytes_per_lane", "the largest TRF operand of one lane", _trf_bytes, 1, 1 << 12, step=64),
     LimitProbe("dm.bank_run", "the longest run of reads from one DM bank beside a DMA", _bank_run, 1, 512),
     LimitProbe("dma.packet_bytes", "the largest DMA packet", _dma_packet, 1, 8192, step=8),
 )
@@ -266,3 +241,15 @@ CONSTRUCTS = (
         v, "    for c in 0..2 {\n        let b: dm<bf16>{..Row, elem: [H % 128], buffers: 2} = x.dma(engines = [1]);\n"
            "    }\n")),
 )  # fmt: skip
+
+
+def vocabulary(available: Mapping[str, bool]) -> Names:
+    """The construct names the other probes are written in, from what this version has."""
+    return {
+        "up": "widen" if available.get("widen") else "cast",
+        "down": "narrow" if available.get("widen") else "cast",
+        "lut": "decode" if available.get("decode") else "lut",
+    }
+
+
+RULE_PROBES = RuleProbes(constructs=CONSTRUCTS, pairs=PAIRS, limits=LIMITS, vocabulary=vocabulary)

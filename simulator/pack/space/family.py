@@ -1,56 +1,24 @@
-"""A design family: a kernel's program written from a few knobs (the space generator).
+"""A design family: a kernel's program written from a few knobs (SimRNGD's design spaces).
 
 A family knows the structure of a good program for its kernel (which dims go to clusters and
 slices, where the split-K reduction happens, how the tail is ordered) and leaves the choices that
 depend on the chip to knobs: k-groups, chunking, pipeline depth, engines. `facts` are what the
 graph has measured or learnt (parameter key -> value; capability flags as 0/1), so a family can
 size row-groups to the measured HBM unit or fit buffers in the measured DM. `workload` describes
-the program to the graph's cost model without parsing it.
+the program to the pack's cost model without parsing it. A family is a `DesignSpace` (chiplore.core.pack).
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-Params = dict[str, int]
-Facts = dict[str, float]
-
-
-@dataclass(frozen=True)
-class Knob:
-    name: str
-    values: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Stream:
-    """Weight bytes moved HBM -> DM per cluster, in packets of `packet_bytes`, split into `commands`
-    DMA commands per engine, landing on `slices` slices of the cluster."""
-
-    bytes_per_cluster: float
-    packet_bytes: int
-    engines: int
-    commands: int
-    slices: int
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the cost model needs to know of a design."""
-
-    streams: tuple[Stream, ...]
-    chunk_compute: float  # TU cycles of one chunk's passes, beyond their fixed costs
-    chunk_passes: int  # passes per chunk
-    head_passes: int  # passes before the stream can be consumed (operand set-up)
-    head_switch: tuple[int, int]  # (ring, flits) of the broadcast that must finish before the first contraction
-    tail_passes: int  # passes after the last chunk
-    tail_reduce: tuple[int, int]  # (slices reduced over, flits)
-    tail_dmas: int  # DMA commands after the last chunk (exchanges and stores)
-    depth: int
-    chunks: int
+from chiplore.core.pack import Facts, Knob, Params
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+from simulator.pack.cost import COST_PARAMS, engine_rate, param
+from simulator.pack.workload import Workload
 
 
 def engines_text(engines: Iterable[int]) -> str:
@@ -70,24 +38,43 @@ def packet_arg(p: Params) -> str:
 
 def all_reduce(group: str, facts: Facts) -> str:
     """Sum over `group` left on every slice, in the toolchain's vocabulary (0.7.0 renamed it)."""
-    if facts.get("vocab.allreduce_slices", 0.0) > 0:
+    if facts.get(C.ALLREDUCE, 0.0) > 0:
         return f".allreduce_slices(add, group = [{group}])"
     return f".reduce_slices(add, group = [{group}], result = all)"
 
 
 def lookup(facts: Facts) -> str:
     """The table-lookup stage as the toolchain names it (`.lut` until 0.6.0 renamed it `.decode`)."""
-    return "lut" if facts.get("vocab.decode", 1.0) <= 0 else "decode"
+    return "lut" if facts.get(C.DECODE, 1.0) <= 0 else "decode"
 
 
 def bridge(facts: Facts) -> bool:
     """Whether the toolchain adds the two clusters' values over the cluster bridge (`reduce_clusters`)."""
-    return facts.get("vocab.reduce_clusters", 0.0) > 0
+    return facts.get(C.BRIDGE, 0.0) > 0
+
+
+def widening(facts: Facts) -> str:
+    """The widening cast as the toolchain names it (`.widen` where `.cast` was split, 0.7.0)."""
+    return "widen" if facts.get(C.WIDEN, 0.0) > 0 else "cast"
+
+
+def narrowing(facts: Facts) -> str:
+    """The narrowing cast as the toolchain names it."""
+    return "narrow" if facts.get(C.WIDEN, 0.0) > 0 else "cast"
+
+
+def usable_dm(facts: Facts) -> float:
+    """DM a slice holds: the measured limit, or the documented 480 KB until it is measured."""
+    return facts.get(P.DM_USABLE.key, 480 * 1024)
 
 
 class Family(ABC):
     kernel: str
     knobs: tuple[Knob, ...]
+    # What a design is decided from: the cost model's parameters and the families' sizing facts
+    # (a capability's fact is the rule that refuses it, where one does).
+    consults: tuple[str, ...] = (*(p.key for p in COST_PARAMS), P.DM_USABLE.key, C.WIDEN, C.ALLREDUCE, C.BRIDGE,
+                                 C.F8_STREAM, C.F4_STREAM, P.DECODE_RATE.key)  # fmt: skip
 
     @abstractmethod
     def valid(self, p: Params, facts: Facts) -> bool:
@@ -115,23 +102,13 @@ class Family(ABC):
     @abstractmethod
     def source(self, p: Params, facts: Facts, version: str) -> str: ...
 
-    def points(self, facts: Facts) -> Iterator[Params]:
-        """Every valid knob setting, in a fixed order."""
-        names = [knob.name for knob in self.knobs]
-        for values in itertools.product(*(knob.values for knob in self.knobs)):
-            p = dict(zip(names, values, strict=True))
-            if self.valid(p, facts):
-                yield p
-
-    def neighbours(self, p: Params, facts: Facts) -> Iterator[Params]:
-        """Valid settings one knob step away: what the refiner tries next to the best."""
-        full = {**{knob.name: knob.values[0] for knob in self.knobs}, **p}  # a knob added since: its first value
-        for knob in self.knobs:
-            if full[knob.name] not in knob.values:
-                continue
-            index = knob.values.index(full[knob.name])
-            for step in (-1, 1):
-                if 0 <= index + step < len(knob.values):
-                    q = {**full, knob.name: knob.values[index + step]}
-                    if self.valid(q, facts):
-                        yield q
+    def rationale(self, p: Params, facts: Facts, predicted_cycles: float) -> str:
+        work = self.workload(p, facts)
+        main = max(work.streams, key=lambda s: s.bytes_per_cluster)
+        port = param(facts, P.CLUSTER_PORT)
+        return (
+            f"{json.dumps(p, sort_keys=True)}: {main.engines} engine(s) per cluster x {engine_rate(main, facts):.0f} "
+            f"B/cycle at {main.packet_bytes} B packets against a {port:.0f} B/cycle cluster port; {work.chunks} "
+            f"chunk(s), depth {work.depth}; {self.dm_bytes(p, facts):,} B of DM per slice; predicted "
+            f"{predicted_cycles:,.0f} cycles"
+        )

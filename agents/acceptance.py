@@ -1,0 +1,99 @@
+"""The loop's decider: a measured design against BEST, by the judge, with A/B pairs on demand.
+
+The comparison is recorded with every run it used before its effect is applied, so a run killed in
+between applies the recorded decision on resume instead of judging again. BEST's cycles are the
+median of all its timed runs: the A/B pairs spread them over the device's drift.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import uuid
+from dataclasses import dataclass
+
+from agents.callbacks import Events
+from agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
+from agents.runner import Runner
+from chiplore.core.ids import content_sha
+from kg.models import Activity, Comparison, DesignNode
+from kg.repo.designs import best_of, set_best, source_of, update_design
+from kg.repo.progress import pooled_cycles
+from kg.repo.runs import graded_runs, last_accepted_ratio, latest_comparison, record_comparison
+from kg.store import GraphStore
+
+
+@dataclass
+class JudgeAgainstBest:
+    store: GraphStore
+    kernel: str
+    version: str
+    runner: Runner
+    judge: Judge
+    noise_sigma: float
+    activity: Activity
+    events: Events
+
+    def decide(self, node: DesignNode, source: str) -> bool:
+        store = self.store
+        best = best_of(store, self.kernel)
+        assert best is not None and best.measured_cycles is not None and node.measured_cycles is not None
+        incumbent = source_of(store, best.id)
+        sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
+
+        def run_pair(index: int) -> tuple[float, float, tuple[str, ...]] | None:
+            order = [(sha, source), (incumbent_sha, incumbent)]
+            if index % 2:  # alternate who goes first, so drift within a pair favours neither
+                order.reverse()
+            medians: dict[str, float] = {}
+            ids: list[str] = []
+            for key, text in order:
+                outcome = self.runner.run(self.kernel, key, text, self.version, fixtures="smoke", repeats=AB_REPEATS)
+                if not outcome.ok or outcome.result.median_cycles is None:
+                    return None
+                medians[key] = float(outcome.result.median_cycles)
+                ids.extend(outcome.run_ids)
+            return medians[sha], medians[incumbent_sha], tuple(ids)
+
+        verdict = self._recorded(node.id, best.id)
+        if verdict is None:  # (a killed run recorded the decision but not its effect: apply it, once)
+            verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
+                                        late=self._late(), run_pair=run_pair)  # fmt: skip
+            self._record(node, best, verdict)
+        # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
+        update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))
+        interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+        if verdict.decision == "accept":
+            why = f"{interval} ({verdict.method})"
+            set_best(store, self.kernel, node.id, status="accepted", reason=why,
+                     measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
+            self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
+            return True
+        why = f"{interval} ({verdict.method}, {verdict.decision})"
+        update_design(store, node.id, status="rejected", reason=why)
+        self.events.note(self.kernel, f"rejected {node.id}: {why}")
+        return False
+
+    def _late(self) -> bool:
+        """Late once the last accepted step was under LATE_STEP: every decision is then an A/B test."""
+        ratio = last_accepted_ratio(self.store, self.kernel)
+        return ratio is not None and ratio > 1 - LATE_STEP
+
+    def _recorded(self, candidate: str, incumbent: str) -> Verdict | None:
+        c = latest_comparison(self.store, candidate, incumbent)
+        return None if c is None else Verdict(c.decision, c.method, c.ratio, c.ci_low, c.ci_high, c.p_value, c.pairs)
+
+    def _record(self, node: DesignNode, best: DesignNode, verdict: Verdict) -> None:
+        # an early look that sent the design to A/B pairs was not a decision; only the pairs' is
+        decision = "inconclusive" if verdict.decision == "continue" else verdict.decision
+        comparison = Comparison(
+            id=content_sha(f"{node.id}|{best.id}|{verdict.method}|{verdict.pairs}|{uuid.uuid4().hex}")[:32],
+            kernel=self.kernel, ratio=verdict.ratio, ci_low=verdict.ci_low,
+            ci_high=verdict.ci_high if math.isfinite(verdict.ci_high) else 1e9,
+            p_value=verdict.p_value if math.isfinite(verdict.p_value) else 1.0, pairs=verdict.pairs,
+            method=verdict.method, decision=decision,  # type: ignore[arg-type]
+        )  # fmt: skip
+        # an early look's samples are the graded runs behind the two medians
+        runs = list(verdict.run_ids) or graded_runs(self.store, node.id) + graded_runs(self.store, best.id)
+        record_comparison(self.store, comparison, candidate=node.id, incumbent=best.id, run_ids=runs,
+                          activity=self.activity)  # fmt: skip

@@ -1,0 +1,77 @@
+"""The life of a design, written once for the loop and the upgrade:
+
+    proposed -> (screens) -> screened_out | queued -> (graded device run) -> failed | measured
+             -> (the decider) -> accepted | rejected
+
+Every transition is written to the graph before the next step starts, so a killed run resumes a
+design from the state it reached (`advance` takes a design in any unfinished state). What happens to
+a measured design is the decider's: the loop's judges it against BEST; an upgrade's accepts a
+repaired program as its predecessor's successor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents.callbacks import Events
+from agents.runner import Runner
+from agents.screens import Candidate, Screener
+from chiplore.core.ids import content_sha
+from chiplore.core.pack import Params
+from kg.models import DesignNode
+from kg.repo.designs import update_design
+from kg.store import GraphStore
+
+
+class Decider(Protocol):
+    """What becomes of a measured design; True when it became BEST."""
+
+    def decide(self, node: DesignNode, source: str) -> bool: ...
+
+
+@dataclass
+class DesignLifecycle:
+    """Takes one kernel's designs through the screens, the device and the decider."""
+
+    store: GraphStore
+    kernel: str
+    version: str
+    screener: Screener
+    runner: Runner
+    decider: Decider
+    candidate: Callable[[DesignNode, str, Params | None], Candidate]  # what the screens see of a design
+    events: Events
+
+    def advance(self, node: DesignNode, source: str, params: Params | None) -> bool:
+        """Take a design from its current state as far as it goes; True when it became BEST."""
+        status = node.status
+        if status == "proposed":
+            result = self.screener.screen(self.candidate(node, source, params))
+            if not result.passed:
+                self._end(node.id, "screened_out", f"{result.check}: {result.detail}")
+                self.events.note(self.kernel, f"{node.id} screened out at {result.check}: {result.detail}")
+                return False
+            status = "queued"
+            update_design(self.store, node.id, status=status)
+        if status == "queued":
+            outcome = self.runner.run(self.kernel, content_sha(source), source, self.version)
+            result = outcome.result
+            correct = result.correctness is None or result.correctness.passed
+            if not outcome.ok or result.median_cycles is None or not correct:
+                why = result.message or result.status
+                if outcome.quarantined:
+                    why = "quarantined: faults deterministically"
+                if result.correctness is not None and not result.correctness.passed:
+                    why = f"incorrect on the device: {result.correctness.message}"
+                self._end(node.id, "failed", why)
+                self.events.note(self.kernel, f"{node.id} failed: {why}")
+                return False
+            cycles = float(result.median_cycles)
+            update_design(self.store, node.id, status="measured", measured_cycles=cycles)
+            node = node.model_copy(update={"measured_cycles": cycles, "status": "measured"})
+        return self.decider.decide(node, source)
+
+    def _end(self, design: str, status: str, why: str) -> None:
+        update_design(self.store, design, status=status, reason=why[:500])

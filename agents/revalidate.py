@@ -1,0 +1,189 @@
+"""An upgrade's re-validation of each kernel's baseline and BEST under the new toolchain.
+
+A program that still compiles is measured again. One that does not is repaired: a design-space
+design is regenerated from its knobs with the new knowledge (the nearest valid knobs when the old
+ones no longer fit), any other program is rewritten from the compiler's diagnostics. The repair is
+a new design that goes through the same lifecycle as the loop's (screens, a graded run) and is then
+accepted as its predecessor's successor: a repaired BEST stays BEST, since its predecessor cannot
+run any more. Each outcome is a Revalidation node, written once, so a resumed upgrade skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agents.callbacks import Events, RecordScreenings
+from agents.cost_model import CalibratedCostModel
+from agents.knowledge import Knowledge
+from agents.lifecycle import DesignLifecycle
+from agents.loop import design_id
+from agents.repair import repair
+from agents.runner import DeviceRunner
+from agents.screens import Candidate, Screener, standard_screens
+from chiplore.core.ids import content_sha
+from chiplore.core.pack import DesignSpace, Params, points
+from chiplore.core.target import KernelSpec, Target
+from kg.models import Activity, DesignNode, KernelVersion, Revalidation
+from kg.repo.designs import add_design, get_design, set_best, source_of, update_design
+from kg.repo.progress import pooled_cycles
+from kg.repo.runs import graded_runs
+from kg.repo.upgrades import record_revalidation, revalidation_of
+from kg.store import GraphStore
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class AcceptRepair:
+    """The upgrade's decider: a measured repair succeeds its broken predecessor."""
+
+    store: GraphStore
+    kernel: str
+    version: str
+    predecessor: str
+    is_best: bool
+
+    def decide(self, node: DesignNode, source: str) -> bool:
+        cycles = statistics.median(pooled_cycles(self.store, node.id, self.version))
+        why = f"repaired {self.predecessor} for {self.version}; its predecessor no longer compiles"
+        if self.is_best:
+            set_best(self.store, self.kernel, node.id, status="accepted", measured_cycles=cycles, reason=why)
+        else:
+            update_design(self.store, node.id, status="accepted", measured_cycles=cycles, reason=why)
+        return self.is_best
+
+
+@dataclass
+class Revalidator:
+    store: GraphStore
+    target: Target
+    spec: KernelSpec
+    previous: str
+    version: str
+    knowledge: Knowledge
+    runner: DeviceRunner
+    activity: Activity
+    say: Say
+
+    def design(self, node: DesignNode, role: str, *, is_best: bool) -> Revalidation:
+        """Re-validate one design (the kernel's baseline or its BEST) under the new version."""
+        store, kernel, version = self.store, self.spec.name, self.version
+        rid = Revalidation.id_of(kernel, node.id, version)
+        done = revalidation_of(store, rid)
+        if done is not None:
+            return done
+        source = source_of(store, node.id)
+        before = pooled_cycles(store, node.id, self.previous)
+        base = Revalidation(id=rid, kernel=kernel, design=node.id, role=role, from_version=self.previous,  # type: ignore[arg-type]
+                            to_version=version, outcome="survived",
+                            cycles_before=statistics.median(before) if before else node.measured_cycles)  # fmt: skip
+        errors = [d for d in self.target.check(source, version).diagnostics if d.is_error]
+        if not errors:
+            outcome = self.runner.run(kernel, content_sha(source), source, version)
+            if not outcome.ok or outcome.result.median_cycles is None:
+                found = base.model_copy(update={"outcome": "broken", "detail": f"the device: {outcome.result.message}"})
+                return self._record(found, outcome.run_ids)
+            cycles = float(outcome.result.median_cycles)
+            if is_best:
+                update_design(store, node.id, measured_cycles=statistics.median(pooled_cycles(store, node.id, version)))
+            self.say(f"{kernel}: {role} {node.id} compiles under {version}: {cycles:,.0f} cycles")
+            return self._record(base.model_copy(update={"cycles_after": cycles}), outcome.run_ids)
+        broken = "; ".join(sorted({f"{d.code}: {d.message}" for d in errors}))[:1000]
+        base = base.model_copy(update={"diagnostics": broken})
+        fixed = self._repair(node, source)
+        if fixed is None:
+            self.say(f"{kernel}: {role} {node.id} is broken under {version} and could not be repaired")
+            return self._record(base.model_copy(update={"outcome": "broken", "detail": "no repair compiles"}), ())
+        new_source, change, params = fixed
+        repaired = self._measure_repair(node, role, new_source, change, params, broken, is_best)
+        if repaired is None:
+            return self._record(base.model_copy(update={"outcome": "broken", "detail": f"the repair failed: {change}"}),
+                                ())  # fmt: skip
+        node_id, cycles, runs = repaired
+        self.say(f"{kernel}: {role} {node.id} broke under {version}; repaired as {node_id} ({change}): "
+                 f"{cycles:,.0f} cycles")  # fmt: skip
+        return self._record(base.model_copy(update={"outcome": "repaired", "repaired_design": node_id,
+                                                    "cycles_after": cycles, "detail": change}), runs)  # fmt: skip
+
+    @property
+    def space(self) -> DesignSpace | None:
+        return self.target.pack().design_space(self.spec.name)
+
+    def _repair(self, node: DesignNode, source: str) -> tuple[str, str, Params | None] | None:
+        """The space's program for the same knobs under the new knowledge (the nearest valid knobs
+        when the old ones no longer fit), else the source rewritten from the diagnostics."""
+        space, facts = self.space, self.knowledge.facts
+        if space is not None and node.params:
+            old = json.loads(node.params)
+            params = old if space.valid(old, facts) else self._nearest_valid(space, old)
+            if params is not None:
+                regenerated = space.source(params, facts, self.version)
+                if self.target.check(regenerated, self.version).ok:
+                    moved = {k: v for k, v in params.items() if old.get(k) != v}
+                    what = f"regenerated from its knobs under {self.version}" + (f", {moved}" if moved else "")
+                    return regenerated, what, params
+        fixed = repair(source, self.version, self.target.check, self.target.pack().repairs)
+        return (fixed.source, ", ".join(fixed.changes), None) if fixed.ok else None
+
+    def _nearest_valid(self, space: DesignSpace, params: Params) -> Params | None:
+        """The valid setting closest to `params` (fewest knobs moved, then predicted fastest)."""
+        model = CalibratedCostModel(self.target.pack().cost_model)
+        facts = self.knowledge.facts
+        best: tuple[int, float, Params] | None = None
+        for p in points(space, facts):
+            moved = sum(1 for k in p if p[k] != params.get(k))
+            key = (moved, model.predict(self.spec.name, "", p, facts) or 0.0)
+            if best is None or key < best[:2]:
+                best = (*key, p)
+        return best[2] if best else None
+
+    def _measure_repair(self, node: DesignNode, role: str, source: str, change: str, params: Params | None,
+                        broken: str, is_best: bool) -> tuple[str, float, tuple[str, ...]] | None:  # fmt: skip
+        store, kernel, version = self.store, self.spec.name, self.version
+        sha = content_sha(source)
+        node_id = design_id(kernel, sha)
+        repaired = get_design(store, node_id)  # an interrupted run may have added it
+        if repaired is None:
+            model = CalibratedCostModel(self.target.pack().cost_model)
+            space = self.space
+            repaired = DesignNode(
+                id=node_id, kernel=kernel, role="baseline" if role == "baseline" else "refiner",
+                policy="builtin-repair", depth=node.depth + 1,
+                rationale=f"{node.id} does not compile under {version} ({broken[:300]})",
+                change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",
+                predicted_cycles=model.predict(kernel, source, params, self.knowledge.facts) if params else None,
+            )  # fmt: skip
+            consulted = self.knowledge.fact_ids(space.consults) if params is not None and space is not None else ()
+            add_design(store, repaired, version=KernelVersion(sha=sha, kernel=kernel, source=source, toolchain=version),
+                       parent=node.id, activity=self.activity, consulted=consulted)  # fmt: skip
+        if repaired.status in ("screened_out", "failed"):
+            return None
+        lifecycle = self._lifecycle(node.id, is_best)
+        lifecycle.advance(repaired, source, params)
+        after = get_design(store, node_id)
+        if after is None or after.status != "accepted":
+            return None
+        runs = graded_runs(store, node_id)
+        return node_id, float(after.measured_cycles or 0.0), tuple(runs)
+
+    def _lifecycle(self, predecessor: str, is_best: bool) -> DesignLifecycle:
+        space, facts = self.space, self.knowledge.facts
+        pack = self.target.pack()
+
+        def candidate(design: DesignNode, source: str, params: Params | None) -> Candidate:
+            features = space.features(params, facts) if space is not None and params is not None else {}
+            return Candidate(design.id, self.spec.name, source, features, params)
+
+        screens = standard_screens(self.target, self.version, pack.compiler, self.knowledge.rules, lambda c: None)
+        screener = Screener(screens, [RecordScreenings(self.store, self.activity)])
+        decider = AcceptRepair(self.store, self.spec.name, self.version, predecessor, is_best)
+        events = Events([lambda kernel, message: self.say(f"{kernel}: {message}")])
+        return DesignLifecycle(self.store, self.spec.name, self.version, screener, self.runner, decider, candidate,
+                               events)  # fmt: skip
+
+    def _record(self, revalidation: Revalidation, runs: tuple[str, ...] | list[str]) -> Revalidation:
+        return record_revalidation(self.store, revalidation, activity=self.activity, target=self.target.name,
+                                   run_ids=list(runs))  # fmt: skip

@@ -1,0 +1,189 @@
+"""The screens: free checks of a proposed design, cheapest first, each one small object.
+
+parse -> known rules (the graph's predicates over the design's features) -> compile -> host
+correctness test -> cost estimate (skip a design predicted slower than BEST by more than a
+margin). The `Screener` runs them in order, stops at the first that fails, and reports every
+result to its callbacks (one records each as a Screening in the graph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agents.knowledge import Rule
+from chiplore.core.pack import CompilerVocabulary, Params
+from chiplore.core.target import CheckResult, Diagnostic, Target
+
+SKIP_MARGIN = 0.10  # a design predicted this much slower than the best is not worth device time
+Features = dict[str, object]
+
+
+@dataclass
+class Candidate:
+    """A design on its way through the screens; the screens share what they learn of it."""
+
+    design_id: str
+    kernel: str
+    source: str
+    features: Features
+    params: Params | None = None
+    best_cycles: float | None = None
+    checked: CheckResult | None = None  # the compiler's answer, asked once
+    predicted_cycles: float | None = None
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    passed: bool
+    check: str  # the screen's name
+    detail: str = ""
+    predicted_cycles: float | None = None
+
+
+class Screen(Protocol):
+    """One free check; `check` is called once per candidate that passed the screens before it."""
+
+    name: str
+
+    def check(self, candidate: Candidate) -> ScreenResult: ...
+
+
+@dataclass
+class ParseScreen:
+    """The program parses and names only what the language has (the compiler's syntax codes)."""
+
+    target: Target
+    version: str
+    vocabulary: CompilerVocabulary
+    name: str = "parse"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        candidate.checked = candidate.checked or self.target.check(candidate.source, self.version)
+        syntax = [d for d in candidate.checked.diagnostics if d.is_error and self.vocabulary.is_syntax(d)]
+        return ScreenResult(False, self.name, first(syntax)) if syntax else ScreenResult(True, self.name)
+
+
+@dataclass
+class RuleScreen:
+    """The design keeps every learnt rule its features or its constructs can be checked against."""
+
+    rules: Sequence[Rule]
+    vocabulary: CompilerVocabulary
+    name: str = "rules"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        features = {"constructs": self.vocabulary.constructs(candidate.source), **candidate.features}
+        for rule in self.rules:
+            why = violated(rule.predicate, features)
+            if why:
+                return ScreenResult(False, self.name, f"{rule.code}: {why} (rule {rule.fact})")
+        return ScreenResult(True, self.name, f"{len(self.rules)} rules")
+
+
+@dataclass
+class CompileScreen:
+    """The compiler accepts it (warnings and notes allowed)."""
+
+    target: Target
+    version: str
+    name: str = "compile"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        candidate.checked = candidate.checked or self.target.check(candidate.source, self.version)
+        errors = [d for d in candidate.checked.diagnostics if d.is_error]
+        if errors:
+            return ScreenResult(False, self.name, first(errors))
+        return ScreenResult(True, self.name, f"{len(candidate.checked.diagnostics)} notes or warnings")
+
+
+@dataclass
+class HostTestScreen:
+    """It computes the right thing on the host's smoke fixtures (the slowest free check)."""
+
+    target: Target
+    version: str
+    name: str = "host_test"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        tested = self.target.host_test(candidate.source, candidate.kernel, self.version)
+        if tested.correctness is None or not tested.correctness.passed:
+            detail = tested.correctness.message if tested.correctness else tested.message
+            return ScreenResult(False, self.name, detail or "not executed")
+        return ScreenResult(True, self.name, tested.correctness.message)
+
+
+@dataclass
+class EstimateScreen:
+    """Not predicted slower than BEST by more than `margin` (a design the model cannot price passes)."""
+
+    predict: Callable[[Candidate], float | None]
+    margin: float = SKIP_MARGIN
+    name: str = "estimate"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        predicted = candidate.predicted_cycles = self.predict(candidate)
+        best = candidate.best_cycles
+        if predicted is not None and best is not None and predicted > best * (1 + self.margin):
+            return ScreenResult(False, self.name, f"predicted {predicted:,.0f} cycles, the best is {best:,.0f}",
+                                predicted)  # fmt: skip
+        return ScreenResult(True, self.name, "" if predicted is None else f"predicted {predicted:,.0f} cycles",
+                            predicted)  # fmt: skip
+
+
+@dataclass
+class Screener:
+    """Runs the screens in order; the first failure stops the design. Every result is reported to
+    `on_result` (the graph's Screening record, progress)."""
+
+    screens: Sequence[Screen]
+    on_result: list[Callable[[str, ScreenResult], None]] = field(default_factory=list)
+
+    def screen(self, candidate: Candidate) -> ScreenResult:
+        result = ScreenResult(True, "none")
+        for screen in self.screens:
+            result = screen.check(candidate)
+            for callback in self.on_result:
+                callback(candidate.design_id, result)
+            if not result.passed:
+                break
+        return result
+
+
+def violated(predicate: dict[str, object], features: Features) -> str | None:
+    """Why a design breaks a rule, or None when it keeps it (or the rule names nothing it has)."""
+    quantity = str(predicate.get("quantity", ""))
+    op = predicate.get("op")
+    if op == "unavailable" and quantity.startswith("construct."):
+        construct = quantity.removeprefix("construct.")
+        used = features.get("constructs", ())
+        if isinstance(used, (set, frozenset, list, tuple)) and construct in used:
+            instead = predicate.get("instead") or "another construct"
+            return f"uses `{construct}`, which this toolchain does not have (use {instead})"
+        return None
+    value = features.get(quantity)
+    if value is None:
+        return None
+    limit = predicate.get("stated", predicate.get("value"))
+    if op == "<=" and isinstance(value, (int, float)) and isinstance(limit, (int, float)) and value > limit:
+        return f"{quantity} = {value:g} is over the limit {limit:g}"
+    if op == "not_in" and isinstance(limit, list):
+        values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        bad = sorted(str(v) for v in values if v in limit)
+        if bad:
+            return f"{quantity} {', '.join(bad)} is refused"
+    return None
+
+
+def first(diagnostics: list[Diagnostic]) -> str:
+    """The first diagnostic, and how many more there are."""
+    d = diagnostics[0]
+    return f"{d.code}: {d.message}" + (f" (+{len(diagnostics) - 1} more)" if len(diagnostics) > 1 else "")
+
+
+def standard_screens(target: Target, version: str, vocabulary: CompilerVocabulary, rules: Sequence[Rule],
+                     predict: Callable[[Candidate], float | None]) -> list[Screen]:  # fmt: skip
+    """The loop's screens, cheapest first."""
+    return [ParseScreen(target, version, vocabulary), RuleScreen(rules, vocabulary), CompileScreen(target, version),
+            HostTestScreen(target, version), EstimateScreen(predict)]  # fmt: skip

@@ -1,0 +1,61 @@
+"""`chiplore demo` and `chiplore report`: the main job end to end, and the page that shows it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+from rich.progress import Progress, SpinnerColumn, TextColumn
+
+from agents.loop import DEFAULT_BUDGET_S, PATIENCE
+from chiplore.app import App
+from chiplore.cli.main import main
+from chiplore.cli.options import console, err_console, store_options
+from chiplore.cli.render import demo_table, to_json
+from chiplore.demo import run_demo
+
+
+@main.command()
+@store_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True,
+              help="Where to write the report.")  # fmt: skip
+def report(app: App, out: Path) -> None:
+    """One self-contained HTML page: results, convergence, design trees, decisions, what was learnt, upgrades."""
+    with app.session() as session:
+        html = session.report()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html)
+    console.print(f"[green]wrote[/green] {out} ({len(html) // 1024} KB)")
+
+
+@main.command()
+@store_options
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Device seconds of each optimize round (before and after the upgrade).")  # fmt: skip
+@click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
+@click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
+              help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("chiplore-report"),
+              show_default=True, help="The folder the report is written to.")  # fmt: skip
+@click.option("--resume", is_flag=True, help="Continue a demo that was interrupted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool, as_json: bool) -> None:
+    """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
+    seed = app.settings.seed if seed is None else seed
+    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.fields[note]}"))
+    with app.session() as session, Progress(*columns, console=err_console, disable=as_json) as progress:
+
+        def step(description: str) -> Callable[[str], None]:
+            task = progress.add_task(description, note="")
+            return lambda note: progress.update(task, note=note[:90])
+
+        result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, resume=resume, step=step)
+        html = session.report()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.html").write_text(html)
+    if as_json:
+        click.echo(to_json({**result.model_dump(), "report": str(out / "report.html")}))
+        return
+    console.print(demo_table(result))
+    console.print(f"report: {out / 'report.html'}")

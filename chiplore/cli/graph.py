@@ -1,0 +1,111 @@
+"""`chiplore init`, `chiplore status` and `chiplore db check`: the graph and where it stands."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from chiplore.app import App
+from chiplore.cli.main import main
+from chiplore.cli.options import console, store_options
+from chiplore.cli.render import kernels_table, to_json
+from kg.schema import LATEST_VERSION, schema_version
+
+
+@main.command()
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def init(app: App, as_json: bool) -> None:
+    """Set up the graph schema and register the target with its toolchains."""
+    with app.session() as session:
+        report = session.prepare()
+        state = session.overview()
+    result = {
+        "backend": app.settings.store,
+        "schema_version": report.version_after,
+        "migrations_applied": report.applied,
+        "target": session.target.name,
+        "toolchains": [t["version"] for t in state.toolchains],
+        "active_toolchain": state.active_toolchain,
+    }
+    if as_json:
+        click.echo(to_json(result))
+        return
+    console.print(
+        f"[green]ready[/green] {app.settings.store} store, schema v{report.version_after}"
+        f" ({len(report.applied)} migration{'s' if len(report.applied) != 1 else ''} applied); "
+        f"target [bold]{session.target.name}[/bold], toolchains {', '.join(result['toolchains'])}, "
+        f"active {state.active_toolchain}"
+    )
+
+
+@main.command()
+@store_options
+@click.option("--graph", "graph_only", is_flag=True, help="The graph's overview (target, toolchains, counts) only.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list with one object per kernel.")
+def status(app: App, graph_only: bool, as_json: bool) -> None:
+    """Each kernel's best against its baseline and bound; the graph's target, toolchains and counts."""
+    with app.session() as session:
+        info = session.store.server_info()
+        state = session.overview()
+        progress = session.status()
+    if as_json and graph_only:
+        click.echo(to_json({"store": info.model_dump(), **state.model_dump()}))
+        return
+    if as_json:  # one object per kernel: what a script comparing runs needs
+        click.echo(to_json([k.model_dump() for k in progress]))
+        return
+    console.print(f"[bold]{info.backend}[/bold] store at {info.address} ({info.server_version})")
+    target = session.target.name
+    if not state.registered:
+        console.print(f"[yellow]target {target} is not registered: run `chiplore init`[/yellow]")
+    else:
+        versions = ", ".join(
+            f"[bold]{t['version']}[/bold]" if t["status"] == "active" else t["version"] for t in state.toolchains
+        )
+        console.print(f"target {target}, toolchains {versions} (active in bold), schema v{state.schema_version}")
+    counts = Table(title="graph", show_header=True)
+    counts.add_column("label")
+    counts.add_column("nodes", justify="right")
+    for label, count in state.counts.items():
+        if count:
+            counts.add_row(label, str(count))
+    if counts.row_count:
+        console.print(counts)
+    if progress:
+        console.print(kernels_table(progress))
+    console.print(f"device time spent: {state.device_s:.1f} s")
+
+
+@main.group()
+def db() -> None:
+    """The graph database itself."""
+
+
+@db.command("check")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_check(app: App, as_json: bool) -> None:
+    """Connect, authenticate and report the server, the schema version and the constraints."""
+    with app.open_store() as store:
+        info = store.server_info()
+        version = schema_version(store)
+        objects = store.schema_objects()
+    result = {
+        **info.model_dump(),
+        "schema_version": version,
+        "schema_current": version == LATEST_VERSION,
+        "unique_constraints": sum(o["kind"] == "unique" for o in objects),
+        "indexes": sum(o["kind"] == "index" for o in objects),
+        "settings": app.settings.public_view(),
+    }
+    if as_json:
+        click.echo(to_json(result))
+        return
+    console.print(
+        f"[green]ok[/green] {info.backend} at {info.address}: {info.server_version}, database {info.database}"
+    )
+    state = "current" if result["schema_current"] else f"needs `chiplore init` (latest is v{LATEST_VERSION})"
+    console.print(
+        f"schema v{version} ({state}); {result['unique_constraints']} unique constraints, {result['indexes']} indexes"
+    )

@@ -1,0 +1,54 @@
+"""`chiplore learn`: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from agents.llm.config import LLMConfig
+from chiplore.app import App
+from chiplore.cli.main import main
+from chiplore.cli.options import POLICIES, console, err_console, llm_options, store_options
+from chiplore.cli.render import to_json
+from ingest.learn import DEFAULT_BUDGET_S
+
+
+@main.command()
+@store_options
+@click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+              help="Device seconds the microbenchmarks may spend.")  # fmt: skip
+@click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
+              help="The librarian's policy: the builtin extractor, or an LLM that cites its paragraphs.")  # fmt: skip
+@llm_options
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, as_json: bool) -> None:
+    """Learn the chip: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
+    with app.session() as session:
+        version = session.toolchain(toolchain)
+        probes = len(session.pack.fits)
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[spent]}"))  # fmt: skip
+        with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
+            task = progress.add_task(f"learning {session.target.name} {version}", total=probes, spent="")
+            spent = [0.0]
+
+            def advance(probe: str, device_s: float) -> None:
+                spent[0] += device_s
+                progress.update(task, advance=1, spent=f"{probe}, {spent[0]:.0f} device-s of {budget_s:.0f}")
+
+            summary = session.learn(toolchain=version, budget_s=budget_s, librarian=app.librarian(session, policy, llm),
+                                    on_probe=advance)  # fmt: skip
+    if as_json:
+        click.echo(to_json(summary.model_dump()))
+        return
+    docs, measured = summary.docs, summary.measurements
+    console.print(
+        f"[green]learnt[/green] {summary.target} {version}: {docs.pages} page(s) read ({docs.unchanged} unchanged), "
+        f"{summary.claims} claims ({summary.contradicted_claims} contradicted), {summary.rules_in_force} rules, "
+        f"{summary.measured_params} parameters measured; {measured.probes_run} probe(s) run, "
+        f"{len(measured.probes_skipped)} skipped, {len(measured.probes_failed)} failed; "
+        f"{summary.device_s:.0f} device-s, {summary.wall_s:.1f} s"
+    )
+    if measured.probes_failed:
+        console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")

@@ -1,0 +1,95 @@
+"""What the commands share: the consoles, the store options that build the App, the LLM options,
+and `-p NAME=VALUE` parameters."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+from rich.console import Console
+
+from agents.llm.config import LLMConfig
+from chiplore.app import App
+from chiplore.core.errors import ConfigError
+from chiplore.core.settings import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+POLICIES = ("builtin", "llm")
+
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass
+class CliState:
+    """What the group passes down to its commands."""
+
+    debug: bool
+
+
+def store_options(command: F) -> F:
+    """The options every command takes to choose and locate the graph store; they become `app: App`."""
+
+    @click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Embedded store location [env CHIPLORE_DATA_DIR; default: the user data dir].",
+    )
+    @click.option(
+        "--store",
+        type=click.Choice(["embedded", "neo4j"]),
+        default=None,
+        help="Graph backend [env CHIPLORE_STORE; default: embedded].",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, data_dir: Path | None, store: str | None, **kwargs: Any) -> Any:
+        overrides: dict[str, Any] = {}
+        if data_dir is not None:
+            overrides["data_dir"] = data_dir
+        if store is not None:
+            overrides["store"] = store
+        try:
+            settings = Settings(**overrides)
+        except ValidationError as error:
+            raise ConfigError(f"invalid settings: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}") from None
+        return command(*args, app=App(settings), **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def llm_options(command: F) -> F:
+    """The model options of the LLM roles, gathered into one `llm: LLMConfig` argument."""
+
+    @click.option("--model", default=LLMConfig().model, show_default=True,
+                  help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
+    @click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama).")
+    @click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True,
+                  help="The LLM's sampling temperature.")  # fmt: skip
+    @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
+                  help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit).")  # fmt: skip
+    @click.option("--usd-per-mtok", "prices", type=(float, float), default=(0.0, 0.0), show_default=True,
+                  help="Prices per million prompt and completion tokens, for the cost estimate.")  # fmt: skip
+    @functools.wraps(command)
+    def wrapper(*args: Any, model: str, base_url: str | None, temperature: float, token_budget: int,
+                prices: tuple[float, float], **kwargs: Any) -> Any:  # fmt: skip
+        llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget,
+                        usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])  # fmt: skip
+        return command(*args, llm=llm, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="-p")
+        params[name] = value
+    return params

@@ -1,0 +1,148 @@
+"""Rendering for the CLI: rich tables and trees for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from agents.upgrade import UpgradeSummary
+from chiplore.demo import DemoResult
+from chiplore.session import DesignTree
+from kg.models import DesignNode
+from kg.repo.progress import KernelProgress
+from kg.store import Record
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False, default=str)
+
+
+def records_table(records: Sequence[Record], title: str | None = None) -> Table:
+    columns: list[str] = []
+    for record in records:
+        columns += [key for key in record if key not in columns]
+    table = Table(title=title, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for record in records:
+        table.add_row(*(_cell(record.get(column)) for column in columns))
+    return table
+
+
+def print_records(console: Console, records: Sequence[Record], *, as_json: bool, title: str | None = None) -> None:
+    if as_json:
+        click.echo(to_json(list(records)))
+        return
+    if not records:
+        console.print("[dim]no rows[/dim]")
+        return
+    console.print(records_table(records, title))
+    console.print(f"[dim]{len(records)} row{'s' if len(records) != 1 else ''}[/dim]")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def kernels_table(progress: list[KernelProgress], title: str = "kernels") -> Table:
+    """Each kernel's baseline, BEST with its interval, both bounds, speedup and device time."""
+    table = Table(title=title)
+    for column in ("kernel", "baseline", "best [95% CI]", "x bound (true)", "x bound (measured)", "speedup",
+                   "device-s", "designs"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("kernel", "designs") else "right")
+    for k in progress:
+        best = f"{k.best_cycles:,.0f} [{k.best_ci_low:,.0f}, {k.best_ci_high:,.0f}]" if k.best_cycles else ""
+        table.add_row(
+            k.kernel, f"{k.baseline_cycles:,.0f}" if k.baseline_cycles else "", best,
+            f"{k.ratio_to_bound:.3f}" if k.ratio_to_bound else "",
+            f"{k.ratio_to_measured_bound:.3f}" if k.ratio_to_measured_bound else "",
+            f"{k.speedup_vs_baseline:.2f}x" if k.speedup_vs_baseline else "", f"{k.device_seconds:.0f}",
+            ", ".join(f"{n} {status}" for status, n in k.nodes_by_status.items()),
+        )  # fmt: skip
+    return table
+
+
+def demo_table(result: DemoResult) -> Table:
+    """The demo's results: per kernel, what `status --json` says, and the accepted changes."""
+    table = Table(title="chiplore demo: results")
+    for column in ("kernel", "baseline", "best [95% CI]", "speedup", "x bound", "device-s", "accepted changes"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    for r in result.kernels:
+        best = (
+            f"{r['best_cycles']:,.0f} [{r['best_ci_low']:,.0f}, {r['best_ci_high']:,.0f}]" if r["best_cycles"] else ""
+        )
+        table.add_row(r["kernel"], f"{r['baseline_cycles']:,.0f}" if r["baseline_cycles"] else "", best,
+                      f"{r['speedup_vs_baseline']:.2f}x" if r["speedup_vs_baseline"] else "",
+                      f"{r['ratio_to_bound']:.3f}" if r["ratio_to_bound"] else "", f"{r['device_seconds']:.0f}",
+                      str(r["accepted_changes"]))  # fmt: skip
+    if result.geomean_speedup:
+        table.caption = f"geomean speedup over the official baselines: {result.geomean_speedup:.2f}x"
+    return table
+
+
+STATUS_STYLE = {"accepted": "green", "rejected": "red", "failed": "bold red", "screened_out": "dim",
+                "measured": "yellow", "queued": "yellow", "proposed": "yellow"}  # fmt: skip
+
+
+def design_tree(tree: DesignTree) -> Tree:
+    """A kernel's Design Tree: each design's status, cycles and change; BEST and its lineage in bold."""
+
+    def label(node: DesignNode) -> str:
+        style = STATUS_STYLE.get(node.status, "")
+        cycles = f" {node.measured_cycles:,.0f} cycles" if node.measured_cycles else ""
+        mark = " [bold]BEST[/bold]" if node.id == tree.best else ""
+        why = f" [dim]({escape(node.reason)})[/dim]" if node.reason and node.status != "accepted" else ""
+        flag = f" [yellow]flagged {escape(node.flagged.split(':')[0])}[/yellow]" if node.flagged else ""
+        text = (f"[{style}]{node.id[:10]} {node.role} {node.status}{cycles}[/{style}]{mark}{flag} "
+                f"{escape(node.change)}{why}")  # fmt: skip
+        return f"[bold]{text}[/bold]" if node.id in tree.lineage else text
+
+    view = Tree(label(tree.root))
+
+    def grow(branch: Tree, node: DesignNode) -> None:
+        for child in tree.children.get(node.id, []):
+            grow(branch.add(label(child)), child)
+
+    grow(view, tree.root)
+    return view
+
+
+def print_upgrade(console: Console, summary: UpgradeSummary) -> None:
+    head = f"{summary.target} {summary.from_version} -> {summary.to_version}"
+    if summary.already_done:
+        console.print(f"[green]already upgraded[/green] {head}: nothing changed (the first run's summary follows)")
+    else:
+        console.print(f"[green]upgraded[/green] {head}")
+    rules, measured = summary.rules, summary.measurements
+    console.print(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, "
+                  f"{rules.new} new")  # fmt: skip
+    console.print(f"measurements: {len(measured.confirmed)} confirmed, {len(measured.changed)} changed, "
+                  f"{len(measured.stale)} still stale (the old value serves)")  # fmt: skip
+    for r in measured.changed:
+        console.print(f"  {r.param}: {r.before:,.4g} [{r.before_ci[0]:,.4g}, {r.before_ci[1]:,.4g}] -> "
+                      f"{r.after:,.4g} [{r.after_ci[0]:,.4g}, {r.after_ci[1]:,.4g}]")  # fmt: skip
+    table = Table("kernel", "design", "outcome", f"cycles {summary.from_version}", f"cycles {summary.to_version}",
+                  title="re-validated kernels (before: every run so far; after: one graded job)")  # fmt: skip
+    for k in summary.kernels:
+        table.add_row(k.kernel, k.role, k.outcome, f"{k.cycles_before:,.0f}" if k.cycles_before else "-",
+                      f"{k.cycles_after:,.0f}" if k.cycles_after else "-")  # fmt: skip
+    if summary.kernels:
+        console.print(table)
+    console.print(f"{summary.flagged_designs} design(s) flagged; {summary.device_s:.0f} of {summary.budget_s:.0f} "
+                  f"device-s")  # fmt: skip
+    if summary.kernels_pending:
+        console.print(f"[yellow]not finished:[/yellow] {', '.join(summary.kernels_pending)} not re-validated; "
+                      "rerun `chiplore toolchain upgrade` with a larger --budget")  # fmt: skip

@@ -1,0 +1,216 @@
+"""The TargetPack: what a generic learner and optimizer need to know of one chip family.
+
+A `Target` is the chip as a user sees real hardware (docs, compiler, device). Its pack is what a
+chip team writes down once so that chiplore's generic layers can learn and tune it without a line
+of chip-specific code: the parameter keys and the probes that measure them, the compile probes
+that find the rules, the patterns the builtin librarian reads the docs with, the compiler's
+diagnostic vocabulary, the rewrites that port a program to a new toolchain, the design spaces the
+builtin proposers search, and the structure of the cost model. `agents/` and `ingest/` see a chip
+only through `Target` and `TargetPack`; docs/targets.md walks through writing one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from chiplore.core.params import ParamKey, ParamRegistry
+from chiplore.core.probes import ProbeFit, RuleProbes
+from chiplore.core.target import Diagnostic
+
+Facts = dict[str, float]  # parameter key -> value, and capability flags (0 refused, 1 available)
+Params = dict[str, int]  # a design's knob settings
+
+
+# ---- capabilities ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A yes/no fact the legality rules decide: `flag` is 0 when a rule on `rule_key` refuses (the
+    value `value`, when given, among the values its predicate lists), 1 when no rule does."""
+
+    flag: str
+    rule_key: str
+    value: str | None = None
+
+
+# ---- the builtin librarian's doc patterns -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamPattern:
+    """A sentence states `param` when every regex of `words` matches it (case-insensitive); a value
+    whose unit matches `inverse_unit` is the inverse of the parameter ("one flit per cycle")."""
+
+    param: ParamKey
+    words: tuple[str, ...]
+    inverse_unit: str | None = None
+
+
+@dataclass(frozen=True)
+class FlagPattern:
+    """A sentence states the yes/no fact `key` when all `words` match; `negation` makes it a "no"."""
+
+    key: str
+    words: tuple[str, ...]
+    negation: str
+
+
+@dataclass(frozen=True)
+class StatedValue:
+    """A value a special extractor read from a sentence."""
+
+    param: ParamKey
+    value: float
+
+
+@dataclass(frozen=True)
+class DocPatterns:
+    """How the builtin librarian finds the claims of this chip's docs. `units` is a regex
+    alternation of the unit spellings the docs use; `extractors` read sentences no pattern fits
+    (several values in one sentence) and return what they state, or nothing."""
+
+    params: tuple[ParamPattern, ...]
+    flags: tuple[FlagPattern, ...] = ()
+    units: str = r"bytes per cycle|B/cycle|cycles|KB|TB/s|GHz|%|bytes|times"
+    extractors: tuple[Callable[[str], list[StatedValue]], ...] = ()
+
+
+# ---- the compiler's vocabulary and repairs -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A diagnostic saying a construct does not exist in this toolchain, and what the compiler
+    suggests instead (both as the diagnostic words them)."""
+
+    construct: str
+    instead: str = ""
+
+
+class CompilerVocabulary(Protocol):
+    """What the compiler's diagnostic codes mean to chiplore, and which constructs a program uses."""
+
+    def is_syntax(self, diagnostic: Diagnostic) -> bool:
+        """The program does not parse, or names something the language lacks (the screener's first check)."""
+        ...
+
+    def unavailable(self, diagnostic: Diagnostic) -> Unavailable | None:
+        """The construct this version does not have, when the diagnostic says so (rules and repairs)."""
+        ...
+
+    def stated_bound(self, diagnostic: Diagnostic) -> float | None:
+        """A limit the message states ("exceeds 491,520 B"): it refines a learnt rule's predicate."""
+        ...
+
+    def constructs(self, source: str) -> frozenset[str]:
+        """The constructs a program uses, named as the construct probes name them (the screener
+        checks them against the rules before compiling)."""
+        ...
+
+
+class Repairs(Protocol):
+    """How a program refused by a newer (or older) toolchain is ported, one diagnostic at a time."""
+
+    def retarget(self, source: str, version: str) -> str:
+        """The program with its own toolchain declaration set to `version` (unchanged if it has none)."""
+        ...
+
+    def rewrite(self, source: str, diagnostic: Diagnostic) -> tuple[str, str] | None:
+        """(what changes, the rewritten program) that answers the diagnostic, or None."""
+        ...
+
+
+# ---- design spaces and the cost model ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    values: tuple[int, ...]
+
+
+class DesignSpace(Protocol):
+    """A kernel's programs written from a few knobs: what the builtin proposers search.
+
+    `facts` are what the graph has measured or learnt (parameter key -> value, capability flags), so
+    a space can size buffers to the measured memory and write the constructs the rules allow."""
+
+    kernel: str
+    knobs: tuple[Knob, ...]
+    consults: tuple[str, ...]  # the fact keys its designs are decided from (each design CONSULTS them)
+
+    def valid(self, params: Params, facts: Facts) -> bool:
+        """Whether the knobs make a program this chip can hold."""
+        ...
+
+    def source(self, params: Params, facts: Facts, version: str) -> str:
+        """The program, in the target's language, under `version`."""
+        ...
+
+    def features(self, params: Params, facts: Facts) -> dict[str, object]:
+        """The quantities the legality rules constrain, as this design has them (screened before compiling)."""
+        ...
+
+    def rationale(self, params: Params, facts: Facts, predicted_cycles: float) -> str:
+        """Why this design, in the chip's terms (recorded on the design)."""
+        ...
+
+
+def points(space: DesignSpace, facts: Facts) -> Iterator[Params]:
+    """Every valid knob setting of a space, in a fixed order."""
+    names = [knob.name for knob in space.knobs]
+    for values in itertools.product(*(knob.values for knob in space.knobs)):
+        setting = dict(zip(names, values, strict=True))
+        if space.valid(setting, facts):
+            yield setting
+
+
+def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
+    """Valid settings one knob step from `params`: what a refiner tries next to BEST. A knob added to
+    the space since `params` was written takes its first value."""
+    full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
+    for knob in space.knobs:
+        if full[knob.name] not in knob.values:
+            continue
+        index = knob.values.index(full[knob.name])
+        for step in (-1, 1):
+            if 0 <= index + step < len(knob.values):
+                moved = {**full, knob.name: knob.values[index + step]}
+                if space.valid(moved, facts):
+                    yield moved
+
+
+class CostModel(Protocol):
+    """The structure of the chip's cost: cycles predicted from a design and the learnt parameters
+    only (never the target's truth). The generic loop calibrates it against the device."""
+
+    def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
+        """Predicted cycles of one run, or None when this model cannot price the program."""
+        ...
+
+
+# ---- the pack ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class TargetPack(Protocol):
+    """Everything chip-specific the generic layers use. Read once per command (`Target.pack()`)."""
+
+    language: str  # what the chip's programs are written in, as prompts and messages name it
+    params: ParamRegistry
+    roof: ParamKey  # the rate weights reach compute at: weight bytes / roof is the measured bound
+    fits: Sequence[ProbeFit]
+    rule_probes: RuleProbes
+    capabilities: Sequence[Capability]
+    doc_patterns: DocPatterns
+    compiler: CompilerVocabulary
+    repairs: Repairs
+    cost_model: CostModel
+
+    def design_space(self, kernel: str) -> DesignSpace | None:
+        """The builtin proposers' space for a kernel, or None (then only other proposers design it)."""
+        ...

@@ -1,0 +1,79 @@
+"""The demo workflow, chiplore's main job end to end: learn the chip under the graph's toolchain,
+optimize every kernel, upgrade to the newest toolchain, optimize again, and gather the results.
+
+Resumable: a finished optimize round is marked in the graph (an ended Activity) and not repeated,
+and every step below it is idempotent, so a rerun after Ctrl-C or a kill continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from agents.loop import DEFAULT_BUDGET_S, PATIENCE
+from chiplore.core.clock import utc_now
+from chiplore.session import Session
+from kg.models import Activity
+from kg.repo.knowledge import activity_ended, record_activity
+from kg.repo.progress import geomean
+from kg.repo.reporting import accepted_changes
+
+Step = Callable[[str], Callable[[str], None]]  # start a step with a title -> a way to note its progress
+
+
+class DemoResult(BaseModel):
+    kernels: list[dict[str, Any]]  # what `status --json` says of each kernel, and its accepted changes
+    geomean_speedup: float | None
+
+
+def run_demo(session: Session, *, budget_s: float = DEFAULT_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
+             resume: bool = False, step: Step | None = None) -> DemoResult:  # fmt: skip
+    """Learn, optimize, upgrade to the newest toolchain, optimize again; the results of every kernel."""
+    step = step or (lambda title: lambda note: None)
+    version = session.toolchain()
+    if not _done(session, version):  # a finished round's leftovers wait for no one
+        session.refuse_unfinished("chiplore demo --resume", resume)
+    note = step(f"learn {session.target.name} {version}")
+    learnt = session.learn(toolchain=version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
+    note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
+    newest = session.target.toolchains()[-1]
+    for round_version in dict.fromkeys([version, newest]):
+        _round(session, round_version, step, budget_s=budget_s, seed=seed, patience=patience)
+    return results(session)
+
+
+def results(session: Session) -> DemoResult:
+    """Each kernel's standing and accepted changes, and the geomean speedup over the baselines."""
+    rows = [{**k.model_dump(), "accepted_changes": accepted_changes(session.store, k.kernel)}
+            for k in session.status()]  # fmt: skip
+    speedups = [r["speedup_vs_baseline"] for r in rows if r["speedup_vs_baseline"]]
+    mean = geomean(speedups) if rows and len(speedups) == len(rows) else None
+    return DemoResult(kernels=rows, geomean_speedup=mean)
+
+
+def _round(session: Session, version: str, step: Step, *, budget_s: float, seed: int, patience: int) -> None:
+    """Upgrade to `version` when it is not the active toolchain, then optimize under it (once)."""
+    if version != session.active_toolchain():
+        note = step(f"toolchain upgrade to {version}")
+        done = session.upgrade(version, on_event=note)
+        repaired = sum(k.outcome == "repaired" for k in done.kernels)
+        note(f"{done.rules.changed} rules and {len(done.measurements.changed)} measurements changed, "
+             f"{repaired} programs repaired")  # fmt: skip
+    note = step(f"optimize under {version}")
+    if _done(session, version):
+        note("done in an earlier run")
+        return
+    summary = session.optimize(toolchain=version, budget_s=budget_s, seed=seed, patience=patience, resume=True,
+                               on_event=lambda kernel, message: note(f"{kernel}: {message}"))  # fmt: skip
+    record_activity(session.store, Activity(id=_round_id(version), role="demo", policy="builtin", ended_at=utc_now()))
+    note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
+
+
+def _round_id(version: str) -> str:
+    return f"demo-optimize-{version}"
+
+
+def _done(session: Session, version: str) -> bool:
+    return activity_ended(session.store, _round_id(version))

@@ -1,0 +1,132 @@
+"""A session: one open graph store and one target, and what chiplore does with them. The CLI is a
+thin shell over it, and a Python user drives chiplore the same way:
+
+    with App(Settings()).session() as session:
+        session.learn()
+        session.optimize(["decoder_feedforward"], budget_s=600)
+        print(session.status())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agents.callbacks import Note
+from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
+from agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
+from agents.proposers import Proposer
+from agents.upgrade import UpgradeSummary, upgrade
+from chiplore.core.errors import ConfigError
+from chiplore.core.target import Target
+from ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
+from ingest.learn import LearnSummary, learn
+from ingest.librarian import Librarian, PageLibrarian
+from kg.models import DesignNode
+from kg.repo.designs import any_best, count_unfinished, lineage_ids
+from kg.repo.overview import Overview, overview
+from kg.repo.progress import KernelProgress, design_tree, kernel_progress
+from kg.repo.targets import active_toolchain, register_target
+from kg.schema import SchemaReport, ensure_schema
+from kg.store import GraphStore
+
+
+@dataclass(frozen=True)
+class DesignTree:
+    """A kernel's Design Tree: its root, each design's children, BEST and BEST's lineage."""
+
+    root: DesignNode
+    children: dict[str, list[DesignNode]]
+    best: str | None
+    lineage: set[str]
+
+
+class Session:
+    """chiplore's operations on one store and one target. Every operation prepares the graph first
+    (schema migrations, the target and its toolchains registered), once per session."""
+
+    def __init__(self, store: GraphStore, target: Target) -> None:
+        self.store, self.target = store, target
+        self.pack = target.pack()
+        self._schema: SchemaReport | None = None
+
+    def prepare(self) -> SchemaReport:
+        """Idempotent: the schema at its latest version and the target registered with its toolchains."""
+        if self._schema is None:
+            self._schema = ensure_schema(self.store)
+            register_target(self.store, self.target.name, self.target.toolchains(), self.target.default_toolchain(),
+                            getattr(self.target, "description", self.target.name))  # fmt: skip
+        return self._schema
+
+    def active_toolchain(self) -> str | None:
+        return active_toolchain(self.store, self.target.name)
+
+    def toolchain(self, requested: str | None = None) -> str:
+        """The version to work under: the one asked for, else the graph's active one, else the default."""
+        self.prepare()
+        version = requested or self.active_toolchain() or self.target.default_toolchain()
+        if version not in self.target.toolchains():
+            raise ConfigError(f"unknown toolchain {version!r}; {self.target.name} has "
+                              f"{', '.join(self.target.toolchains())}")  # fmt: skip
+        return version
+
+    def learn(self, *, toolchain: str | None = None, budget_s: float = LEARN_BUDGET_S,
+              librarian: Librarian | PageLibrarian | None = None,
+              on_probe: Callable[[str, float], None] | None = None) -> LearnSummary:  # fmt: skip
+        """Docs into claims, compiler probes into rules, microbenchmarks into measurements."""
+        version = self.toolchain(toolchain)
+        return learn(self.store, self.target, version, budget_s=budget_s, librarian=librarian, on_probe=on_probe)
+
+    def optimize(self, kernels: Sequence[str] | None = None, *, toolchain: str | None = None,
+                 budget_s: float = OPTIMIZE_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
+                 target_ratio: float = TARGET_RATIO, resume: bool = False, architect: Proposer | None = None,
+                 refiner: Proposer | None = None, on_event: Note | None = None) -> OptimizeSummary:  # fmt: skip
+        """Propose, screen, run and judge designs of the kernels (all by default) against BEST."""
+        chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
+        version = self.toolchain(toolchain)
+        active = self.active_toolchain()
+        if active and version != active and any_best(self.store):
+            raise ConfigError(
+                f"the graph's kernels are on toolchain {active}: run `chiplore toolchain upgrade {version}` first "
+                "(it re-validates each BEST and re-checks the graph's facts)"
+            )
+        self.refuse_unfinished("chiplore optimize --resume", resume)
+        return optimize(self.store, self.target, version, kernels=chosen, budget_s=budget_s, seed=seed,
+                        patience=patience, target_ratio=target_ratio, architect=architect, refiner=refiner,
+                        on_event=on_event)  # fmt: skip
+
+    def refuse_unfinished(self, command: str, resume: bool) -> None:
+        """An earlier run's unfinished designs are finished by a resumed run, never silently."""
+        left = count_unfinished(self.store)
+        if left and not resume:
+            raise ConfigError(f"an earlier run left {left} design(s) unfinished: run `{command}`")
+
+    def upgrade(self, version: str, *, budget_s: float | None = None,
+                on_event: Callable[[str], None] | None = None) -> UpgradeSummary:  # fmt: skip
+        """Move the graph to toolchain `version`: stale facts re-checked, rules re-probed, kernels re-validated."""
+        self.prepare()
+        return upgrade(self.store, self.target, version, budget_s=budget_s, on_event=on_event)
+
+    def status(self) -> list[KernelProgress]:
+        """Each kernel's BEST against its baseline and bound, under the active toolchain."""
+        return kernel_progress(self.store, self.pack.roof.key)
+
+    def overview(self) -> Overview:
+        """The graph at a glance: the target, its toolchains, node counts, device time."""
+        return overview(self.store, self.target.name)
+
+    def tree(self, kernel: str) -> DesignTree:
+        root, children, best = design_tree(self.store, kernel)
+        if root is None:
+            raise ConfigError(f"no design tree for {kernel!r}: it has not been optimized yet")
+        return DesignTree(root, children, best, lineage_ids(self.store, kernel))
+
+    def labels(self) -> dict[str, str]:
+        """Each kernel's short name for tables and figures."""
+        return {spec.name: spec.label or spec.name for spec in self.target.kernels()}
+
+    def report(self) -> str:
+        """One self-contained HTML page of what the graph holds."""
+        from chiplore.report import render_report  # matplotlib loads only for a report
+
+        return render_report(self.store, self.pack.roof.key, self.labels())

@@ -1,0 +1,154 @@
+"""The one probe loop of `learn` and of an upgrade's re-measuring: run the pack's probes in a given
+order against a device budget, record every device run as it comes, and hand each probe's
+estimates to the caller, which decides what they mean (a new measurement, or a re-check of an old
+one). The run-to-run noise is a probe like the others (`NOISE_PROBE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from chiplore.core.clock import utc_now
+from chiplore.core.ids import content_sha
+from chiplore.core.params import ParamKey
+from chiplore.core.probes import ProbeFit
+from chiplore.core.target import DeviceJob, DeviceResult, ProbeTemplate, Target
+from ingest.fits import Bench, Estimate, noise_sigma, run_fit
+from kg.models import Activity, KernelVersion
+from kg.repo.knowledge import record_activity
+from kg.repo.nodes import upsert
+from kg.repo.runs import device_run, record_device_runs
+from kg.store import GraphStore
+
+NOISE_PROBE = "noise"
+NOISE_JOBS = 20  # x 50 runs of one long kernel: the noise within 5 %
+Found = dict[str, Estimate] | Estimate  # a fit's estimates by local name, or the noise
+Admission = Literal["run", "skip", "omit"]  # run it; skip it (and say so); leave it out
+
+
+class ProbeRecorder:
+    """Every device result of a probe run into the graph, as it comes: its KernelVersion and
+    DeviceRun, under one runner activity (recorded with the first result, so a run that does
+    nothing adds nothing). Keeps what the noise estimate and the fits' provenance need."""
+
+    def __init__(self, store: GraphStore, version: str, activity: Activity, spent_s: float = 0.0) -> None:
+        self.store, self.version, self.activity = store, version, activity
+        self.spent = spent_s
+        self.started = False
+        self.runs: list[str] = []  # of the probe now running
+        self.every_job: list[tuple[str, np.ndarray]] = []  # (run id, timed cycles) of the noise runs
+        self.noise_jobs: dict[DeviceJob, float] = {}  # every job run, by its median: the longest measures the noise
+
+    def begin(self) -> None:
+        if not self.started:
+            record_activity(self.store, self.activity)
+            self.started = True
+
+    def __call__(self, job: DeviceJob, result: DeviceResult) -> None:
+        self.spent += result.device_s
+        run = device_run(job, result)
+        version_node = KernelVersion(sha=content_sha(job.program), kernel=job.kernel, source=job.program,
+                                     toolchain=self.version)  # fmt: skip
+        upsert(self.store, [version_node])
+        record_device_runs(self.store, [(run, version_node.sha)], activity=self.activity)
+        self.runs.append(run.id)
+        if run.status == "ok" and run.cycles:
+            self.every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
+            self.noise_jobs[job] = max(self.noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
+
+    def finish(self, failed: list[str]) -> None:
+        if self.started:
+            outcome = f"failed probes: {', '.join(failed)}" if failed else "ok"
+            upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
+
+
+@dataclass
+class ProbeOutcome:
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class ProbeSession:
+    """One run's probes on one toolchain version: the target's templates, the pack's fits, the
+    device through a recorder, and the values found so far (later fits take them as givens).
+
+    `repeats_scale` and `rounds` make the sweeps leaner than the probes state (learning wants every
+    parameter within 5 %, not 2 %, in a quarter of an hour of device time)."""
+
+    def __init__(self, store: GraphStore, target: Target, version: str, activity: Activity, *, spent_s: float = 0.0,
+                 repeats_scale: float = 0.25, rounds: int = 2,
+                 on_probe: Callable[[str, float], None] | None = None) -> None:  # fmt: skip
+        pack = target.pack()
+        self.version = version
+        self.templates = {p.id: p for p in target.microbenchmarks()}
+        self.fits: dict[str, ProbeFit] = {f.id: f for f in pack.fits if f.template in self.templates}
+        self.keys: dict[str, ParamKey] = {name: key for f in pack.fits for name, key in f.records.items()}
+        self.recorder = ProbeRecorder(store, version, activity, spent_s=spent_s)
+        self.bench = Bench(target, on_result=self.recorder)
+        self.given: dict[str, float] = {}
+        self.repeats_scale, self.rounds = repeats_scale, rounds
+        self.on_probe = on_probe
+
+    @property
+    def spent(self) -> float:
+        return self.recorder.spent
+
+    def run(self, order: Iterable[str], admit: Callable[[str], Admission],
+            record: Callable[[str, Found], None]) -> ProbeOutcome:  # fmt: skip
+        """Run the probes in `order` that `admit` lets through; `record` hears what each found."""
+        outcome = ProbeOutcome()
+        for probe_id in order:
+            admission = admit(probe_id)
+            if admission != "run":
+                if admission == "skip":
+                    outcome.skipped.append(probe_id)
+                continue
+            before = self.spent
+            found = self._noise() if probe_id == NOISE_PROBE else self._fit(probe_id)
+            if found is None:
+                outcome.failed.append(probe_id)
+                continue
+            record(probe_id, found)
+            outcome.ran.append(probe_id)
+            if self.on_probe is not None:
+                self.on_probe(probe_id, self.spent - before)
+        return outcome
+
+    def _fit(self, probe_id: str) -> dict[str, Estimate] | None:
+        """One probe's sweep and fit; None when it failed (a fault retries cannot clear, a refused program)."""
+        spec = self.fits[probe_id]
+        probe = self.templates[spec.template]
+        self.recorder.begin()
+        self.recorder.runs.clear()
+        try:
+            found = run_fit(spec, probe, self.version, self.bench, self.given,
+                            repeats=max(3, round(probe.repeats * self.repeats_scale)), rounds=self.rounds)  # fmt: skip
+        except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
+            return None
+        self.given |= {name: e.value for name, e in found.items()}
+        return found
+
+    def _noise(self) -> Estimate | None:
+        """The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
+        first point when nothing ran this time), in jobs of fifty. None when no job was long enough."""
+        recorder = self.recorder
+        recorder.begin()
+        if recorder.noise_jobs:
+            longest = max(recorder.noise_jobs, key=lambda job: recorder.noise_jobs[job])
+        else:
+            first: ProbeTemplate = next(iter(self.templates.values()))
+            longest = DeviceJob(kernel=first.kernel, program=first.instantiate(first.points[0], self.version),
+                                toolchain=self.version, fixtures="smoke", agent="harness")  # fmt: skip
+        recorder.every_job.clear()
+        recorder.runs.clear()
+        try:
+            for _ in range(NOISE_JOBS):
+                self.bench.run(longest.model_copy(update={"repeats": 50}))
+            return noise_sigma([[cycles for _, cycles in recorder.every_job]])
+        except ValueError:
+            return None

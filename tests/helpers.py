@@ -1,0 +1,16 @@
+"""Helpers shared by several test modules (no test module imports another)."""
+
+from __future__ import annotations
+
+from agents.cost_model import CalibratedCostModel
+from agents.knowledge import Knowledge
+from agents.proposers import KernelView
+from chiplore.core.target import Target
+
+
+def kernel_view(target: Target, kernel: str, version: str, knowledge: Knowledge | None = None) -> KernelView:
+    """What a proposer sees of a kernel with the given knowledge (none: the pack's defaults)."""
+    pack = target.pack()
+    spec = next(k for k in target.kernels() if k.name == kernel)
+    return KernelView(spec=spec, version=version, knowledge=knowledge or Knowledge(version, {}),
+                      space=pack.design_space(kernel), model=CalibratedCostModel(pack.cost_model), seed=0)  # fmt: skip

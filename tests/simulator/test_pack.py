@@ -1,0 +1,77 @@
+"""SimRNGD's target pack: its design families write the vocabulary the rules allow, its cost model
+prefers what the chip rewards, its repairs port programs between toolchains, and the generic layers
+hold none of its knowledge."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agents.repair import repair
+from chiplore.core.pack import TargetPack, points
+from simulator.pack import SimRNGDPack
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+from simulator.pack.cost import predict_workload
+from simulator.pack.space import FAMILIES
+from simulator.target import SimRNGD
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERIC = ("agents", "ingest")
+
+
+def test_the_pack_is_a_target_pack() -> None:
+    pack = SimRNGD().pack()
+    assert isinstance(pack, TargetPack)
+    assert {f.template for f in pack.fits} <= {p.id for p in SimRNGD().microbenchmarks()}
+    assert all(key.key in pack.params for f in pack.fits for key in f.records.values())
+
+
+def test_the_families_follow_the_vocabulary_the_rules_say_is_there() -> None:
+    family = FAMILIES["sliding_attention_output"]
+    p = next(iter(points(family, {})))
+    newer = family.source(p, {C.WIDEN: 1.0, C.ALLREDUCE: 1.0}, "0.7.0")
+    assert ".widen(f32)" in newer and ".cast(" not in newer and "result = all" not in newer
+    assert SimRNGD().check(newer, "0.7.0").ok
+    no_f8 = {C.F8_STREAM: 0.0}
+    decoded = family.source(next(iter(points(family, no_f8))), no_f8, "0.6.0")
+    assert ".decode(bf16)" in decoded and SimRNGD().check(decoded, "0.6.0").ok
+
+
+def test_the_cost_model_prefers_enough_engines_and_whole_packets() -> None:
+    family = FAMILIES["sliding_attention_output"]
+    facts = {P.CLUSTER_PORT.key: 285.0, P.ENGINE_BW.key: 224.0}
+    knobs = {"kgroups": 8, "chunks": 4, "depth": 3, "direct": 1}
+    one = predict_workload(family.workload({**knobs, "engines": 1, "packet": 0}, facts), facts)
+    four = predict_workload(family.workload({**knobs, "engines": 4, "packet": 0}, facts), facts)
+    assert four < one / 1.5
+    small = predict_workload(family.workload({**knobs, "engines": 4, "packet": 128}, facts), facts)
+    assert small > four * 1.3  # per-packet overhead: 128 B packets cannot fill the port
+
+
+def test_a_baseline_is_ported_to_the_next_toolchain_by_the_packs_rewrites() -> None:
+    target = SimRNGD()
+    spec = next(k for k in target.kernels() if k.name == "sliding_attention_output")
+    assert not target.check(spec.baseline_source, "0.7.0").ok  # `.cast` is gone in 0.7.0
+    fixed = repair(spec.baseline_source, "0.7.0", target.check, SimRNGDPack().repairs)
+    assert fixed.ok, fixed.errors
+    assert ".cast -> .widen/.narrow" in fixed.changes and "header -> 0.7.0" in fixed.changes
+
+
+def _generic_sources() -> list[tuple[Path, str]]:
+    return [(path, path.read_text()) for folder in GENERIC for path in sorted((ROOT / folder).rglob("*.py"))]
+
+
+@pytest.mark.parametrize("key", sorted(k for k in SimRNGDPack.params if not k.startswith(("device.", "chip."))))
+def test_no_simrngd_parameter_name_in_the_generic_layers(key: str) -> None:
+    found = [str(path.relative_to(ROOT)) for path, text in _generic_sources() if key in text]
+    assert not found, f"{key} is SimRNGD's: it belongs in its pack, not in {found}"
+
+
+def test_no_ferrite_syntax_or_probe_ids_in_the_generic_layers() -> None:
+    ferrite = re.compile(r"#!\[toolchain|axes!|\.fetch\(|\.dma\(|\.commit\(|dm<|\bMB\d\d\b|E0\d\d\d")
+    found = {str(path.relative_to(ROOT)): match.group(0) for path, text in _generic_sources()
+             for match in [ferrite.search(text)] if match}  # fmt: skip
+    assert not found, f"Ferrite or SimRNGD identifiers in the generic layers: {found}"
