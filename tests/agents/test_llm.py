@@ -43,6 +43,7 @@ def good_program(store: GraphStore) -> str:
     return BuiltinArchitect().propose(view, 1)[0].source
 
 
+@pytest.mark.slow
 def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure(graph: GraphStore) -> None:
     target = SimRNGD(seed=5)
     learn(graph, target, VERSION)
@@ -134,6 +135,7 @@ def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypa
     assert result.exit_code == 1 and "OPENAI_API_KEY" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_llm_librarian_cites_its_paragraphs_and_uncited_claims_are_dropped(embedded_store: GraphStore) -> None:
     """One model call per page; what the model states must be in the paragraph it cites."""
     ensure_schema(embedded_store)

@@ -26,6 +26,8 @@ from simulator.device.device import DeviceConfig
 from simulator.pack.params import CHIP_ROOF
 from simulator.target import SimRNGD
 
+pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
+
 ROOF = CHIP_ROOF.key
 
 VERSION = "0.6.0"

@@ -33,7 +33,7 @@ from simulator.target import SimRNGD
 from simulator.toolchain.versions import spec
 
 # learn + optimize + upgrade + optimize is one module fixture: minutes, not the default 300 s
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]  # the fast tier leaves this module out
 
 OLD, NEW = "0.6.0", "0.7.0"
 CHANGED_IN_070 = {"dma.queued_start_cycles", "dm.usable_bytes_per_slice"}  # SIMULATOR.md 3.4: P03, P15

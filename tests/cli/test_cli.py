@@ -133,6 +133,7 @@ def test_data_dir_option_overrides_the_environment(tmp_path: Path, embedded_env:
     assert json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["registered"] is False
 
 
+@pytest.mark.slow
 def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) -> None:
     executable = shutil.which("chiplore", path=str(Path(sys.executable).parent)) or "chiplore"
     env = {**os.environ, **embedded_env}

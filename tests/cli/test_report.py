@@ -50,6 +50,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
 
 
+@pytest.mark.slow
 def test_a_report_with_only_learn_renders_and_says_what_is_empty(env: dict[str, str], tmp_path: Path) -> None:
     assert run(env, "init").exit_code == 0
     assert run(env, "learn", "--budget", "120").exit_code == 0
@@ -64,6 +65,7 @@ def test_a_report_with_only_learn_renders_and_says_what_is_empty(env: dict[str, 
     assert "measured against documented" in dom and "Rules in force" in dom  # learn's sections are full
 
 
+@pytest.mark.slow
 def test_a_small_demo_matches_status_and_its_report_has_labelled_figures(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = run(env, "demo", "--patience", "1", "--budget", "120", "--out", str(out), "--json")

@@ -22,6 +22,8 @@ from simulator.pack.fits import FITS
 from simulator.target import SimRNGD
 from tests.simulator.test_fits import empty_kernel, truth_of
 
+pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
+
 BUDGET_S = 900.0
 # The wrong numbers of the 0.6.0 docs that a microbenchmark can check (SIMULATOR.md 8).
 WRONG_060 = {
