@@ -20,13 +20,12 @@ from kg.falkordb_server import FalkorDBServer, client_name
 from kg.guard import (
     DEFAULT_LIMITS,
     GuardedResult,
-    QueryRefused,
     RowCap,
     UntrustedLimits,
     check_text,
     has_return,
-    refusal,
     return_columns,
+    vet_plan,
 )
 from kg.plans import PlanNode, plan_from_falkordb
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
@@ -81,9 +80,7 @@ class EmbeddedStore:
         self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
     ) -> GuardedResult:
         check_text(query)
-        reason = refusal(self.explain(query, params))
-        if reason:
-            raise QueryRefused(reason)
+        vet_plan(self.explain(query, params), query)
         body = query.strip().rstrip(";")
         columns = return_columns(body)
         if has_return(body):

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chiplore.core.errors import QueryError
+from chiplore.core.errors import QueryError, WriteRefused
 from kg.plans import PlanNode
 
 MAX_QUERY_CHARS = 20_000
@@ -168,8 +168,24 @@ def return_columns(query: str) -> list[str] | None:
 # -- checks on the plan -------------------------------------------------------------------------------
 
 
-def refusal(plan: PlanNode) -> str | None:
-    """Why the plan is not a plain read of the graph (None when it is)."""
+WRITE_REFUSED = "writes are refused on the read-only path; this query modifies the graph"
+
+
+def vet_plan(plan: PlanNode, query: str) -> None:
+    """Raise WriteRefused or QueryRefused unless the plan is a plain read of the graph."""
+    if any(node.kind == "write" for node in plan.walk()):
+        raise WriteRefused(WRITE_REFUSED)
+    reason = refusal(plan, query)
+    if reason:
+        raise QueryRefused(reason)
+
+
+def refusal(plan: PlanNode, query: str) -> str | None:
+    """Why the plan is not a plain read of the graph (None when it is; writes are vet_plan's).
+
+    A procedure call is named by the plan on Neo4j; FalkorDB's plan does not name it, so then every
+    `CALL name(` of the query text (outside strings and comments) must be on the list.
+    """
     for node in plan.walk():
         kind = node.kind
         if kind == "load_csv":
@@ -177,16 +193,36 @@ def refusal(plan: PlanNode) -> str | None:
         if kind == "admin" and node.operator not in READ_ONLY_COMMANDS:
             return f"administration commands are refused on the read-only path ({node.operator})"
         if kind == "procedure":
-            name = _procedure_name(node.detail)
-            if name not in READ_ONLY_PROCEDURES:
-                allowed = ", ".join(sorted(READ_ONLY_PROCEDURES))
-                return f"procedure {name or '(unnamed)'} is refused on the read-only path (allowed: {allowed})"
+            names = [_procedure_name(node.detail)] if node.detail else _called_procedures(query)
+            for name in names or [None]:
+                if name not in READ_ONLY_PROCEDURES:
+                    allowed = ", ".join(sorted(READ_ONLY_PROCEDURES))
+                    return f"procedure {name or '(unnamed)'} is refused on the read-only path (allowed: {allowed})"
     return None
 
 
 def _procedure_name(detail: str) -> str | None:
     match = re.search(r"([A-Za-z_][\w.]*)\s*\(", detail)
     return match.group(1) if match else None
+
+
+def _called_procedures(query: str) -> list[str | None]:
+    """The name after each CALL that is not a subquery (None where no plain name follows)."""
+    names: list[str | None] = []
+    for match in re.finditer(r"(?i)\bCALL\b", query):
+        if not _outside_quotes(query, match.start()):
+            continue
+        rest = query[match.end() :].lstrip()
+        if rest.startswith("{"):
+            continue
+        name = re.match(r"([A-Za-z_][\w.]*)\s*\(", rest)
+        names.append(name.group(1) if name else None)
+    return names
+
+
+def _outside_quotes(query: str, position: int) -> bool:
+    """True when `position` starts a word of code, not one inside a string, a quoted name or a comment."""
+    return any(offset == position for _, _, offset in _tokens(query))
 
 
 # -- caps while reading --------------------------------------------------------------------------------

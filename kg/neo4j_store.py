@@ -24,7 +24,7 @@ from chiplore.core.errors import (
     WriteRefused,
 )
 from kg.dialect import NEO4J
-from kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, refusal
+from kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, vet_plan
 from kg.plans import PlanNode, plan_from_neo4j
 from kg.redact import redact_text, redact_uri, uri_password
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
@@ -123,7 +123,7 @@ class Neo4jStore:
                 ) as session,
                 session.begin_transaction(timeout=limits.timeout_s, metadata={"app": "chiplore-untrusted"}) as tx,
             ):
-                self._vet(tx.run(f"EXPLAIN {query}", values).consume())
+                self._vet(tx.run(f"EXPLAIN {query}", values).consume(), query)
                 result = tx.run(query, values)  # type: ignore[arg-type]
                 cap = RowCap(limits)
                 for record in result:
@@ -134,7 +134,7 @@ class Neo4jStore:
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
             raise self._translate(error) from error
 
-    def _vet(self, summary: neo4j.ResultSummary) -> None:
+    def _vet(self, summary: neo4j.ResultSummary, query: str) -> None:
         """Refuse what the planner says is not a plain read of this database."""
         if summary.query_type in ("w", "rw"):
             raise WriteRefused("writes are refused on the read-only path; this query modifies the graph")
@@ -142,9 +142,7 @@ class Neo4jStore:
             raise QueryRefused(f"only read queries run on the read-only path (this one's type: {summary.query_type})")
         if summary.database not in (None, self.database):
             raise QueryRefused(f"the read-only path reads database {self.database!r} only")
-        reason = refusal(plan_from_neo4j(summary.plan or {}))
-        if reason:
-            raise QueryRefused(reason)
+        vet_plan(plan_from_neo4j(summary.plan or {}), query)
 
     def explain(self, query: str, params: Params | None = None) -> PlanNode:
         summary = self._retrying(lambda session: session.run(f"EXPLAIN {query}", dict(params or {})).consume())

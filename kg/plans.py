@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 Kind = Literal[
     "index_seek", "count_store", "argument", "projection", "label_scan", "all_nodes_scan", "index_scan",
-    "relationship_scan", "cartesian", "procedure", "load_csv", "admin", "other",
+    "relationship_scan", "cartesian", "procedure", "load_csv", "admin", "write", "other",
 ]  # fmt: skip
 
 # Operators that take their right-hand children once per row of their first child (nested loops):
@@ -37,6 +37,7 @@ _NEO4J_KINDS: dict[str, Kind] = {
     "RelationshipCountFromCountStore": "count_store",
     "Argument": "argument",
     "Projection": "projection",
+    "Unwind": "projection",
     "NodeByLabelScan": "label_scan",
     "UnionNodeByLabelsScan": "label_scan",
     "IntersectionNodeByLabelsScan": "label_scan",
@@ -57,6 +58,7 @@ _FALKOR_KINDS: dict[str, Kind] = {
     "Argument": "argument",
     "Argument List": "argument",
     "Project": "projection",
+    "Unwind": "projection",
     "Node By Label Scan": "label_scan",
     "Node By Label and ID Scan": "label_scan",
     "All Node Scan": "all_nodes_scan",
@@ -104,9 +106,18 @@ def _kind(operator: str) -> Kind:
         return _FALKOR_KINDS[operator]
     if "RelationshipTypeScan" in operator or "AllRelationshipsScan" in operator or "RelationshipIndex" in operator:
         return "relationship_scan"
-    if operator.startswith(("Show", "Terminate", "Create", "Drop", "Alter", "Grant", "Deny", "Revoke", "System")):
+    if _ADMIN.match(operator):
         return "admin"
+    if _WRITE.match(operator):
+        return "write"
     return "other"
+
+
+_ADMIN = re.compile(
+    r"^(Show|Terminate|Drop|Alter|Grant|Deny|Revoke|Rename|Start|Stop|System|Assert|Ensure|DoNothingIf)"
+    r"|^Create ?(Index|Constraint|User|Role|Database|Alias|Composite|FulltextIndex|.*Index)"
+)
+_WRITE = re.compile(r"^(Create|Merge|Delete|DetachDelete|Detach Delete|Update|Set|Remove|Foreach|LockingMerge)")
 
 
 def leaves(plan: PlanNode, *, driving: bool = True) -> Iterator[tuple[PlanNode, bool]]:

@@ -4,7 +4,9 @@ Header lines, before the query:
     // name: measurements-of
     // params: param:str, limit:int=200      (types: str, int, float, bool; `=x` gives a default)
     // description: one line
-Named queries run read-only: through GraphStore.read, so a write inside one is refused.
+    // anchors: Measurement                  (the labels its plan starts from, by an index seek)
+Named queries run read-only: through GraphStore.read, so a write inside one is refused. The plan
+tests (tests/queries/test_query_plans.py) hold every query to its anchors on both backends.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class NamedQuery(BaseModel):
     description: str
     params: list[QueryParam]
     text: str
+    anchors: tuple[str, ...] = ()
 
     def bind(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters to send: declared ones only, typed, with defaults filled in."""
@@ -96,6 +99,7 @@ def parse(source: str, origin: str) -> NamedQuery:
         description=header["description"],
         params=[_param(spec, origin) for spec in header["params"].split(",") if spec.strip()],
         text="\n".join(body).strip(),
+        anchors=tuple(label.strip() for label in header.get("anchors", "").split(",") if label.strip()),
     )
 
 

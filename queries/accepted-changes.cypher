@@ -1,6 +1,7 @@
 // name: accepted-changes
 // params: kernel:str
 // description: Accepted designs of a kernel with the comparison that accepted each (ratio, interval, p).
+// anchors: DesignNode
 MATCH (d:DesignNode {kernel: $kernel})
 WHERE d.status = 'accepted'
 OPTIONAL MATCH (c:Comparison)-[:CANDIDATE]->(d)

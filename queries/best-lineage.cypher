@@ -1,6 +1,7 @@
 // name: best-lineage
 // params: kernel:str
 // description: The path from a kernel's root design to its best design, with each step's change.
+// anchors: Kernel
 MATCH (:Kernel {name: $kernel})-[:BEST]->(best:DesignNode)
 MATCH (best)-[:CHILD_OF*0..]->(d:DesignNode)
 OPTIONAL MATCH (d)-[:HAS_VERSION]->(v:KernelVersion)

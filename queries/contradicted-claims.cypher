@@ -1,7 +1,14 @@
 // name: contradicted-claims
 // params:
 // description: Documented claims that the evidence contradicts: a measurement (with its value and interval) or a compiler diagnostic.
-MATCH (e)-[:CONTRADICTS]->(c:Claim)
+// anchors: Claim
+// Every claim has one of the fact statuses (kg.models.FactStatus): the IN list is the index-backed way
+// to start from all claims, where a bare MATCH (c:Claim) would scan the label. WITH DISTINCT keeps the
+// planners from starting at the CONTRADICTS relationships instead (Neo4j inlines a bare WITH).
+MATCH (c:Claim)
+WHERE c.status IN ['current', 'stale', 'refuted', 'superseded', 'retired']
+WITH DISTINCT c
+MATCH (e)-[:CONTRADICTS]->(c)
 WHERE e:Measurement OR e:Diagnostic
 RETURN c.id AS claim, c.text AS text, c.param AS param, c.value AS documented, c.unit AS unit,
        e.value AS measured, e.ci_low AS ci_low, e.ci_high AS ci_high, e.toolchain AS toolchain,

@@ -1,6 +1,7 @@
 // name: llm-usage
 // params:
 // description: Model calls of the LLM roles: calls, failed calls, tokens, latency and cost estimate per role and model.
+// anchors: Activity
 MATCH (a:Activity {policy: 'llm'})
 WHERE a.model IS NOT NULL
 RETURN a.role AS role, a.model AS model, count(a) AS calls,

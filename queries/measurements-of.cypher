@@ -1,6 +1,7 @@
 // name: measurements-of
 // params: param:str
 // description: Every measurement of one hardware parameter, oldest first, with how many runs back it.
+// anchors: Measurement
 MATCH (m:Measurement {param: $param})
 OPTIONAL MATCH (m)-[:FROM]->(r:DeviceRun)
 WITH m, count(r) AS runs

@@ -1,32 +1,45 @@
 // name: toolchain-diff
 // params: from:str, to:str
 // description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after).
-MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+// anchors: Toolchain, Revalidation
+// Each branch starts from a toolchain by its indexed version; WITH DISTINCT keeps the planners from
+// starting at the facts' labels instead (Neo4j inlines a bare WITH).
+MATCH (old:Toolchain {version: $from})
+WITH DISTINCT old
+MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(old)
 MATCH (r)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
 RETURN 'rule' AS kind, r.key AS key, 'confirmed' AS change, r.code + ' ' + r.predicate AS before,
        r.code + ' ' + r.predicate AS after, null AS before_ci, null AS after_ci, r.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
+MATCH (new:Toolchain {version: $to})
+WITH DISTINCT new
+MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
 WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
 RETURN 'rule' AS kind, n.key AS key, 'changed' AS change, o.code + ' ' + o.predicate AS before,
        n.code + ' ' + n.predicate AS after, null AS before_ci, null AS after_ci, n.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
+MATCH (old:Toolchain {version: $from})
+WITH DISTINCT old
+MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(old)
 WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {version: $to}) AND o.status = 'retired'
 RETURN 'rule' AS kind, o.key AS key, 'retired' AS change, o.code + ' ' + o.predicate AS before, null AS after,
        null AS before_ci, null AS after_ci, o.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
+MATCH (new:Toolchain {version: $to})
+WITH DISTINCT new
+MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:LegalityRule)
 RETURN 'rule' AS kind, n.key AS key, 'new' AS change, null AS before, n.code + ' ' + n.predicate AS after,
        null AS before_ci, null AS after_ci, n.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $from})
+MATCH (old:Toolchain {version: $from})
+WITH DISTINCT old
+MATCH (m:Measurement)-[:UNDER]->(old)
 MATCH (m)-[:UNDER]->(:Toolchain {version: $to})
 OPTIONAL MATCH (m)-[:CHECKED_BY]->(c:Check {method: 'measurement'})
 WITH m, c ORDER BY c.id
@@ -36,24 +49,33 @@ RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS 
        CASE WHEN size(checks) = 0 THEN 'holds under both' ELSE checks[0] END AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (n:Measurement)-[:UNDER]->(:Toolchain {version: $to})
+MATCH (new:Toolchain {version: $to})
+WITH DISTINCT new
+MATCH (n:Measurement)-[:UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:Measurement)-[:UNDER]->(:Toolchain {version: $from})
 RETURN 'measurement' AS kind, n.param AS key, 'changed' AS change, o.value AS before, n.value AS after,
        [o.ci_low, o.ci_high] AS before_ci, [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (o:Measurement {status: 'stale'})-[:UNDER]->(:Toolchain {version: $from})
+MATCH (old:Toolchain {version: $from})
+WITH DISTINCT old
+MATCH (o:Measurement)-[:UNDER]->(old)
+WHERE o.status = 'stale'
 RETURN 'measurement' AS kind, o.param AS key, 'stale' AS change, o.value AS before, null AS after,
        [o.ci_low, o.ci_high] AS before_ci, null AS after_ci, 'not re-measured yet: the old value serves' AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (n:Measurement)-[:UNDER]->(:Toolchain {version: $to})
+MATCH (new:Toolchain {version: $to})
+WITH DISTINCT new
+MATCH (n:Measurement)-[:UNDER]->(new)
 WHERE NOT (n)-[:UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:Measurement)
 RETURN 'measurement' AS kind, n.param AS key, 'new' AS change, null AS before, n.value AS after, null AS before_ci,
        [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $to})
+MATCH (new:Toolchain {version: $to})
+WITH DISTINCT new
+MATCH (c:Claim)-[:UNDER]->(new)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $from})
 OPTIONAL MATCH (e)-[v:CONFIRMS|CONTRADICTS]->(c)
 WITH c, collect(DISTINCT type(v)) AS verdicts
@@ -63,13 +85,16 @@ RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'new' AS change, null AS
             ELSE 'unchecked' END AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (c:Claim)-[:UNDER]->(:Toolchain {version: $from})
+MATCH (old:Toolchain {version: $from})
+WITH DISTINCT old
+MATCH (c:Claim)-[:UNDER]->(old)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $to})
 RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'dropped' AS change, c.text AS before, null AS after,
        null AS before_ci, null AS after_ci, 'the new docs no longer say it' AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (v:Revalidation {from_version: $from, to_version: $to})
+MATCH (v:Revalidation {to_version: $to})
+WHERE v.from_version = $from
 RETURN 'kernel' AS kind, v.kernel + ' ' + v.role AS key, v.outcome AS change, v.cycles_before AS before,
        v.cycles_after AS after, null AS before_ci, null AS after_ci,
        CASE WHEN v.repaired_design IS NULL THEN v.detail

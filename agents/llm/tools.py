@@ -1,6 +1,8 @@
 """The tools an LLM role may call: read the graph (read-only Cypher, the named queries, the docs),
 ask the compiler and the host executor, and see BEST. Every answer is text the model can act on; a
-refused write or a failed query comes back as a message, never as an exception."""
+refused query, a failed query or a store that stopped answering comes back as a message, never as an
+exception (a run does not end because the model wrote a bad query). The model's Cypher goes through
+GraphStore.read_untrusted: checked by the backend's planner, read-only, with a timeout and caps."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ from typing import Any
 from langchain_core.tools import BaseTool, tool
 
 import queries as named_queries
-from chiplore.core.errors import QueryError, WriteRefused
+from chiplore.core.errors import ChiploreError, WriteRefused
 from chiplore.core.target import Target
+from kg.guard import QueryRefused, UntrustedLimits
 from kg.repo.designs import best_of, source_of
 from kg.store import GraphStore
 
 ROW_CAP = 50
 QUERY_TIMEOUT_S = 10.0
 DOC_HITS = 8
+# What one model-written query may return: the rows the model sees, and bytes enough for them.
+MODEL_LIMITS = UntrustedLimits(max_rows=ROW_CAP, max_bytes=64_000, timeout_s=QUERY_TIMEOUT_S)
 
 
 def _rows(rows: list[dict[str, Any]]) -> str:
@@ -38,12 +43,17 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         """Run a read-only Cypher query on chiplore's knowledge graph (Measurement, LegalityRule, Claim,
         DocChunk, DesignNode, KernelVersion, DeviceRun, Comparison ...). At most 50 rows come back."""
         try:
-            return _rows(store.read(query, timeout_s=QUERY_TIMEOUT_S))
+            result = store.read_untrusted(query, limits=MODEL_LIMITS)
         except WriteRefused:
             on_refusal(f"cypher refused a write: {query}")
             return "refused: this tool is read-only; the graph is written by the loop, not by you. Read, then answer."
-        except QueryError as error:
+        except QueryRefused as error:
+            on_refusal(f"cypher refused: {error}: {query}")
+            return f"refused: {error}"
+        except ChiploreError as error:
             return f"query failed: {error}"
+        text = json.dumps(result.rows, default=str)
+        return text + (f"\n({result.cut_reason})" if result.truncated else "")
 
     @tool
     def named_query(name: str, params: dict[str, str] | None = None) -> str:
@@ -54,7 +64,7 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
             return f"unknown query {name!r}; known: {', '.join(sorted(known))}"
         try:
             return _rows(named_queries.run(store, name, params or {}))
-        except QueryError as error:
+        except ChiploreError as error:
             return f"query failed: {error}"
 
     @tool
@@ -63,12 +73,15 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         terms = [w.lower() for w in words.split() if w.strip()]
         if not terms:
             return "give one or more words"
-        rows = store.read(
-            "MATCH (p:DocPage {version: $v})-[:HAS_CHUNK]->(c:DocChunk) "
-            "WHERE all(t IN $terms WHERE toLower(c.text) CONTAINS t) "
-            "RETURN DISTINCT p.path AS page, c.sha AS chunk, c.text AS text ORDER BY page, chunk LIMIT $n",
-            {"v": version, "terms": terms, "n": DOC_HITS},
-        )
+        try:
+            rows = store.read(
+                "MATCH (p:DocPage {version: $v})-[:HAS_CHUNK]->(c:DocChunk) "
+                "WHERE all(t IN $terms WHERE toLower(c.text) CONTAINS t) "
+                "RETURN DISTINCT p.path AS page, c.sha AS chunk, c.text AS text ORDER BY page, chunk LIMIT $n",
+                {"v": version, "terms": terms, "n": DOC_HITS},
+            )
+        except ChiploreError as error:
+            return f"search failed: {error}"
         return _rows(rows) if rows else "no paragraph contains all of those words"
 
     @tool
@@ -92,10 +105,13 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
     @tool
     def best_design() -> str:
         """The kernel's current BEST: its source, its measured cycles, and the change that made it."""
-        best = best_of(store, kernel)
-        if best is None:
-            return "no BEST yet"
-        return json.dumps({"design": best.id, "cycles": best.measured_cycles, "change": best.change,
-                           "source": source_of(store, best.id)})  # fmt: skip
+        try:
+            best = best_of(store, kernel)
+            if best is None:
+                return "no BEST yet"
+            return json.dumps({"design": best.id, "cycles": best.measured_cycles, "change": best.change,
+                               "source": source_of(store, best.id)})  # fmt: skip
+        except ChiploreError as error:
+            return f"failed: {error}"
 
     return [cypher, named_query, search_docs, check, host_test, best_design]

@@ -50,6 +50,7 @@ class Instance:
     home: Path
     uri: str | None
     pid: int | None
+    browser: str | None = None  # Neo4j Browser's URL (HTTP on 127.0.0.1)
 
     @property
     def running(self) -> bool:
@@ -67,11 +68,13 @@ def install(version: str = NEO4J_VERSION) -> tuple[str, Path]:
     classpath_file = root / "classpath.txt"
     classes = root / "classes"
     root.mkdir(parents=True, exist_ok=True)
+    pom = root / "pom.xml"
+    if pom.exists() and pom.read_text() != _resource("pom.xml"):
+        classpath_file.unlink(missing_ok=True)  # the dependencies changed: resolve them again
     if not classpath_file.exists():
         for tool in ("mvn", "javac", "java"):
             if shutil.which(tool) is None:
                 raise Neo4jLocalError(f"{tool} is not on PATH; the local Neo4j needs Java 17+ and Maven")
-        pom = root / "pom.xml"
         pom.write_text(_resource("pom.xml"))
         result = subprocess.run(
             ["mvn", "-q", "-B", "-f", str(pom), f"-Dneo4j.version={version}",
@@ -83,9 +86,11 @@ def install(version: str = NEO4J_VERSION) -> tuple[str, Path]:
             raise Neo4jLocalError("Maven could not fetch Neo4j: " + " | ".join(tail))
         Path(f"{classpath_file}.partial").rename(classpath_file)
     classpath = classpath_file.read_text().strip()
-    if not (classes / f"{LAUNCHER}.class").exists():
-        source = root / f"{LAUNCHER}.java"
-        source.write_text(_resource(f"{LAUNCHER}.java"))
+    source = root / f"{LAUNCHER}.java"
+    fresh_source = _resource(f"{LAUNCHER}.java")
+    stale = not source.exists() or source.read_text() != fresh_source
+    if stale or not (classes / f"{LAUNCHER}.class").exists():
+        source.write_text(fresh_source)
         classes.mkdir(exist_ok=True)
         result = subprocess.run(
             ["javac", "-cp", classpath, "-d", str(classes), str(source)],
@@ -99,9 +104,10 @@ def install(version: str = NEO4J_VERSION) -> tuple[str, Path]:
 def instance(name: str = "default") -> Instance:
     home = cache_dir() / "instances" / name
     pid = _read_int(home / "pid")
-    uri_file = home / "uri"
+    uri_file, browser_file = home / "uri", home / "browser"
     uri = uri_file.read_text().strip() if uri_file.exists() else None
-    return Instance(name=name, home=home, uri=uri, pid=pid)
+    browser = browser_file.read_text().strip() if browser_file.exists() else None
+    return Instance(name=name, home=home, uri=uri, pid=pid, browser=browser)
 
 
 def start(name: str = "default", password: str = "", *, fresh: bool = False) -> Instance:
@@ -116,15 +122,15 @@ def start(name: str = "default", password: str = "", *, fresh: bool = False) -> 
     if fresh and home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True, exist_ok=True)
-    for stale in ("pid", "uri"):
+    for stale in ("pid", "uri", "browser"):
         (home / stale).unlink(missing_ok=True)
-    port = _free_port()
+    port, http_port = _free_port(), _free_port()
     log_path = home / "neo4j.log"
     env = {**os.environ, "NEO4J_LOCAL_PASSWORD": password}
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             ["java", *JVM_FLAGS, "-cp", f"{classes}{os.pathsep}{classpath}", LAUNCHER,
-             str(home / "dbms"), str(port)],
+             str(home / "dbms"), str(port), str(http_port)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
             env=env, start_new_session=True,
         )  # fmt: skip
@@ -133,11 +139,15 @@ def start(name: str = "default", password: str = "", *, fresh: bool = False) -> 
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise Neo4jLocalError(f"Neo4j exited with code {process.returncode}: {_tail(log_path)}")
-        ready = [line for line in log_path.read_text(errors="replace").splitlines() if line.startswith("READY ")]
+        lines = log_path.read_text(errors="replace").splitlines()
+        ready = [line for line in lines if line.startswith("READY ")]
         if ready:
             uri = ready[-1].split(" ", 1)[1].strip()
+            browsers = [line.split(" ", 1)[1].strip() for line in lines if line.startswith("BROWSER ")]
             (home / "uri").write_text(uri)
-            return Instance(name=name, home=home, uri=uri, pid=process.pid)
+            if browsers:
+                (home / "browser").write_text(browsers[-1])
+            return Instance(name=name, home=home, uri=uri, pid=process.pid, browser=browsers[-1] if browsers else None)
         time.sleep(0.2)
     _terminate(process.pid)
     raise Neo4jLocalError(f"Neo4j did not become ready in {READY_TIMEOUT_S:.0f} s: {_tail(log_path)}")
@@ -149,7 +159,7 @@ def stop(name: str = "default") -> bool:
     was_running = current.running
     if current.pid is not None and was_running:
         _terminate(current.pid)
-    for stale in ("pid", "uri"):
+    for stale in ("pid", "uri", "browser"):
         (current.home / stale).unlink(missing_ok=True)
     return was_running
 

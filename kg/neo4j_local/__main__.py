@@ -28,7 +28,7 @@ def install() -> None:
 @click.option("--name", default="default", show_default=True, help="Instance name (one data dir each).")
 @click.option("--fresh", is_flag=True, help="Delete the instance's data first.")
 def start(name: str, fresh: bool) -> None:
-    """Start Neo4j and print its Bolt URI. Password: CHIPLORE_NEO4J_PASSWORD (unset: no auth)."""
+    """Start Neo4j; print its Bolt URI (Browser's URL on stderr). Password: CHIPLORE_NEO4J_PASSWORD (unset: no auth)."""
     password = os.environ.get("CHIPLORE_NEO4J_PASSWORD", "")
     try:
         started = neo4j_local.start(name, password, fresh=fresh)
@@ -37,6 +37,8 @@ def start(name: str, fresh: bool) -> None:
         sys.exit(1)
     if not password:
         click.echo("auth disabled (CHIPLORE_NEO4J_PASSWORD is not set)", err=True)
+    if started.browser:
+        click.echo(f"Neo4j Browser: {started.browser}", err=True)
     click.echo(started.uri)
 
 
@@ -53,7 +55,8 @@ def status(name: str) -> None:
     """Say whether the instance runs, and its Bolt URI."""
     current = neo4j_local.instance(name)
     if current.running:
-        click.echo(f"running pid={current.pid} {current.uri}")
+        browser = f" browser={current.browser}" if current.browser else ""
+        click.echo(f"running pid={current.pid} {current.uri}{browser}")
     else:
         click.echo("not running")
         sys.exit(3)
