@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiplore.core.ops import OpGraph
+
 if TYPE_CHECKING:  # the pack's protocols refer to this module's models
     from chiplore.core.pack import TargetPack
 
@@ -95,8 +97,9 @@ class KernelSpec(Frozen):
     atol: float
     rtol: float
     weight_bytes: int
-    bound_cycles: float  # weight bytes over both clusters' ingress (SIMULATOR.md 9)
+    bound_cycles: float  # weight bytes over the chip's weight ingress (its roof)
     baseline_source: str  # the official baseline program
+    ops: OpGraph | None = None  # what it computes (chiplore.core.ops); a design generator writes programs from it
 
 
 class ProbeTemplate(Frozen):
