@@ -1,70 +1,107 @@
 """`fe-run`: submit a Ferrite program to the simulated device and print what the device reports.
 
 The device lives on between calls: its clock, budget ledger, queue and random streams are kept in
-`<data dir>/device/<device id>.json`, so a sequence of fe-run calls is the same as one session.
+`<data dir>/device/<device id>.json` (simulator.device.state), so a sequence of fe-run calls is the
+same as one session, and concurrent calls sharing a data dir queue behind one lock.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from chiplore.core.settings import Settings
-from chiplore.core.target import DeviceJob, DeviceResult
-from simulator.device import DeviceConfig, InvalidJob, SimDevice
+from chiplore.core.target import DeviceResult
+from simulator.cli_common import OneLineErrors, fail, package_version, read_source, settings
+from simulator.device import ALL_SETS, DeviceConfig, DeviceJob, InvalidJob, SimDevice
+from simulator.device.models import declared_kernels, unknown_kernel
+from simulator.device.state import DeviceStatus, DeviceStore, ResetReport
 from simulator.kernel_specs import input_bytes
 from simulator.target import grade_job
 from simulator.toolchain.rules import VERSIONS
 
+CONFIG = DeviceConfig()
 
-@click.group()
+seed_option = click.option("--seed", type=int, default=None, help="Project seed (default: CHIPLORE_SEED).")
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: CHIPLORE_DATA_DIR."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+
+
+@click.group(cls=OneLineErrors)
+@click.version_option(
+    package_version(),
+    prog_name="fe-run",
+    message=f"%(prog)s %(version)s (SimRNGD device {CONFIG.device_id}; toolchains {', '.join(VERSIONS)})",
+)
 def main() -> None:
     """The SimRNGD device (simulated, shared, noisy)."""
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--kernel", required=True, help="Kernel the harness runs (e.g. sliding_attention_output).")
-@click.option("--fixtures", type=click.Choice(["smoke", "graded"]), default="graded", show_default=True)
+@click.option("--kernel", required=True, help="Kernel of FILE the harness runs (e.g. sliding_attention_output).")
+@click.option("--fixtures", default="graded", show_default=True, help=f"smoke, graded, or sets: {','.join(ALL_SETS)}.")
 @click.option("--repeats", type=click.IntRange(1, 50), default=1, show_default=True, help="Timed runs per set.")
 @click.option("--toolchain", type=click.Choice(VERSIONS), default=None, help="Version (default: the file's header).")
 @click.option("--profile", is_flag=True, help="Add a coarse timeline (doubles device time).")
 @click.option("--agent", default="agent", show_default=True, help="Whose budget the job uses.")
-@click.option("--seed", type=int, default=None, help="Project seed (default: CHIPLORE_SEED).")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@seed_option
+@data_dir_option
+@json_option
 def submit(file: Path, kernel: str, fixtures: str, repeats: int, toolchain: str | None, profile: bool, agent: str,
            seed: int | None, data_dir: Path | None, as_json: bool) -> None:  # fmt: skip
-    """Run FILE on the device; exit 1 unless it ran and (when graded) passed."""
-    settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
+    """Run FILE on the device; exit 1 unless it ran and (when graded) passed, 2 on bad input."""
+    config = settings(data_dir=data_dir, seed=seed)
+    program = read_source(file)
+    declared = declared_kernels(program)  # None: it does not parse, and the compiler will say why (free)
+    if declared is not None and kernel not in declared:
+        fail(f"{file}: {unknown_kernel(kernel, declared)}")
+    job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=_fixtures(fixtures),
+                    repeats=repeats, profile=profile, agent=agent)  # fmt: skip
+    device = SimDevice(config.seed, CONFIG, input_bytes=input_bytes, grader=grade_job)
     try:
-        program = file.read_text(errors="replace")
-    except OSError as error:
-        click.secho(f"error: cannot read {file}: {error.strerror}", fg="red", err=True)
-        sys.exit(2)
-    config = DeviceConfig()
-    device = SimDevice(settings.seed if seed is None else seed, config, input_bytes=input_bytes, grader=grade_job)
-    state_file = settings.data_dir / "device" / f"{config.device_id}.json"
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    # One fe-run at a time per device: the state is read, advanced and written under the lock.
-    with (state_file.parent / f"{config.device_id}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if state_file.exists():
-                device.restore(json.loads(state_file.read_text()))
-            job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=fixtures,  # type: ignore[arg-type]
-                            repeats=repeats, profile=profile, agent=agent)  # fmt: skip
+        with DeviceStore(config.data_dir, CONFIG.device_id).session(device):
             result = device.result(device.submit(job))
-        except (InvalidJob, ValueError) as error:
-            click.secho(f"error: {error}", fg="red", err=True)
-            sys.exit(2)
-        state_file.write_text(json.dumps(device.snapshot()))
+    except InvalidJob as error:
+        fail(str(error))
     click.echo(result.model_dump_json(indent=2) if as_json else _summary(result))
     sys.exit(0 if result.status == "ok" and (result.correctness is None or result.correctness.passed) else 1)
+
+
+@main.command()
+@click.option("--agent", default=None, help="Only this agent (default: every agent that used the device today).")
+@seed_option
+@data_dir_option
+@json_option
+def status(agent: str | None, seed: int | None, data_dir: Path | None, as_json: bool) -> None:
+    """The device's clock, jobs and budget ledger (free: nothing is queued)."""
+    config = settings(data_dir=data_dir, seed=seed)
+    report = DeviceStore(config.data_dir, CONFIG.device_id).status(CONFIG, config.seed, agent)
+    click.echo(report.model_dump_json(indent=2) if as_json else _status_text(report))
+
+
+@main.command()
+@seed_option
+@data_dir_option
+@json_option
+def reset(seed: int | None, data_dir: Path | None, as_json: bool) -> None:
+    """Start the device afresh: its saved state (clock, ledger, queue) moves to a .bak file."""
+    config = settings(data_dir=data_dir, seed=seed)
+    report = DeviceStore(config.data_dir, CONFIG.device_id).reset(CONFIG, config.seed)
+    click.echo(report.model_dump_json(indent=2) if as_json else _reset_text(report))
+
+
+def _fixtures(text: str) -> str | tuple[str, ...]:
+    if text in ("smoke", "graded"):
+        return text
+    sets = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in sets if name not in ALL_SETS]
+    if unknown or not sets:
+        fail(f"--fixtures: unknown sets {', '.join(unknown) or repr(text)}; use smoke, graded or {','.join(ALL_SETS)}")
+    return sets
 
 
 def _summary(result: DeviceResult) -> str:
@@ -83,3 +120,35 @@ def _summary(result: DeviceResult) -> str:
         f"  queue wait {result.queue_wait_s:.1f} s, device {result.device_s:.2f} s, wall {result.wall_s * 1000:.0f} ms"
     )
     return "\n".join(lines)
+
+
+def _status_text(report: DeviceStatus) -> str:
+    jobs = f"{report.jobs} job{'s' if report.jobs != 1 else ''}"
+    project = f"{report.project_spent_s:.2f} device s charged"
+    if report.project_budget_s is not None:
+        project += f" of {report.project_budget_s:.0f}"
+    lines = [f"{report.device_id} (seed {report.seed}): clock {report.clock_s:.1f} s (day {report.day}), {jobs}, "
+             f"{project}"]  # fmt: skip
+    lines.append(f"  state: {report.state_path}" if report.saved else f"  state: none yet ({report.state_path})")
+    lines += [
+        f"  {usage.agent}: {usage.spent_today_s:.2f} of {report.agent_budget_s_per_day:.0f} device s used today, "
+        f"{usage.left_today_s:.2f} s left, {usage.pending} pending"
+        for usage in report.agents
+    ]
+    return "\n".join(lines)
+
+
+def _reset_text(report: ResetReport) -> str:
+    if not report.removed:
+        return f"{report.device_id}: nothing to reset (no state at {report.state_path})"
+    text = f"reset {report.device_id}: moved {report.state_path} to {report.backup_path}"
+    if report.previous is not None:
+        old = report.previous
+        return (
+            text + f" (it held {old.jobs} jobs, clock {old.clock_s:.1f} s, {old.project_spent_s:.2f} device s charged)"
+        )
+    return text + f" (it was unreadable: {report.problem})"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,8 @@
-"""`ferc`: the Ferrite compiler's command line (check a file, explain a diagnostic code)."""
+"""`ferc`: the Ferrite compiler's command line (check a file, explain a diagnostic code).
+
+Exit status: 0 ok, 1 the program has errors, 2 bad input (an unreadable file, an unknown code, a
+bad CHIPLORE_SIM_TRUTH), which is always one line on stderr.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,20 @@ from pathlib import Path
 
 import click
 
+from simulator.cli_common import OneLineErrors, fail, package_version, read_source
 from simulator.diagnostics import render
+from simulator.toolchain.capacity import dm_limit
 from simulator.toolchain.check import check
-from simulator.toolchain.rules import SEVERITY_NAMES, VERSIONS, lookup
+from simulator.toolchain.rules import SEVERITY_NAMES, VERSIONS, Rule, lookup
 from simulator.toolchain.versions import DEFAULT_VERSION
 
 
-@click.group()
+@click.group(cls=OneLineErrors)
+@click.version_option(
+    package_version(),
+    prog_name="ferc",
+    message=f"%(prog)s %(version)s (toolchains {', '.join(VERSIONS)}; default {DEFAULT_VERSION})",
+)
 def main() -> None:
     """The Ferrite toolchain of SimRNGD."""
 
@@ -25,11 +36,10 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the diagnostics as JSON.")
 def check_command(file: Path, toolchain: str | None, as_json: bool) -> None:
     """Parse FILE and apply the legality rules; exit 1 when it has errors."""
-    try:
-        source = file.read_text(errors="replace")
-    except OSError as error:
-        click.secho(f"error: cannot read {file}: {error.strerror}", fg="red", err=True)
-        sys.exit(2)
+    source = read_source(file)
+    # The compile-time limits come from the chip's configuration: a bad CHIPLORE_SIM_TRUTH is the
+    # user's one-line error here, not an "internal compiler error" diagnostic inside check().
+    dm_limit(toolchain or DEFAULT_VERSION)
     result = check(source, toolchain)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
@@ -46,12 +56,15 @@ def check_command(file: Path, toolchain: str | None, as_json: bool) -> None:
 @main.command()
 @click.argument("code")
 @click.option("--toolchain", type=click.Choice(VERSIONS), default=DEFAULT_VERSION, show_default=True)
-def explain(code: str, toolchain: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
+def explain(code: str, toolchain: str, as_json: bool) -> None:
     """The long form of a diagnostic code (E0301, W0205, ...)."""
     rule = lookup(code.upper())
     if rule is None:
-        click.secho(f"error: no diagnostic {code!r}", fg="red", err=True)
-        sys.exit(2)
+        fail(f"no diagnostic {code!r} (a code is E, W or N and four digits, e.g. E0301)")
+    if as_json:
+        click.echo(json.dumps(_explained(rule, code, toolchain), indent=2))
+        return
     emitted = rule.code(toolchain)
     click.echo(f"{emitted or code.upper()}: {rule.template}")
     click.echo(f"  checks: {rule.predicate}")
@@ -63,6 +76,21 @@ def explain(code: str, toolchain: str) -> None:
     click.echo(f"  other versions: {others}")
     if rule.fix:
         click.echo(f"  fix: {rule.fix}")
+
+
+def _explained(rule: Rule, code: str, toolchain: str) -> dict[str, object]:
+    """What `explain --json` prints: the same facts as the text form, one key each."""
+    emitted = rule.code(toolchain)
+    return {
+        "code": emitted or code.upper(),
+        "rule": rule.number,
+        "toolchain": toolchain,
+        "severity": SEVERITY_NAMES[emitted[0]] if emitted else None,  # None: not checked in this version
+        "message": rule.template,
+        "checks": rule.predicate,
+        "versions": {version: rule.code(version) for version in VERSIONS},
+        "fix": rule.fix or None,
+    }
 
 
 if __name__ == "__main__":

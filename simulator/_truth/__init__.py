@@ -2,69 +2,94 @@
 
 Only `simulator.cost`, `simulator.device` and (for compile-time limits) `simulator.toolchain`
 read this package; agents learn these numbers by measuring. `CHIPLORE_SIM_TRUTH=path` (TOML or
-JSON with any subset of the fields) simulates a different chip with the same code.
+JSON with any subset of the fields) simulates a different chip with the same code. Every field
+is finite and bounded to what a chip could be: a value outside its range is refused with one line
+that names the file and the field, rather than simulated into nonsense (or an overflow) later.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from chiplore.core.errors import ConfigError
+from simulator.textfile import UnreadableFile, read_text_file
 
 ENV_VAR = "CHIPLORE_SIM_TRUTH"
+MAX_TRUTH_BYTES = 64 * 1024  # a table of ~50 numbers; anything larger is not a truth file
+
+# The ranges keep every derived time finite (no overflow to inf in the cost model or the device).
+Bandwidth = Annotated[float, Field(ge=1e-3, le=1e6)]  # bytes per cycle
+Cycles = Annotated[float, Field(ge=0, le=1e9)]  # a latency or a fixed cost, in cycles
+PositiveCycles = Annotated[float, Field(gt=0, le=1e9)]
+Fraction = Annotated[float, Field(gt=0, le=1)]  # a factor that can only slow things down
+Count = Annotated[int, Field(ge=1, le=1 << 40)]  # a size in bytes, or a number of steps or ops
+Slowdown = Annotated[float, Field(ge=1, le=10)]  # a factor of one run's time, >= 1 by definition
+Seconds = Annotated[float, Field(ge=1, le=1e7)]  # device time, in seconds
+Spread = Annotated[float, Field(ge=0, le=0.5)]  # a relative spread of the measurement noise
 
 
 class ChipTruth(BaseModel):
-    """One chip's true parameters, in cycles and bytes (1 cycle = 1 ns)."""
+    """One chip's true parameters, in cycles and bytes (1 cycle = 1 ns at 1 GHz)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    clock_ghz: float = Field(1.0, gt=0)  # the core clock: cycles per nanosecond (device seconds = cycles / clock)
-    launch_cycles: float = Field(200, gt=0)  # P01
-    dma_startup: float = Field(340, ge=0)  # P02: engine busy per command
-    dma_chain_startup: float = Field(340, ge=0)  # P03: command already waiting when its engine frees
-    engine_bw: float = Field(224.0, gt=0)  # P04: raw B/cycle per engine
-    pkt_overhead: float = Field(2.0, ge=0)  # P05: cycles per packet per engine
-    dmn_bw: float = Field(143.0, gt=0)  # P06: flow that stays in one DMN
-    cluster_ingress: float = Field(285.0, gt=0)  # P07: NoC port into (and out of) one cluster's DM
-    hbm_bw: float = Field(1150.0, gt=0)  # P08
-    hbm_unit: int = Field(256, gt=0)  # P09: transaction unit
-    rmw_factor: float = Field(42.0, ge=1)  # P10: unit-times per partly written unit
-    xcluster_factor: float = Field(0.5, gt=0, le=1)  # P11
-    dm2dm_phase_bw: float = Field(118.86, gt=0)  # P12: per phase; read and write serialise
+    clock_ghz: float = Field(1.0, ge=1e-3, le=1e3)  # the core clock: cycles per nanosecond
+    launch_cycles: PositiveCycles = 200  # P01
+    dma_startup: Cycles = 340  # P02: engine busy per command
+    dma_chain_startup: Cycles = 340  # P03: command already waiting when its engine frees
+    engine_bw: Bandwidth = 224.0  # P04: raw B/cycle per engine
+    pkt_overhead: Cycles = 2.0  # P05: cycles per packet per engine
+    dmn_bw: Bandwidth = 143.0  # P06: flow that stays in one DMN
+    cluster_ingress: Bandwidth = 285.0  # P07: NoC port into (and out of) one cluster's DM
+    hbm_bw: Bandwidth = 1150.0  # P08
+    hbm_unit: Count = 256  # P09: transaction unit
+    rmw_factor: float = Field(42.0, ge=1, le=1e4)  # P10: unit-times per partly written unit
+    xcluster_factor: Fraction = 0.5  # P11
+    dm2dm_phase_bw: Bandwidth = 118.86  # P12: per phase; read and write serialise
     # P13 (`engines = auto`) and P14 (default DMA order) are compiler behaviour: VersionSpec and lowering.
-    dm_usable_per_slice: int = Field(480 * 1024, gt=0)  # P15
-    lut_bpc: float = Field(1.622, gt=0)  # P16: decode input bytes/cycle/slice
-    fetch_read_main: int = Field(32, gt=0)  # P17
-    fetch_read_sub: int = Field(8, gt=0)
-    contract_bytes_per_step: int = Field(64, gt=0)  # P18
-    ve_trans_cycles: float = Field(4, gt=0)  # P19: per flit per transcendental op
-    ve_max_chain: int = Field(6, gt=0)  # P20
-    pass_fixed: float = Field(48, ge=0)  # P23
-    latency_fetch: float = 12
-    latency_decode: float = 6
-    latency_collect: float = 2
-    latency_contract: float = 16
-    latency_vector: float = 8
-    latency_commit: float = 8
-    cluster_bridge_cycles: float = 160  # P27: reduce_clusters (0.7.0), plus 2 per flit
-    cluster_bridge_per_flit: float = 2
-    sync_cycles: float = Field(32, ge=0)  # P24
-    interference: float = Field(0.985, gt=0, le=1)  # P25: DMA ingress factor while a pass runs in the cluster
-    bank_run_limit: int = Field(64, gt=0)  # P26
-    noise_sigma: float = Field(0.03, ge=0)  # P30
-    outlier_p: float = Field(0.02, ge=0, le=1)
-    outlier_low: float = 1.10
-    outlier_high: float = 1.60
-    drift_amplitude: float = 0.015
-    drift_period_s: float = 1800.0
-    drift_bias: float = 0.01  # b_d ~ U(-bias, bias)
-    warm_factor: float = 1.04
-    warm_idle_s: float = 60.0
+    dm_usable_per_slice: Count = 480 * 1024  # P15
+    lut_bpc: Bandwidth = 1.622  # P16: decode input bytes/cycle/slice
+    fetch_read_main: Count = 32  # P17
+    fetch_read_sub: Count = 8
+    contract_bytes_per_step: Count = 64  # P18
+    ve_trans_cycles: PositiveCycles = 4  # P19: per flit per transcendental op
+    ve_max_chain: Count = 6  # P20
+    pass_fixed: Cycles = 48  # P23
+    latency_fetch: Cycles = 12
+    latency_decode: Cycles = 6
+    latency_collect: Cycles = 2
+    latency_contract: Cycles = 16
+    latency_vector: Cycles = 8
+    latency_commit: Cycles = 8
+    cluster_bridge_cycles: Cycles = 160  # P27: reduce_clusters (0.7.0), plus 2 per flit
+    cluster_bridge_per_flit: Cycles = 2
+    sync_cycles: Cycles = 32  # P24
+    interference: Fraction = 0.985  # P25: DMA ingress factor while a pass runs in the cluster
+    bank_run_limit: Count = 64  # P26
+    noise_sigma: Spread = 0.03  # P30: lognormal sigma of one run
+    outlier_p: float = Field(0.02, ge=0, le=0.5)  # more often than every other run is not an outlier
+    outlier_low: Slowdown = 1.10
+    outlier_high: Slowdown = 1.60
+    drift_amplitude: Spread = 0.015
+    drift_period_s: Seconds = 1800.0
+    drift_bias: Spread = 0.01  # b_d ~ U(-bias, bias)
+    warm_factor: Slowdown = 1.04
+    warm_idle_s: float = Field(60.0, ge=0, le=1e7)
+
+    @model_validator(mode="after")
+    def _outliers_ordered(self) -> ChipTruth:
+        if self.outlier_low > self.outlier_high:
+            raise ValueError(f"outlier_low ({self.outlier_low}) must not exceed outlier_high ({self.outlier_high})")
+        return self
 
     @property
     def roof(self) -> float:
@@ -72,42 +97,69 @@ class ChipTruth(BaseModel):
         return 2 * self.cluster_ingress
 
 
-class TruthFileError(ValueError):
-    """CHIPLORE_SIM_TRUTH names a file that cannot be read as a ChipTruth."""
+class TruthFileError(ConfigError, ValueError):
+    """CHIPLORE_SIM_TRUTH names a file that cannot be read as a ChipTruth (one line: file, field, reason)."""
 
 
 def load_truth(version: str | None = None, path: str | Path | None = None) -> ChipTruth:
     """The chip's truth under a toolchain version: defaults, then the CHIPLORE_SIM_TRUTH file (or
-    `path`), then the version's overrides (0.7.0 chains DMA commands faster and reserves more DM)."""
+    `path`; "" means none), then the version's overrides (0.7.0 chains DMA commands faster and
+    reserves more DM). Raises TruthFileError when the file is unreadable or a value is out of range."""
     source = path if path is not None else os.environ.get(ENV_VAR) or None
     return _load(str(source) if source else None, version)
 
 
 @cache
 def _load(path: str | None, version: str | None) -> ChipTruth:
-    fields: dict[str, object] = _read(Path(path)) if path else {}
+    fields: dict[str, object] = {}
+    if path:
+        fields = _read(Path(path))
+        try:  # strictly: `true` is not 1.0 and "3" is not a number
+            ChipTruth.model_validate(fields, strict=True)
+        except ValidationError as error:
+            raise TruthFileError(f"{ENV_VAR}={path}: {_describe(error)}") from None
     if version is not None:
         from simulator.toolchain.versions import spec  # the version table lives with the toolchain
 
         fields.update(spec(version).truth_overrides)
     try:
-        return ChipTruth(**fields)  # type: ignore[arg-type]
+        return ChipTruth.model_validate(fields)
     except ValidationError as error:
-        raise TruthFileError(f"{path or 'truth'}: {error}") from error
+        raise TruthFileError(f"{ENV_VAR}={path or ''} under toolchain {version}: {_describe(error)}") from None
 
 
 def _read(path: Path) -> dict[str, object]:
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise TruthFileError(f"{ENV_VAR}={path}: {error.strerror or error}") from error
+        text = read_text_file(path, MAX_TRUTH_BYTES)
+    except UnreadableFile as error:
+        raise TruthFileError(f"{ENV_VAR}={path}: {error.reason}") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
-        raise TruthFileError(f"{ENV_VAR}={path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {error}") from error
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise TruthFileError(f"{ENV_VAR}={path}: not valid {kind}: {error}") from None
     if not isinstance(data, dict):
-        raise TruthFileError(f"{ENV_VAR}={path}: expected a table of ChipTruth fields")
+        raise TruthFileError(f"{ENV_VAR}={path}: expected a table of ChipTruth fields, got {type(data).__name__}")
     return data
+
+
+def _describe(error: ValidationError, shown: int = 3) -> str:
+    """A validation failure as one line: each offending field with its value and what it must be."""
+    parts = [_describe_one(detail) for detail in error.errors()]
+    more = f" (and {len(parts) - shown} more)" if len(parts) > shown else ""
+    return "; ".join(parts[:shown]) + more
+
+
+def _describe_one(detail: ErrorDetails) -> str:
+    name = ".".join(str(part) for part in detail["loc"])
+    if detail["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(name, ChipTruth.model_fields, n=1)
+        return f"unknown field {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    message = detail["msg"].removeprefix("Value error, ")
+    if not name:  # a rule across fields names them itself
+        return message
+    value = repr(detail["input"])
+    return f"{name} = {value if len(value) <= 40 else value[:37] + '...'}: {message}"
 
 
 def truth_key(truth: ChipTruth) -> str:

@@ -2,21 +2,26 @@
 
 from chiplore.core.target import Correctness, DeviceJob, DeviceResult, Fault, JobHandle, RunSample
 from simulator.device.device import DeviceConfig, DeviceHang, Grader, InvalidJob, SimDevice
-from simulator.device.models import ALL_SETS, GRADED_SETS, fixture_sets
+from simulator.device.models import ALL_SETS, GRADED_SETS, InvalidState, declared_kernels, fixture_sets
+from simulator.device.state import CorruptState, DeviceStore
 
 __all__ = [
     "ALL_SETS",
     "GRADED_SETS",
     "Correctness",
+    "CorruptState",
     "DeviceConfig",
     "DeviceHang",
     "DeviceJob",
     "DeviceResult",
+    "DeviceStore",
     "Fault",
     "Grader",
     "InvalidJob",
+    "InvalidState",
     "JobHandle",
     "RunSample",
     "SimDevice",
+    "declared_kernels",
     "fixture_sets",
 ]

@@ -31,7 +31,7 @@ from chiplore.core.target import (
 )
 from simulator._truth import ChipTruth, load_truth
 from simulator.cost import CostReport, NotCompiled, estimate
-from simulator.device.models import fixture_sets
+from simulator.device.models import DeviceState, InvalidState, declared_kernels, fixture_sets, unknown_kernel
 from simulator.device.noise import MeasurementModel
 from simulator.toolchain.check import check
 
@@ -69,7 +69,7 @@ class DeviceHang(RuntimeError):
 
 
 class InvalidJob(ValueError):
-    """A request the device cannot accept as written (unknown kernel or fixture set)."""
+    """A request the device cannot accept as written (an unknown fixture set, or a job id it never issued)."""
 
 
 @dataclass
@@ -114,12 +114,12 @@ class SimDevice:
 
     def submit(self, job: DeviceJob) -> JobHandle:
         wall = time.perf_counter()
-        self._count += 1
-        job_id = f"{self.config.device_id}/{self._count:06d}"
         try:
             sets = fixture_sets(job)
         except ValueError as error:
             raise InvalidJob(str(error)) from None
+        self._count += 1  # a refused request takes no job id
+        job_id = f"{self.config.device_id}/{self._count:06d}"
         result, finish = self._run(job_id, job, sets)
         result = result.model_copy(update={"wall_s": time.perf_counter() - wall})
         self._jobs[job_id] = (result, finish)
@@ -163,25 +163,31 @@ class SimDevice:
         }
 
     def restore(self, state: dict[str, object]) -> None:
-        if state.get("device_id") != self.config.device_id or state.get("seed") != self.seed:
-            raise InvalidJob(
-                f"the saved state belongs to device {state.get('device_id')} with seed {state.get('seed')}"
-            )
-        self.now = float(state["now"])  # type: ignore[arg-type]
-        self._count = int(state["count"])  # type: ignore[call-overload]
-        self._slot_free = [float(t) for t in state["slot_free"]]  # type: ignore[attr-defined]
-        self._last_busy = -math.inf if state["last_busy"] is None else float(state["last_busy"])  # type: ignore[arg-type]
-        self._next_tenant = math.inf if state["next_tenant"] is None else float(state["next_tenant"])  # type: ignore[arg-type]
-        self.rng.bit_generator.state = state["rng"]
-        self._tenant_rng.bit_generator.state = state["tenant_rng"]
-        noise = state["noise"]
-        self.noise.phase, self.noise.bias = float(noise["phase"]), float(noise["bias"])  # type: ignore[index]
-        ledger = state["ledger"]
+        """Continue from a `snapshot`; raises InvalidState (and changes nothing) when it cannot."""
+        saved = DeviceState.checked(state)
+        if (saved.device_id, saved.seed) != (self.config.device_id, self.seed):
+            raise InvalidState(f"it belongs to device {saved.device_id} with seed {saved.seed}, not "
+                               f"{self.config.device_id} with seed {self.seed}")  # fmt: skip
+        if len(saved.slot_free) != self.config.slots:
+            raise InvalidState(f"it has {len(saved.slot_free)} slots, the device {self.config.slots}")
+        rng, tenant_rng = self.rng.bit_generator.state, self._tenant_rng.bit_generator.state
+        try:
+            self.rng.bit_generator.state = saved.rng
+            self._tenant_rng.bit_generator.state = saved.tenant_rng
+        except (TypeError, ValueError, KeyError) as error:
+            self.rng.bit_generator.state, self._tenant_rng.bit_generator.state = rng, tenant_rng
+            raise InvalidState(f"rng: not a generator state ({error})") from None
+        self.now = saved.now
+        self._count = saved.count
+        self._slot_free = list(saved.slot_free)
+        self._last_busy = -math.inf if saved.last_busy is None else saved.last_busy
+        self._next_tenant = math.inf if saved.next_tenant is None else saved.next_tenant
+        self.noise.phase, self.noise.bias = saved.noise.phase, saved.noise.bias
         self._ledger = _Ledger(
-            per_agent_day={(a, int(d)): float(s) for a, d, s in ledger["per_agent_day"]},  # type: ignore[index]
-            project=float(ledger["project"]),  # type: ignore[index]
+            per_agent_day={(agent, day): spent for agent, day, spent in saved.ledger.per_agent_day},
+            project=saved.ledger.project,
         )
-        self._pending = {agent: [float(t) for t in times] for agent, times in state["pending"].items()}  # type: ignore[attr-defined]
+        self._pending = {agent: list(times) for agent, times in saved.pending.items()}
 
     # ---- one job -------------------------------------------------------------------------------
 
@@ -192,6 +198,9 @@ class SimDevice:
                 "diagnostics": checked.diagnostics}  # fmt: skip
         if not checked.ok:  # compiled on the host: free, never queued
             return DeviceResult(status="compile_error", message="the program does not compile", **base), self.now
+        kernels = declared_kernels(job.program) or ()
+        if job.kernel not in kernels:  # the harness cannot load it: as free as a compile error
+            return DeviceResult(status="compile_error", message=unknown_kernel(job.kernel, kernels), **base), self.now
         try:
             report = estimate(job.program, version, self.truth_override)
         except NotCompiled as error:  # an internal lowering refusal surfaces as a compile error

@@ -3,7 +3,9 @@ budgets, the queue and every fault mode."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from scipy import stats
 
 from simulator._truth import load_truth
 from simulator.cost import estimate
-from simulator.device import DeviceConfig, DeviceJob, InvalidJob, SimDevice
+from simulator.device import DeviceConfig, DeviceJob, InvalidJob, InvalidState, SimDevice
 from simulator.device.noise import MeasurementModel, noise_cdf
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
@@ -193,6 +195,42 @@ def test_unknown_fixture_sets_are_a_clear_error() -> None:
         device.submit(job(fixtures=("g9",)))
     with pytest.raises(ValueError):
         DeviceJob(kernel=KERNEL, program=O_BASELINE, repeats=0)
+    assert device.result(device.submit(job(fixtures="smoke"))).job_id == "rngd-sim-0/000001"  # no id was taken
+
+
+def test_a_kernel_the_program_does_not_declare_is_refused_for_free() -> None:
+    """Before, the device timed and charged a job for a kernel that was not there."""
+    device, untouched = SimDevice(seed=1, config=quiet()), SimDevice(seed=1, config=quiet())
+    refused = device.result(device.submit(DeviceJob(kernel="nope", program=O_BASELINE, fixtures="smoke")))
+    assert refused.status == "compile_error" and refused.device_s == 0 and not refused.runs
+    assert refused.message == "the program declares no kernel 'nope' (it declares: sliding_attention_output)"
+    assert device.spent() == 0 and device.now == 0
+    # nothing random was drawn: the next job measures what it would have measured anyway
+    assert (
+        device.result(device.submit(job(fixtures="smoke"))).runs
+        == untouched.result(untouched.submit(job(fixtures="smoke"))).runs
+    )
+
+
+def test_a_damaged_saved_state_is_refused_and_changes_nothing() -> None:
+    device = SimDevice(seed=1, config=quiet())
+    device.result(device.submit(job(fixtures="smoke")))
+    good = device.snapshot()
+    damaged = [
+        ({**good, "now": float("nan")}, "now: Input should be a finite number"),
+        ({**good, "slot_free": [0.0]}, "it has 1 slots, the device 2"),
+        ({**good, "rng": {"bit_generator": "PCG64"}}, "rng: not a generator state"),
+        ({**good, "seed": 2}, "with seed 2, not rngd-sim-0 with seed 1"),
+        ({k: v for k, v in good.items() if k != "ledger"}, "ledger: Field required"),
+    ]
+    fresh = SimDevice(seed=1, config=quiet())
+    before = fresh.snapshot()
+    for state, why in damaged:
+        with pytest.raises(InvalidState, match=re.escape(why)):
+            fresh.restore(state)
+        assert fresh.snapshot() == before
+    fresh.restore(json.loads(json.dumps(good)))
+    assert fresh.snapshot() == good
 
 
 def test_a_job_that_can_never_finish_hangs_until_the_cap() -> None:

@@ -1,0 +1,221 @@
+"""`fe-run` and `ferc` driven as a user would: bounded input, unknown names refused before the device
+charges anything, one line for every refusal, versions and JSON everywhere, and a device state that
+survives cut writes, damage and concurrent processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from simulator.bench import microbenchmarks
+from simulator.device import DeviceConfig, DeviceJob, DeviceStore, SimDevice
+from simulator.dsl.parser import MAX_SOURCE_BYTES
+from simulator.fe_run import main as fe_run
+from simulator.ferc import main as ferc
+from tests.simulator.one_line import refused
+
+KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
+O_BASELINE = str(KERNELS / "baseline" / "o_baseline.fe")
+MB01 = microbenchmarks()[0]  # the empty kernel: no reference, so it is timed and never graded
+PROBE = MB01.instantiate(MB01.points[0], "0.6.0")
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    path = tmp_path / "mb01.fe"
+    path.write_text(PROBE)
+    return path
+
+
+def submit(data: Path, program: Path | str, *extra: str, kernel: str = MB01.kernel) -> Result:
+    args = ["submit", str(program), "--kernel", kernel, "--fixtures", "smoke", "--data-dir", str(data), *extra]
+    return CliRunner().invoke(fe_run, args)
+
+
+def saved(data: Path) -> dict[str, object]:
+    return json.loads((data / "device" / "rngd-sim-0.json").read_text())
+
+
+# ---- input that must not be read --------------------------------------------------------------
+
+
+def test_submit_refuses_a_device_a_fifo_and_an_oversized_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.fe"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.fe"
+    with huge.open("wb") as handle:  # sparse: no need to write 10 MB to prove the limit
+        handle.truncate(MAX_SOURCE_BYTES + 1)
+    assert "not a regular file" in refused(submit(tmp_path, "/dev/zero"))
+    assert "not a regular file" in refused(submit(tmp_path, fifo))
+    assert "over the 10,485,760-byte limit" in refused(submit(tmp_path, huge))
+    assert "No such file" in refused(submit(tmp_path, tmp_path / "missing.fe"))
+    assert not (tmp_path / "device" / "rngd-sim-0.json").exists()
+
+
+def test_ferc_check_refuses_a_device_file_too() -> None:
+    assert "cannot read /dev/zero: not a regular file" in refused(CliRunner().invoke(ferc, ["check", "/dev/zero"]))
+
+
+def test_fe_run_submit_dev_zero_as_a_user_types_it(tmp_path: Path) -> None:
+    """The command line of the finding, in a real process: it ends at once instead of reading forever."""
+    command = [sys.executable, "-m", "simulator.fe_run", "submit", "/dev/zero", "--kernel", "k",
+               "--data-dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == ["error: cannot read /dev/zero: not a regular file"]
+
+
+# ---- names the device does not know -----------------------------------------------------------
+
+
+def test_an_unknown_kernel_fails_before_any_device_time_is_charged(tmp_path: Path, probe: Path) -> None:
+    line = refused(submit(tmp_path, probe, kernel="nope"))
+    assert "declares no kernel 'nope'" in line and "mb01" in line
+    assert not (tmp_path / "device" / "rngd-sim-0.json").exists()  # no clock, no job id, no charge
+    ran = submit(tmp_path, probe, "--json")
+    assert ran.exit_code == 0, ran.output
+    result = json.loads(ran.stdout)
+    assert result["job_id"] == "rngd-sim-0/000001"
+    assert saved(tmp_path)["ledger"]["project"] == pytest.approx(result["device_s"])  # type: ignore[index]
+
+
+def test_fixture_sets_are_named_or_refused(tmp_path: Path, probe: Path) -> None:
+    line = refused(submit(tmp_path, probe, "--fixtures", "g0,g9"))
+    assert "unknown sets g9" in line
+    ran = submit(tmp_path, probe, "--fixtures", "g0,exact", "--json")
+    assert ran.exit_code == 0, ran.output
+    assert [run["fixture"] for run in json.loads(ran.stdout)["runs"]] == ["g0", "g0", "exact", "exact"]
+
+
+def test_a_bad_environment_value_is_one_line(tmp_path: Path, probe: Path) -> None:
+    args = ["submit", str(probe), "--kernel", "mb01", "--data-dir", str(tmp_path)]
+    line = refused(CliRunner().invoke(fe_run, args, env={"CHIPLORE_SEED": "abc"}))
+    assert line.startswith("error: CHIPLORE_SEED: ") and "'abc'" in line
+
+
+# ---- versions and JSON ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cli", "name"), [(ferc, "ferc"), (fe_run, "fe-run")])
+def test_both_commands_tell_their_version(cli: object, name: str) -> None:
+    result = CliRunner().invoke(cli, ["--version"])  # type: ignore[arg-type]
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"{name} {metadata.version('chiplore')} (") and "0.6.0" in result.stdout
+
+
+def test_ferc_explain_prints_json(tmp_path: Path) -> None:
+    result = CliRunner().invoke(ferc, ["explain", "e0301", "--json", "--toolchain", "0.7.0"])
+    assert result.exit_code == 0, result.output
+    rule = json.loads(result.stdout)
+    assert (rule["code"], rule["rule"], rule["severity"], rule["toolchain"]) == ("E0301", "0301", "error", "0.7.0")
+    assert set(rule["versions"]) == {"0.5.0", "0.6.0", "0.7.0"} and rule["message"] and rule["checks"]
+    unchecked = json.loads(CliRunner().invoke(ferc, ["explain", "0520", "--json", "--toolchain", "0.5.0"]).stdout)
+    assert unchecked["versions"]["0.7.0"] == "E0520" and unchecked["toolchain"] == "0.5.0"
+    assert "no diagnostic 'X1'" in refused(CliRunner().invoke(ferc, ["explain", "X1", "--json"]))
+
+
+def test_status_and_reset_report_the_device_as_text_and_json(tmp_path: Path, probe: Path) -> None:
+    runner = CliRunner()
+    fresh = json.loads(runner.invoke(fe_run, ["status", "--json", "--data-dir", str(tmp_path)]).stdout)
+    assert (fresh["saved"], fresh["jobs"], fresh["project_spent_s"], fresh["agents"]) == (False, 0, 0.0, [])
+    job = json.loads(submit(tmp_path, probe, "--json", "--agent", "alice").stdout)
+    status = json.loads(runner.invoke(fe_run, ["status", "--json", "--data-dir", str(tmp_path)]).stdout)
+    assert status["saved"] and status["jobs"] == 1 and status["clock_s"] > 0
+    [alice] = status["agents"]
+    assert alice["agent"] == "alice" and alice["spent_today_s"] == pytest.approx(job["device_s"])
+    assert alice["left_today_s"] == pytest.approx(3600 - job["device_s"])
+    text = runner.invoke(fe_run, ["status", "--data-dir", str(tmp_path), "--agent", "bob"]).stdout
+    assert "1 job," in text and "bob: 0.00 of 3600 device s used today" in text
+    reset = json.loads(runner.invoke(fe_run, ["reset", "--json", "--data-dir", str(tmp_path)]).stdout)
+    assert reset["removed"] and reset["previous"]["jobs"] == 1 and reset["problem"] is None
+    assert Path(reset["backup_path"]).exists() and not Path(reset["state_path"]).exists()
+    again = runner.invoke(fe_run, ["reset", "--data-dir", str(tmp_path)])
+    assert again.exit_code == 0 and "nothing to reset" in again.stdout
+
+
+# ---- the saved state --------------------------------------------------------------------------
+
+
+def test_a_cut_write_leaves_the_previous_state(tmp_path: Path, probe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills halfway through saving the second job: the first job's state is what remains,
+    with no temporary file left behind, and the device goes on from it."""
+    assert submit(tmp_path, probe).exit_code == 0
+    before = (tmp_path / "device" / "rngd-sim-0.json").read_bytes()
+    real_dump = json.dump
+
+    def disk_full(state: object, handle: object) -> None:
+        text = json.dumps(state)
+        handle.write(text[: len(text) // 2])  # type: ignore[attr-defined]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", disk_full)
+    line = refused(submit(tmp_path, probe))
+    assert "rngd-sim-0.json: cannot write: No space left on device" in line
+    monkeypatch.setattr(json, "dump", real_dump)
+    assert (tmp_path / "device" / "rngd-sim-0.json").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "device").iterdir()) == ["rngd-sim-0.json", "rngd-sim-0.lock"]
+    assert json.loads(submit(tmp_path, probe, "--json").stdout)["job_id"] == "rngd-sim-0/000002"
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda text: text[: len(text) // 2], "not valid JSON"),  # what an in-place write cut short left
+        (lambda text: "[]", "not a JSON object"),
+        (lambda text: text.replace('"now": ', '"now": "soon", "was": '), "now: Input should be a valid number"),
+        (lambda text: text.replace('"seed": 0', '"seed": 7'), "with seed 7, not rngd-sim-0 with seed 0"),
+    ],
+    ids=["truncated", "not-an-object", "bad-field", "other-seed"],
+)
+def test_a_damaged_state_is_named_and_reset_by_a_command(tmp_path: Path, probe: Path, damage: object, why: str) -> None:
+    assert submit(tmp_path, probe).exit_code == 0
+    state = tmp_path / "device" / "rngd-sim-0.json"
+    state.write_text(damage(state.read_text()))  # type: ignore[operator]
+    line = refused(submit(tmp_path, probe))
+    assert str(state) in line and why in line and "`fe-run reset`" in line
+    status = CliRunner().invoke(fe_run, ["status", "--data-dir", str(tmp_path)])
+    if "seed 7" in why:  # status shows whose state it is rather than refusing it
+        assert status.exit_code == 0 and status.stdout.startswith("rngd-sim-0 (seed 7)")
+    else:
+        assert why in refused(status)
+    reset = CliRunner().invoke(fe_run, ["reset", "--data-dir", str(tmp_path)])
+    assert reset.exit_code == 0 and "moved" in reset.stdout
+    assert json.loads(submit(tmp_path, probe, "--json").stdout)["job_id"] == "rngd-sim-0/000001"
+
+
+def test_concurrent_sessions_lose_no_charge(tmp_path: Path) -> None:
+    """Four workers, each with its own device object on one data dir, as four fe-run processes
+    would be: every job gets its own id and every second of device time reaches the ledger."""
+    store = DeviceStore(tmp_path, "rngd-sim-0")
+    charged: list[tuple[str, float]] = []
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            for _ in range(3):
+                device = SimDevice(2, DeviceConfig())
+                with store.session(device):
+                    job = DeviceJob(kernel=MB01.kernel, program=PROBE, fixtures="smoke", agent=name)
+                    result = device.result(device.submit(job))
+                charged.append((result.job_id, result.device_s))
+        except BaseException as error:  # reported below: a thread's failure must fail the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(f"agent{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert sorted(job_id for job_id, _ in charged) == [f"rngd-sim-0/{n:06d}" for n in range(1, 13)]
+    state = saved(tmp_path)
+    assert state["count"] == 12
+    assert state["ledger"]["project"] == pytest.approx(sum(s for _, s in charged))  # type: ignore[index]
