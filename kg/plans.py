@@ -22,7 +22,8 @@ Kind = Literal[
 # only the first child drives the query; the others are per-row lookups.
 _PER_ROW_NEO4J = re.compile(r"Apply$|^Optional$|^SubqueryForeach$|^Foreach$")
 _PER_ROW_FALKOR = {"Apply", "Optional", "Semi Apply", "Anti Semi Apply", "Apply Multiplexer", "Or Apply Multiplexer",
-                   "And Apply Multiplexer", "Call Subquery", "Foreach"}  # fmt: skip
+                   "And Apply Multiplexer", "OR Apply Multiplexer", "AND Apply Multiplexer", "Call Subquery",
+                   "Foreach", "Merge"}  # fmt: skip
 
 _NEO4J_KINDS: dict[str, Kind] = {
     "NodeIndexSeek": "index_seek",
@@ -59,6 +60,7 @@ _FALKOR_KINDS: dict[str, Kind] = {
     "Argument List": "argument",
     "Project": "projection",
     "Unwind": "projection",
+    "MergeCreate": "projection",  # MERGE's create branch: writes the row it is given, reads nothing
     "Node By Label Scan": "label_scan",
     "Node By Label and ID Scan": "label_scan",
     "All Node Scan": "all_nodes_scan",
@@ -80,7 +82,8 @@ class PlanNode:
 
     @property
     def kind(self) -> Kind:
-        return _kind(self.operator)
+        # Neo4j qualifies some operators: NodeUniqueIndexSeek(Locking), Expand(All).
+        return _kind(self.operator.split("(")[0])
 
     def walk(self) -> Iterator[PlanNode]:
         yield self
@@ -166,39 +169,64 @@ def plan_from_falkordb(lines: list[str]) -> PlanNode:
 
 @dataclass(frozen=True)
 class AllowedScan:
-    """A documented exception: `label` may be scanned whole, because `reason` keeps it tiny."""
+    """A documented exception: `label` (or relationship type) may be scanned whole, because `reason`
+    keeps it tiny."""
 
     label: str
     reason: str
 
 
-def plan_problems(plan: PlanNode, anchors: tuple[str, ...], allowed_scans: tuple[AllowedScan, ...] = ()) -> list[str]:
+def plan_problems(
+    plan: PlanNode,
+    anchors: tuple[str, ...],
+    allowed_scans: tuple[AllowedScan, ...] = (),
+    *,
+    keyed_products: bool = False,
+) -> list[str]:
     """Why a plan does not start from an index seek on an anchor label (empty when it does).
 
-    Driving leaves must be index seeks on one of `anchors`, count-store reads or bare projections
-    (no MATCH); per-row leaves must be arguments or index seeks of any label; no cartesian product
-    anywhere. A scan of a label in `allowed_scans` is accepted wherever it appears.
+    Driving leaves must be index seeks on one of `anchors` (any label when `anchors` is empty),
+    count-store reads or bare projections (no MATCH); per-row leaves must be arguments or index
+    seeks of any label; no cartesian product anywhere, except, with `keyed_products`, one whose
+    every input starts from an index seek (a statement that looks several nodes up by their keys).
+    A scan of a label in `allowed_scans` is accepted wherever it appears.
     """
     problems: list[str] = []
     allowed = {scan.label for scan in allowed_scans}
     for node in plan.walk():
-        if node.kind == "cartesian":
+        if node.kind == "cartesian" and not (keyed_products and _all_inputs_seek(node)):
             problems.append(f"cartesian product: {node.operator}")
     for leaf, driving in leaves(plan):
         kind, label = leaf.kind, leaf.label
         where = f"{leaf.operator} | {leaf.detail}".rstrip(" |")
-        if kind in ("label_scan", "index_scan") and label in allowed:
+        if kind in ("label_scan", "index_scan", "relationship_scan") and label in allowed:
             continue
         if kind == "index_seek":
             if driving and anchors and label not in anchors:
                 problems.append(f"starts from a seek on {label}, not on its anchor {' or '.join(anchors)}: {where}")
             continue
-        if kind == "argument" and not driving:
+        if kind in ("argument", "projection") and not driving:
             continue
         if kind in ("count_store", "projection") and driving:
             continue
         problems.append(f"{'starts from' if driving else 'per-row'} {kind.replace('_', ' ')}: {where}")
     return problems
+
+
+def _all_inputs_seek(product: PlanNode) -> bool:
+    return all(
+        all(leaf.kind in ("index_seek", "argument", "projection") for leaf, _ in leaves(child))
+        and any(node.kind == "index_seek" for node in child.walk())
+        for child in product.children
+    )
+
+
+def _all_inputs_seek(product: PlanNode) -> bool:
+    return all(
+        all(leaf.kind in ("index_seek", "argument", "projection") for leaf, _ in leaves(child))
+        and any(node.kind == "index_seek" for node in child.walk())
+        for child in product.children
+    )
 
 
 def driving_summary(plan: PlanNode) -> str:

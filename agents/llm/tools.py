@@ -17,6 +17,7 @@ from chiplore.core.errors import ChiploreError, WriteRefused
 from chiplore.core.target import Target
 from kg.guard import QueryRefused, UntrustedLimits
 from kg.repo.designs import best_of, source_of
+from kg.repo.docs import search_chunks
 from kg.store import GraphStore
 
 ROW_CAP = 50
@@ -74,12 +75,7 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         if not terms:
             return "give one or more words"
         try:
-            rows = store.read(
-                "MATCH (p:DocPage {version: $v})-[:HAS_CHUNK]->(c:DocChunk) "
-                "WHERE all(t IN $terms WHERE toLower(c.text) CONTAINS t) "
-                "RETURN DISTINCT p.path AS page, c.sha AS chunk, c.text AS text ORDER BY page, chunk LIMIT $n",
-                {"v": version, "terms": terms, "n": DOC_HITS},
-            )
+            rows = search_chunks(store, version, terms, DOC_HITS)
         except ChiploreError as error:
             return f"search failed: {error}"
         return _rows(rows) if rows else "no paragraph contains all of those words"

@@ -29,6 +29,7 @@ ALLOWED_SCANS: dict[str, tuple[AllowedScan, ...]] = {
     ),
 }
 CATALOGUE = queries.load_all()
+pytestmark = pytest.mark.slow  # two sample graphs (and two unindexed copies) on both backends
 
 
 def _check(store: GraphStore, name: str, params: dict[str, Any]) -> list[str]:
