@@ -7,7 +7,7 @@ a hidden truth (`truth`) behind a noisy simulated device (`timing`, `device`) an
 microbenchmarks (`bench`), all behind `target.ToyChip`. The pack side (`pack`) is what the chip's
 team writes for chiplore and reads none of the chip's internals. docs/targets.md walks through it.
 
-    CHIPLORE_TARGET=tests.toy:from_settings chiplore status
+    PYTHONPATH=. CHIPLORE_TARGET=tests.toy:from_settings chiplore status   (from the repository root)
 """
 
 from tests.toy.target import ToyChip, from_settings
