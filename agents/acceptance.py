@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from agents.callbacks import Events
 from agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
+from agents.lease import Lease
 from agents.runner import Runner
 from chiplore.core.ids import content_sha
 from kg.models import Activity, Comparison, DesignNode
@@ -33,11 +34,15 @@ class JudgeAgainstBest:
     noise_sigma: float
     activity: Activity
     events: Events
+    lease: Lease
 
     def decide(self, node: DesignNode, source: str) -> bool:
-        store = self.store
+        store, me = self.store, self.lease.owner
         best = best_of(store, self.kernel)
         assert best is not None and best.measured_cycles is not None and node.measured_cycles is not None
+        if best.id == node.id:  # never judged against itself
+            update_design(store, node.id, held_by=me, owner="", lease_until="")
+            return True
         incumbent = source_of(store, best.id)
         sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
 
@@ -45,6 +50,7 @@ class JudgeAgainstBest:
             order = [(sha, source), (incumbent_sha, incumbent)]
             if index % 2:  # alternate who goes first, so drift within a pair favours neither
                 order.reverse()
+            update_design(store, node.id, held_by=me, lease_until=self.lease.until())  # the pairs take a while
             medians: dict[str, float] = {}
             ids: list[str] = []
             for key, text in order:
@@ -65,12 +71,12 @@ class JudgeAgainstBest:
         interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
         if verdict.decision == "accept":
             why = f"{interval} ({verdict.method})"
-            set_best(store, self.kernel, node.id, status="accepted", reason=why,
+            set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
                      measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
             self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
             return True
         why = f"{interval} ({verdict.method}, {verdict.decision})"
-        update_design(store, node.id, status="rejected", reason=why)
+        update_design(store, node.id, held_by=me, status="rejected", reason=why, owner="", lease_until="")
         self.events.note(self.kernel, f"rejected {node.id}: {why}")
         return False
 

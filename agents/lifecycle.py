@@ -4,9 +4,11 @@
              -> (the decider) -> accepted | rejected
 
 Every transition is written to the graph before the next step starts, so a killed run resumes a
-design from the state it reached (`advance` takes a design in any unfinished state). What happens to
-a measured design is the decider's: the loop's judges it against BEST; an upgrade's accepts a
-repaired program as its predecessor's successor.
+design from the state it reached (`advance` takes a design in any unfinished state). Each step is
+taken only while this process holds the design's claim (`agents.lease`), and renews it; a decided
+design, or one a budget stopped, is released. What happens to a measured design is the decider's:
+the loop's judges it against BEST; an upgrade's accepts a repaired program as its predecessor's
+successor.
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agents.callbacks import Events
-from agents.runner import Runner
+from agents.lease import Lease
+from agents.runner import BudgetSpent, Runner
 from agents.screens import Candidate, Screener
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params
 from kg.models import DesignNode
 from kg.repo.designs import update_design
+from kg.repo.runs import graded_median
 from kg.store import GraphStore
+
+RELEASED = {"owner": "", "lease_until": ""}
 
 
 class Decider(Protocol):
-    """What becomes of a measured design; True when it became BEST."""
+    """What becomes of a measured design; True when it became BEST. Called while the lease holds;
+    it releases the design with the decision it writes."""
 
     def decide(self, node: DesignNode, source: str) -> bool: ...
 
@@ -43,9 +50,18 @@ class DesignLifecycle:
     decider: Decider
     candidate: Callable[[DesignNode, str, Params | None], Candidate]  # what the screens see of a design
     events: Events
+    lease: Lease
 
     def advance(self, node: DesignNode, source: str, params: Params | None) -> bool:
-        """Take a design from its current state as far as it goes; True when it became BEST."""
+        """Take a design this process holds from its current state as far as it goes; True when it
+        became BEST. ClaimLost when another process took it over meanwhile."""
+        try:
+            return self._advance(node, source, params)
+        except BudgetSpent:
+            self._step(node.id, **RELEASED)  # the next run, of any process, takes it from here
+            raise
+
+    def _advance(self, node: DesignNode, source: str, params: Params | None) -> bool:
         status = node.status
         if status == "proposed":
             result = self.screener.screen(self.candidate(node, source, params))
@@ -54,7 +70,11 @@ class DesignLifecycle:
                 self.events.note(self.kernel, f"{node.id} screened out at {result.check}: {result.detail}")
                 return False
             status = "queued"
-            update_design(self.store, node.id, status=status)
+            self._step(node.id, status=status, lease_until=self.lease.until())
+        if status == "queued" and (recorded := graded_median(self.store, node.id, self.version)) is not None:
+            status = "measured"  # measured before a kill: the run is in the graph, and is not repeated
+            self._step(node.id, status=status, measured_cycles=recorded, lease_until=self.lease.until())
+            node = node.model_copy(update={"measured_cycles": recorded, "status": status})
         if status == "queued":
             outcome = self.runner.run(self.kernel, content_sha(source), source, self.version)
             result = outcome.result
@@ -69,9 +89,12 @@ class DesignLifecycle:
                 self.events.note(self.kernel, f"{node.id} failed: {why}")
                 return False
             cycles = float(result.median_cycles)
-            update_design(self.store, node.id, status="measured", measured_cycles=cycles)
+            self._step(node.id, status="measured", measured_cycles=cycles, lease_until=self.lease.until())
             node = node.model_copy(update={"measured_cycles": cycles, "status": "measured"})
         return self.decider.decide(node, source)
 
+    def _step(self, design: str, **props: object) -> None:
+        update_design(self.store, design, held_by=self.lease.owner, **props)
+
     def _end(self, design: str, status: str, why: str) -> None:
-        update_design(self.store, design, status=status, reason=why[:500])
+        self._step(design, status=status, reason=why[:500], **RELEASED)

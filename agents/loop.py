@@ -21,6 +21,7 @@ from agents.callbacks import Events, Note, RecordRuns, RecordScreenings
 from agents.cost_model import CalibratedCostModel
 from agents.judge import Judge, SequentialJudge
 from agents.knowledge import Knowledge, read_knowledge
+from agents.lease import Lease
 from agents.lifecycle import DesignLifecycle
 from agents.proposers import BuiltinArchitect, BuiltinRefiner, DesignProposal, KernelView, Proposer
 from agents.repair import repair
@@ -33,9 +34,11 @@ from chiplore.core.pack import Params, TargetPack
 from chiplore.core.target import KernelSpec, Target
 from kg.models import Activity, DesignNode, Kernel, KernelVersion
 from kg.repo.designs import (
+    ClaimLost,
     add_design,
     architected_under,
     best_of,
+    claim_design,
     get_design,
     known_shas,
     prediction_pairs,
@@ -49,7 +52,7 @@ from kg.repo.designs import (
 )
 from kg.repo.knowledge import finish_activity, record_activity
 from kg.repo.nodes import Link, Ref, link
-from kg.repo.runs import ledger_seconds
+from kg.repo.runs import graded_median, ledger_seconds
 from kg.store import GraphStore
 
 DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usually ends far sooner
@@ -108,19 +111,18 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
     model = CalibratedCostModel(pack.cost_model)
     activity = record_activity(store, Activity(id=f"optimize-{uuid.uuid4().hex[:12]}", role="runner",
                                                policy="builtin"))  # fmt: skip
+    lease = Lease()
     per_kernel = budget_s / len(specs)
     proposals = accepted = 0
     spent_total = 0.0
     stopped: dict[str, str] = {}
     for spec in specs:
         state = _open_kernel(store, target, pack, spec, version, knowledge, model, judge or SequentialJudge(),
-                             activity, events, per_kernel, seed)  # fmt: skip
+                             activity, events, per_kernel, seed, lease)  # fmt: skip
         start_spent = state.runner.spent_s
         try:
             _root(store, target, pack, state, version, activity, events)
-            for node, source in unfinished_designs(store, spec.name):
-                events.note(spec.name, f"resuming {node.id} ({node.status})")
-                state.lifecycle.advance(node, source, _params(node))
+            _resume(store, state, events)
             # a resumed run keeps the schedule: whole designs only until the architect has had its round
             # (per toolchain: a new version's knowledge may open whole new designs)
             role_round = 1 if architected_under(store, spec.name, version) else 0
@@ -160,11 +162,12 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
 
 def _open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: KernelSpec, version: str,
                  knowledge: Knowledge, model: CalibratedCostModel, judge: Judge, activity: Activity, events: Events,
-                 budget_s: float, seed: int) -> _Kernel:  # fmt: skip
+                 budget_s: float, seed: int, lease: Lease) -> _Kernel:  # fmt: skip
     register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                   bound_cycles=spec.bound_cycles))  # fmt: skip
     spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets `budget_s` on top
-    runner = DeviceRunner(target, RecordRuns(store, activity), budget_s=budget_s + spent, spent_s=spent)
+    runner = DeviceRunner(target, RecordRuns(store, activity), budget_s=budget_s + spent, spent_s=spent,
+                          charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
     view = KernelView(spec=spec, version=version, knowledge=knowledge, space=pack.design_space(spec.name),
                       model=model, seed=seed)  # fmt: skip
 
@@ -179,9 +182,10 @@ def _open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: Kern
 
     screener = Screener(standard_screens(target, version, pack.compiler, knowledge.rules, predict),
                         [RecordScreenings(store, activity)])  # fmt: skip
-    decider = JudgeAgainstBest(store, spec.name, version, runner, judge, knowledge.noise_sigma, activity, events)
+    decider = JudgeAgainstBest(store, spec.name, version, runner, judge, knowledge.noise_sigma, activity, events,
+                               lease)  # fmt: skip
     return _Kernel(view, runner, DesignLifecycle(store, spec.name, version, screener, runner, decider, candidate,
-                                                 events))  # fmt: skip
+                                                 events, lease))  # fmt: skip
 
 
 def _refresh(store: GraphStore, state: _Kernel) -> KernelView:
@@ -197,15 +201,17 @@ def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, v
           events: Events) -> None:  # fmt: skip
     """The official baseline is the tree's root and the first BEST, once measured. Written for
     another toolchain, it is ported first, from the compiler's diagnostics."""
-    spec = state.view.spec
+    spec, lease = state.view.spec, state.lifecycle.lease
     root = root_of(store, spec.name)
     if root is not None and root.status == "accepted":
         if best_of(store, spec.name) is None:
             set_best(store, spec.name, root.id)
         return
     if root is not None:  # a root a killed or faulted run left unmeasured
+        if not _claim(store, root, lease):
+            raise KernelStopped(f"another run ({root.owner}) is measuring the baseline")
         root_id, source = root.id, source_of(store, root.id)
-        update_design(store, root_id, status="queued")
+        update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
     else:
         source, change = spec.baseline_source, "root"
         if not target.check(source, version).ok:
@@ -214,23 +220,37 @@ def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, v
                 source, change = fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}"
         root_id = design_id(spec.name, content_sha(source))
         node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy="official", depth=0,
-                          rationale="the vendor's official baseline", change=change, status="queued")  # fmt: skip
+                          rationale="the vendor's official baseline", change=change, status="queued",
+                          owner=lease.owner, lease_until=lease.until())  # fmt: skip
         add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                       toolchain=version),
                    parent=None, activity=activity)  # fmt: skip
-    outcome = state.runner.run(spec.name, content_sha(source), source, version)
+        if not _mine(store, root_id, lease):
+            raise KernelStopped("another run is measuring the baseline")
+    recorded = graded_median(store, root_id, version)  # measured before a kill: not measured again
+    if recorded is not None:
+        set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
+                 measured_cycles=recorded)  # fmt: skip
+        return
+    try:
+        outcome = state.runner.run(spec.name, content_sha(source), source, version)
+    except BudgetSpent:
+        update_design(store, root_id, held_by=lease.owner, owner="", lease_until="")
+        raise
     if not outcome.ok or outcome.result.median_cycles is None:
         why = f"the baseline did not run: {outcome.result.status} {outcome.result.message}".strip()
-        update_design(store, root_id, status="failed", reason=why)  # recorded; the next run measures it again
+        # recorded; the next run measures it again
+        update_design(store, root_id, held_by=lease.owner, status="failed", reason=why, owner="", lease_until="")
         raise KernelStopped(why)
-    set_best(store, spec.name, root_id, status="accepted", measured_cycles=float(outcome.result.median_cycles))
+    set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
+             measured_cycles=float(outcome.result.median_cycles))  # fmt: skip
     events.note(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
 
 
 def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignProposal, activity: Activity,
             events: Events) -> bool:  # fmt: skip
     """Add one proposal to the tree and take it as far as it goes; True when it became BEST."""
-    kernel = state.view.kernel
+    kernel, lease = state.view.kernel, state.lifecycle.lease
     node_id = design_id(kernel, proposal.sha)
     if get_design(store, node_id) is not None:
         return False  # the same source is never a new design
@@ -239,7 +259,9 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignPro
     node = DesignNode(id=node_id, kernel=kernel, role=proposal.role, policy=proposal.policy,
                       rationale=proposal.rationale, change=proposal.change, depth=(parent.depth + 1) if parent else 0,
                       params=proposal.params_json, predicted_cycles=proposal.predicted_cycles,
-                      status="failed" if proposal.error else "proposed", reason=proposal.error[:500])  # fmt: skip
+                      status="failed" if proposal.error else "proposed", reason=proposal.error[:500],
+                      owner="" if proposal.error else lease.owner,
+                      lease_until="" if proposal.error else lease.until())  # fmt: skip
     add_design(store, node, version=KernelVersion(sha=proposal.sha, kernel=kernel, source=proposal.source,
                                                   toolchain=version),
                parent=parent.id if parent else None, activity=activity, consulted=proposal.consulted)  # fmt: skip
@@ -247,7 +269,42 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignPro
     if proposal.error:  # recorded, with the model's last answer as its source; the loop goes on
         events.note(kernel, f"{node_id} failed: {proposal.error}")
         return False
-    return state.lifecycle.advance(node, proposal.source, proposal.params)
+    if not _mine(store, node_id, lease):  # another run proposed the same program a moment earlier
+        return False
+    try:
+        return state.lifecycle.advance(node, proposal.source, proposal.params)
+    except ClaimLost as lost:
+        events.note(kernel, f"{node_id}: {lost}")
+        return False
+
+
+def _resume(store: GraphStore, state: _Kernel, events: Events) -> None:
+    """Finish the designs an earlier run left half-way (killed, or stopped by its budget): those no
+    live process holds, oldest first. A live run's designs are left to it."""
+    kernel, lease = state.view.kernel, state.lifecycle.lease
+    for node, source in unfinished_designs(store, kernel):
+        if not _claim(store, node, lease):
+            events.note(kernel, f"{node.id} is held by another run ({node.owner}); left to it")
+            continue
+        events.note(kernel, f"resuming {node.id} ({node.status})")
+        try:
+            state.lifecycle.advance(node, source, _params(node))
+        except ClaimLost as lost:
+            events.note(kernel, f"{node.id}: {lost}")
+
+
+def _claim(store: GraphStore, node: DesignNode, lease: Lease) -> bool:
+    """Hold a design: it is ours already, or free, or its owner's lease is over (compare-and-set)."""
+    if node.owner == lease.owner:
+        return True
+    return lease.may_take(node.owner, node.lease_until) and claim_design(
+        store, node.id, lease.owner, lease.until(), held_by=node.owner, held_until=node.lease_until
+    )
+
+
+def _mine(store: GraphStore, design: str, lease: Lease) -> bool:
+    found = get_design(store, design)
+    return found is not None and found.owner == lease.owner
 
 
 def _params(node: DesignNode) -> Params | None:

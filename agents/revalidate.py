@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from agents.callbacks import Events, RecordScreenings
 from agents.cost_model import CalibratedCostModel
 from agents.knowledge import Knowledge
+from agents.lease import Lease
 from agents.lifecycle import DesignLifecycle
 from agents.loop import design_id
 from agents.repair import repair
@@ -27,9 +28,9 @@ from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, points
 from chiplore.core.target import KernelSpec, Target
 from kg.models import Activity, DesignNode, KernelVersion, Revalidation
-from kg.repo.designs import add_design, get_design, set_best, source_of, update_design
+from kg.repo.designs import add_design, claim_design, get_design, set_best, source_of, update_design
 from kg.repo.progress import pooled_cycles
-from kg.repo.runs import graded_runs
+from kg.repo.runs import graded_median, graded_runs
 from kg.repo.upgrades import record_revalidation, revalidation_of
 from kg.store import GraphStore
 
@@ -45,14 +46,16 @@ class AcceptRepair:
     version: str
     predecessor: str
     is_best: bool
+    lease: Lease
 
     def decide(self, node: DesignNode, source: str) -> bool:
         cycles = statistics.median(pooled_cycles(self.store, node.id, self.version))
         why = f"repaired {self.predecessor} for {self.version}; its predecessor no longer compiles"
+        done = {"status": "accepted", "measured_cycles": cycles, "reason": why, "owner": "", "lease_until": ""}
         if self.is_best:
-            set_best(self.store, self.kernel, node.id, status="accepted", measured_cycles=cycles, reason=why)
+            set_best(self.store, self.kernel, node.id, held_by=self.lease.owner, **done)
         else:
-            update_design(self.store, node.id, status="accepted", measured_cycles=cycles, reason=why)
+            update_design(self.store, node.id, held_by=self.lease.owner, **done)
         return self.is_best
 
 
@@ -67,6 +70,7 @@ class Revalidator:
     runner: DeviceRunner
     activity: Activity
     say: Say
+    lease: Lease
 
     def design(self, node: DesignNode, role: str, *, is_best: bool) -> Revalidation:
         """Re-validate one design (the kernel's baseline or its BEST) under the new version."""
@@ -82,15 +86,19 @@ class Revalidator:
                             cycles_before=statistics.median(before) if before else node.measured_cycles)  # fmt: skip
         errors = [d for d in self.target.check(source, version).diagnostics if d.is_error]
         if not errors:
-            outcome = self.runner.run(kernel, content_sha(source), source, version)
-            if not outcome.ok or outcome.result.median_cycles is None:
-                found = base.model_copy(update={"outcome": "broken", "detail": f"the device: {outcome.result.message}"})
-                return self._record(found, outcome.run_ids)
-            cycles = float(outcome.result.median_cycles)
+            recorded = graded_median(store, node.id, version)  # measured before a kill: not measured again
+            if recorded is not None:
+                cycles, run_ids = recorded, tuple(graded_runs(store, node.id))
+            else:
+                outcome = self.runner.run(kernel, content_sha(source), source, version)
+                if not outcome.ok or outcome.result.median_cycles is None:
+                    why = f"the device: {outcome.result.message}"
+                    return self._record(base.model_copy(update={"outcome": "broken", "detail": why}), outcome.run_ids)
+                cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
             if is_best:
                 update_design(store, node.id, measured_cycles=statistics.median(pooled_cycles(store, node.id, version)))
             self.say(f"{kernel}: {role} {node.id} compiles under {version}: {cycles:,.0f} cycles")
-            return self._record(base.model_copy(update={"cycles_after": cycles}), outcome.run_ids)
+            return self._record(base.model_copy(update={"cycles_after": cycles}), run_ids)
         broken = "; ".join(sorted({f"{d.code}: {d.message}" for d in errors}))[:1000]
         base = base.model_copy(update={"diagnostics": broken})
         fixed = self._repair(node, source)
@@ -155,11 +163,14 @@ class Revalidator:
                 rationale=f"{node.id} does not compile under {version} ({broken[:300]})",
                 change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",
                 predicted_cycles=model.predict(kernel, source, params, self.knowledge.facts) if params else None,
+                owner=self.lease.owner, lease_until=self.lease.until(),
             )  # fmt: skip
             consulted = self.knowledge.fact_ids(space.consults) if params is not None and space is not None else ()
             add_design(store, repaired, version=KernelVersion(sha=sha, kernel=kernel, source=source, toolchain=version),
                        parent=node.id, activity=self.activity, consulted=consulted)  # fmt: skip
         if repaired.status in ("screened_out", "failed"):
+            return None
+        if repaired.status != "accepted" and not self._claim(repaired):
             return None
         lifecycle = self._lifecycle(node.id, is_best)
         lifecycle.advance(repaired, source, params)
@@ -168,6 +179,15 @@ class Revalidator:
             return None
         runs = graded_runs(store, node_id)
         return node_id, float(after.measured_cycles or 0.0), tuple(runs)
+
+    def _claim(self, design: DesignNode) -> bool:
+        """Hold a repair an interrupted run left (ours already, or its owner's lease is over)."""
+        if design.owner == self.lease.owner:
+            return True
+        return self.lease.may_take(design.owner, design.lease_until) and claim_design(
+            self.store, design.id, self.lease.owner, self.lease.until(), held_by=design.owner,
+            held_until=design.lease_until,
+        )  # fmt: skip
 
     def _lifecycle(self, predecessor: str, is_best: bool) -> DesignLifecycle:
         space, facts = self.space, self.knowledge.facts
@@ -179,10 +199,10 @@ class Revalidator:
 
         screens = standard_screens(self.target, self.version, pack.compiler, self.knowledge.rules, lambda c: None)
         screener = Screener(screens, [RecordScreenings(self.store, self.activity)])
-        decider = AcceptRepair(self.store, self.spec.name, self.version, predecessor, is_best)
+        decider = AcceptRepair(self.store, self.spec.name, self.version, predecessor, is_best, self.lease)
         events = Events([lambda kernel, message: self.say(f"{kernel}: {message}")])
         return DesignLifecycle(self.store, self.spec.name, self.version, screener, self.runner, decider, candidate,
-                               events)  # fmt: skip
+                               events, self.lease)  # fmt: skip
 
     def _record(self, revalidation: Revalidation, runs: tuple[str, ...] | list[str]) -> Revalidation:
         return record_revalidation(self.store, revalidation, activity=self.activity, target=self.target.name,

@@ -48,10 +48,18 @@ class Runner(Protocol):
 
 
 class DeviceRunner:
+    """`spent_s` counts what this runner's jobs cost; `charged`, when given, reads what the ledger
+    holds for the same consumer, so runs of several processes share one budget."""
+
     def __init__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float = 0.0,
-                 backoff_s: float = 0.05) -> None:  # fmt: skip
-        self.target, self.record = target, record
+                 backoff_s: float = 0.05, charged: Callable[[], float] | None = None) -> None:  # fmt: skip
+        self.target, self.record, self.charged = target, record, charged
         self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
+
+    def exhausted(self) -> bool:
+        """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
+        spent = max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
+        return spent >= self.budget_s
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
             repeats: int = 7) -> Outcome:  # fmt: skip
@@ -61,7 +69,7 @@ class DeviceRunner:
         faults: list[str] = []
 
         def attempt() -> DeviceResult:
-            if self.spent_s >= self.budget_s:
+            if self.exhausted():
                 raise BudgetSpent(f"device budget of {self.budget_s:.0f} s spent")
             result = self._submit(job)
             self.spent_s += result.device_s

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from agents.callbacks import RecordRuns
 from agents.knowledge import read_knowledge
+from agents.lease import Lease
 from agents.revalidate import Revalidator
 from agents.runner import BudgetSpent, DeviceRunner
 from chiplore.core.clock import utc_now
@@ -168,12 +169,13 @@ def _revalidate_kernels(store: GraphStore, target: Target, specs: dict[str, Kern
                           spent_s=upgrade_device_s(store, activity))  # fmt: skip
     out: list[Revalidation] = []
     pending: list[str] = []
+    lease = Lease()
     for kernel in kernels_with_root(store):
         spec = specs.get(kernel)
         root, best = root_of(store, kernel), best_of(store, kernel)
         if spec is None or root is None:
             continue
-        check = Revalidator(store, target, spec, previous, version, knowledge, runner, activity, say)
+        check = Revalidator(store, target, spec, previous, version, knowledge, runner, activity, say, lease)
         try:
             out.append(check.design(root, "baseline", is_best=best is not None and best.id == root.id))
             if best is not None and best.id != root.id:

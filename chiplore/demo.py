@@ -29,12 +29,11 @@ class DemoResult(BaseModel):
 
 
 def run_demo(session: Session, *, budget_s: float = DEFAULT_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
-             resume: bool = False, step: Step | None = None) -> DemoResult:  # fmt: skip
-    """Learn, optimize, upgrade to the newest toolchain, optimize again; the results of every kernel."""
+             step: Step | None = None) -> DemoResult:  # fmt: skip
+    """Learn, optimize, upgrade to the newest toolchain, optimize again; the results of every kernel.
+    A rerun after an interruption continues where the last one stopped."""
     step = step or (lambda title: lambda note: None)
     version = session.toolchain()
-    if not _done(session, version):  # a finished round's leftovers wait for no one
-        session.refuse_unfinished("chiplore demo --resume", resume)
     note = step(f"learn {session.target.name} {version}")
     learnt = session.learn(toolchain=version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
     note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
@@ -65,7 +64,7 @@ def _round(session: Session, version: str, step: Step, *, budget_s: float, seed:
     if _done(session, version):
         note("done in an earlier run")
         return
-    summary = session.optimize(toolchain=version, budget_s=budget_s, seed=seed, patience=patience, resume=True,
+    summary = session.optimize(toolchain=version, budget_s=budget_s, seed=seed, patience=patience,
                                on_event=lambda kernel, message: note(f"{kernel}: {message}"))  # fmt: skip
     record_activity(session.store, Activity(id=_round_id(version), role="demo", policy="builtin", ended_at=utc_now()))
     note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")

@@ -23,7 +23,7 @@ from ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from ingest.learn import LearnSummary, learn
 from ingest.librarian import Librarian, PageLibrarian
 from kg.models import DesignNode
-from kg.repo.designs import any_best, count_unfinished, lineage_ids
+from kg.repo.designs import any_best, lineage_ids
 from kg.repo.overview import Overview, overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target
@@ -79,9 +79,11 @@ class Session:
 
     def optimize(self, kernels: Sequence[str] | None = None, *, toolchain: str | None = None,
                  budget_s: float = OPTIMIZE_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
-                 target_ratio: float = TARGET_RATIO, resume: bool = False, architect: Proposer | None = None,
+                 target_ratio: float = TARGET_RATIO, architect: Proposer | None = None,
                  refiner: Proposer | None = None, on_event: Note | None = None) -> OptimizeSummary:  # fmt: skip
-        """Propose, screen, run and judge designs of the kernels (all by default) against BEST."""
+        """Propose, screen, run and judge designs of the kernels (all by default) against BEST. The
+        designs an earlier run left unfinished (killed, or stopped by its budget) are finished first;
+        another live run's are left to it, so several runs may share a graph."""
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
         version = self.toolchain(toolchain)
         active = self.active_toolchain()
@@ -90,16 +92,9 @@ class Session:
                 f"the graph's kernels are on toolchain {active}: run `chiplore toolchain upgrade {version}` first "
                 "(it re-validates each BEST and re-checks the graph's facts)"
             )
-        self.refuse_unfinished("chiplore optimize --resume", resume)
         return optimize(self.store, self.target, version, kernels=chosen, budget_s=budget_s, seed=seed,
                         patience=patience, target_ratio=target_ratio, architect=architect, refiner=refiner,
                         on_event=on_event)  # fmt: skip
-
-    def refuse_unfinished(self, command: str, resume: bool) -> None:
-        """An earlier run's unfinished designs are finished by a resumed run, never silently."""
-        left = count_unfinished(self.store)
-        if left and not resume:
-            raise ConfigError(f"an earlier run left {left} design(s) unfinished: run `{command}`")
 
     def upgrade(self, version: str, *, budget_s: float | None = None,
                 on_event: Callable[[str], None] | None = None) -> UpgradeSummary:  # fmt: skip

@@ -177,6 +177,8 @@ class DesignNode(GraphNode):
     measured_cycles: float | None = None  # median of its graded device run
     reason: str = ""  # why it ended where it did: the failing screen, the fault, the judge's verdict
     flagged: str = ""  # a toolchain upgrade changed facts it consulted: which, and under which version
+    owner: str = ""  # the process working on it ("" once decided): a claim, with its lease
+    lease_until: str = ""  # the owner's claim holds until then (ISO time); another may take it over after
     created_at: str = Field(default_factory=utc_now)
 
 

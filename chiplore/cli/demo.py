@@ -38,7 +38,8 @@ def report(app: App, out: Path) -> None:
               help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("chiplore-report"),
               show_default=True, help="The folder the report is written to.")  # fmt: skip
-@click.option("--resume", is_flag=True, help="Continue a demo that was interrupted.")
+@click.option("--resume", is_flag=True, hidden=True,
+              help="Kept for scripts: a demo always continues where an interrupted one stopped.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool, as_json: bool) -> None:
     """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
@@ -50,7 +51,7 @@ def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, 
             task = progress.add_task(description, note="")
             return lambda note: progress.update(task, note=note[:90])
 
-        result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, resume=resume, step=step)
+        result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, step=step)
         html = session.report()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.html").write_text(html)

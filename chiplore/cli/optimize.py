@@ -23,7 +23,8 @@ from chiplore.cli.render import design_tree, kernels_table, to_json
               help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
 @click.option("--target", "target_ratio", type=click.FloatRange(min=1.0), default=TARGET_RATIO, show_default=True,
               help="Stop a kernel once BEST is within this factor of the measured weight-movement bound.")  # fmt: skip
-@click.option("--resume", is_flag=True, help="Continue an interrupted run: finish its unfinished designs first.")
+@click.option("--resume", is_flag=True, hidden=True,
+              help="Kept for scripts: an interrupted run's unfinished designs are always finished first.")  # fmt: skip
 @click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
               help="The policy of both the architect and the refiner.")  # fmt: skip
 @click.option(
@@ -47,7 +48,7 @@ def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, budget_s
         roles = app.proposers(session, llm, architect or policy, refiner or policy)
         summary = session.optimize(list(kernels) or None, toolchain=toolchain, budget_s=budget_s,
                                    seed=app.settings.seed if seed is None else seed, patience=patience,
-                                   target_ratio=target_ratio, resume=resume, on_event=say, **roles)  # fmt: skip
+                                   target_ratio=target_ratio, on_event=say, **roles)  # fmt: skip
         progress = [k for k in session.status() if k.kernel in summary.kernels]
     if as_json:
         click.echo(to_json({**summary.model_dump(), "kernels": [k.model_dump() for k in progress]}))

@@ -38,7 +38,7 @@ def add_design(
     store.write(
         f"MATCH (a:Activity {{id: $activity}}) {parent_match} "
         "MERGE (v:KernelVersion {sha: $sha}) SET v += $version "
-        "MERGE (d:DesignNode {id: $id}) SET d += $design "
+        "MERGE (d:DesignNode {id: $id}) ON CREATE SET d += $design "
         f"MERGE (d)-[:HAS_VERSION]->(v) MERGE (d)-[:CREATED_BY]->(a) {place} "
         "WITH d UNWIND $facts AS fact_id MATCH (f:Fact {fact_id: fact_id}) MERGE (d)-[:CONSULTED]->(f)",
         {"sha": version.sha, "version": version.properties(), "id": design.id, "design": design.properties(),
@@ -54,30 +54,53 @@ def add_design(
     return design
 
 
-def update_design(store: GraphStore, design_id: str, **props: object) -> None:
-    """Set some of a design's properties (status, measured cycles, reason) in one statement."""
+class ClaimLost(RuntimeError):
+    """Another process has taken the design over (its owner's lease expired)."""
+
+
+def update_design(store: GraphStore, design_id: str, *, held_by: str | None = None, **props: object) -> None:
+    """Set some of a design's properties (status, measured cycles, reason, owner) in one statement;
+    with `held_by`, only while that process still holds the design (ClaimLost otherwise)."""
     rows = store.write(
-        "MATCH (d:DesignNode {id: $id}) SET d += $props RETURN d.id AS id", {"id": design_id, "props": props}
+        "MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held SET d += $props RETURN d.id AS id",
+        {"id": design_id, "props": props, "held": held_by},
     )
     if not rows:
+        if held_by is not None and get_design(store, design_id) is not None:
+            raise ClaimLost(f"design {design_id} is no longer held by {held_by}")
         raise KeyError(f"no design {design_id!r}")
+
+
+def claim_design(store: GraphStore, design_id: str, owner: str, until: str, *, held_by: str, held_until: str) -> bool:
+    """Take a design over from `held_by` (whose lease reads `held_until`), atomically: False when
+    someone else changed the claim first."""
+    rows = store.write(
+        "MATCH (d:DesignNode {id: $id}) "
+        "WHERE coalesce(d.owner, '') = $held_by AND coalesce(d.lease_until, '') = $held_until "
+        "SET d.owner = $owner, d.lease_until = $until RETURN d.id AS id",
+        {"id": design_id, "owner": owner, "until": until, "held_by": held_by, "held_until": held_until},
+    )
+    return bool(rows)
 
 
 def set_design_status(store: GraphStore, design_id: str, status: DesignStatus) -> None:
     update_design(store, design_id, status=status)
 
 
-def set_best(store: GraphStore, kernel: str, design_id: str, **props: object) -> None:
+def set_best(store: GraphStore, kernel: str, design_id: str, *, held_by: str | None = None, **props: object) -> None:
     """Point the kernel's BEST at a design (there is exactly one BEST per kernel), and set the
     design's properties (its status, say) in the same statement: a kill between the two cannot
-    leave an accepted design that is not BEST, or a BEST that is not accepted."""
+    leave an accepted design that is not BEST, or a BEST that is not accepted. With `held_by`, only
+    while that process holds the design (ClaimLost otherwise)."""
     rows = store.write(
-        "MATCH (k:Kernel {name: $kernel}) MATCH (d:DesignNode {id: $id}) SET d += $props "
-        "WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
+        "MATCH (k:Kernel {name: $kernel}) MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held "
+        "SET d += $props WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
         "WITH DISTINCT k, d MERGE (k)-[:BEST]->(d) RETURN d.id AS id",
-        {"kernel": kernel, "id": design_id, "props": props},
+        {"kernel": kernel, "id": design_id, "props": props, "held": held_by},
     )
     if not rows:
+        if held_by is not None and get_design(store, design_id) is not None:
+            raise ClaimLost(f"design {design_id} is no longer held by {held_by}")
         raise KeyError(f"no kernel {kernel!r} or design {design_id!r}")
 
 

@@ -151,3 +151,14 @@ def last_accepted_ratio(store: GraphStore, kernel: str) -> float | None:
         {"k": kernel},
     )
     return float(rows[0]["ratio"]) if rows else None
+
+
+def graded_median(store: GraphStore, design: str, toolchain: str) -> float | None:
+    """The median cycles of a design's successful graded run under a toolchain, if one was recorded
+    (a run killed after the job but before the design moved on has it already)."""
+    rows = store.read(
+        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
+        "{fixtures: 'graded', status: 'ok', toolchain: $v}) RETURN r.median_cycles AS m ORDER BY r.finished_at LIMIT 1",
+        {"id": design, "v": toolchain},
+    )
+    return float(rows[0]["m"]) if rows and rows[0]["m"] is not None else None

@@ -18,6 +18,7 @@ import pytest
 from agents.loop import optimize
 from ingest.learn import learn
 from kg.embedded_store import EmbeddedStore
+from kg.repo.integrity import violations
 from kg.repo.progress import kernel_progress
 from kg.repo.targets import register_target
 from kg.schema import ensure_schema
@@ -146,6 +147,7 @@ def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_pa
     assert json.loads(out)["kernels"][0]["kernel"] == O_PROJ
     with EmbeddedStore(tmp_path / "data") as store:
         assert_consistent_tree(store, O_PROJ)
+        assert violations(store) == []
         accepted = {row["id"] for row in store.read("MATCH (d:DesignNode {status: 'accepted'}) RETURN d.id AS id")}
     assert accepted_before <= accepted
     status = subprocess.run([sys.executable, "-m", "chiplore.cli", "status", "--json"], env=env, text=True,
