@@ -54,11 +54,19 @@ def open_target(settings: Settings) -> Target:
 class App:
     settings: Settings
 
-    def open_store(self) -> GraphStore:
-        """Open the configured store; the caller closes it (use it as a context manager)."""
+    def open_store(self, *, create: bool = False) -> GraphStore:
+        """Open the configured store; the caller closes it (use it as a context manager). An embedded
+        store's data dir is made only when `create` is set (`init`, `demo`): a mistyped path is an
+        error, not a new empty graph."""
         settings = self.settings
         if settings.store == "embedded":
-            return EmbeddedStore(settings.data_dir, query_timeout_s=settings.query_timeout_s)
+            path = settings.data_dir
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"the data dir {path} is a file, not a folder (CHIPLORE_DATA_DIR or --data-dir)")
+            if not create and not (path / "falkordb").is_dir():
+                raise ConfigError(f"no chiplore graph in {path}: `chiplore init` (or `chiplore demo`) makes one there; "
+                                  "CHIPLORE_DATA_DIR or --data-dir names another")  # fmt: skip
+            return EmbeddedStore(path, query_timeout_s=settings.query_timeout_s)
         return Neo4jStore(
             settings.neo4j_uri,
             settings.neo4j_user,
@@ -71,10 +79,10 @@ class App:
         return open_target(self.settings)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
+    def session(self, *, create: bool = False) -> Iterator[Session]:
         """A session on the configured store and target; the store closes when it ends."""
         target = self.target()
-        with self.open_store() as store:
+        with self.open_store(create=create) as store:
             yield Session(store, target)
 
     def proposers(self, session: Session, config: LLMConfig, architect: str, refiner: str) -> dict[str, Proposer]:

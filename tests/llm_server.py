@@ -24,6 +24,7 @@ class Turn:
     delay_s: float = 0.0
     prompt_tokens: int = 120
     completion_tokens: int = 40
+    echo_auth: bool = False  # answer 401 quoting the request's Authorization header (a careless server)
 
 
 def say(content: str) -> Turn:
@@ -38,6 +39,7 @@ def call(name: str, **arguments: Any) -> Turn:
 class ScriptedOpenAI:
     turns: list[Turn] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)  # each request's Authorization header
     model: str = "scripted-1"
 
     def __post_init__(self) -> None:
@@ -103,6 +105,11 @@ class ScriptedOpenAI:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 turn = outer._next(body)
+                outer.authorizations.append(self.headers.get("authorization", ""))
+                if turn.echo_auth:
+                    message = f"invalid credentials: {self.headers.get('authorization', '')}"
+                    self._send(401, {"error": {"message": message, "type": "invalid_request_error"}})
+                    return
                 if turn.delay_s:
                     time.sleep(turn.delay_s)
                 if turn.status != 200:

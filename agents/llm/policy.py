@@ -92,7 +92,7 @@ class Calls(BaseCallbackHandler):
         self._record(run_id, "ok", prompt, completion)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._record(run_id, f"error: {type(error).__name__}: {error}"[:300], 0, 0)
+        self._record(run_id, self.config.redact(f"error: {type(error).__name__}: {error}")[:300], 0, 0)
 
     def _record(self, run_id: UUID, outcome: str, prompt: int, completion: int) -> None:
         began, at = self.started.pop(run_id, (time.perf_counter(), utc_now()))
@@ -125,7 +125,9 @@ def run_agent(agent: Any, messages: Sequence[Any], calls: Calls, config: LLMConf
                 return agent.invoke({"messages": list(messages)}, config=run_config)
     except (openai.APIConnectionError, openai.APIStatusError) as error:
         where = config.base_url or config.model
-        raise LLMUnavailable(f"the model at {where} did not answer: {type(error).__name__}: {error}") from None
+        raise LLMUnavailable(
+            config.redact(f"the model at {where} did not answer: {type(error).__name__}: {error}")
+        ) from None
     raise AssertionError("unreachable")
 
 

@@ -11,7 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import console, err_console, store_options
+from chiplore.cli.options import FiniteFloat, console, err_console, store_options
 from chiplore.cli.render import demo_table, to_json
 from chiplore.demo import run_demo
 
@@ -31,7 +31,7 @@ def report(app: App, out: Path) -> None:
 
 @main.command()
 @store_options
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+@click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
               help="Device seconds of each optimize round (before and after the upgrade).")  # fmt: skip
 @click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
 @click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
@@ -45,7 +45,7 @@ def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, 
     """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
     seed = app.settings.seed if seed is None else seed
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.fields[note]}"))
-    with app.session() as session, Progress(*columns, console=err_console, disable=as_json) as progress:
+    with app.session(create=True) as session, Progress(*columns, console=err_console, disable=as_json) as progress:
 
         def step(description: str) -> Callable[[str], None]:
             task = progress.add_task(description, note="")

@@ -17,7 +17,7 @@ from kg.schema import LATEST_VERSION, schema_version
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def init(app: App, as_json: bool) -> None:
     """Set up the graph schema and register the target with its toolchains."""
-    with app.session() as session:
+    with app.session(create=True) as session:
         report = session.prepare()
         state = session.overview()
     result = {

@@ -8,7 +8,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import POLICIES, console, err_console, llm_options, store_options
+from chiplore.cli.options import POLICIES, FiniteFloat, console, err_console, llm_options, store_options
 from chiplore.cli.render import to_json
 from ingest.learn import DEFAULT_BUDGET_S
 
@@ -16,7 +16,7 @@ from ingest.learn import DEFAULT_BUDGET_S
 @main.command()
 @store_options
 @click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+@click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
               help="Device seconds the microbenchmarks may spend.")  # fmt: skip
 @click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
               help="The librarian's policy: the builtin extractor, or an LLM that cites its paragraphs.")  # fmt: skip

@@ -8,14 +8,34 @@ import sys
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from chiplore import __version__
 from chiplore.cli.options import CliState, err_console
 from chiplore.core.errors import ChiploreError
+from chiplore.core.secrets import redact, secrets_from_environment
 
 
 class ChiploreGroup(click.Group):
-    """Turns chiplore errors into one red line and a non-zero exit; tracebacks only with --debug."""
+    """Turns chiplore errors into one red line and a non-zero exit; tracebacks only with --debug.
+    A usage error (a bad option value, a missing argument) is one line too, with exit status 2."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            outcome = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as error:
+            hint = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None else ""
+            err_console.print(f"[red]error:[/red] {escape(error.format_message())}{hint}", highlight=False)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            err_console.print(f"[red]error:[/red] {escape(error.format_message())}", highlight=False)
+            sys.exit(error.exit_code)
+        except click.exceptions.Abort:
+            err_console.print("[red]error:[/red] aborted", highlight=False)
+            sys.exit(130)
+        sys.exit(outcome if isinstance(outcome, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -24,7 +44,8 @@ class ChiploreGroup(click.Group):
             state = ctx.find_object(CliState)
             if state is not None and state.debug:
                 raise
-            err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+            message = escape(redact(str(error), secrets_from_environment()))
+            err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             sys.exit(1)
 
 

@@ -8,7 +8,7 @@ from agents.llm.config import LLMConfig
 from agents.loop import DEFAULT_BUDGET_S, PATIENCE, TARGET_RATIO
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import POLICIES, console, err_console, llm_options, store_options
+from chiplore.cli.options import POLICIES, FiniteFloat, console, err_console, llm_options, store_options
 from chiplore.cli.render import design_tree, kernels_table, to_json
 
 
@@ -16,12 +16,12 @@ from chiplore.cli.render import design_tree, kernels_table, to_json
 @click.argument("kernels", nargs=-1)
 @store_options
 @click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=DEFAULT_BUDGET_S, show_default=True,
+@click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
               help="Device seconds for all the kernels together.")  # fmt: skip
 @click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
 @click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
               help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
-@click.option("--target", "target_ratio", type=click.FloatRange(min=1.0), default=TARGET_RATIO, show_default=True,
+@click.option("--target", "target_ratio", type=FiniteFloat(1.0), default=TARGET_RATIO, show_default=True,
               help="Stop a kernel once BEST is within this factor of the measured weight-movement bound.")  # fmt: skip
 @click.option("--resume", is_flag=True, hidden=True,
               help="Kept for scripts: an interrupted run's unfinished designs are always finished first.")  # fmt: skip

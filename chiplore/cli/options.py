@@ -4,6 +4,7 @@ and `-p NAME=VALUE` parameters."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,25 @@ POLICIES = ("builtin", "llm")
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+class FiniteFloat(click.ParamType):
+    """A finite number, at least `low` (click's FloatRange lets `nan` and `inf` through)."""
+
+    name = "number"
+
+    def __init__(self, low: float = 0.0, high: float | None = None) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number < self.low or (self.high is not None and number > self.high):
+            bound = f"{self.low:g}..{self.high:g}" if self.high is not None else f">= {self.low:g}"
+            self.fail(f"{value!r} is not a finite number {bound}", param, ctx)
+        return number
 
 
 @dataclass
@@ -69,17 +89,20 @@ def llm_options(command: F) -> F:
     @click.option("--model", default=LLMConfig().model, show_default=True,
                   help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
     @click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama).")
-    @click.option("--temperature", type=click.FloatRange(0, 2), default=LLMConfig().temperature, show_default=True,
+    @click.option("--api-key-env", default=None, metavar="NAME",
+                  help="The environment variable holding the model's key [default: OPENAI_API_KEY for OpenAI "
+                       "itself; a --base-url server gets no key unless this names one].")  # fmt: skip
+    @click.option("--temperature", type=FiniteFloat(0, 2), default=LLMConfig().temperature, show_default=True,
                   help="The LLM's sampling temperature.")  # fmt: skip
     @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
                   help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit).")  # fmt: skip
     @click.option("--usd-per-mtok", "prices", type=(float, float), default=(0.0, 0.0), show_default=True,
                   help="Prices per million prompt and completion tokens, for the cost estimate.")  # fmt: skip
     @functools.wraps(command)
-    def wrapper(*args: Any, model: str, base_url: str | None, temperature: float, token_budget: int,
-                prices: tuple[float, float], **kwargs: Any) -> Any:  # fmt: skip
-        llm = LLMConfig(model=model, base_url=base_url, temperature=temperature, token_budget=token_budget,
-                        usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])  # fmt: skip
+    def wrapper(*args: Any, model: str, base_url: str | None, api_key_env: str | None, temperature: float,
+                token_budget: int, prices: tuple[float, float], **kwargs: Any) -> Any:  # fmt: skip
+        llm = LLMConfig(model=model, base_url=base_url, api_key_env=api_key_env, temperature=temperature,
+                        token_budget=token_budget, usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])  # fmt: skip
         return command(*args, llm=llm, **kwargs)
 
     return wrapper  # type: ignore[return-value]

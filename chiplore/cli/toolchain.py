@@ -6,7 +6,7 @@ import click
 
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import console, err_console, store_options
+from chiplore.cli.options import FiniteFloat, console, err_console, store_options
 from chiplore.cli.render import print_records, print_upgrade, to_json
 from kg.repo.targets import toolchains
 
@@ -29,7 +29,7 @@ def toolchain_list(app: App, as_json: bool) -> None:
 @toolchain.command("upgrade")
 @click.argument("version")
 @store_options
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0), default=None,
+@click.option("--budget", "budget_s", type=FiniteFloat(), default=None,
               help="Device seconds for re-measuring and re-validating [default: 20 % of what learning the "
                    "current version took].")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")

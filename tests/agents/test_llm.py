@@ -131,6 +131,7 @@ def test_a_closed_port_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
 def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
     result = CliRunner().invoke(main, ["optimize", O_PROJ, "--policy", "llm", "--model", "openai:gpt-5"], env=env)
     assert result.exit_code == 1 and "OPENAI_API_KEY" in result.stderr
 

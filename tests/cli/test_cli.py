@@ -83,6 +83,7 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
 
 
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
+    run(env, "init")
     assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
 
 
@@ -130,7 +131,8 @@ def test_data_dir_option_overrides_the_environment(tmp_path: Path, embedded_env:
     other = tmp_path / "elsewhere"
     assert run(embedded_env, "init", "--data-dir", str(other)).exit_code == 0
     assert (other / "falkordb").is_dir()
-    assert json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["registered"] is False
+    assert json.loads(run(embedded_env, "status", "--graph", "--json", "--data-dir", str(other)).stdout)["registered"]
+    assert_one_line_error(run(embedded_env, "status"), "no chiplore graph")  # the environment's dir has none
 
 
 @pytest.mark.slow
@@ -152,6 +154,7 @@ def test_real_subprocess_runs_the_readme_main_job(embedded_env: dict[str, str]) 
 def test_terminated_command_closes_the_store_and_stops_its_server(embedded_env: dict[str, str]) -> None:
     executable = shutil.which("chiplore", path=str(Path(sys.executable).parent)) or "chiplore"
     env = {**os.environ, **embedded_env}
+    assert run(embedded_env, "init").exit_code == 0
     slow = "UNWIND range(1, 100000) AS a UNWIND range(1, 100000) AS b RETURN count(*) AS n"
     process = subprocess.Popen([executable, "cypher", slow], env=env, stderr=subprocess.PIPE, text=True)
     pid_file = Path(embedded_env["CHIPLORE_DATA_DIR"]) / "falkordb" / "redis.pid"
@@ -185,3 +188,25 @@ def test_toolchain_commands_refuse_what_they_cannot_do_in_one_line(embedded_env:
                    activity=activity)  # fmt: skip
         set_best(store, "k", "d", status="accepted")
     assert_one_line_error(run(embedded_env, "optimize", "--toolchain", "0.7.0"), "chiplore toolchain upgrade 0.7.0")
+
+
+def assert_usage_error(result: Result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_bad_input_is_one_line_before_anything_is_spent(tmp_path: Path, embedded_env: dict[str, str]) -> None:
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_DATA_DIR": str(not_a_folder)}, "status"), "is a file")
+    missing = tmp_path / "mistyped"
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_DATA_DIR": str(missing)}, "status"), "no chiplore graph")
+    assert not missing.exists()  # a mistyped data dir is not a new empty graph
+    assert run(embedded_env, "init").exit_code == 0
+    for value in ("nan", "inf", "-5", "ten"):
+        assert_usage_error(run(embedded_env, "optimize", "--budget", value), "--budget")
+    assert_one_line_error(run(embedded_env, "optimize", "no_such_kernel", "--budget", "60"), "unknown kernel")
+    spent = json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["device_s"]
+    assert spent == 0.0  # nothing reached the device

@@ -119,6 +119,7 @@ def test_the_budget_stops_the_microbenchmarks(graph: GraphStore) -> None:
 
 
 def test_the_learn_command_prints_a_json_summary(tmp_path: Path) -> None:
+    assert CliRunner().invoke(main, ["init", "--data-dir", str(tmp_path / "data")]).exit_code == 0
     result = CliRunner().invoke(main, ["learn", "--data-dir", str(tmp_path / "data"), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
