@@ -51,8 +51,9 @@ def record_device_runs(
 ) -> int:
     """Record device runs (each with the sha of the KernelVersion it ran) and charge the ledger.
 
-    Each batch is one statement: the new runs and the DeviceLedger increments commit together, so
-    the per-consumer totals always equal the sum over the runs. A run already recorded is skipped
+    Each batch is one statement: the new runs, their RAN and CREATED_BY links and the DeviceLedger
+    increments commit together, so a kill never leaves a run without its links and the per-consumer
+    totals always equal the sum over the runs. A run already recorded is skipped
     (recording is idempotent); a concurrent duplicate fails on the unique key and charges nothing.
     Returns how many runs were new.
     """
@@ -71,22 +72,29 @@ def record_device_runs(
             entry["runs"] += 1
             entry["failed_runs"] += item["run"].status != "ok"
             entry["device_s"] += item["run"].device_s
+        shas = sorted({item["version"] for item in fresh})
+        present = store.read(
+            "MATCH (a:Activity {id: $activity}) UNWIND $shas AS sha MATCH (v:KernelVersion {sha: sha}) "
+            "RETURN count(v) AS n",
+            {"activity": activity.id, "shas": shas},
+        )
+        if not present or present[0]["n"] != len(shas):
+            raise KeyError("device runs refer to a program or an activity that is not in the graph")
+        # the runs, their links and the ledger's charge are one statement: a kill leaves all or nothing
         store.write(
-            "UNWIND $runs AS row CREATE (r:DeviceRun) SET r = row "
-            "WITH count(*) AS created "
-            "UNWIND $ledger AS entry "
+            "MATCH (a:Activity {id: $activity}) UNWIND $runs AS row MATCH (v:KernelVersion {sha: row.version}) "
+            "CREATE (r:DeviceRun) SET r = row.props CREATE (r)-[:RAN]->(v) CREATE (r)-[:CREATED_BY]->(a) "
+            "WITH count(r) AS created UNWIND $ledger AS entry "
             "MERGE (l:DeviceLedger {consumer: entry.consumer}) "
             "SET l.runs = coalesce(l.runs, 0) + entry.runs, "
             "l.failed_runs = coalesce(l.failed_runs, 0) + entry.failed_runs, "
             "l.device_s = coalesce(l.device_s, 0.0) + entry.device_s",
             {
-                "runs": [item["run"].properties() for item in fresh],
+                "activity": activity.id,
+                "runs": [{"props": item["run"].properties(), "version": item["version"]} for item in fresh],
                 "ledger": [{"consumer": consumer, **totals} for consumer, totals in sorted(ledger.items())],
             },
         )
-        links = [Link(Ref.to(item["run"]), "RAN", Ref("KernelVersion", item["version"])) for item in fresh]
-        links += [Link(Ref.to(item["run"]), "CREATED_BY", Ref.to(activity)) for item in fresh]
-        link(store, links)
         created += len(fresh)
     return created
 

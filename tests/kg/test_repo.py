@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chiplore.core.ids import content_sha
 from kg.models import (
     Activity,
     Claim,
@@ -18,7 +19,6 @@ from kg.models import (
     Measurement,
     ProbeProgram,
     Screening,
-    content_sha,
 )
 from kg.repo.designs import add_design, best_of, children_of, register_kernel, set_best, set_design_status
 from kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
