@@ -119,10 +119,10 @@ def noise_sigma(jobs: Jobs, draws: int = 400, seed: int = 0) -> Estimate:
     """The run-to-run spread (sigma of log cycles) of runs around their job's median, pooled over
     jobs: within a job the slow drift has not moved. The rare slow runs are cut at three robust
     sigmas and the standard deviation of the rest, corrected for the cut, is the estimate (it needs
-    a third of the runs a MAD would). Kernels too short for the 8-cycle counter to resolve the
+    a third of the runs a MAD would). Kernels too short for the device's cycle counter to resolve the
     spread, and jobs too small to have a steady median, are left out."""
     rng = np.random.default_rng(seed)
-    kept = [runs for point in jobs for runs in point if len(runs) >= 20 and np.median(runs) > 4000]
+    kept = [runs for point in jobs for runs in point if len(runs) >= 20 and _resolved(runs)]
     if not kept:
         raise ValueError("no job long enough to measure the noise")
     residuals = np.concatenate([np.log(runs) - np.log(np.median(runs)) for runs in kept])
@@ -134,6 +134,14 @@ def noise_sigma(jobs: Jobs, draws: int = 400, seed: int = 0) -> Estimate:
 
     boot = [sigma(rng.choice(residuals, size=len(residuals))) for _ in range(draws)]
     return Estimate(value=sigma(residuals), low=float(np.percentile(boot, 2.5)), high=float(np.percentile(boot, 97.5)))
+
+
+def _resolved(runs: np.ndarray) -> bool:
+    """Whether a job's runs are long enough for the device's cycle counter to resolve a 1 % spread:
+    the counter's step (the smallest gap between distinct readings) is under a 500th of the median."""
+    distinct = np.unique(runs)
+    step = float(np.min(np.diff(distinct))) if len(distinct) > 1 else float(np.median(runs))
+    return float(np.median(runs)) >= 500 * step
 
 
 def run_fit(fit_spec: ProbeFit, probe: ProbeTemplate, version: str, bench: Bench, given: dict[str, float],

@@ -177,7 +177,10 @@ class RunSample(Frozen):
 
 
 class Fault(Frozen):
-    code: Literal["NOC_TIMEOUT", "CLUSTER_RESET", "HANG", "TRANSIENT"]
+    """What went wrong on the device, in the target's own words (SimRNGD: NOC_TIMEOUT, CLUSTER_RESET,
+    HANG, TRANSIENT); `cluster` and `cycle` say where and when, when the device says so."""
+
+    code: str
     cluster: int | None = None
     cycle: int | None = None
     run: int | None = None
