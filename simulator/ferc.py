@@ -1,4 +1,4 @@
-"""`ferc`: the Ferrite compiler's command line (check a file, explain a diagnostic code).
+"""`ferc`: the Ferrite compiler's command line (check a file, count what it does, explain a diagnostic code).
 
 Exit status: 0 ok, 1 the program has errors, 2 bad input (an unreadable file, an unknown code, a
 bad CHIPLORE_SIM_TRUTH), which is always one line on stderr.
@@ -14,9 +14,11 @@ import click
 
 from simulator.cli_common import OneLineErrors, fail, package_version, read_source
 from simulator.diagnostics import render
+from simulator.stats_table import stats_text
 from simulator.toolchain.capacity import dm_limit
 from simulator.toolchain.check import check
 from simulator.toolchain.rules import SEVERITY_NAMES, VERSIONS, Rule, lookup
+from simulator.toolchain.stats import analyze
 from simulator.toolchain.versions import DEFAULT_VERSION
 
 
@@ -51,6 +53,30 @@ def check_command(file: Path, toolchain: str | None, as_json: bool) -> None:
         verdict = "ok" if result.ok else "failed"
         click.echo(f"{file}: {verdict} under toolchain {result.version} ({errors} errors, {warnings} warnings/notes)")
     sys.exit(0 if result.ok else 1)
+
+
+@main.command("stats")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--toolchain", type=click.Choice(VERSIONS), default=None, help="Version (default: the file's header).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ProgramStats as JSON.")
+@click.option("--ops", "show_ops", is_flag=True, help="List every op with its queues and counters too.")
+def stats_command(file: Path, toolchain: str | None, as_json: bool, show_ops: bool) -> None:
+    """What FILE does once lowered, counted statically: per engine, context and cluster the bytes, DMA
+    commands, packets, passes and their work; switch and reduction flits; DM, TRF and VRF peaks. No
+    cycles: only the device measures. Exit 1 when the program does not compile."""
+    source = read_source(file)
+    dm_limit(toolchain or DEFAULT_VERSION)  # a bad CHIPLORE_SIM_TRUTH is one line, as for check
+    result = analyze(source, toolchain)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    elif not result.compiled:
+        for diagnostic in result.diagnostics:
+            click.echo(render(diagnostic, source, str(file)) + "\n")
+        errors = sum(d.is_error for d in result.diagnostics)
+        click.echo(f"{file}: failed under toolchain {result.version} ({errors} errors): nothing to count")
+    else:
+        click.echo(stats_text(result, str(file), show_ops))
+    sys.exit(0 if result.compiled else 1)
 
 
 @main.command()

@@ -10,6 +10,7 @@ results carry `correctness = None`.
 from __future__ import annotations
 
 from chiplore.core.settings import Settings
+from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
     CheckResult,
     Correctness,
@@ -33,6 +34,7 @@ from simulator.toolchain.check import check
 from simulator.toolchain.docs import render_docs
 from simulator.toolchain.harness import HARNESS_KERNELS
 from simulator.toolchain.placement import LoweringError
+from simulator.toolchain.stats import analyze
 from simulator.toolchain.versions import spec
 
 
@@ -64,6 +66,11 @@ class SimRNGD:
 
     def check(self, source: str, version: str) -> CheckResult:
         return check(source, version)
+
+    def analyze(self, source: str, version: str | None = None) -> ProgramStats:
+        """ferc's lowering statistics (`ferc stats`): free like check; a program that does not compile
+        gives `compiled = False` with check's diagnostics."""
+        return analyze(source, version)
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
         """The executor on the smoke fixtures: free, on the host, slower than the device."""

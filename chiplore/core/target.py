@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chiplore.core.ops import OpGraph
 
-if TYPE_CHECKING:  # the pack's protocols refer to this module's models
+if TYPE_CHECKING:  # both modules import this one: the annotations name them without a cycle
     from chiplore.core.pack import TargetPack
+    from chiplore.core.stats import ProgramStats
 
 Severity = Literal["error", "warning", "note"]
 JobStatus = Literal["ok", "compile_error", "fault", "timeout", "transient", "queue_rejected"]
@@ -245,6 +246,14 @@ class Target(Protocol):
     def check(self, source: str, version: str) -> CheckResult:
         """Parse and legality rules with coded diagnostics; free. Called by the rule probes, the
         screener and the repairs."""
+        ...
+
+    def analyze(self, source: str, version: str) -> ProgramStats:
+        """The program's static lowering statistics (`chiplore.core.stats`): its ops, their queues,
+        dependencies and counters, program totals and peaks; free, like `check`, and deterministic.
+        What the screens and the pack's cost model read (it predicts cycles from them). A program
+        that does not compile is not an exception: its stats say `compiled = False` and carry the
+        diagnostics `check` gives."""
         ...
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:

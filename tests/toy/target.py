@@ -4,6 +4,7 @@ kernel, compiler, host executor, device and microbenchmarks, and the pack its te
 from __future__ import annotations
 
 from chiplore.core.settings import Settings
+from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
     CheckResult,
     Correctness,
@@ -22,6 +23,7 @@ from tests.toy.docs import pages
 from tests.toy.execute import grade
 from tests.toy.kernel import GEMV, gemv_spec
 from tests.toy.pack import ToyPack
+from tests.toy.stats import analyze
 from tests.toy.versions import DEFAULT_VERSION, VERSIONS
 
 SMOKE = ("smoke",)
@@ -50,6 +52,9 @@ class ToyChip:
 
     def check(self, source: str, version: str) -> CheckResult:
         return analyse(source, version)[0]
+
+    def analyze(self, source: str, version: str) -> ProgramStats:
+        return analyze(source, version)
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
         checked, program = analyse(source, version)
