@@ -129,8 +129,12 @@ class Stored:
         values = take(self.value, coords)
         return values if bool(np.all(inside)) else np.where(inside, dense(values), np.float32(np.nan))
 
-    def write(self, root: Index, values: Array) -> None:
+    def write(self, root: Index, values: Array, mask: np.ndarray | None = None) -> None:
         coords, inside = self.coords(root)
+        if mask is not None:
+            inside = inside & mask
+            if not bool(np.any(inside)):
+                return
         if not self.digits:  # a scalar per slice (`elem: [1 # 8]`): every position holds the one value
             self.value = np.asarray(dense(values), dtype=np.float32).reshape(-1)[-1:].reshape(())
             return
@@ -145,9 +149,9 @@ class Stored:
             data[coords] = values
             return
         shape = np.broadcast_shapes(values.shape, inside.shape, *(c.shape for c in coords))
-        mask = np.broadcast_to(inside, shape)
-        picked = tuple(np.broadcast_to(c, shape)[mask] for c in coords)
-        data[picked] = np.broadcast_to(values, shape)[mask]
+        where = np.broadcast_to(inside, shape)
+        picked = tuple(np.broadcast_to(c, shape)[where] for c in coords)
+        data[picked] = np.broadcast_to(values, shape)[where]
 
     def _dense(self) -> np.ndarray:
         if isinstance(self.value, np.ndarray):
@@ -337,9 +341,11 @@ class Executor:
             return lift_value(self._read_hbm(tensor, root), ndim)
         return lift_value(self._stored(tensor).read(root), ndim)
 
-    def write(self, view: View, index: Index, values: Array, exact_in: str | None = None) -> None:
-        """Store values; `exact_in` names a dtype the values already are, so rounding to a format
-        that holds it exactly (f4 in f8, f8 in bf16, ...) is skipped."""
+    def write(
+        self, view: View, index: Index, values: Array, exact_in: str | None = None, mask: np.ndarray | None = None
+    ) -> None:
+        """Store values (only where `mask` holds, when given); `exact_in` names a dtype the values
+        already are, so rounding to a format that holds it exactly (f4 in f8, f8 in bf16, ...) is skipped."""
         tensor = view.tensor
         root = self._root(view, index)
         if exact_in is None or not _holds_exactly(tensor.dtype, exact_in):
@@ -347,10 +353,10 @@ class Executor:
         if tensor.space == "hbm":
             flat = self._flat(tensor, root)
             out = self._output(tensor)
-            flat, data = np.broadcast_arrays(flat, dense(values))
-            out[flat.reshape(-1)] = data.reshape(-1)
+            flat, data, where = np.broadcast_arrays(flat, dense(values), True if mask is None else mask)
+            out[flat[where]] = data[where]
             return
-        self._stored(tensor).write(root, values)
+        self._stored(tensor).write(root, values, mask)
 
     def _stored(self, tensor: Tensor) -> Stored:
         if tensor.id not in self.stored:
@@ -444,12 +450,14 @@ class Executor:
             self._stage(stage, stream, source, spatial)
         out_dims = self._enumerate(destination, destination.constraints())
         index = grid_index([(d, v) for d, v, _ in out_dims])
-        values = _stream_at(stream, index)
+        values, inside = _stream_at(stream, index)
         if stream.carried in ("f32", "i32") and destination.tensor.dtype in ("bf16", "f8e4m3", "i8"):
             # 0.5.0 lets a missing narrowing cast through (W0410): the commit adapter takes the stream's
             # f32 bytes in stream order as values of the destination's type, as the hardware does.
             values = _reinterpret(dense(stream.data), destination.tensor.dtype)[: values.size].reshape(values.shape)
-        self.write(destination, index, values, exact_in=stream.dtype)
+        # The commit writes the stream's elements where they belong; positions of the destination view
+        # the stream does not reach keep what they held.
+        self.write(destination, index, values, exact_in=stream.dtype, mask=None if bool(np.all(inside)) else inside)
 
     def _stage(self, stage: SemStage, stream: Stream, source: View, spatial: set[Digit]) -> None:
         name = stage.name
@@ -593,8 +601,9 @@ def _reinterpret(values: np.ndarray, dtype: str) -> np.ndarray:
     return F8_VALUES[codes] if dtype == "f8e4m3" else codes.view(np.int8).astype(np.float32)
 
 
-def _stream_at(stream: Stream, index: Index) -> Array:
-    """The stream's value at these atom indices (its reduced digits are gone, absent atoms read 0)."""
+def _stream_at(stream: Stream, index: Index) -> tuple[Array, np.ndarray]:
+    """The stream's value at these atom indices (its reduced digits are gone, absent atoms read 0),
+    and where the stream has one at all."""
     picks = []
     inside: np.ndarray = np.array(True)
     for digit, values, _ in stream.dims:
@@ -609,7 +618,7 @@ def _stream_at(stream: Stream, index: Index) -> Array:
             inside = inside & (values[position] == wanted)
         picks.append(position)
     values = take(stream.data, tuple(picks)) if picks else stream.data
-    return values if bool(np.all(inside)) else np.where(inside, dense(values), np.float32(np.nan))
+    return values, inside
 
 
 # Formats whose values another holds exactly: f4 -> f8 -> bf16 -> f32, i8 -> i32.

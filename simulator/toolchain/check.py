@@ -17,13 +17,15 @@ from simulator.dsl import ir
 from simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
 from simulator.toolchain.budget import source_over_budget, steps_over_budget
 from simulator.toolchain.capacity import check_capacity
-from simulator.toolchain.env import Env
+from simulator.toolchain.coverage import check_reads_written
+from simulator.toolchain.env import Env, axis_system
 from simulator.toolchain.harness import check_harness_signature
-from simulator.toolchain.lower import lower
+from simulator.toolchain.lower import lower_semantics
 from simulator.toolchain.lowered_rules import check_lowered
 from simulator.toolchain.mappings import (
     check_atom_cuts,
     check_dma_coverage,
+    check_dma_types,
     check_fetch_digits,
     check_reducer_groups,
     check_trf_operands,
@@ -34,6 +36,7 @@ from simulator.toolchain.names import check_names
 from simulator.toolchain.placement import LoweringError
 from simulator.toolchain.statics import (
     check_def_use,
+    check_digit_operands,
     check_dma_arguments,
     check_mapping_sizes,
     check_outputs_written,
@@ -47,9 +50,9 @@ log = logging.getLogger(__name__)
 
 # Rule numbers this checker implements: all of SIMULATOR.md 3.2, W0702 of 3.3 and the budget (E0104).
 RULES_CHECKED = (
-    "0101", "0102", "0103", "0104", "0110", "0120", "0201", "0204", "0205", "0207", "0301", "0302", "0303", "0310",
-    "0312", "0320", "0321", "0322", "0323", "0401", "0402", "0403", "0404", "0405", "0410", "0411", "0412",
-    "0413", "0420", "0430", "0501", "0520", "0702", "0710", "0801",
+    "0101", "0102", "0103", "0104", "0110", "0120", "0201", "0204", "0205", "0206", "0207", "0301", "0302", "0303",
+    "0310", "0312", "0320", "0321", "0322", "0323", "0324", "0401", "0402", "0403", "0404", "0405", "0410", "0411",
+    "0412", "0413", "0420", "0430", "0501", "0520", "0702", "0710", "0801",
 )  # fmt: skip
 
 
@@ -130,6 +133,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
         if isinstance(item, ir.FnDecl | ir.KernelDecl):
             inner = env.for_body(item.params, item.body)
             diagnostics += check_mapping_sizes(item, inner, version)
+            diagnostics += check_digit_operands(item, version)
             diagnostics += check_dma_arguments(item, version)
             diagnostics += check_streams(item.body, inner, version)
             diagnostics += check_def_use(item.params, item.body, version)
@@ -137,6 +141,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             diagnostics += check_atom_cuts(item, inner, version)
             diagnostics += check_fetch_digits(item.body, inner, version)
             diagnostics += check_dma_coverage(item.body, inner, version)
+            diagnostics += check_dma_types(item.body, inner, version)
             diagnostics += check_trf_operands(item.body, inner, version)
             diagnostics += check_vrf_operands(item.body, inner, version)
             diagnostics += check_reducer_groups(item.body, inner, version)
@@ -146,6 +151,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
                 diagnostics += check_outputs_written(item.params, item.body, version)
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
+            diagnostics += check_digit_operands(item, version)
             diagnostics += check_type_digits(item, env, version)
             diagnostics += check_atom_cuts(item, env, version)
     return diagnostics
@@ -153,11 +159,11 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
 
 def _check_lowered(source: str, version: str) -> list[Diagnostic]:
     try:
-        lowered = lower(source, version)
+        lowered, trace = lower_semantics(source, version)
     except LoweringError as error:
         # What the IR rules let through but cannot be placed is still a compile error, not a crash.
         return [Diagnostic(code="E0100", severity="error", message=f"cannot lower the kernel: {error}")]
-    return check_lowered(lowered)
+    return check_lowered(lowered) + check_reads_written(lowered, trace, axis_system(parse(source)))
 
 
 def _position(diagnostic: Diagnostic) -> tuple[int, int, str]:

@@ -116,7 +116,20 @@ class SemOp:
 
 
 def lower_semantics(text: str, version: str | None = None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
-    """The lowered program and, op by op, the views and resolved stages the executor interprets."""
+    """The lowered program and, op by op, the views and resolved stages the executor interprets (and
+    the compiler's coverage rule reads). Nothing in either is changed after lowering, so they are
+    shared between callers."""
+    if len(text) <= CACHED_SOURCE_BYTES:
+        return _lower_traced(text, version)
+    return _trace(text, version)
+
+
+@functools.lru_cache(maxsize=64)
+def _lower_traced(text: str, version: str | None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
+    return _trace(text, version)
+
+
+def _trace(text: str, version: str | None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
     program = parse(text)
     lowerer = _Lowerer(program, version or program.toolchain or DEFAULT_VERSION)
     lowerer.trace = []
@@ -137,8 +150,7 @@ def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgr
 @functools.lru_cache(maxsize=64)
 def _lower_text(text: str, version: str | None) -> LoweredProgram:
     """check, estimate and execute all lower the same text: once is enough (the result is frozen)."""
-    program = parse(text)
-    return _Lowerer(program, version or program.toolchain or DEFAULT_VERSION).run()
+    return _lower_traced(text, version)[0]
 
 
 class _Lowerer:
@@ -669,6 +681,8 @@ class _Lowerer:
             return StageArg(arg.name, places=self._places(value.mapping))
         if isinstance(value, ir.Float):
             return StageArg(arg.name, number=value.value)
+        if isinstance(value, ir.Neg) and isinstance(value.operand, ir.Float):  # `min(-1.0)`
+            return StageArg(arg.name, number=-value.operand.value)
         if isinstance(value, ir.Int | ir.BinOp | ir.Neg):
             return StageArg(arg.name, number=float(self._int(value, frame)))
         if isinstance(value, ir.Call):

@@ -192,6 +192,8 @@ def plan_dma(
     run_bytes = math.prod(len(d.values) for d in run_dims) * width
     involves_hbm = hbm_source or hbm_destination
     size = _packet_size(run_bytes, packet, involves_hbm)
+    if size <= 0:  # a run shorter than a byte: f4 data the IR rules refuse to place this way (E0324)
+        raise LoweringError(f"a DMA run of {run_bytes:g} bytes cannot be cut into packets")
     per_run = math.ceil(run_bytes / size)
     outer = [d for d in dims if d not in run_dims]
     outer = _ordered(outer, order)

@@ -129,6 +129,29 @@ def check_dma_coverage(body: ir.Block, env: Env, version: str) -> list[Diagnosti
     return out
 
 
+def check_dma_types(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
+    """E0324: a DMA copies bytes, so its source and destination hold the same dtype (a bf16 tensor
+    DMA'd into an f32 one would fill half of it with bit patterns)."""
+    out: list[Diagnostic] = []
+    bound = {id(node.value): node.name for node in walk(body) if isinstance(node, ir.Let)}
+    for node in walk(body):
+        if not isinstance(node, ir.Method) or node.name not in ("dma", "dma_into"):
+            continue
+        if node.name == "dma":
+            name = bound.get(id(node))
+            target = env.tensor(name) if name is not None else None
+        else:
+            target = env.viewed(next((a.value for a in node.args if a.name is None), None))
+        source = env.viewed(node.receiver)
+        if source is None or target is None or source.dtype == target.dtype:
+            continue
+        if source.dtype not in ir.DTYPES or target.dtype not in ir.DTYPES:
+            continue  # an unknown dtype is E0102's
+        out += emit("0324", version, f"a DMA copies bytes: it cannot turn {source.dtype} into {target.dtype}; convert "
+                    "in a Tensor-Unit pass (a cast, widen, narrow or decode)", node.name_span or node.span)  # fmt: skip
+    return out
+
+
 def check_trf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
     """E0404: a contraction's TRF operand must hold every digit it reduces, and hold the digits of the
     axes it shares with the stream on the same clusters and slices as the stream's source."""

@@ -109,6 +109,17 @@ def _check_node(root: ir.Node, scope: Scope) -> Iterator[Diagnostic]:
                 for arg in node.args:
                     if arg.name is not None and arg.name not in scope.axes:
                         yield _unknown("axis", arg.name, scope.axes, arg.span)
+            elif node.name in ("tile", "roll") and node.args:
+                axis = _digit_axis(node.args[0].value)
+                if axis is not None and axis.id not in scope.axes:  # `t.tile(Rows % 4, ..)`: a layout, not an axis
+                    yield _unknown("axis", axis.id, scope.axes, axis.span)
+
+
+def _digit_axis(expr: ir.Expr) -> ir.Name | None:
+    """The axis name a view's digit expression (`A`, `A / 4 % 2`) starts from."""
+    while isinstance(expr, ir.BinOp) and expr.op in ("/", "%"):
+        expr = expr.left
+    return expr if isinstance(expr, ir.Name) else None
 
 
 def _unknown(kind: str, name: str, candidates: Iterable[str], span: ir.Span | None) -> Diagnostic:

@@ -197,6 +197,22 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, H % 8]} = x.dma(engines = [1]);\n",
         lambda v: "    let t: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H, K % 8]} = x.dma(engines = [1]);\n",
     ),
+    "0205/read": (  # the loop writes two of b's four 16-value tiles; the store reads all four
+        lambda v: (
+            "    let mut b: dm<bf16>{..One, elem: [H]} = dm::empty();\n    for c in 0..2 {\n"
+            "        a.tile(H / 16, c, 1).dma_into(b.tile(H / 16, c, 1), engines = [0]);\n    }\n"
+            "    b.dma_into(y, engines = [1]);\n"
+        ),
+        lambda v: (
+            "    let mut b: dm<bf16>{..One, elem: [H]} = dm::empty();\n    for c in 0..4 {\n"
+            "        a.tile(H / 16, c, 1).dma_into(b.tile(H / 16, c, 1), engines = [0]);\n    }\n"
+            "    b.dma_into(y, engines = [1]);\n"
+        ),
+    ),
+    "0206": (  # nothing writes e before the store reads it (a timing probe may do this on purpose); a note
+        lambda v: "    let e: dm<bf16>{..One, elem: [H]} = dm::empty();\n    e.dma_into(y, engines = [1]);\n",
+        lambda v: "    let e: dm<bf16>{..One, elem: [H]} = dm::zeros();\n    e.dma_into(y, engines = [1]);\n",
+    ),
     "0207": (
         lambda v: (
             "    for c in 0..5 {\n        let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, c * 16, 16)"
@@ -235,6 +251,10 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
     "0323": (
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1, 1, 9]);\n",
         lambda v: "    let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1, 2]);\n",
+    ),
+    "0324": (  # x holds bf16; an f32 tensor needs a widening pass, not a DMA
+        lambda v: "    let t: dm<f32>{..One, elem: [H]} = x.dma(engines = [1]);\n",
+        lambda v: f"    let t: dm<f32>{{..One, elem: [H]}} = main(a).{FETCH}.{widen(v)}(f32).commit();\n",
     ),
     "0403": (lambda v: contraction("i8"), lambda v: contraction("bf16")),
     "0405": (lambda v: contraction("bf16", context="sub"), lambda v: contraction("bf16")),

@@ -101,8 +101,16 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0205",
         "{axis} is not fully covered by {m}: digit {digit} missing",
-        "static coverage hole in a layout or stream",
+        "static coverage hole in a layout or stream, or a device tensor read where no earlier op wrote it",
         "WEE",
+    ),
+    _rule(
+        "0206",
+        "{tensor} is read by {op} before anything writes it: its contents are undefined",
+        "a device tensor (`dm::empty()`) read before any write to it (one written in part and then read where "
+        "nothing wrote it is E0205)",
+        "NNN",
+        "initialise it (`dm::zeros()`, a DMA or a pass) if its values matter; a timing probe may leave it",
     ),
     _rule("0207", "tile {digit}[{lo}..{hi}) exceeds extent {n}", "tile/roll outside the digit", "EEE"),
     _rule(
@@ -127,6 +135,13 @@ RULES: tuple[Rule, ...] = (
         "0322", "{n} packets of {op} end in partial 256-byte HBM units (read-modify-write)", "partial HBM writes", "-WW"
     ),
     _rule("0323", "engine list {list} is empty, repeats or leaves 0..7", "engines argument", "EEE"),
+    _rule(
+        "0324",
+        "a DMA copies bytes: it cannot turn {src} into {dst}",
+        "source and destination of a DMA of different dtypes",
+        "EEE",
+        "convert in a Tensor-Unit pass (a cast, widen, narrow or decode), then move the converted tensor",
+    ),
     _rule("0401", "contraction uses {n} lanes (max 8)", "lanes", "EEE"),
     _rule("0402", "contraction stream packet is {bytes} B (max 64 B)", "outer packet size", "EEE"),
     _rule(

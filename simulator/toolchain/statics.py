@@ -4,6 +4,8 @@ that nothing writes (E0801)."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable
 
 from simulator.diagnostics import Diagnostic
@@ -12,6 +14,7 @@ from simulator.dsl.printer import print_mapping
 from simulator.dsl.walk import viewed_name, walk
 from simulator.toolchain.digits import AxisSystem, Digit
 from simulator.toolchain.env import Env
+from simulator.toolchain.placement import LoweringError, range_restrictions
 from simulator.toolchain.rules import emit
 
 MAX_DMA_PACKET_BYTES = 4096
@@ -44,6 +47,28 @@ def check_mapping_sizes(root: ir.Node, env: Env, version: str) -> list[Diagnosti
     return out
 
 
+def check_digit_operands(root: ir.Node, version: str) -> list[Diagnostic]:
+    """E0201: a digit divides or takes the remainder by a positive number (`R / 0` has no positions),
+    in a mapping term and in a view's digit (`t.tile(R / 0, 0, 1)`)."""
+    out: list[Diagnostic] = []
+    for node in walk(root):
+        if isinstance(node, ir.Term) and node.kind == "axis":
+            bad = [operand for _, operand in node.ops if isinstance(operand, int) and operand <= 0]
+            if bad:
+                text = print_mapping(ir.Mapping(terms=(node,)))
+                out += emit("0201", version, f"mapping term {text} divides by {bad[0]}: a digit's operands must be "
+                            "positive", node.span)  # fmt: skip
+        elif isinstance(node, ir.Method) and node.name in ("tile", "roll") and node.args:
+            expr = node.args[0].value
+            while isinstance(expr, ir.BinOp) and expr.op in ("/", "%"):
+                if isinstance(expr.right, ir.Int) and expr.right.value <= 0:
+                    out += emit("0201", version, f"the digit of {node.name} divides by {expr.right.value}: a digit's "
+                                "operands must be positive", node.args[0].span or node.span)  # fmt: skip
+                    break
+                expr = expr.left
+    return out
+
+
 def check_dma_arguments(root: ir.Node, version: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for node in walk(root):
@@ -72,10 +97,12 @@ def check_dma_arguments(root: ir.Node, version: str) -> list[Diagnostic]:
 
 
 def check_def_use(params: Iterable[object], body: ir.Block, version: str) -> list[Diagnostic]:
-    """E0501: a tensor bound by `let` is used before the statement that binds it."""
+    """E0501: a name bound by `let` (or a loop) is used before the statement that binds it, or after
+    the loop whose body binds it (a loop's variable and its lets live in the loop's body only)."""
     bound_later = {node.name for node in walk(body) if isinstance(node, ir.Let)}
+    bound_later |= {node.var for node in walk(body) if isinstance(node, ir.For)}
     defined = {p.name for p in params if hasattr(p, "name")}  # type: ignore[attr-defined]
-    return list(_walk_block(body, defined, bound_later, version))
+    return list(_walk_block(body, set(defined), bound_later, version))
 
 
 def _walk_block(block: ir.Block, defined: set[str], bound: set[str], version: str) -> Iterable[Diagnostic]:
@@ -84,7 +111,6 @@ def _walk_block(block: ir.Block, defined: set[str], bound: set[str], version: st
             yield from _uses(statement.start, defined, bound, version)
             yield from _uses(statement.stop, defined, bound, version)
             yield from _walk_block(statement.body, defined | {statement.var}, bound, version)
-            defined |= {n.name for n in walk(statement.body) if isinstance(n, ir.Let)}
             continue
         value = statement.expr if isinstance(statement, ir.ExprStmt) else statement.value
         yield from _uses(value, defined, bound, version)
@@ -97,7 +123,8 @@ def _walk_block(block: ir.Block, defined: set[str], bound: set[str], version: st
 def _uses(expr: ir.Node, defined: set[str], bound: set[str], version: str) -> Iterable[Diagnostic]:
     for node in walk(expr):
         if isinstance(node, ir.Name) and node.id in bound and node.id not in defined:
-            yield from emit("0501", version, f"'{node.id}' is used before it is defined", node.span)
+            yield from emit("0501", version, f"'{node.id}' is used before it is defined (a loop's variable and the "
+                            "lets in its body are defined inside the loop only)", node.span)  # fmt: skip
 
 
 def check_outputs_written(params: Iterable[object], body: ir.Block, version: str) -> list[Diagnostic]:
@@ -130,14 +157,38 @@ def check_tile_extents(body: ir.Block, axes: AxisSystem, version: str) -> list[D
             if not starts or not lengths:
                 continue  # unknown, or a loop that never runs
             low, high = min(starts), max(s + n for s in starts for n in lengths)
-            if low < 0 or high > digit.size:
+            if min(lengths) <= 0:
+                out += emit("0207", version, f"tile {digit}[{low}..{low + min(lengths)}) is empty: a tile takes at "
+                            "least one value", node.span)  # fmt: skip
+            elif low < 0 or high > digit.size:
                 out += emit("0207", version, f"tile {digit}[{low}..{high}) exceeds extent {digit.size}", node.span)
+            elif digit.axis in axes.composites:
+                out += _composite_tile(digit, starts, lengths, axes, version, node.span)
         elif node.name == "roll":
             shifts = _values(node.args[1].value, loop_ranges)
             if shifts and any(not 0 <= k < digit.size for k in shifts):
                 out += emit("0207", version, f"tile {digit}[{max(shifts)}..{max(shifts) + 1}) exceeds extent "
                             f"{digit.size}", node.span)  # fmt: skip
     return out
+
+
+def _composite_tile(
+    digit: Digit, starts: list[int], lengths: list[int], axes: AxisSystem, version: str, span: ir.Span | None
+) -> list[Diagnostic]:
+    """E0204: a tile of a composite axis must be whole values of its atoms' digits (a range that
+    wraps an atom, `Qs[511..1023)`, names no place in the hardware's index space)."""
+    for start in starts:
+        for length in lengths:
+            if length <= 0:
+                continue
+            try:
+                range_restrictions(digit, start, start + length, axes, {}, move=False)
+            except LoweringError as error:
+                atoms = ", ".join(axes.composites[digit.axis])
+                message = (f"tile {digit}[{start}..{start + length}) has no common refinement with the atoms of "
+                           f"{digit.axis} ({atoms}): {error}")  # fmt: skip
+                return emit("0204", version, message, span)
+    return []
 
 
 def _methods_in_loops(block: ir.Block, ranges: dict[str, range]) -> Iterable[tuple[ir.Method, dict[str, range]]]:
@@ -163,31 +214,36 @@ MAX_ENUMERATED = 4096
 
 
 def _values(expr: object, ranges: dict[str, range]) -> list[int] | None:
-    """Every value an integer expression takes over the loop variables' ranges; None if unknown."""
-    if isinstance(expr, ir.Int):
-        return [expr.value]
-    if isinstance(expr, ir.Name):
-        values = ranges.get(expr.id)
-        return list(values) if values is not None and len(values) <= MAX_ENUMERATED else None
-    if isinstance(expr, ir.Neg):
-        inner = _values(expr.operand, ranges)
-        return None if inner is None else [-v for v in inner]
-    if isinstance(expr, ir.BinOp):
-        names = {n.id for n in walk(expr) if isinstance(n, ir.Name)}
-        if len(names) > 1:
-            return None  # keep the enumeration linear: one loop variable at a time
-        left, right = _values(expr.left, ranges), _values(expr.right, ranges)
-        if left is None or right is None:
+    """Every value an integer expression takes over the loop variables' ranges (every combination of
+    the ones it names, up to MAX_ENUMERATED); None if unknown."""
+    names = sorted({n.id for n in walk(expr) if isinstance(n, ir.Name)}) if isinstance(expr, ir.Node) else []
+    if any(name not in ranges for name in names):
+        return None
+    spans = [ranges[name] for name in names]
+    if math.prod(len(r) for r in spans) > MAX_ENUMERATED:
+        return None
+    results = []
+    for values in itertools.product(*spans):
+        value = _evaluate(expr, dict(zip(names, values, strict=True)))
+        if value is None:
             return None
-        pairs = zip(left, right, strict=False) if len(left) == len(right) else ((a, b) for a in left for b in right)
-        results = []
-        for a, b in pairs:
-            if expr.op in ("/", "%") and b == 0:
-                return None
-            results.append(
-                {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0, "%": a % b if b else 0}[expr.op]
-            )
-        return results
+        results.append(value)
+    return results
+
+
+def _evaluate(expr: object, bound: dict[str, int]) -> int | None:
+    if isinstance(expr, ir.Int):
+        return expr.value
+    if isinstance(expr, ir.Name):
+        return bound.get(expr.id)
+    if isinstance(expr, ir.Neg):
+        inner = _evaluate(expr.operand, bound)
+        return None if inner is None else -inner
+    if isinstance(expr, ir.BinOp):
+        a, b = _evaluate(expr.left, bound), _evaluate(expr.right, bound)
+        if a is None or b is None or (expr.op in ("/", "%") and b == 0):
+            return None
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0, "%": a % b if b else 0}[expr.op]
     return None
 
 

@@ -77,7 +77,11 @@ def _orphan_stages(body: ir.Block, version: str) -> list[Diagnostic]:
     """A stage chain must start at main(src) or sub(src): `t.fetch(..)` has no Tensor Unit to run on,
     `main()` nothing to stream, and `commit_into()` nowhere to write."""
     out: list[Diagnostic] = []
+    # `sub` is also a vector op: `.vector(sub(vrf = s))` subtracts, it does not start a pass.
+    vector_ops = {id(a.value) for n in walk(body) if isinstance(n, ir.Method) and n.name == "vector" for a in n.args}
     for node in walk(body):
+        if isinstance(node, ir.Call) and node.func in ("main", "sub") and id(node) in vector_ops:
+            continue
         if isinstance(node, ir.Call) and node.func in ("main", "sub") and not any(a.name is None for a in node.args):
             out += emit("0120", version, f"{node.func}(..) needs a source tensor: a Tensor-Unit pass starts with "
                         f"{node.func}(src)", node.span)  # fmt: skip

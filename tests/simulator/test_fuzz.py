@@ -6,6 +6,8 @@ import random
 import re
 from pathlib import Path
 
+import pytest
+
 from simulator.toolchain.check import check
 from simulator.toolchain.rules import VERSIONS
 
@@ -36,6 +38,8 @@ def _mutate(tokens: list[str], rng: random.Random, pool: list[str]) -> str:
     return "".join(mutated)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # 10,000 checks of kernel-sized programs: ~50 ms each on a busy machine
 def test_mutated_programs_give_only_diagnostics() -> None:
     sources = [p.read_text() for p in sorted(SIMULATOR.glob("kernels/**/*.fe"))]
     token_lists = [TOKEN.findall(source) for source in sources]

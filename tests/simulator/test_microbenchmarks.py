@@ -38,7 +38,8 @@ def test_every_probe_compiles_at_every_point(template: ProbeTemplate, version: s
         result = check(template.instantiate(point, version), version)
         assert result.ok, (point, [d.message for d in result.diagnostics if d.is_error])
         expected = {"W0322"} if template.id == "MB07" and point["STORE"] != "256" else set()  # the point of MB07
-        assert {d.code for d in result.diagnostics} == expected, [d.code for d in result.diagnostics]
+        # N0206: a probe may time a store of a tensor it never wrote; the note says its contents are undefined.
+        assert {d.code for d in result.diagnostics} - {"N0206"} == expected, [d.code for d in result.diagnostics]
 
 
 def test_mb01_launch_plus_one_command() -> None:
@@ -146,8 +147,8 @@ def test_mb16_bank_runs_fault_then_serialise_then_do_not_compile() -> None:
     runs = [int(p["RUN"]) for p in PROBES["MB16"].points]
     assert runs == [32, 64, 128]
     for version, code in (("0.5.0", None), ("0.6.0", "N0520"), ("0.7.0", "E0520")):
-        codes = [[d.code for d in check(PROBES["MB16"].instantiate(p, version), version).diagnostics]
-                 for p in PROBES["MB16"].points]  # fmt: skip
+        codes = [[d.code for d in check(PROBES["MB16"].instantiate(p, version), version).diagnostics
+                  if d.code != "N0206"] for p in PROBES["MB16"].points]  # fmt: skip
         assert codes[0] == [] and all(c == ([code] if code else []) for c in codes[1:]), (version, codes)
     assert not run("MB16", 0, "0.5.0").bank_faults and run("MB16", 1, "0.5.0").bank_faults
     assert run("MB16", 1, "0.6.0").cycles > run("MB16", 1, "0.5.0").cycles  # the pass holds DMA off its cluster

@@ -1,0 +1,167 @@
+"""Differential testing (issue 20): the generator's programs mean what numpy says, the judges classify,
+and every disagreement the campaigns found is a regression test here (each failed before its fix)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from simulator.execute.difftest import family_gemv, family_map, family_reduce
+from simulator.execute.difftest.campaign import Tally, program, run
+from simulator.execute.difftest.judges import AGREEMENTS, DISAGREEMENTS, judge
+from simulator.execute.difftest.program import VERSIONS, Generated
+from simulator.execute.executor import execute_program
+from simulator.toolchain.check import check
+
+FAMILIES = {"map": family_map, "gemv": family_gemv, "reduce": family_reduce}
+
+
+def generated(family: str, seed: int) -> Generated:
+    rng = random.Random(seed)
+    while True:
+        made = FAMILIES[family].generate(rng, seed, rng.choice(VERSIONS))
+        if made is not None:
+            return made
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_generated_programs_compile_and_mean_what_numpy_says(family: str) -> None:
+    verdicts = [judge(generated(family, seed)) for seed in range(8)]
+    assert [v.cls for v in verdicts] == ["accepted-correct"] * 8, [(v.cls, v.detail) for v in verdicts]
+
+
+def test_the_judges_report_a_wrong_answer_as_a_disagreement() -> None:
+    made = generated("map", 3)
+    off = Generated(made.family, made.seed, made.version, made.source, made.recipe,
+                    lambda inputs: {k: v + 1 for k, v in made.meaning(inputs).items()})  # type: ignore[misc]  # fmt: skip
+    verdict = judge(off)
+    assert verdict.cls == "accepted-wrong" and verdict.disagrees and "numpy says" in verdict.detail
+
+
+def test_a_campaign_program_is_regenerated_alone() -> None:
+    first = [v.program.source for v in run(5, seed=11)]
+    assert [program(11, i).source for i in range(5)] == first
+    assert set(AGREEMENTS).isdisjoint(DISAGREEMENTS)
+
+
+@pytest.mark.slow
+def test_a_seeded_sample_has_no_disagreements() -> None:
+    """300 programs of every source (generated, mutants of generated, docs and shipped programs)."""
+    tally = Tally()
+    for verdict in run(300, seed=20):
+        tally.add(verdict)
+    unexplained = {cls: [(v.detail, v.program.source) for v in vs] for cls, vs in tally.examples.items()}
+    assert tally.disagreements == 0, unexplained
+    assert tally.counts["accepted-correct"] > 100 and tally.counts["refused-wrong"] > 0, tally.counts
+
+
+# ---- what the campaigns found (each failed before its fix) ---------------------------------------
+
+PRELUDE = """#![toolchain = "0.6.0"]
+axes! { A = 8, B = 32 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+kernel k(x: &hbm<f32>[A, B], s: &hbm<f32>[B], y: &mut hbm<f32>[A, B]) {
+    let xd: dm<f32>{..One, elem: [A, B]} = x.dma(engines = [0]);
+    let sd: dm<f32>{..One, elem: [B]} = s.dma(engines = [1]);
+    let sv: vrf<f32>{..One, elem: [B]} = sub(sd).fetch(time = [B / 8], packet = [B % 8]).to_vrf();
+"""
+STORE = "    yd.dma_into(y, engines = [0]);\n}\n"
+INPUTS = {
+    "x": np.arange(256, dtype=np.float32).reshape(8, 32) / 64,
+    "s": np.linspace(-1, 1, 32, dtype=np.float32),
+    "y": np.zeros((8, 32), np.float32),
+}
+
+
+def _program(body: str) -> str:
+    return PRELUDE + body + STORE
+
+
+def test_sub_is_a_vector_op_not_a_second_pass() -> None:
+    """`.vector(sub(vrf = sv))` was E0120 ("sub(..) needs a source tensor")."""
+    source = _program("    let yd: dm<f32>{..One, elem: [A, B]} = main(xd).fetch(time = [A, B / 8], packet = [B % 8])"
+                      ".vector(sub(vrf = sv), sub(0.5)).commit();\n")  # fmt: skip
+    assert check(source).diagnostics == ()
+    y = execute_program(source, INPUTS)["y"]
+    assert np.array_equal(y, INPUTS["x"] - INPUTS["s"] - np.float32(0.5))
+
+
+def test_a_negative_constant_reaches_the_executor() -> None:
+    """`min(-1.0)` compiled, and the executor could not lower it ("expected an integer, found float")."""
+    source = _program("    let yd: dm<f32>{..One, elem: [A, B]} = main(xd).fetch(time = [A, B / 8], packet = [B % 8])"
+                      ".vector(neg(), max(-1.0)).commit();\n")  # fmt: skip
+    assert check(source).diagnostics == ()
+    assert np.array_equal(execute_program(source, INPUTS)["y"], np.maximum(-INPUTS["x"], -1.0))
+
+
+def test_a_tile_streamed_into_a_whole_tensor_leaves_the_rest_alone() -> None:
+    """Each pass streams one row into the whole of yd; the executor wrote NaN over the other rows."""
+    body = ("    let mut yd: dm<f32>{..One, elem: [A, B]} = dm::zeros();\n    for c in 0..8 {\n"
+            "        main(xd.tile(A, c, 1)).fetch(time = [A = 1, B / 8], packet = [B % 8]).vector(mul(2.0))"
+            ".commit_into(yd);\n    }\n")  # fmt: skip
+    source = _program(body)
+    assert check(source).ok
+    assert np.array_equal(execute_program(source, INPUTS)["y"], INPUTS["x"] * 2)
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        ("    let yd: dm<f32>{cluster: [1 # 2], slice: [1 # 256], elem: [A / 0 % 8, B]} = x.dma(engines = [0]);\n",
+         "E0201", "divides by 0"),
+        ("    let yd: dm<f32>{..One, elem: [A, B]} = xd.tile(One % 4, 0, 4).dma(engines = [0]);\n", "E0102",
+         "unknown axis 'One'"),
+        ("    for c in 0..2 {\n        let t: dm<f32>{..One, elem: [A, B]} = xd.dma(engines = [0]);\n    }\n"
+         "    let yd: dm<f32>{..One, elem: [A, B]} = t.dma(engines = [1]);\n", "E0501", "'t' is used before"),
+        ("    for c in 0..2 {\n        let u: dm<f32>{..One, elem: [A = 1, B]} = xd.tile(A, c, 1).dma(engines = [0]);\n"
+         "    }\n    let yd: dm<f32>{..One, elem: [A, B]} = xd.tile(A, c, 1).dma(engines = [1]);\n", "E0501",
+         "'c' is used before"),
+        ("    let yd: dm<f32>{..One, elem: [A, B]} = dm::zeros();\n    xd.tile(A, 2, 0).dma_into(yd.tile(A, 2, 0), "
+         "engines = [0]);\n", "E0207", "is empty"),
+        ("    let h: dm<bf16>{..One, elem: [A, B]} = x.dma(engines = [0]);\n"
+         "    let yd: dm<f32>{..One, elem: [A, B]} = xd.dma(engines = [0]);\n", "E0324", "cannot turn f32 into bf16"),
+    ],
+    ids=["zero-divisor", "layout-as-axis", "let-after-loop", "loop-variable-after-loop", "empty-tile", "dma-dtype"],
+)  # fmt: skip
+def test_what_crashed_the_compiler_is_now_a_coded_diagnostic(body: str, code: str, message: str) -> None:
+    """Each was E0100 ("internal compiler error" or "cannot lower the kernel"), or accepted."""
+    found = [d for d in check(_program(body)).diagnostics if d.is_error]
+    assert found and found[0].code == code and message in found[0].message, [(d.code, d.message) for d in found]
+
+
+def test_a_tile_of_a_composite_axis_must_keep_its_atoms_whole() -> None:
+    """`o_weight.tile(Qs, c * 1024 + h * 511, 512)` crossed an atom of Qs: E0100 before, E0204 now
+    (the rule now evaluates tile offsets over two loop variables, not only one)."""
+    source = """#![toolchain = "0.6.0"]
+axes! { Ns = 8, Ds = 256, Qs = (Ns, Ds) }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+kernel k(x: &hbm<bf16>[Qs], y: &mut hbm<bf16>[Qs]) {
+    for c in 0..2 {
+        for h in 0..2 {
+            let t: dm<bf16>{..One, elem: [Qs = 512]} = x.tile(Qs, c * 1024 + h * 511, 512).dma(engines = [0]);
+        }
+    }
+    let a: dm<bf16>{..One, elem: [Qs]} = x.dma(engines = [0]);
+    a.dma_into(y, engines = [0]);
+}
+"""
+    [diagnostic] = [d for d in check(source).diagnostics if d.is_error]
+    assert diagnostic.code == "E0204" and "wraps an atom digit" in diagnostic.message
+
+
+def test_reading_what_nothing_wrote() -> None:
+    """A loop that writes two of four rows, then a store of all four, compiled and stored NaN: now
+    E0205 (a warning in 0.5.0). A tensor read before anything writes it is a note: a timing probe's
+    contents do not matter."""
+    body = ("    let mut yd: dm<f32>{..One, elem: [A, B]} = dm::empty();\n    for c in 0..4 {\n"
+            "        xd.tile(A, c, 1).dma_into(yd.tile(A, c, 1), engines = [0]);\n    }\n")  # fmt: skip
+    [hole] = check(_program(body)).diagnostics
+    assert hole.code == "E0205" and "yd is read by y<-yd where nothing wrote it before" in hole.message
+    assert "A % 8 = 4" in hole.message
+    assert check(_program(body.replace("0..4", "0..8"))).diagnostics == ()
+    assert [d.code for d in check(_program(body).replace('"0.6.0"', '"0.5.0"'), "0.5.0").diagnostics] == ["W0205"]
+    never = _program("    let yd: dm<f32>{..One, elem: [A, B]} = dm::empty();\n")
+    [note] = check(never).diagnostics
+    assert note.code == "N0206" and check(never).ok
