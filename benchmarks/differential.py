@@ -4,9 +4,9 @@ mutants through three judges (`ferc check`, the executor, numpy), tallied by cla
     python benchmarks/differential.py [--programs 10000] [--seed 0] [--examples 2] [--json FILE]
 
 Every class is an agreement or a disagreement (simulator/execute/difftest/judges.py says which and
-why). A disagreement is a bug of the compiler or the executor: the run exits 1 when it finds any,
-and prints each with the command that regenerates it. Program i of seed s is the same program on
-every machine (`campaign.program(s, i)`).
+why). A disagreement is a bug of the compiler or the executor: the run exits 1 when it finds any (or
+a limit the docs state that no rule enforces), and prints each with the call that regenerates it.
+Program i of seed s is the same program on every machine (`campaign.program(s, i)`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from rich.table import Table  # noqa: E402
 
 from simulator.execute.difftest.campaign import Tally, classes, program  # noqa: E402
 from simulator.execute.difftest.judges import DISAGREEMENTS, judge  # noqa: E402
+from simulator.execute.difftest.limits import LIMITS, check_limits  # noqa: E402
+from simulator.execute.difftest.program import VERSIONS  # noqa: E402
 
 console = Console(width=150)
 
@@ -78,6 +80,17 @@ def main() -> None:
         codes.add_row(cls, found, f"{count:,}")
     console.print(codes)
 
+    limits = Table(title="Limits the docs state: enforced at their value (every version)")
+    for column in ("limit", "page", "code", "versions enforced", "note"):
+        limits.add_column(column)
+    checks = check_limits()
+    for limit in LIMITS:
+        enforced = [c.version for c in checks if c.limit is limit and c.enforced]
+        limits.add_row(limit.name, limit.page, limit.code, ", ".join(enforced) or "NONE", limit.stated,
+                       style=None if len(enforced) == len(VERSIONS) else "bold red")  # fmt: skip
+    console.print(limits)
+    unenforced = sum(1 for c in checks if not c.enforced)
+
     per_program = statistics.median(seconds) * 1000 if seconds else 0.0
     console.print(f"{tally.programs:,} programs in {wall:.0f} s: {per_program:.1f} ms median per program "
                   f"({tally.programs / max(wall, 1e-9):.0f} programs/s)")  # fmt: skip
@@ -90,9 +103,9 @@ def main() -> None:
     if args.json:
         report = {"programs": tally.programs, "seed": args.seed, "wall_s": round(wall, 1),
                   "median_ms": round(per_program, 2), "classes": dict(tally.counts),
-                  "disagreements": tally.disagreements}  # fmt: skip
+                  "disagreements": tally.disagreements, "limits_unenforced": unenforced}  # fmt: skip
         args.json.write_text(json.dumps(report, indent=2))
-    sys.exit(1 if tally.disagreements else 0)
+    sys.exit(1 if tally.disagreements or unenforced else 0)
 
 
 if __name__ == "__main__":

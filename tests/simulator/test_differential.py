@@ -165,3 +165,15 @@ def test_reading_what_nothing_wrote() -> None:
     never = _program("    let yd: dm<f32>{..One, elem: [A, B]} = dm::empty();\n")
     [note] = check(never).diagnostics
     assert note.code == "N0206" and check(never).ok
+
+
+@pytest.mark.slow
+def test_every_limit_the_docs_state_is_enforced_at_its_value() -> None:
+    """Issue 20: a limit the docs state is enforced by a coded rule (or the docs state it wrongly on
+    purpose, and the fact table says so). The TRF's 8 KB per lane was stated and not enforced."""
+    from simulator.execute.difftest.limits import LIMITS, check_limits
+
+    checks = check_limits()
+    assert len(checks) == len(LIMITS) * len(VERSIONS)
+    failing = [(c.limit.name, c.version, c.documented, c.at_ok, c.past_refused) for c in checks if not c.enforced]
+    assert failing == []
