@@ -1,14 +1,20 @@
 """SimRNGD behind the Target interface (DESIGN.md section 2, chiplore.core.target).
 
-What agents get: the toolchain versions, the vendor pages that exist for each, the harness
-kernels (signature, tolerances, weight bytes, bound, the official baseline source; never the
-optimised examples), the free compiler check, and the scarce, noisy device. Host-side execution
-(`host_test`) and graded correctness come with the executor of SIMULATOR.md 6.4; until then device
-results carry `correctness = None`.
+What agents get: the toolchain versions, the vendor pages that exist for each, the kernels of its
+kernel packs (signature, tolerances, weight bytes, bound, the official baseline source, the op graph;
+never the optimised examples), the free compiler check, the host executor (`host_test`) and the
+scarce, noisy device, which grades every pack kernel against its pack's reference.
+
+Kernels come from the built-in packs, the packs on `CHIPLORE_KERNELS` and those installed in the data
+dir (`add_kernel`, `chiplore kernel add`): see simulator/kernels and docs/kernels.md.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from chiplore.core.errors import TargetError
 from chiplore.core.settings import Settings
 from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
@@ -24,27 +30,29 @@ from chiplore.core.target import (
 )
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
-from simulator.device import DeviceConfig, DeviceHang, SimDevice
-from simulator.device.models import SMOKE_SET
-from simulator.execute.executor import ExecutionError, IndexOutOfRange
-from simulator.execute.grading import grade_program
-from simulator.kernel_specs import input_bytes, kernel_specs
+from simulator.device import DeviceConfig, SimDevice
+from simulator.kernels.registry import KernelEntry, KernelRegistry
 from simulator.pack import SimRNGDPack
 from simulator.toolchain.check import check
 from simulator.toolchain.docs import render_docs
-from simulator.toolchain.harness import HARNESS_KERNELS
-from simulator.toolchain.placement import LoweringError
 from simulator.toolchain.stats import analyze
 from simulator.toolchain.versions import spec
+
+KERNELS_DIR = "kernels"  # installed packs: <data dir>/kernels/<name>/
 
 
 class SimRNGD:
     name = NAME
     description = DESCRIPTION
 
-    def __init__(self, seed: int = 0, device: DeviceConfig | None = None) -> None:
-        self.device = SimDevice(seed, device, input_bytes=input_bytes, grader=grade_job)
+    def __init__(self, seed: int = 0, device: DeviceConfig | None = None, *, kernel_paths: tuple[Path, ...] = (),
+                 kernels_dir: Path | None = None) -> None:  # fmt: skip
+        """`kernel_paths`: packs, or folders of packs, to offer besides the built-in ones;
+        `kernels_dir`: where `add_kernel` installs packs (and they are loaded from). A pack with a
+        problem is a one-line TargetError here."""
         self._pack = SimRNGDPack()
+        self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=lambda k: self._pack.design_space(k.name))
+        self.device = SimDevice(seed, device, input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)
 
     def toolchains(self) -> list[str]:
         return list(TOOLCHAIN_VERSIONS)
@@ -62,7 +70,18 @@ class SimRNGD:
         return pages
 
     def kernels(self) -> list[KernelSpec]:
-        return kernel_specs()
+        return self._kernels.specs()
+
+    def kernel_origins(self) -> dict[str, str]:
+        """Where each kernel's pack comes from: built-in, CHIPLORE_KERNELS or installed."""
+        return {entry.spec.name: entry.origin for entry in self._kernels.entries()}
+
+    def kernel_entries(self) -> list[KernelEntry]:
+        return self._kernels.entries()
+
+    def add_kernel(self, folder: Path) -> KernelSpec:
+        """Validate the kernel pack in `folder` and install it in the data dir (docs/kernels.md)."""
+        return self._kernels.install(folder)
 
     def check(self, source: str, version: str) -> CheckResult:
         return check(source, version)
@@ -74,22 +93,7 @@ class SimRNGD:
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
         """The executor on the smoke fixtures: free, on the host, slower than the device."""
-        checked = check(source, version)
-        if not checked.ok:
-            return TestResult(kernel=kernel, toolchain=checked.version, compiled=False, diagnostics=checked.diagnostics,
-                              message="the program does not compile")  # fmt: skip
-        base = {"kernel": kernel, "toolchain": checked.version, "compiled": True, "diagnostics": checked.diagnostics}
-        if kernel not in HARNESS_KERNELS:
-            return TestResult(**base, message=f"not executed: {kernel} is not a harness kernel, so there is no "
-                              "reference to compare with")  # fmt: skip
-        try:
-            correctness = grade_program(source, kernel, checked.version, (SMOKE_SET,))
-        except IndexOutOfRange as error:
-            return TestResult(**base, correctness=Correctness(passed=False, message=str(error)),
-                              message=f"would hang on the device: {error}")  # fmt: skip
-        except (ExecutionError, LoweringError) as error:
-            return TestResult(**base, message=f"not executed: {error}")
-        return TestResult(**base, correctness=correctness, message=correctness.message)
+        return self._kernels.host_test(source, kernel, version)
 
     def submit(self, job: DeviceJob) -> JobHandle:
         return self.device.submit(job)
@@ -107,17 +111,29 @@ class SimRNGD:
 
 
 def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
-    """The device's grader: the executor against the references; None when it cannot be checked."""
-    if kernel not in HARNESS_KERNELS:
-        return None  # probes have no reference: they are timed, not graded
-    try:
-        return grade_program(source, kernel, version, sets)
-    except IndexOutOfRange as error:
-        raise DeviceHang(str(error)) from error
-    except (ExecutionError, LoweringError):
-        return None
+    """The grader of a device that runs the built-in kernels only (`fe-run`): the executor against
+    their references; None when it cannot be checked."""
+    return _builtin_registry().grade_job(source, kernel, version, sets)
+
+
+def _builtin_registry() -> KernelRegistry:
+    global _BUILTIN
+    if _BUILTIN is None:
+        _BUILTIN = KernelRegistry()
+    return _BUILTIN
+
+
+_BUILTIN: KernelRegistry | None = None
+
+
+def kernel_paths(settings: Settings) -> tuple[Path, ...]:
+    """The folders `CHIPLORE_KERNELS` names (os.pathsep-separated; empty entries ignored)."""
+    return tuple(Path(part).expanduser() for part in settings.kernels.split(os.pathsep) if part.strip())
 
 
 def from_settings(settings: Settings) -> SimRNGD:
-    """The `chiplore.targets` entry point: SimRNGD seeded from chiplore's settings."""
-    return SimRNGD(seed=settings.seed)
+    """The `chiplore.targets` entry point: SimRNGD seeded from chiplore's settings, with the kernel
+    packs on CHIPLORE_KERNELS and those installed in the data dir."""
+    if settings.data_dir.exists() and not settings.data_dir.is_dir():
+        raise TargetError(f"the data dir {settings.data_dir} is a file, not a folder")
+    return SimRNGD(seed=settings.seed, kernel_paths=kernel_paths(settings), kernels_dir=settings.data_dir / KERNELS_DIR)

@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     query_timeout_s: float = Field(default=30.0, gt=0)
     seed: int = 0
     target: str = "simrngd"
+    kernels: str = ""  # CHIPLORE_KERNELS: kernel packs (or folders of packs) to offer, os.pathsep-separated
 
     def public_view(self) -> dict[str, object]:
         """The settings as they may be shown to a user: the password only says whether it is set."""
@@ -43,4 +44,5 @@ class Settings(BaseSettings):
             "query_timeout_s": self.query_timeout_s,
             "seed": self.seed,
             "target": self.target,
+            "kernels": self.kernels,
         }

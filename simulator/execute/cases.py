@@ -1,16 +1,14 @@
 """A kernel the executor can grade: its signature, how its inputs are drawn, its numpy reference and
-its tolerances. The three harness kernels are cases (`harness_case`); a kernel pack makes another.
+its tolerances. Every kernel pack makes one (`simulator.kernels.pack.KernelPack.case`); the built-in
+kernels' are `harness_case`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
-from simulator.execute.fixtures import RECIPES, harness_signature
 from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.reference import REFERENCES, TOLERANCES
 from simulator.execute.signature import KernelSignature
 from simulator.execute.values import Inputs, Outputs
 
@@ -51,11 +49,8 @@ class KernelCase:
         return self.seed or self.name
 
 
-@cache
 def harness_case(kernel: str) -> KernelCase:
-    """One of the three harness kernels as a case (a KeyError for any other name)."""
-    atol, rtol = TOLERANCES[kernel]
-    return KernelCase(
-        name=kernel, signature=harness_signature(kernel), recipe=RECIPES[kernel], reference=REFERENCES[kernel],
-        atol=atol, rtol=rtol, key=f"harness:{kernel}",
-    )  # fmt: skip
+    """A built-in kernel as a case (a KeyError for any other name)."""
+    from simulator.kernels.builtin import builtin_pack  # the packs build their cases from this module
+
+    return builtin_pack(kernel).case

@@ -22,15 +22,14 @@ from simulator.execute.recipe import draw_inputs
 from simulator.execute.signature import kernel_signature
 from simulator.execute.values import InputError, Inputs, Outputs, param_shape
 from simulator.toolchain.check import check
-from simulator.toolchain.harness import HARNESS_KERNELS
 from simulator.toolchain.placement import LoweringError
 
 SMOKE_SET = "g0"
 
 
 def case_inputs(case: KernelCase, fixture_set: str) -> Inputs:
-    """The inputs of one fixture set (harness kernels share the cached `fixture` sets)."""
-    if case.key == f"harness:{case.name}" and case.name in HARNESS_KERNELS:
+    """The inputs of one fixture set (built-in kernels share the cached `fixture` sets)."""
+    if case.key == f"harness:{case.name}":
         return fixture(case.name, fixture_set)
     return _drawn(case, fixture_set)
 
@@ -56,7 +55,7 @@ def grade_case(source: str, case: KernelCase, version: str, sets: tuple[str, ...
 
 
 def grade_program(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness:
-    """A harness kernel's official criterion over the sets."""
+    """A built-in kernel's official criterion over the sets."""
     return grade_case(source, harness_case(kernel), version, sets)
 
 

@@ -4,12 +4,17 @@ The harness signature of each kernel is the one its official baseline declares (
 parameter names, `&`/`&mut`, dtypes, and the HBM layout down to atom digits and axis sizes. A
 program whose kernel has another name is not run by the harness (a probe, a test) and is not held
 to a signature.
+
+The harness runs the kernels of the built-in kernel packs (`simulator/kernels/packs/<name>/baseline.fe`)
+and those a target loads from elsewhere (`register_kernel`, called by `simulator.kernels.registry`):
+one process serves one target's kernels, so the compiler holds them in one table.
 """
 
 from __future__ import annotations
 
 import difflib
-from functools import cache
+import threading
+from functools import cache, lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -21,12 +26,36 @@ from simulator.dsl.printer import print_mapping
 from simulator.toolchain.digits import AxisSystem, normalise
 from simulator.toolchain.env import axis_system, term_digit
 
-BASELINES = Path(__file__).resolve().parents[1] / "kernels" / "baseline"
-HARNESS_KERNELS = {
-    "sliding_project_qkv": "qkv_baseline.fe",
-    "sliding_attention_output": "o_baseline.fe",
-    "decoder_feedforward": "ffn_baseline.fe",
-}
+BUILTIN_PACKS = Path(__file__).resolve().parents[1] / "kernels" / "packs"
+PACK_BASELINE = "baseline.fe"
+
+_registered: dict[str, str] = {}  # kernels loaded from outside the built-in packs: name -> baseline source
+_lock = threading.Lock()
+
+
+@cache
+def builtin_baselines() -> dict[str, str]:
+    """Each built-in pack's kernel (its folder's name) and its baseline source."""
+    if not BUILTIN_PACKS.is_dir():
+        return {}
+    folders = sorted(p for p in BUILTIN_PACKS.iterdir() if (p / PACK_BASELINE).is_file())
+    return {folder.name: (folder / PACK_BASELINE).read_text(encoding="utf-8") for folder in folders}
+
+
+def harness_baseline(kernel: str) -> str | None:
+    """The baseline whose signature the harness passes to `kernel`; None for a kernel it does not run."""
+    return builtin_baselines().get(kernel) or _registered.get(kernel)
+
+
+def register_kernel(kernel: str, baseline: str) -> bool:
+    """Run `kernel` with `baseline`'s signature from now on; whether that changed anything (the
+    caller then drops results checked under the old table)."""
+    if builtin_baselines().get(kernel) == baseline:
+        return False
+    with _lock:
+        changed = _registered.get(kernel) != baseline
+        _registered[kernel] = baseline
+    return changed
 
 
 class ParamSignature(BaseModel):
@@ -66,15 +95,17 @@ def signature(kernel: ir.KernelDecl, axes: AxisSystem) -> list[ParamSignature]:
     return out
 
 
-@cache
 def harness_signature(kernel: str) -> tuple[ParamSignature, ...] | None:
     """The parameters the harness passes to `kernel`; None for a kernel it does not run."""
-    file = HARNESS_KERNELS.get(kernel)
-    if file is None:
-        return None
-    program = parse((BASELINES / file).read_text())
-    decl = next(k for k in program.kernels if k.name == kernel)
-    return tuple(signature(decl, axis_system(program)))
+    baseline = harness_baseline(kernel)
+    return None if baseline is None else _signature_of(kernel, baseline)
+
+
+@lru_cache(maxsize=64)
+def _signature_of(kernel: str, baseline: str) -> tuple[ParamSignature, ...] | None:
+    program = parse(baseline)
+    decl = next((k for k in program.kernels if k.name == kernel), None)
+    return None if decl is None else tuple(signature(decl, axis_system(program)))
 
 
 def check_harness_signature(program: ir.Program) -> list[Diagnostic]:

@@ -1,0 +1,110 @@
+"""A kernel pack validated with the compiler and the executor (docs/kernels.md, "Validation").
+
+On top of what reading checks (`pack.read_pack`): the toolchain is one this ferc has; the baseline
+compiles under it; the reference runs on the smoke fixtures and returns, for every output it grades,
+an array of the output's shape and kind; the baseline passes that reference on the smoke fixtures;
+and where the target has a design space for the kernel, the program written from its first point
+passes too. Each failure is one `PackProblem` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from chiplore.core.pack import DesignSpace, Facts, points
+from chiplore.core.target import KernelSpec
+from simulator import TOOLCHAIN_VERSIONS
+from simulator.execute.executor import ExecutionError, IndexOutOfRange
+from simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
+from simulator.execute.values import InputError, param_shape
+from simulator.kernels.manifest import BASELINE, REFERENCE, PackProblem
+from simulator.kernels.pack import KernelPack
+from simulator.toolchain.check import check
+from simulator.toolchain.placement import LoweringError
+
+SpaceFor = Callable[[KernelSpec], DesignSpace | None]
+FactsFor = Callable[[str], Facts]
+INTEGER_DTYPES = ("i8", "i32")
+
+
+def validate_pack(pack: KernelPack, space_for: SpaceFor | None = None, facts_for: FactsFor | None = None) -> None:
+    """Raise a PackProblem for the first thing wrong with `pack`; return when it is a kernel the
+    target can offer. `space_for` gives the target's design space for the kernel (None: none), and
+    `facts_for(version)` the facts its first point is written from (default: none, the documented
+    values)."""
+    toolchain = pack.manifest.toolchain
+    if toolchain not in TOOLCHAIN_VERSIONS:
+        raise PackProblem(f"toolchain {toolchain!r} is not one of this ferc's: {', '.join(TOOLCHAIN_VERSIONS)}")
+    _compiles(pack.baseline, toolchain, BASELINE)
+    check_reference(pack)
+    _passes(pack, pack.baseline, BASELINE)
+    space = space_for(pack.spec) if space_for is not None else None
+    if space is not None:
+        facts = facts_for(toolchain) if facts_for is not None else {}
+        first = next(iter(points(space, facts)), None)
+        if first is None:
+            raise PackProblem(f"the design space of kernel {pack.name} has no valid point under {toolchain}")
+        source = space.source(first, facts, toolchain)
+        what = "the program generated from its op graph (the design space's first point)"
+        _compiles(source, toolchain, what)
+        _passes(pack, source, what)
+
+
+def check_reference(pack: KernelPack) -> None:
+    """The reference on the smoke fixtures: every graded output there, in its parameter's shape, a
+    finite array of numbers (integers for an integer output), and nothing that is not an output."""
+    inputs = case_inputs(pack.case, SMOKE_SET)
+    try:
+        outputs = pack.reference(inputs)
+    except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
+        raise PackProblem(f"{REFERENCE} raises {type(error).__name__} on the smoke fixtures: {error}") from None
+    if not isinstance(outputs, Mapping):
+        raise PackProblem(f"{REFERENCE}: reference returns {type(outputs).__name__}, not a dict of outputs")
+    params = {p.name: p for p in pack.signature.outputs}
+    strangers = sorted(str(name) for name in outputs if name not in params)
+    if strangers:
+        raise PackProblem(f"{REFERENCE} returns {', '.join(strangers)}, not an output of kernel {pack.name} "
+                          f"(outputs: {', '.join(params)})")  # fmt: skip
+    missing = [name for name in pack.manifest.graded or params if name not in outputs]
+    if missing and pack.manifest.graded is not None:
+        raise PackProblem(f"{REFERENCE} does not return graded output {', '.join(missing)}")
+    if not outputs:
+        raise PackProblem(f"{REFERENCE} returns no output")
+    for name, value in outputs.items():
+        param = params[name]
+        array = np.asarray(value)
+        if array.shape != param_shape(param):
+            raise PackProblem(f"{REFERENCE}: output {name} has shape {array.shape}, but the baseline declares "
+                              f"{param.type} of shape {param_shape(param)}")  # fmt: skip
+        integer = param.dtype in INTEGER_DTYPES
+        if not (np.issubdtype(array.dtype, np.integer) if integer else np.issubdtype(array.dtype, np.floating)):
+            kind = "integers" if integer else "floats"
+            raise PackProblem(f"{REFERENCE}: output {name} is {array.dtype}, but {param.dtype} holds {kind}")
+        if not integer and not np.isfinite(array).all():
+            raise PackProblem(f"{REFERENCE}: output {name} holds NaN or infinity on the smoke fixtures")
+
+
+def _compiles(source: str, toolchain: str, what: str) -> None:
+    # E0102 holds a program to the signature the harness passes, and the pack's baseline declares it:
+    # only another pack's registration of this kernel could make it differ, and this pack replaces that
+    errors = [d for d in check(source, toolchain).diagnostics if d.is_error and d.code != "E0102"]
+    if errors:
+        first = errors[0]
+        where = f" (line {first.span.line})" if first.span is not None else ""
+        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        raise PackProblem(f"{what} does not compile under {toolchain}: error[{first.code}]{where}: "
+                          f"{first.message}{more}")  # fmt: skip
+
+
+def _passes(pack: KernelPack, source: str, what: str) -> None:
+    try:
+        result = grade_case(source, pack.case, pack.manifest.toolchain, (SMOKE_SET,))
+    except (InputError, ExecutionError, IndexOutOfRange, LoweringError) as error:
+        raise PackProblem(f"{what} cannot be run on the smoke fixtures: {error}") from None
+    if not result.passed:
+        worst = result.worst
+        detail = (f"; worst: {worst.output}[{worst.index}] off by {worst.abs_err:.4g} (tolerance {worst.tol:.4g})"
+                  if worst is not None else "")  # fmt: skip
+        raise PackProblem(f"{what} fails its reference on the smoke fixtures ({result.message}{detail})")
