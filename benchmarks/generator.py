@@ -1,0 +1,168 @@
+"""The design generator on every example kernel: how big its space is, whether its programs compile,
+and how close its best design comes to the weight-movement bound, in true cycles.
+
+    python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 150]
+                                   [--sample 30] [--families] [--json FILE]
+
+Per kernel and toolchain: the space's valid points (`points`, with the compile-time facts the pack's
+own probes find: `learnt.compile_facts`), how many of the programs compile (every program the search
+visits, and a random `--sample` of the others), the best true cycles a hill climb over the space finds
+(restarts from each k-group choice, one knob step at a time, at most `--evals` estimates), that over
+the kernel's bound, and whether the best program passes the host test. `--chip FILE` measures on
+another chip (a CHIPLORE_SIM_TRUTH file; the bound is that chip's). `--families` adds the hand-written
+design families' best under the same search, for the three Gemma kernels.
+
+True cycles come from `simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
+measures the generator, which itself never calls it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from chiplore.core.pack import DesignSpace, Facts, Params, neighbours, points  # noqa: E402
+from simulator.cost import NotCompiled, estimate  # noqa: E402
+from simulator.cost.bound import weight_bound_cycles  # noqa: E402
+from simulator.execute.grading import host_test  # noqa: E402
+from simulator.pack.generator import generated_space, generation_problem  # noqa: E402
+from simulator.pack.generator.examples import ALL, GEMMA, example  # noqa: E402
+from simulator.pack.generator.learnt import compile_facts  # noqa: E402
+from simulator.toolchain.check import check  # noqa: E402
+
+console = Console(width=160)
+
+
+def key(p: Params) -> str:
+    return json.dumps(p, sort_keys=True)
+
+
+def climb(space: DesignSpace, facts: Facts, cost: Callable[[Params], float], evals: int) -> tuple[float, Params]:
+    """The best point a search finds within `evals` estimates: a seeded sample of a quarter of them over
+    the valid points, then hill climbs (the best one-knob step while it improves) from the best sampled
+    point of each value of the first knob, best first."""
+    valid = list(points(space, facts))
+    if not valid:
+        return math.inf, {}
+    seen: dict[str, float] = {}
+
+    def priced(p: Params) -> float:
+        if key(p) not in seen and len(seen) < evals:
+            seen[key(p)] = cost(p)
+        return seen.get(key(p), math.inf)
+
+    sample = random.Random(0).sample(valid, min(len(valid), max(evals // 4, 1)))
+    ranked = sorted(sample, key=priced)
+    first = space.knobs[0].name  # one climb from the best sampled point of each of its values
+    starts = [next(p for p in ranked if p[first] == value) for value in dict.fromkeys(p[first] for p in ranked)]
+    best = (priced(ranked[0]), ranked[0])
+    for start in sorted(starts, key=priced):
+        here, value = start, priced(start)
+        while len(seen) < evals:
+            moves = [(priced(n), n) for n in neighbours(space, here, facts)]
+            better = min(moves, key=lambda m: m[0], default=(math.inf, here))
+            if better[0] >= value:
+                break
+            value, here = better
+        best = min(best, (value, here), key=lambda b: b[0])
+    return best
+
+
+def run(kernel: str, version: str, evals: int, sample: int, families: bool) -> dict[str, object]:
+    ex = example(kernel)
+    spec = ex.spec
+    problem = generation_problem(spec)
+    bound = weight_bound_cycles(spec.weight_bytes)
+    row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound}
+    if problem:
+        return {**row, "problem": problem}
+    space = generated_space(spec)
+    assert space is not None
+    facts = compile_facts(version)
+    start = time.perf_counter()
+    valid = list(points(space, facts))
+    failures: list[str] = []
+
+    def cost(p: Params) -> float:
+        source = space.source(p, facts, version)
+        try:
+            return estimate(source, version).cycles
+        except NotCompiled as error:
+            failures.append(f"{key(p)}: {error}")
+            return math.inf
+
+    best, best_p = climb(space, facts, cost, evals)
+    visited = min(evals, len(valid))
+    others = random.Random(0).sample(valid, min(sample, len(valid)))
+    refused = [p for p in others if not check(space.source(p, facts, version), version).ok]
+    failures += [f"{key(p)}: does not compile" for p in refused]
+    tested = host_test(space.source(best_p, facts, version), ex.case, version) if best < math.inf else None
+    row.update(points=len(valid), checked=visited + len(others), failed=len(failures), failures=failures[:3],
+               cycles=best, ratio=best / bound, params=best_p, seconds=time.perf_counter() - start,
+               host=None if tested is None or tested.correctness is None else tested.correctness.passed)  # fmt: skip
+    if families and kernel in GEMMA:
+        from simulator.pack.space import FAMILIES
+
+        family = FAMILIES[kernel]
+
+        def family_cost(p: Params) -> float:
+            try:
+                return estimate(family.source(p, facts, version), version).cycles
+            except NotCompiled:
+                return math.inf
+
+        row["family_ratio"] = climb(family, facts, family_cost, evals)[0] / bound
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernels", default=",".join(ALL))
+    parser.add_argument("--versions", default="0.6.0,0.7.0")
+    parser.add_argument("--chip", help="a CHIPLORE_SIM_TRUTH file: measure on that chip")
+    parser.add_argument("--evals", type=int, default=200, help="estimates per search")
+    parser.add_argument("--sample", type=int, default=30, help="further points only compiled")
+    parser.add_argument("--families", action="store_true", help="the design families' best, for comparison")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args()
+    if args.chip:
+        os.environ["CHIPLORE_SIM_TRUTH"] = str(Path(args.chip).resolve())
+    rows = []
+    table = Table(title=f"generated designs ({'chip ' + args.chip if args.chip else 'default chip'}; true cycles)")
+    for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "families", "host",
+                   "best knobs", "s"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("kernel", "best knobs") else "right")
+    for kernel in args.kernels.split(","):
+        for version in args.versions.split(","):
+            row = run(kernel, version, args.evals, args.sample, args.families)
+            rows.append(row)
+            if "problem" in row:
+                table.add_row(kernel, version, "-", "-", "-", "-", "-", "-", str(row["problem"]), "-")
+                continue
+            checked, failed = int(row["checked"]), int(row["failed"])  # type: ignore[call-overload]
+            family = f"{row['family_ratio']:.3f}" if "family_ratio" in row else "-"
+            table.add_row(kernel, version, str(row["points"]), f"{checked - failed}/{checked}",
+                          f"{row['cycles']:,.0f}", f"{row['ratio']:.3f}", family, str(row["host"]),
+                          key(row["params"]), f"{row['seconds']:.0f}")  # type: ignore[arg-type]  # fmt: skip
+            for failure in row["failures"]:  # type: ignore[attr-defined]
+                console.print(f"[red]{kernel} {version}: {failure}")
+    console.print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""One design's program: every group's input, weight stream and rows, in the order they run, with the
+layouts they use and the budgets they need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chiplore.core.pack import Facts
+from simulator.pack.generator.frame import Frame, FrameEmitter, Value
+from simulator.pack.generator.geometry import Geometry
+from simulator.pack.generator.graph import Analysis, Member
+from simulator.pack.generator.inputs import Inputs
+from simulator.pack.generator.operands import RowOperands
+from simulator.pack.generator.program import Engines, Program
+from simulator.pack.generator.rows import Rows
+from simulator.pack.generator.signature import Signature
+from simulator.pack.generator.stream import Stream
+
+
+@dataclass(frozen=True)
+class RowSpace:
+    """A group's row axis and how its members and heads sit on it."""
+
+    heads: tuple[str, str] | None  # (head axis, head-row axis)
+    units: tuple[str, int] | None  # (unit axis, rows per unit) when members share it without heads
+
+
+@dataclass(frozen=True)
+class Design:
+    """A resolved knob setting: each group's geometry and switch choice, and the shared choices."""
+
+    geometries: tuple[Geometry, ...]
+    broadcast: tuple[bool, ...]  # per group: the switch fills the TRFs (else a replicating DMA)
+    engines: int
+    direct: bool
+    stagger: bool = False
+    recompute: bool = True
+
+
+def row_frame(geo: Geometry) -> Frame:
+    g, r = geo.index, geo.rows_per_slice
+    packet = next(p for p in (8, 4, 2, 1) if r % p == 0)
+    groups = geo.groups
+    sum_group = None
+    if groups > 1:
+        sum_group = f"{geo.R} / {r} % {groups}" if r * groups < geo.n else f"{geo.R} / {r}"
+    return Frame(
+        layout=f"Lead{g}", elem=geo.rows_elem(), time=geo.row_digit(packet), packet=geo.row_mod(packet),
+        elements=r, length=geo.n, sum_group=sum_group, sum_layout=f"Sum{g}", cross=geo.clusters == 2,
+        every_layout=f"Every{g}", cluster_digit=f"{geo.R} / {geo.per_cluster}",
+    )  # fmt: skip
+
+
+def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design: Design, facts: Facts,
+          version: str) -> Program:  # fmt: skip
+    """The program of `design` (its text is `program_text`), with its budgets accounted."""
+    program = Program(facts, Engines(design.engines, design.stagger))
+    emitter = FrameEmitter(program, recompute=design.recompute)
+    program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
+    for geo in design.geometries:
+        program.layouts.update(geo.layouts())
+    exports: dict[str, tuple[Value, Member | None, Geometry]] = {}
+    for group, geo, broadcast in zip(analysis.groups, design.geometries, design.broadcast, strict=True):
+        chained = exports.get(group.input) if group.chained_from is not None else None
+        trf = Inputs(emitter, sig, group, geo, broadcast, chained).run()
+        stream = Stream(program, sig, group, geo, trf, design.direct, 0)
+        loop = program.mark()
+        accumulators = stream.accumulators()
+        stream.run(accumulators)
+        frame = row_frame(geo)
+        space = rows[group.index]
+        operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, loop)
+        out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators).run()
+        for name, (value, member) in out.items():
+            exports[name] = (value, member, geo)
+    return program
+
+
+def program_text(sig: Signature, program: Program, version: str, summary: str) -> str:
+    layouts = "".join(f"layout {name} = {text};\n" for name, text in program.layouts.items())
+    return (f'#![toolchain = "{version}"]\n// chiplore generated design: {summary}\n{sig.axes_text()}\n\n{layouts}\n'
+            f"kernel {sig.kernel}(\n{sig.params_text()}) {{\n{program.text()}}}\n")  # fmt: skip

@@ -1,0 +1,158 @@
+"""A group's input vector: computed on its k-leaders (each holds one k-group's columns, in both
+clusters), narrowed to bf16 and brought to every row-group's TRF.
+
+The input is a kernel input, ops on kernel inputs (an RMS norm: sums all-reduced over the k-leaders;
+products with other inputs), or the previous group's rows (copied DM to DM onto the k-leaders). It
+reaches the TRFs through the switch (a broadcast over the row-groups: ring time, no ingress) or by a
+replicating DMA (ingress bytes, no ring), as the design says.
+"""
+
+from __future__ import annotations
+
+from chiplore.core.ops import Activation, Elementwise, RmsNorm, Scale
+from simulator.pack.generator.frame import Frame, FrameEmitter, Value
+from simulator.pack.generator.geometry import Geometry, digit
+from simulator.pack.generator.graph import Group, Member, Unsupported, activation_ops
+from simulator.pack.generator.operands import input_vrf
+from simulator.pack.generator.program import float_text
+from simulator.pack.generator.signature import Signature
+
+
+def input_frame(geo: Geometry) -> Frame:
+    g = geo.index
+    return Frame(
+        layout=f"KIn{g}", elem=geo.k_elem(), time=geo.k_digit(8), packet=digit(geo.k_axis, 1, 8, geo.k),
+        elements=geo.width, length=geo.k, sum_group=geo.k_term() if geo.kgroups > 1 else None,
+        sum_layout=f"KIn{g}", cross=False, every_layout=f"KIn{g}",
+    )  # fmt: skip
+
+
+class Inputs:
+    def __init__(self, e: FrameEmitter, sig: Signature, group: Group, geo: Geometry, broadcast: bool,
+                 chained: tuple[Value, Member | None, Geometry] | None) -> None:  # fmt: skip
+        self.e, self.sig, self.group, self.geo = e, sig, group, geo
+        self.broadcast = broadcast  # True: the switch fills the row-groups; False: a replicating DMA
+        self.chained = chained
+        self.frame = input_frame(geo)
+        self.values: dict[str, Value] = {}
+
+    def run(self) -> str:
+        """Write the input's passes; the TRF the contraction reads."""
+        g, geo = self.group.index, self.geo
+        trf = f"x{g}"
+        rep = f"XRep{g}"
+        trf_type = f"trf<bf16>{{..{rep}, lane: [1], elem: [{geo.k_elem()}]}}"
+        fetch = f".fetch(time = [{geo.k_digit(16)}], packet = [{digit(geo.k_axis, 1, 16, geo.k)}])"
+        source = self._source(rep)
+        if source.startswith("="):  # already replicated in DM by the load itself
+            self.e.p.emit(f"    let {trf}: {trf_type} = sub({source[1:]}){fetch}.to_trf();\n")
+            return trf
+        if self.broadcast:
+            slices = self.e.p.layouts[rep].split("slice: ")[1].rstrip(" }")
+            self.e.p.emit(f"    let {trf}: {trf_type} = main({source})\n        {fetch}\n"
+                          f"        .switch(broadcast, slice = {slices})\n        .to_trf();\n")  # fmt: skip
+            return trf
+        copy = self.e.p.name(f"x{g}_rep")
+        self.e.p.emit(f"    let {copy}: dm<bf16>{{..{rep}, elem: [{geo.k_elem()}]}} = "
+                      f"{source}.dma(engines = {self.e.p.engines.every()});\n")  # fmt: skip
+        self.e.p.dm(geo.width, "bf16")
+        self.e.p.emit(f"    let {trf}: {trf_type} = sub({copy}){fetch}.to_trf();\n")
+        return trf
+
+    def _source(self, rep: str) -> str:
+        """The bf16 input on the k-leaders (a DM tensor), or `=name` when it was loaded replicated."""
+        geo = self.geo
+        name = f"x{self.group.index}_k"
+        if self.chained is not None:
+            value, member, producer = self.chained
+            offset = member.offset if member is not None else 0
+            view = f"{value.tensor}{value.view}"
+            if geo.k_axis != producer.R:
+                view += f".rename({producer.R}, {geo.k_axis}, {-offset})"
+            layout = rep if not self.broadcast else f"KIn{self.group.index}"
+            engines = self.e.p.engines.spare()
+            self.e.p.emit(
+                f"    let {name}: dm<bf16>{{..{layout}, elem: [{geo.k_elem()}]}} = {view}.dma(engines = {engines});\n"
+            )
+            self.e.p.dm(geo.width, "bf16")
+            return f"={name}" if not self.broadcast else name
+        params = {p.name for p in self.sig.params}
+        if self.group.input in params and self.sig.param(self.group.input).dtype == "bf16":
+            layout = rep if not self.broadcast else f"KIn{self.group.index}"
+            param = self.sig.param(self.group.input)
+            self.e.p.emit(f"    let {name}: dm<bf16>{{..{layout}, elem: [{geo.k_elem()}]}} = {param.name}"
+                          f".rename({self.sig.axis_of(param.dims)}, {geo.k_axis}, 0)"
+                          f".dma(engines = {self._engines()});\n",
+                          early=True)  # fmt: skip
+            self.e.p.dm(geo.width, "bf16")
+            return f"={name}" if not self.broadcast else name
+        value = self._lower()
+        self.e.commit(value, "bf16", stem=name)
+        return str(value.tensor)
+
+    def _engines(self) -> str:
+        return self.e.p.aux_engines()
+
+    def _load(self, param: str) -> Value:
+        p = self.sig.param(param)
+        name = self.e.p.name(f"{param}_k")
+        self.e.p.emit(f"    let {name}: dm<{p.dtype}>{{..{self.frame.layout}, elem: [{self.frame.elem}]}} = {param}"
+                      f".rename({self.sig.axis_of(p.dims)}, {self.geo.k_axis}, 0).dma(engines = {self._engines()});\n",
+                      early=True)  # fmt: skip
+        self.e.p.dm(self.frame.elements, p.dtype)
+        return Value(self.frame, tensor=name, dtype=p.dtype, uses=0)
+
+    def _value(self, name: str) -> Value:
+        if name not in self.values:
+            if name not in {p.name for p in self.sig.params}:
+                raise Unsupported(f"{name} is not an input of group {self.group.index}")
+            self.values[name] = self._load(name)
+        return self.values[name]
+
+    def _lower(self) -> Value:
+        ops = self.group.input_ops
+        readers: dict[str, int] = {self.group.input: 1}
+        for op in ops:
+            for name in op.reads():
+                readers[name] = readers.get(name, 0) + 1
+        params = {p.name for p in self.sig.params}
+        for op in ops:
+            out = str(op.writes())
+            if isinstance(op, RmsNorm):
+                value = self._value(op.input)
+                value.uses = readers.get(op.input, 1)
+                if not self.group.weight_only_norm:
+                    inverse = self.e.inverse_rms(value, op.eps, stem="norm")
+                    value = self.e.apply(value, [f"mul(vrf = {inverse})"], (inverse,))
+                if op.weight:
+                    vrf = input_vrf(self.e, self.sig, self.frame, op.weight, self.geo.k_axis, self._engines())
+                    value = self.e.apply(value, [f"mul(vrf = {vrf})"], (vrf,))
+            elif isinstance(op, Scale):
+                value = self.e.apply(self._value(op.input), [f"mul({float_text(op.by)})"])
+            elif isinstance(op, Activation):
+                value = self.e.apply(self._value(op.input), list(activation_ops(op)))
+            elif isinstance(op, Elementwise):
+                value = self._elementwise(op, params)
+            else:
+                raise Unsupported(f"{op.op} {out} on the input side of group {self.group.index}")
+            value.uses = readers.get(out, 0)
+            self.values[out] = value
+        return self.values[self.group.input]
+
+    def _elementwise(self, op: Elementwise, params: set[str]) -> Value:
+        a, b = op.a, op.b
+        if a in params and b not in params:
+            a, b = b, a
+        value = self._value(a)
+        if self.sig.elements(b) == 1 if b in params else False:
+            dtype = self.sig.param(b).dtype
+            pad = 16 if dtype == "bf16" else 8
+            name = self.e.p.name(f"{b}_k")
+            self.e.p.emit(f"    let {name}: dm<{dtype}>{{..{self.frame.layout}, elem: [1 # {pad}]}} = "
+                          f"{b}.dma(engines = {self._engines()});\n", early=True)  # fmt: skip
+            vrf = self.e.scalar_vrf(name, dtype, self.frame.layout, early=True)
+        elif b in params:
+            vrf = input_vrf(self.e, self.sig, self.frame, b, self.geo.k_axis, self._engines())
+        else:
+            vrf = self.e.vrf(self._value(b), stem="held", context="main")
+        return self.e.apply(value, [f"{op.op}(vrf = {vrf})"], (vrf,))

@@ -1,0 +1,166 @@
+"""The program being written: its statements in order, fresh names, the engines small loads take, and
+the budgets a design must fit (DM, VRF live set) as the emitters account for them."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from chiplore.core.pack import Facts
+from simulator.pack.generator import vocab
+
+
+@dataclass
+class Budget:
+    """What a slice holds: DM tensors outside the loops (all counted live at once, a safe
+    over-estimate), each loop's rotating buffers, and the VRF live set at each pass."""
+
+    dm_fixed: int = 0
+    dm_loops: list[int] = field(default_factory=list)
+    vrf_sizes: dict[str, int] = field(default_factory=dict)
+    vrf_first: dict[str, int] = field(default_factory=dict)
+    vrf_last: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def dm(self) -> int:
+        return self.dm_fixed + max(self.dm_loops, default=0)
+
+    def vrf_peak(self) -> int:
+        events = sorted({*self.vrf_first.values(), *self.vrf_last.values()})
+        peak = 0
+        for at in events:
+            live = sum(size for name, size in self.vrf_sizes.items()
+                       if self.vrf_first[name] <= at <= self.vrf_last.get(name, self.vrf_first[name]))  # fmt: skip
+            peak = max(peak, live)
+        return peak
+
+
+@dataclass
+class Engines:
+    """Engines per cluster for the weight streams, and which take the small loads: the spare ones, or
+    (`stagger`) the weight engines in turn, so that the engines start their streams at different
+    times and one engine's command start-up overlaps the others' transfers instead of idling the port."""
+
+    weights: int
+    stagger: bool = False
+
+    def stream(self, clusters: tuple[int, ...] = (0, 1), count: int | None = None) -> str:
+        count = count or self.weights
+        return "[" + ", ".join(str(4 * c + e) for c in clusters for e in range(count)) + "]"
+
+    def aux(self, turn: int, clusters: tuple[int, ...] = (0, 1)) -> str:
+        """One small-load engine per destination cluster, taking turns over the spare engines."""
+        if self.stagger and self.weights > 1:
+            engine = _staircase(self.weights, turn)
+        else:
+            spare = list(range(self.weights, 4)) or [3]
+            engine = spare[turn % len(spare)]
+        return "[" + ", ".join(str(4 * c + engine) for c in clusters) + "]"
+
+    def spare(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+        """Every engine the weight streams leave free (the last of each cluster when none is)."""
+        spare = list(range(self.weights, 4)) or [3]
+        return "[" + ", ".join(str(4 * c + e) for c in clusters for e in spare) + "]"
+
+    def every(self) -> str:
+        return "[0, 1, 2, 3, 4, 5, 6, 7]"
+
+
+class Program:
+    """Statements of the kernel body in order, with `early` loads that go before everything else."""
+
+    def __init__(self, facts: Facts, engines: Engines) -> None:
+        self.facts = facts
+        self.engines = engines
+        self.early: list[str] = []
+        self.body: list[str] = []
+        self.late: list[str] = []  # stores of outputs: after everything, out of the weight engines' way
+        self.inserted: dict[int, list[str]] = {}  # body index -> statements written before it later
+        self.clocks: dict[int, int] = {}
+        self.layouts: dict[str, str] = {}
+        self.budget = Budget()
+        self._names: dict[str, itertools.count[int]] = {}
+        self._turn = itertools.count()
+        self._loop_turn = itertools.count()
+        self.preloading = False
+        self.preloaded: set[str] = set()  # a later group's block scales are loaded whole, up front
+        self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
+        self.notes: list[str] = []
+
+    def name(self, stem: str) -> str:
+        counter = self._names.setdefault(stem, itertools.count())
+        index = next(counter)
+        return stem if index == 0 else f"{stem}_{index}"
+
+    def aux_engines(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+        """Engines of a small load issued before the weight streams."""
+        return self.engines.aux(next(self._turn), clusters)
+
+    def preload_engine(self) -> int | None:
+        """The engine (per cluster) that preloads later groups' block scales, when two are spare."""
+        return 3 if self.preloading and self.engines.weights <= 2 else None
+
+    def loop_engines(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+        """Engines of a small load inside a weight loop: spare ones (the last when there is none)."""
+        spare = [e for e in range(self.engines.weights, 4) if e != self.preload_engine()] or [3]
+        engine = spare[next(self._loop_turn) % len(spare)]
+        return "[" + ", ".join(str(4 * c + engine) for c in clusters) + "]"
+
+    def emit(self, text: str, early: bool = False, at: int | None = None) -> None:
+        """Append a statement (to the early loads, or before body statement `at`, a `mark`)."""
+        if at is not None:
+            self.inserted.setdefault(at, []).append(text)
+            return
+        (self.early if early else self.body).append(text)
+        self.passes += 1
+
+    def mark(self) -> int:
+        """A place in the body where statements can be written later (a group's loop start)."""
+        self.clocks[len(self.body)] = self.passes
+        return len(self.body)
+
+    def dm(self, elements: int, dtype: str) -> None:
+        self.budget.dm_fixed += _bytes(elements, dtype)
+
+    def vrf_defined(self, name: str, elements: int, early: bool = False, at: int | None = None) -> None:
+        self.budget.vrf_sizes[name] = 4 * elements
+        self.budget.vrf_first[name] = 0 if early else self.clocks[at] if at is not None else self.passes
+
+    def vrf_used(self, name: str) -> None:
+        self.budget.vrf_last[name] = self.passes
+
+    def text(self) -> str:
+        body = [text for index, stmt in enumerate(self.body) for text in (*self.inserted.get(index, ()), stmt)]
+        return "".join(self.early) + "".join(body) + "".join(self.late)
+
+
+def _staircase(engines: int, turn: int) -> int:
+    """The engine of the `turn`-th small load when they stagger the weight engines: rounds 1, 2, ...
+    take engines n-1, then n-1 and n-2, ..., never engine 0, so engine i ends up with the most loads
+    the higher i is (start offsets 0, 1, 2, ... loads apart)."""
+    order: list[int] = []
+    width = 1
+    while len(order) <= turn:
+        order += list(range(engines - 1, max(engines - 1 - width, 0), -1))
+        width = min(width + 1, engines - 1)
+    return order[turn]
+
+
+def _bytes(elements: int, dtype: str) -> int:
+    return int(elements * {"f32": 4, "bf16": 2, "f8e4m3": 1, "f4e2m1": 0.5, "i32": 4, "i8": 1}[dtype])
+
+
+def dtype_bytes(dtype: str) -> float:
+    return {"f32": 4, "bf16": 2, "f8e4m3": 1, "f4e2m1": 0.5, "i32": 4, "i8": 1}[dtype]
+
+
+def float_text(value: float) -> str:
+    """A vector-op literal: exact for what is exact, else 12 significant digits."""
+    if float(value).is_integer():
+        return f"{value:.1f}"
+    return f"{value:.12g}" if "e" not in f"{value:.12g}" else f"{value:.12f}"
+
+
+def limits(facts: Facts) -> tuple[int, int]:
+    """(usable DM per slice, VRF bytes per slice)."""
+    return int(vocab.usable_dm(facts)), vocab.VRF_BYTES

@@ -1,0 +1,322 @@
+"""The generated design space of one kernel: knobs that are schedule choices, for any op graph.
+
+Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
+switch, 0 a replicating DMA); shared, the chunk size (a level: about 4, 8, 16 or 32 KB of weights per
+slice per chunk), the pipeline depth, the DMA engines per cluster for the weights, and whether
+quantised codes are contracted as they stream in (`direct`) or decoded in the fetch adapter. Rows per
+slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole heads
+when per-head ops run, and whole HBM units of output when the rows are stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from chiplore.core.ops import CacheWrite, Store
+from chiplore.core.pack import Facts, Knob, Params
+from chiplore.core.target import KernelSpec
+from simulator.pack.generator import vocab
+from simulator.pack.generator.build import Design, RowSpace, program_text, write
+from simulator.pack.generator.geometry import SLICES, Geometry, RowAxis
+from simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
+from simulator.pack.generator.program import Program, dtype_bytes
+from simulator.pack.generator.signature import Signature, SignatureError, read_signature
+from simulator.pack.generator.stream import contraction, stream_dtype
+
+CHUNK_TARGETS = (4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
+DEPTHS = (2, 3, 4, 6)
+ENGINES = (2, 3, 4)
+KGROUPS = (1, 2, 4, 8, 16, 32, 64)
+MAX_TRF_COLUMNS = vocab.TRF_LANE_BYTES // 2  # bf16 columns one lane holds
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """What the space knows of a group before any fact: its axes and its k-group choices."""
+
+    row: RowAxis
+    k_axis: str
+    kgroups: tuple[int, ...]
+    block: int | None  # the block of its block scales
+    stored: bool  # its rows are written to an output
+
+
+class GeneratedSpace:
+    """A `DesignSpace` (chiplore.core.pack) written from the kernel's op graph."""
+
+    consults = vocab.CONSULTS
+
+    def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis) -> None:
+        self.kernel = spec.name
+        self.spec, self.sig, self.analysis = spec, sig, analysis
+        self.shapes: list[GroupShape] = []
+        self.rows: list[RowSpace] = []
+        for group in analysis.groups:
+            shape, rows = self._shape(group)
+            self.shapes.append(shape)
+            self.rows.append(rows)
+        multi = len(analysis.groups) > 1
+        knobs = [Knob(f"kgroups{g}" if multi else "kgroups", s.kgroups) for g, s in enumerate(self.shapes)]
+        knobs += [Knob(f"bcast{g}" if multi else "bcast", (1, 0)) for g in range(len(self.shapes))]
+        knobs += [
+            Knob("rows", (0, 1)),
+            Knob("chunk", tuple(range(len(CHUNK_TARGETS)))),
+            Knob("depth", DEPTHS),
+            Knob("engines", ENGINES),
+            Knob("stagger", (0, 1)),
+        ]
+        if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
+            knobs.append(Knob("direct", (1, 0)))
+        self.knobs = tuple(knobs)
+        self._programs: OrderedDict[str, Program | str] = OrderedDict()
+
+    # ---- construction ------------------------------------------------------------------------------
+
+    def _shape(self, group: Group) -> tuple[GroupShape, RowSpace]:
+        sig, g = self.sig, group.index
+        if group.heads:
+            hd = int(group.head_dim)  # type: ignore[arg-type]
+            heads, head_rows = sig.add_atom(f"Hh{g}_", group.rows // hd), sig.add_atom(f"Dh{g}_", hd)
+            name = sig.add_composite(f"R{g}_", (heads, head_rows))
+            row = RowAxis(name, ((heads, group.rows // hd), (head_rows, hd)))
+            space = RowSpace((heads, head_rows), None)
+        elif len(group.members) > 1 and not group.stacked:
+            unit = math.gcd(*(m.rows for m in group.members))
+            units, unit_rows = sig.add_atom(f"Ru{g}_", group.rows // unit), sig.add_atom(f"Du{g}_", unit)
+            name = sig.add_composite(f"R{g}_", (units, unit_rows))
+            row = RowAxis(name, ((units, group.rows // unit), (unit_rows, unit)))
+            space = RowSpace(None, (units, unit))
+        else:
+            name = sig.add_atom(f"R{g}_", group.rows)
+            row, space = RowAxis(name, ((name, group.rows),)), RowSpace(None, None)
+        k_axis = self._chained_axis(group) or sig.add_atom(f"K{g}_", group.k)
+        blocks = {m.op.block for m in group.members if m.op.scale_kind == "block"}
+        block = blocks.pop() if blocks else None
+        stored = any(isinstance(op, Store | CacheWrite) for op in group.row_ops)
+        shape = GroupShape(row, k_axis, (), block, stored)
+        ranked = []
+        for kg in KGROUPS:
+            geo = self._geometry(group, shape, kg, 0, 2, 256)
+            if geo is not None:
+                ranked.append((-(geo.groups * kg), kg))
+        if not ranked:
+            raise Unsupported(f"group {g}: no split of {group.rows} rows x {group.k} columns fits the slices")
+        # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines)
+        row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in ranked}
+        long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT] or ranked
+        chosen = tuple(sorted(kg for _, kg in sorted(long_enough)[:4]))
+        return GroupShape(row, k_axis, chosen, block, stored), space
+
+    def _chained_axis(self, group: Group) -> str | None:
+        """A chained group reduces over its producer's row axis itself when that is an atom and the
+        value is all of it: the copy between them is then plain (a renamed copy moves element by element)."""
+        if group.chained_from is None:
+            return None
+        producer = self.analysis.groups[group.chained_from]
+        member = self.analysis.member_of.get(group.input)
+        offset = producer.members[member].offset if member is not None else 0
+        row = self.shapes[group.chained_from].row
+        if offset or len(row.atoms) != 1 or row.size != group.k:
+            return None
+        return row.name
+
+    def _geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
+                  unit: int, spread: int = 0) -> Geometry | None:  # fmt: skip
+        """The geometry of a group for these choices, or None when none fits."""
+        k = group.k
+        if k % kg or SLICES % kg:
+            return None
+        width = k // kg
+        step = 64 if any(m.dtype == "f4e2m1" for m in group.members) else 32  # a contraction fetch packet
+        if shape.block:
+            step = math.lcm(step, shape.block)
+        if width % step or width > MAX_TRF_COLUMNS:
+            return None
+        n = shape.row.size
+        clusters = 2 if n % 2 == 0 else 1
+        per_cluster = n // clusters
+        pad = SLICES // kg
+        fits = [r for r in range(1, per_cluster + 1) if per_cluster % r == 0 and per_cluster // r <= pad
+                and self._rows_ok(group, shape, r) and shape.row.cuts(per_cluster, r)]  # fmt: skip
+        if not fits:
+            return None
+        # spread 0: the fewest rows per slice (the most slices); 1: stored rows in whole HBM units (no
+        # partial writes, on fewer slices)
+        if spread == 0:
+            r = fits[0]
+        else:
+            wider = [r for r in fits if (2 * r) % unit == 0] if shape.stored else []
+            if not wider or wider[0] == fits[0]:
+                return None
+            r = wider[0]
+        crows = self._chunk_rows(group, shape, r, width, chunk_level)
+        if crows is None:
+            return None
+        geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim)
+        return None if geo.legal() else geo
+
+    def _rows_ok(self, group: Group, shape: GroupShape, r: int) -> bool:
+        if shape.block:  # a flit of bf16 rows is at least 4 of them; chunks of 2 to 8 rows
+            if r % 4:
+                return False
+        elif r % 8:
+            return False
+        if group.heads:
+            hd = int(group.head_dim)  # type: ignore[arg-type]
+            return r % hd == 0 and (r == hd or 2 <= r // hd <= 8)
+        return True
+
+    def _chunk_rows(self, group: Group, shape: GroupShape, r: int, width: int, level: int) -> int | None:
+        """The chunk of the level: the rows whose weights come closest to its target."""
+        options = [c for c in ((2, 4, 6, 8) if shape.block else range(8, r + 1, 8)) if r % c == 0 and c <= r]
+        per_row = (
+            width * max(dtype_bytes(m.dtype) for m in group.members) * (len(group.members) if group.stacked else 1)
+        )
+
+        def choice(target: int) -> int:
+            return min(options, key=lambda c: (abs(math.log(c * per_row / target)), -c))
+
+        return choice(CHUNK_TARGETS[level]) if options else None
+
+    # ---- knobs -> design ---------------------------------------------------------------------------
+
+    def _value(self, params: Params, name: str, g: int) -> int:
+        key = f"{name}{g}" if len(self.shapes) > 1 else name
+        return params.get(key, params.get(name, 0))
+
+    def design(self, params: Params, facts: Facts) -> Design | str:
+        """The design a knob setting names, or why it names none."""
+        unit = vocab.hbm_unit(facts)
+        geometries, broadcast, spreads = [], [], []
+        for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
+            kg = self._value(params, "kgroups", g)
+            spread = params.get("rows", 0)
+            geo = self._geometry(group, shape, kg, params.get("chunk", 0), params.get("depth", 2), unit, spread)
+            if geo is None and spread:  # this group has no wider choice: it keeps the narrow one
+                spread = 0
+                geo = self._geometry(group, shape, kg, params.get("chunk", 0), params.get("depth", 2), unit, 0)
+            spreads.append(spread)
+            if geo is None:
+                return f"group {g}: no geometry for {kg} k-groups at chunk level {params.get('chunk', 0)}"
+            if geo.depth > geo.chunks and geo.depth != DEPTHS[0]:
+                return f"group {g}: depth {geo.depth} over {geo.chunks} chunk(s)"
+            geometries.append(geo)
+            broadcast.append(bool(self._value(params, "bcast", g)))
+        if params.get("rows", 0) and not any(spreads):
+            return "no group has wider rows to choose"
+        level = params.get("chunk", 0)
+        for lower in range(level):  # no two levels may write the same program
+            same = all(self._geometry(group, shape, geo.kgroups, lower, geo.depth, unit, spread) == geo
+                       for group, shape, geo, spread in zip(self.analysis.groups, self.shapes, geometries, spreads,
+                                                            strict=True))  # fmt: skip
+            if same:
+                return f"chunk level {level} chooses what level {lower} does"
+        direct = bool(params.get("direct", 1))
+        for group in self.analysis.groups:
+            for m in group.members:
+                if contraction(m.dtype, direct, facts) is None:
+                    how = "directly" if direct else "decoded"
+                    return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
+        if params.get("engines", 4) not in ENGINES:
+            return "engines"
+        return Design(
+            tuple(geometries), tuple(broadcast), params.get("engines", 4), direct, bool(params.get("stagger", 0))
+        )
+
+    def program(self, params: Params, facts: Facts) -> Program | str:
+        """The design's program (cached), or why it cannot be written."""
+        key = json.dumps([params, sorted(facts.items())], sort_keys=True)
+        if key in self._programs:
+            self._programs.move_to_end(key)
+            return self._programs[key]
+        design = self.design(params, facts)
+        result: Program | str
+        if isinstance(design, str):
+            result = design
+        else:
+            try:
+                result = write(self.sig, self.analysis, tuple(self.rows), design, facts, "")
+            except Unsupported as error:
+                result = str(error)
+        if isinstance(result, Program):
+            dm, vrf = result.budget.dm, result.budget.vrf_peak()
+            if dm > vocab.usable_dm(facts):
+                result = f"{dm:,} B of DM per slice"
+            elif vrf > vocab.VRF_BYTES:
+                result = f"{vrf:,} B of VRF live"
+        self._programs[key] = result
+        if len(self._programs) > 512:
+            self._programs.popitem(last=False)
+        return result
+
+    # ---- the DesignSpace protocol --------------------------------------------------------------------
+
+    def valid(self, params: Params, facts: Facts) -> bool:
+        return isinstance(self.program(params, facts), Program)
+
+    def why_invalid(self, params: Params, facts: Facts) -> str | None:
+        result = self.program(params, facts)
+        return None if isinstance(result, Program) else result
+
+    def source(self, params: Params, facts: Facts, version: str) -> str:
+        result = self.program(params, facts)
+        if not isinstance(result, Program):
+            raise ValueError(f"{self.kernel} {json.dumps(params, sort_keys=True)}: {result}")
+        return program_text(self.sig, result, version, self.summary(params, facts))
+
+    def summary(self, params: Params, facts: Facts) -> str:
+        design = self.design(params, facts)
+        if isinstance(design, str):
+            return design
+        parts = []
+        for geo, bcast in zip(design.geometries, design.broadcast, strict=True):
+            parts.append(f"group {geo.index}: {geo.kgroups} k-groups of {geo.width}, {geo.rows_per_slice} rows x "
+                         f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows, depth "
+                         f"{geo.depth}, input by {'switch' if bcast else 'DMA'}")  # fmt: skip
+        return "; ".join(parts) + f"; {design.engines} weight engines per cluster"
+
+    def features(self, params: Params, facts: Facts) -> dict[str, object]:
+        result = self.program(params, facts)
+        design = self.design(params, facts)
+        if not isinstance(result, Program) or isinstance(design, str):
+            return {}
+        dtypes = sorted({stream_dtype(m.dtype, design.direct, facts) for g in self.analysis.groups for m in g.members})
+        packets = [min(vocab.MAX_PACKET, int(geo.width * dtype_bytes(m.dtype)))
+                   for geo, g in zip(design.geometries, self.analysis.groups, strict=True)
+                   for m in g.members]  # fmt: skip
+        return {"dm.bytes_per_slice": result.budget.dm, "contract.stream_dtype": tuple(dtypes),
+                "dma.packet_bytes": max(packets), "vrf.bytes_per_slice": result.budget.vrf_peak()}  # fmt: skip
+
+    def rationale(self, params: Params, facts: Facts, predicted_cycles: float) -> str:
+        result = self.program(params, facts)
+        dm = result.budget.dm if isinstance(result, Program) else 0
+        return (f"{json.dumps(params, sort_keys=True)}: {self.summary(params, facts)}; {dm:,} B of DM per slice; "
+                f"predicted {predicted_cycles:,.0f} cycles")  # fmt: skip
+
+
+def generation_problem(spec: KernelSpec) -> str | None:
+    """Why no space can be generated for the kernel (None when one can)."""
+    try:
+        _build(spec)
+    except (Unsupported, SignatureError, KeyError) as error:
+        return str(error)
+    return None
+
+
+def generated_space(spec: KernelSpec) -> GeneratedSpace | None:
+    """The design space written from the kernel's op graph, or None without a graph or when the graph
+    needs something the generator does not write (`generation_problem` says what)."""
+    try:
+        return _build(spec)
+    except (Unsupported, SignatureError, KeyError):
+        return None
+
+
+def _build(spec: KernelSpec) -> GeneratedSpace:
+    if spec.ops is None:
+        raise Unsupported(f"{spec.name} declares no op graph")
+    sig = read_signature(spec.baseline_source, spec.name)
+    return GeneratedSpace(spec, sig, analyse(spec.ops, sig))

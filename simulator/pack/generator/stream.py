@@ -1,0 +1,229 @@
+"""A group's weights, streamed in pipelined chunks and contracted against its input's TRF.
+
+Each chunk is `chunk_rows` rows of every slice's row-group: one DMA per member on the weight engines
+of the clusters its rows land in (members sharing a row space fill one chunk buffer side by side),
+then one contraction pass per buffer into the accumulator's rows. Codes the contraction takes as they
+stream in (f8, f4 where the rules allow) are contracted directly; others are decoded in the fetch
+adapter on the way in. Block scales ride along: each chunk's scales are loaded into a VRF and applied
+per block inside the contraction pass, between the contraction and the accumulation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.pack.generator import vocab
+from simulator.pack.generator.geometry import Geometry, digit
+from simulator.pack.generator.graph import Group, Member, Unsupported
+from simulator.pack.generator.program import Program, dtype_bytes
+from simulator.pack.generator.signature import Signature
+
+CONTRACT_PACKET_BYTES = 32  # one fetch read per step on the main context
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """How codes of one dtype reach the contraction: the fetch packet (elements) and any decode."""
+
+    packet: int
+    decode: str | None
+
+    @property
+    def stream_dtype(self) -> str:
+        return self.decode or ""
+
+
+def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contraction | None:
+    """The contraction of `dtype` codes a design asks for, or None when the rules refuse it."""
+    if dtype == "bf16":
+        return Contraction(16, None) if direct else None
+    if direct:
+        if not vocab.streams(facts, dtype):
+            return None
+        return Contraction(int(CONTRACT_PACKET_BYTES / dtype_bytes(dtype)), None)
+    target = "f8e4m3" if dtype == "f4e2m1" and vocab.streams(facts, "f8e4m3") else "bf16"
+    # the decoded stream may be at most 64 B a step
+    return Contraction(int(64 / dtype_bytes(target)), target)
+
+
+def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
+    """The element type the contraction receives (the screener's `contract.stream_dtype`)."""
+    plan = contraction(dtype, direct, facts)
+    return dtype if plan is None or plan.decode is None else plan.decode
+
+
+class Stream:
+    def __init__(self, p: Program, sig: Signature, group: Group, geo: Geometry, trf: str, direct: bool,
+                 packet: int) -> None:  # fmt: skip
+        self.p, self.sig, self.group, self.geo, self.trf = p, sig, group, geo, trf
+        self.direct, self.packet = direct, packet
+
+    def accumulators(self) -> dict[int, str]:
+        """The f32 accumulators: one per member when members are stacked, else one shared (-1)."""
+        g, geo = self.group.index, self.geo
+        keys = [m.index for m in self.group.members] if self.group.stacked else [-1]
+        out = {}
+        for key in keys:
+            name = f"acc{g}" if key < 0 else f"acc{g}_{key}"
+            self.p.emit(f"    let mut {name}: dm<f32>{{..Grid{g}, elem: [{geo.rows_elem()}]}} = dm::empty();\n")
+            self.p.dm(geo.rows_per_slice, "f32")
+            out[key] = name
+        return out
+
+    def run(self, accumulators: dict[int, str]) -> None:
+        group, geo = self.group, self.geo
+        dtypes = {m.dtype for m in group.members}
+        kinds = {m.op.scale_kind == "block" for m in group.members}
+        if not group.stacked and (len(dtypes) > 1 or len(kinds) > 1):
+            raise Unsupported(f"group {group.index}: members of one row space differ in dtype or scale kind")
+        buffers = vocab.buffers(self.p.facts)
+        units = [(m,) for m in group.members] if group.stacked else [group.members]
+        cr, chunks = geo.chunk_rows, geo.chunks
+        # One block-scaled stream alternates two chunks per step: a VRF is not rotated by the pipeline,
+        # so the next chunk's scales load into the other one while this chunk contracts.
+        pairs = len(units) == 1 and units[0][0].op.scale_kind == "block" and chunks > 1
+        steps = (
+            [("c", f"c * {cr}", "")]
+            if not pairs
+            else [("s", f"s * {2 * cr}", "_a"), ("s", f"s * {2 * cr} + {cr}", "_b")]
+        )
+        depth = max(2, -(-geo.depth // 2)) if pairs else geo.depth
+        head = "" if buffers else f"    #[pipeline(depth = {depth})]\n"
+        body: list[str] = []
+        loop_bytes = 0
+        for members in units:
+            accumulator = accumulators[members[0].index if group.stacked else -1]
+            for _, offset, suffix in steps:
+                text, size = self._chunk(members, accumulator, buffers, offset, suffix, depth)
+                body.append(text)
+                loop_bytes += size
+        self.p.budget.dm_loops.append(loop_bytes * depth)
+        variable, count = ("s", chunks // 2) if pairs else ("c", chunks)
+        self.p.emit(f"{head}    for {variable} in 0..{count} {{\n" + "".join(body) + "    }\n")
+        if pairs and chunks % 2:  # the odd last chunk
+            text, size = self._chunk(
+                units[0],
+                accumulators[-1 if not group.stacked else units[0][0].index],
+                False,
+                str((chunks - 1) * cr),
+                "_z",
+                1,
+            )
+            self.p.budget.dm_fixed += size
+            self.p.emit(text.replace("        ", "    ", 1).replace("\n        ", "\n    "))
+
+    def _chunk(
+        self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str, depth: int
+    ) -> tuple[str, int]:
+        """One chunk's loads and contraction, its rows starting at `offset`; names end in `suffix`."""
+        geo, g = self.geo, self.group.index
+        first = members[0]
+        plan = contraction(first.dtype, self.direct, self.p.facts)
+        if plan is None:
+            raise Unsupported(f"{first.dtype} weights: the contraction takes no such stream and no decode reaches it")
+        cr = geo.chunk_rows
+        rows = geo.rows_elem(cr)
+        rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
+        stem = (first.op.weight if len(members) == 1 else f"w{g}") + suffix
+        buf = f"{stem}_c"
+        chunk_type = f"dm<{first.dtype}>{{..Grid{g}, elem: [{rows}, {geo.k_elem()}]{rotate}}}"
+        tile = f".tile({geo.row_mod(geo.rows_per_slice)}, {offset}, {cr})"
+        packet = f", packet = {self.packet}" if self.packet else ""
+        lines: list[str] = []
+        if len(members) == 1:
+            lines.append(f"        let {buf}: {chunk_type} =\n            {self._weight(first)}{tile}"
+                         f".dma(engines = {self._engines(members)}{packet});\n")  # fmt: skip
+        else:
+            lines.append(f"        let {buf}: {chunk_type} = dm::empty();\n")
+            for m in members:
+                lines.append(
+                    f"        {self._weight(m)}{tile}.dma_into({buf}, engines = {self._engines((m,))}{packet});\n"
+                )
+        size = int(cr * geo.width * dtype_bytes(first.dtype))
+        fetch = (f".fetch(time = [{rows}, {geo.k_digit(plan.packet)}], "
+                 f"packet = [{digit(geo.k_axis, 1, plan.packet, geo.k)}])")  # fmt: skip
+        decode = f"\n            .{vocab.lookup(self.p.facts)}({plan.decode})" if plan.decode else ""
+        target = f"{accumulator}{tile}"
+        if first.op.scale_kind == "block":
+            scale, scale_bytes = self._block_scales(members, buffers, tile, rows, stem, depth)
+            lines.append(scale)
+            size += scale_bytes
+            block = first.op.block
+            if geo.width % plan.packet or plan.packet % block:
+                raise Unsupported(f"block scales of {block}: {geo.width} columns are not whole fetch packets of blocks")
+            # the packet's blocks stay in lanes: scaled there, then summed over time and lanes
+            sums = f", sum_time([{geo.k_digit(plan.packet)}])" if geo.width > plan.packet else ""
+            lines.append(f"        main({buf})\n            {fetch}{decode}\n"
+                         f"            .contract(trf = {self.trf}, reduce = [{digit(geo.k_axis, 1, block, geo.k)}])\n"
+                         f"            .vector(mul(vrf = {stem}_s){sums}, sum_packet())\n"
+                         f"            .transpose(time = [1], packet = [{rows}])\n"
+                         f"            .commit_into({target});\n")  # fmt: skip
+        else:
+            lines.append(f"        main({buf})\n            {fetch}{decode}\n"
+                         f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}], "
+                         f"fold = [{geo.row_mod(8)}])\n"
+                         f"            .commit_into({target});\n")  # fmt: skip
+        return "".join(lines), size
+
+    def _weight(self, m: Member) -> str:
+        geo = self.geo
+        return f"{m.op.weight}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
+
+    def _engines(self, members: tuple[Member, ...]) -> str:
+        """The first group streams on the design's engines (the others load its operands); a later
+        group's small loads are done by the time it streams, so it takes every engine but the one
+        that loads its block scales chunk by chunk."""
+        count = None
+        if self.group.index > 0:
+            per_chunk = any(m.op.scale_kind == "block" for m in members) and self.p.preload_engine() is None
+            count = 3 if per_chunk else 4
+        return self.p.engines.stream(self._clusters(members), count)
+
+    def _clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
+        geo = self.geo
+        if geo.clusters == 1:
+            return (0,)
+        half = geo.per_cluster
+        if self.group.stacked:
+            return (0, 1)
+        return tuple(
+            c for c in (0, 1) if any(m.offset < (c + 1) * half and m.offset + m.rows > c * half for m in members)
+        )
+
+    def _block_scales(
+        self, members: tuple[Member, ...], buffers: bool, tile: str, rows: str, stem: str, depth: int
+    ) -> tuple[str, int]:
+        """Each chunk's block scales in a VRF: DMA'd per chunk on a spare engine, or, for a group
+        whose stream starts after another's (and an engine to spare), read from all of the group's
+        scales loaded up front while the earlier streams run (their short rows are slow per packet)."""
+        geo, g = self.geo, self.group.index
+        m = members[0]
+        if len(members) > 1:
+            raise Unsupported("block-scaled members sharing a row space")
+        block = m.op.block
+        scale = self.sig.param(str(m.op.scale))
+        dtype = scale.dtype
+        rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
+        blocks = f"{geo.k_axis} % {geo.width} / {block}" if geo.kgroups > 1 else f"{geo.k_axis} / {block}"
+        scale_rows = f"{scale.name}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
+        widen = f".{vocab.widen(self.p.facts)}(f32).to_vrf();\n"
+        vrf_type = f"vrf<f32>{{..Grid{g}, elem: [{rows}, {blocks}]}}"
+        self.p.vrf_defined(f"{stem}_s", geo.chunk_rows * geo.width // block)
+        self.p.vrf_used(f"{stem}_s")
+        preload = self.p.preload_engine()
+        if self.group.index > 0 and preload is not None:
+            whole = f"{m.op.weight}_sa"
+            engines = "[" + ", ".join(str(4 * c + preload) for c in self._clusters(members)) + "]"
+            if whole not in self.p.preloaded:
+                self.p.preloaded.add(whole)
+                self.p.emit(f"    let {whole}: dm<{dtype}>{{..Grid{g}, elem: [{geo.rows_elem()}, {blocks}]}} = "
+                            f"{scale_rows}.dma(engines = {engines});\n", early=True)  # fmt: skip
+                self.p.dm(geo.rows_per_slice * geo.width // block, dtype)
+            return (f"        let {stem}_s: {vrf_type} = sub({whole}{tile})\n"
+                    f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}"), 0  # fmt: skip
+        engines = self.p.loop_engines(self._clusters(members))
+        text = (f"        let {stem}_sd: dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}} =\n"
+                f"            {scale_rows}{tile}.dma(engines = {engines});\n"
+                f"        let {stem}_s: {vrf_type} = sub({stem}_sd)\n"
+                f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}")  # fmt: skip
+        return text, int(geo.chunk_rows * geo.width // block * dtype_bytes(dtype))

@@ -1,0 +1,84 @@
+"""The constructs a toolchain has, as the learnt capability flags and limits say (never by version).
+
+Each function answers from `facts` (parameter key -> value; a capability flag is 0 when a learnt rule
+refuses the construct, 1 when none does) with the default a 0.6.0-era program would assume.
+"""
+
+from __future__ import annotations
+
+from chiplore.core.pack import Capability, Facts
+from simulator.pack import capabilities as C
+from simulator.pack import params as P
+
+# `buffers: N` in a tensor type (0.7.0) instead of `#[pipeline(depth = N)]`; a flag the pack's
+# capability list does not carry yet (its construct probe exists), so designs use the attribute until it does.
+BUFFERS = "vocab.buffers"
+BUFFERS_CAPABILITY = Capability(BUFFERS, "construct.buffers")
+
+DOCUMENTED_DM = 480 * 1024  # until the capacity probe has measured it
+DOCUMENTED_CHAIN = 6  # vector ops per pass, until the chain probe has measured it
+HBM_UNIT = 256  # bytes, until measured
+VRF_BYTES = 8 * 1024  # per slice (the documented geometry)
+TRF_LANE_BYTES = 8 * 1024
+MAX_PACKET = 4096
+
+
+def flag(facts: Facts, key: str, default: float) -> bool:
+    return facts.get(key, default) > 0
+
+
+def widen(facts: Facts) -> str:
+    """The fetch adapter's widening (`.widen` where `.cast` was split, 0.7.0)."""
+    return "widen" if flag(facts, C.WIDEN, 0.0) else "cast"
+
+
+def narrow(facts: Facts) -> str:
+    return "narrow" if flag(facts, C.WIDEN, 0.0) else "cast"
+
+
+def lookup(facts: Facts) -> str:
+    """The table-lookup stage (`.lut` until it was renamed `.decode`)."""
+    return "decode" if flag(facts, C.DECODE, 1.0) else "lut"
+
+
+def all_reduce(group: str, facts: Facts) -> str:
+    """A sum over `group` left on every slice of it."""
+    if flag(facts, C.ALLREDUCE, 0.0):
+        return f".allreduce_slices(add, group = [{group}])"
+    return f".reduce_slices(add, group = [{group}], result = all)"
+
+
+def bridge(facts: Facts) -> bool:
+    """Whether the clusters' values can be added over the cluster bridge (`reduce_clusters`)."""
+    return flag(facts, C.BRIDGE, 0.0)
+
+
+def buffers(facts: Facts) -> bool:
+    return flag(facts, BUFFERS, 0.0)
+
+
+def streams(facts: Facts, dtype: str) -> bool:
+    """Whether a contraction takes `dtype` codes as they stream in, against a bf16 operand."""
+    if dtype == "bf16":
+        return True
+    if dtype == "f8e4m3":
+        return flag(facts, C.F8_STREAM, 1.0)
+    if dtype == "f4e2m1":
+        return flag(facts, C.F4_STREAM, 0.0)
+    return False
+
+
+def usable_dm(facts: Facts) -> float:
+    return facts.get(P.DM_USABLE.key, DOCUMENTED_DM)
+
+
+def chain_limit(facts: Facts) -> int:
+    return max(3, int(facts.get(P.MAX_CHAIN.key, DOCUMENTED_CHAIN)))
+
+
+def hbm_unit(facts: Facts) -> int:
+    return int(facts.get(P.HBM_UNIT.key, HBM_UNIT))
+
+
+CONSULTS = (P.DM_USABLE.key, P.MAX_CHAIN.key, P.HBM_UNIT.key, C.WIDEN, C.DECODE, C.ALLREDUCE, C.BRIDGE,
+            C.F8_STREAM, C.F4_STREAM, BUFFERS)  # fmt: skip
