@@ -23,10 +23,10 @@ from chiplore.core.errors import (
     StoreUnavailable,
     WriteRefused,
 )
+from chiplore.core.secrets import redact, redact_uri, uri_password
 from kg.dialect import NEO4J
 from kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, vet_plan
 from kg.plans import PlanNode, plan_from_neo4j
-from kg.redact import redact_text, redact_uri, uri_password
 from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from kg.values import plain
 
@@ -82,7 +82,7 @@ class Neo4jStore:
                 max_transaction_retry_time=0.0,
             )
         except (ValueError, neo4j_errors.ConfigurationError) as error:
-            reason = redact_text(str(error), self._secrets)
+            reason = redact(str(error), self._secrets)
             raise StoreUnavailable(f"invalid Neo4j address {self.address!r}: {reason}") from None
         self._closed = False
 
@@ -264,4 +264,4 @@ def _collect(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -
 
 def _message(error: Exception, secrets: tuple[str, ...] = ()) -> str:
     message = getattr(error, "message", None) or str(error)
-    return redact_text(" ".join(str(message).split()), secrets)
+    return redact(" ".join(str(message).split()), secrets)

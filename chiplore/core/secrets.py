@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
-MASK = "[redacted]"
+MASK = "***"
 BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 URI_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@")
+SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|secret|token|credentials)=)[^&#\s]*")
 KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{12,}")  # OpenAI-style keys, even ones chiplore was never told of
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
@@ -29,4 +31,26 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         text = text.replace(secret, MASK)
     text = BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = URI_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+    text = SECRET_QUERY.sub(rf"\g<1>{MASK}", text)
     return KEY_SHAPED.sub(MASK, text)
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with any password in it (user:password@, ?password=) masked: how an address is shown."""
+    try:
+        parts = urlsplit(uri)
+        if parts.password is not None:
+            host = parts.netloc.rpartition("@")[2]
+            uri = urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
+    except ValueError:
+        pass
+    return redact(uri)
+
+
+def uri_password(uri: str) -> str:
+    """The password a URI carries, or an empty string (so that messages can mask it anywhere)."""
+    try:
+        return urlsplit(uri).password or ""
+    except ValueError:
+        match = URI_PASSWORD.search(uri)
+        return match["password"] if match else ""

@@ -9,6 +9,8 @@ import platformdirs
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from chiplore.core.secrets import redact_uri
+
 StoreKind = Literal["embedded", "neo4j"]
 
 
@@ -31,13 +33,16 @@ class Settings(BaseSettings):
     seed: int = 0
     target: str = "simrngd"
     kernels: str = ""  # CHIPLORE_KERNELS: kernel packs (or folders of packs) to offer, os.pathsep-separated
+    devices: int = Field(default=1, ge=1, le=256)  # CHIPLORE_DEVICES: the devices a simulated target offers
+    workers: int = Field(default=1, ge=1, le=1024)  # CHIPLORE_WORKERS: optimize's CPU workers; > 1 runs on Ray
+    ray_address: str = ""  # CHIPLORE_RAY_ADDRESS: a Ray cluster to join ("" starts a local one when workers > 1)
 
     def public_view(self) -> dict[str, object]:
         """The settings as they may be shown to a user: the password only says whether it is set."""
         return {
             "store": self.store,
             "data_dir": str(self.data_dir),
-            "neo4j_uri": self.neo4j_uri,
+            "neo4j_uri": redact_uri(self.neo4j_uri),
             "neo4j_user": self.neo4j_user,
             "neo4j_password": "set" if self.neo4j_password.get_secret_value() else "unset",
             "neo4j_database": self.neo4j_database,
@@ -45,4 +50,7 @@ class Settings(BaseSettings):
             "seed": self.seed,
             "target": self.target,
             "kernels": self.kernels,
+            "devices": self.devices,
+            "workers": self.workers,
+            "ray_address": self.ray_address,
         }

@@ -210,3 +210,17 @@ def test_bad_input_is_one_line_before_anything_is_spent(tmp_path: Path, embedded
     assert_one_line_error(run(embedded_env, "optimize", "no_such_kernel", "--budget", "60"), "unknown kernel")
     spent = json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["device_s"]
     assert spent == 0.0  # nothing reached the device
+
+
+def test_cypher_refuses_files_and_admin_and_cuts_big_answers(env: dict[str, str]) -> None:
+    run(env, "init")
+    for query in (
+        "LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row",
+        "TERMINATE TRANSACTIONS 'neo4j-transaction-1'",
+    ):
+        result = run(env, "cypher", query)
+        assert result.exit_code == 1 and "root:" not in result.output, result.output
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    big = run(env, "cypher", "UNWIND range(1, 5000) AS n RETURN n", "--max-rows", "10", "--json")
+    assert big.exit_code == 0 and len(json.loads(big.stdout)) == 10
+    assert "cut" in big.stderr

@@ -18,11 +18,11 @@ import pytest
 import redis
 
 from chiplore.core.errors import StoreBusy, StoreError, StoreUnavailable
+from chiplore.core.secrets import redact_uri
 from kg.embedded_store import EmbeddedStore
 from kg.falkordb_server import ServerPaths
 from kg.neo4j_store import Neo4jStore
 from kg.processes import pid_alive
-from kg.redact import redact_uri
 from kg.schema import ensure_schema
 
 
