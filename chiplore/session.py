@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from agents.callbacks import Note
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
@@ -18,7 +19,7 @@ from agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels,
 from agents.proposers import Proposer
 from agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
-from chiplore.core.target import Target
+from chiplore.core.target import KernelSpec, Target
 from ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from ingest.learn import LearnSummary, learn
 from ingest.librarian import Librarian, PageLibrarian
@@ -29,6 +30,14 @@ from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target
 from kg.schema import SchemaReport, ensure_schema
 from kg.store import GraphStore
+
+
+@dataclass(frozen=True)
+class KernelListing:
+    """A kernel the target offers and where it comes from (SimRNGD: built-in, CHIPLORE_KERNELS, installed)."""
+
+    spec: KernelSpec
+    origin: str
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,18 @@ class Session:
         if root is None:
             raise ConfigError(f"no design tree for {kernel!r}: it has not been optimized yet")
         return DesignTree(root, children, best, lineage_ids(self.store, kernel))
+
+    def kernels(self) -> list[KernelListing]:
+        """The kernels the target offers, each with where it comes from (a target that does not say:
+        "target"). Reads nothing from the graph."""
+        origins_of = getattr(self.target, "kernel_origins", None)
+        origins: dict[str, str] = origins_of() if callable(origins_of) else {}
+        return [KernelListing(spec, origins.get(spec.name, "target")) for spec in self.target.kernels()]
+
+    def add_kernel(self, folder: Path) -> KernelSpec:
+        """Validate the kernel pack in `folder` and install it into the target (a one-line TargetError
+        when it is not valid). The graph is not touched: `optimize` registers the kernel like any other."""
+        return self.target.add_kernel(Path(folder))
 
     def labels(self) -> dict[str, str]:
         """Each kernel's short name for tables and figures."""

@@ -31,7 +31,7 @@ from chiplore.core.target import (
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
 from simulator.device import DeviceConfig, SimDevice
-from simulator.kernels.registry import KernelEntry, KernelRegistry
+from simulator.kernels.registry import KernelRegistry
 from simulator.pack import SimRNGDPack
 from simulator.toolchain.check import check
 from simulator.toolchain.docs import render_docs
@@ -74,10 +74,7 @@ class SimRNGD:
 
     def kernel_origins(self) -> dict[str, str]:
         """Where each kernel's pack comes from: built-in, CHIPLORE_KERNELS or installed."""
-        return {entry.spec.name: entry.origin for entry in self._kernels.entries()}
-
-    def kernel_entries(self) -> list[KernelEntry]:
-        return self._kernels.entries()
+        return dict(self._kernels.origins())
 
     def add_kernel(self, folder: Path) -> KernelSpec:
         """Validate the kernel pack in `folder` and install it in the data dir (docs/kernels.md)."""

@@ -1,11 +1,11 @@
 """The `chiplore` command line, one module per command group over the Session API: graph (init,
-status, db), learn, optimize (and tree), toolchain, query (and cypher), demo (and report)."""
+status, db), learn, optimize (and tree), toolchain, kernel, query (and cypher), demo (and report)."""
 
 from __future__ import annotations
 
 import signal
 
-from chiplore.cli import demo, graph, learn, optimize, query, toolchain  # noqa: F401  (each registers its commands)
+from chiplore.cli import demo, graph, kernels, learn, optimize, query, toolchain  # noqa: F401  (each registers its commands)
 from chiplore.cli.main import main
 
 

@@ -8,6 +8,7 @@ The models here are the boundary: pydantic, frozen, JSON-serialisable.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -241,6 +242,12 @@ class Target(Protocol):
 
     def kernels(self) -> list[KernelSpec]:
         """The kernels to optimize: signature, tolerances, weight bytes, bound, baseline source."""
+        ...
+
+    def add_kernel(self, folder: Path) -> KernelSpec:
+        """Validate a kernel pack and install it where this target finds its kernels, so `kernels`
+        offers it from then on (`chiplore kernel add`); a one-line TargetError, with nothing
+        installed, when it is not valid or the target takes no packs."""
         ...
 
     def check(self, source: str, version: str) -> CheckResult:

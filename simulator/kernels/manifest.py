@@ -72,7 +72,7 @@ def read_manifest(folder: Path) -> Manifest:
     """The pack's manifest; a PackProblem for a missing file, bad TOML or a field that does not validate."""
     path = folder / MANIFEST
     if not path.is_file():
-        raise PackProblem(f"no {MANIFEST} in {folder}")
+        raise PackProblem(f"no {MANIFEST}")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

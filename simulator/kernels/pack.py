@@ -92,10 +92,10 @@ def read_pack(folder: Path, origin: Origin) -> KernelPack:
     """The pack in `folder`, checked as far as reading goes (a PackProblem of one line otherwise)."""
     folder = folder.resolve()
     if not folder.is_dir():
-        raise PackProblem(f"{folder} is not a folder")
+        raise PackProblem("not a folder")
     missing = [name for name in PACK_FILES if not (folder / name).is_file()]
     if missing:
-        raise PackProblem(f"{folder} is not a kernel pack: it lacks {', '.join(missing)}")
+        raise PackProblem(f"not a kernel pack: it lacks {', '.join(missing)}")
     manifest = read_manifest(folder)
     baseline = _text(folder / BASELINE)
     signature = _signature(baseline, manifest.name)

@@ -1,17 +1,18 @@
-"""The kernels one SimRNGD offers: its built-in packs, the packs on the user's paths
+"""The kernels one SimRNGD offers: its built-in kernels, the packs on the user's paths
 (`CHIPLORE_KERNELS`) and those installed in the data dir (`chiplore kernel add`), in that order.
 
-A pack from outside the built-in folder is validated when it is loaded (`validate.validate_pack`);
-an installed pack carries a stamp of the digest it was validated with, so it is only re-validated
-after its files change. Any problem is one `TargetError` line naming the pack, and a target is not
-built from a set of packs with a problem in it: nothing half-loaded reaches the graph.
+A pack is validated when it is loaded (`validate.validate_pack`), except the packs SimRNGD ships
+(its tests validate them); an installed pack carries a stamp of the digest it was validated with, so
+it is only re-validated after its files change. A path naming a built-in kernel's own pack (the
+shipped folder, say) adds nothing and is no clash. Any problem is one `TargetError` line naming the
+pack, and a target is not built from a set of packs with a problem in it: nothing half-loaded
+reaches the graph.
 """
 
 from __future__ import annotations
 
 import shutil
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from chiplore.core.errors import TargetError
@@ -20,7 +21,7 @@ from simulator.device import DeviceHang
 from simulator.execute.executor import ExecutionError, IndexOutOfRange
 from simulator.execute.grading import grade_case, host_test
 from simulator.kernel_specs import packed_input_bytes
-from simulator.kernels.builtin import builtin_packs
+from simulator.kernels.builtin import builtin_packs, is_shipped
 from simulator.kernels.manifest import MANIFEST, PackProblem
 from simulator.kernels.pack import KernelPack, Origin, read_pack
 from simulator.kernels.validate import FactsFor, SpaceFor, validate_pack
@@ -32,15 +33,6 @@ STAMP = ".chiplore-validated"  # in an installed pack: the digest it was validat
 _validated: set[str] = set()  # digests validated in this process
 
 
-@dataclass(frozen=True)
-class KernelEntry:
-    """One kernel a target offers and where its pack comes from."""
-
-    spec: KernelSpec
-    origin: Origin
-    folder: Path
-
-
 class KernelRegistry:
     """Packs by kernel name, in offering order."""
 
@@ -49,7 +41,8 @@ class KernelRegistry:
         self.installed, self.space_for, self.facts_for = installed, space_for, facts_for
         self.packs: dict[str, KernelPack] = dict(builtin_packs())
         for folder in _pack_folders(paths):
-            self._add(self._load(folder, "CHIPLORE_KERNELS"))
+            if not self._is_builtin(folder):
+                self._add(self._load(folder, "CHIPLORE_KERNELS"))
         if installed is not None and installed.is_dir():
             for folder in sorted(p for p in installed.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 self._add(self._load(folder, "installed"))
@@ -59,8 +52,8 @@ class KernelRegistry:
     def specs(self) -> list[KernelSpec]:
         return [pack.spec for pack in self.packs.values()]
 
-    def entries(self) -> list[KernelEntry]:
-        return [KernelEntry(pack.spec, pack.origin, pack.folder) for pack in self.packs.values()]
+    def origins(self) -> dict[str, Origin]:
+        return {name: pack.origin for name, pack in self.packs.items()}
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
         """The executor on the smoke fixtures against the kernel's reference."""
@@ -124,9 +117,12 @@ class KernelRegistry:
         pack = _read(folder, origin)
         self._clash(pack)
         stamped = (folder / STAMP).is_file() and (folder / STAMP).read_text().strip() == pack.digest
-        if not (origin == "installed" and stamped):
+        if not ((origin == "installed" and stamped) or is_shipped(folder)):
             _validate(pack, self.space_for, self.facts_for)
         return pack
+
+    def _is_builtin(self, folder: Path) -> bool:
+        return any(p.origin == "built-in" and p.folder == folder.resolve() for p in self.packs.values())
 
     def _clash(self, pack: KernelPack) -> None:
         other = self.packs.get(pack.name)
@@ -134,6 +130,8 @@ class KernelRegistry:
             return
         if other.origin == "built-in":
             raise TargetError(f"kernel pack {pack.folder}: kernel {pack.name} is built in; give the pack another name")
+        if other.origin == "installed":
+            raise TargetError(f"kernel {pack.name} is already installed in {other.folder}")
         raise TargetError(f"kernel {pack.name} is defined twice: {other.folder} ({other.origin}) and {pack.folder}")
 
     def _add(self, pack: KernelPack) -> None:

@@ -5,15 +5,17 @@ parameter names, `&`/`&mut`, dtypes, and the HBM layout down to atom digits and 
 program whose kernel has another name is not run by the harness (a probe, a test) and is not held
 to a signature.
 
-The harness runs the kernels of the built-in kernel packs (`simulator/kernels/packs/<name>/baseline.fe`)
-and those a target loads from elsewhere (`register_kernel`, called by `simulator.kernels.registry`):
-one process serves one target's kernels, so the compiler holds them in one table.
+The harness runs the built-in kernels (the packs `simulator/kernels/packs/harness.toml` names, each
+`packs/<name>/baseline.fe`) and those a target loads from other packs (`register_kernel`, called by
+`simulator.kernels.registry`): one process serves one target's kernels, so the compiler holds them
+in one table.
 """
 
 from __future__ import annotations
 
 import difflib
 import threading
+import tomllib
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -27,19 +29,23 @@ from simulator.toolchain.digits import AxisSystem, normalise
 from simulator.toolchain.env import axis_system, term_digit
 
 BUILTIN_PACKS = Path(__file__).resolve().parents[1] / "kernels" / "packs"
+OFFERED = BUILTIN_PACKS / "harness.toml"  # which of the shipped packs are the built-in kernels
 PACK_BASELINE = "baseline.fe"
 
-_registered: dict[str, str] = {}  # kernels loaded from outside the built-in packs: name -> baseline source
+_registered: dict[str, str] = {}  # kernels loaded from elsewhere: name -> baseline source
 _lock = threading.Lock()
 
 
 @cache
+def builtin_kernels() -> tuple[str, ...]:
+    """The built-in kernels, in offering order: the packs `packs/harness.toml` names."""
+    return tuple(tomllib.loads(OFFERED.read_text(encoding="utf-8"))["offered"])
+
+
+@cache
 def builtin_baselines() -> dict[str, str]:
-    """Each built-in pack's kernel (its folder's name) and its baseline source."""
-    if not BUILTIN_PACKS.is_dir():
-        return {}
-    folders = sorted(p for p in BUILTIN_PACKS.iterdir() if (p / PACK_BASELINE).is_file())
-    return {folder.name: (folder / PACK_BASELINE).read_text(encoding="utf-8") for folder in folders}
+    """Each built-in kernel and its pack's baseline source (the pack's folder is named after it)."""
+    return {name: (BUILTIN_PACKS / name / PACK_BASELINE).read_text(encoding="utf-8") for name in builtin_kernels()}
 
 
 def harness_baseline(kernel: str) -> str | None:

@@ -3,6 +3,9 @@ kernel, compiler, host executor, device and microbenchmarks, and the pack its te
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from chiplore.core.errors import TargetError
 from chiplore.core.settings import Settings
 from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
@@ -49,6 +52,9 @@ class ToyChip:
 
     def kernels(self) -> list[KernelSpec]:
         return [self.spec]
+
+    def add_kernel(self, folder: Path) -> KernelSpec:
+        raise TargetError(f"the toy chip takes no kernel packs: it runs its one kernel, {GEMV} ({folder} not added)")
 
     def check(self, source: str, version: str) -> CheckResult:
         return analyse(source, version)[0]
