@@ -20,6 +20,7 @@ from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
     CheckResult,
     Correctness,
+    DeviceInfo,
     DeviceJob,
     DeviceResult,
     DocPage,
@@ -31,6 +32,7 @@ from chiplore.core.target import (
 from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from simulator.bench import microbenchmarks
 from simulator.device import DeviceConfig, SimDevice
+from simulator.device.pool import DevicePool, pool_configs
 from simulator.kernels.registry import KernelRegistry
 from simulator.pack import SimRNGDPack
 from simulator.toolchain.check import check
@@ -46,13 +48,17 @@ class SimRNGD:
     description = DESCRIPTION
 
     def __init__(self, seed: int = 0, device: DeviceConfig | None = None, *, kernel_paths: tuple[Path, ...] = (),
-                 kernels_dir: Path | None = None) -> None:  # fmt: skip
+                 kernels_dir: Path | None = None, devices: int = 1,
+                 device_configs: list[DeviceConfig] | None = None) -> None:  # fmt: skip
         """`kernel_paths`: packs, or folders of packs, to offer besides the built-in ones;
         `kernels_dir`: where `add_kernel` installs packs (and they are loaded from). A pack with a
-        problem is a one-line TargetError here."""
+        problem is a one-line TargetError here. `devices`: how many devices, each configured like
+        `device` (`device_configs` configures each one instead: a flaky one, say)."""
         self._pack = SimRNGDPack()
         self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=lambda k: self._pack.design_space(k.name))
-        self.device = SimDevice(seed, device, input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)
+        self._pool = DevicePool(seed, device_configs or pool_configs(devices, device),
+                                input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)  # fmt: skip
+        self.device: SimDevice = self._pool.first  # the default device (a one-device target's only one)
 
     def toolchains(self) -> list[str]:
         return list(TOOLCHAIN_VERSIONS)
@@ -92,11 +98,23 @@ class SimRNGD:
         """The executor on the smoke fixtures: free, on the host, slower than the device."""
         return self._kernels.host_test(source, kernel, version)
 
-    def submit(self, job: DeviceJob) -> JobHandle:
-        return self.device.submit(job)
+    def devices(self) -> list[DeviceInfo]:
+        """The simulated devices (`CHIPLORE_DEVICES`), `rngd-sim-0` first."""
+        return self._pool.infos()
+
+    def submit(self, job: DeviceJob, device: str | None = None) -> JobHandle:
+        return self._pool.submit(job, device)
 
     def result(self, handle: JobHandle) -> DeviceResult:
-        return self.device.result(handle)
+        return self._pool.result(handle)
+
+    def device_clock(self, device: str) -> float:
+        """The simulated clock of one device (chiplore.core.target.SimulatedClock)."""
+        return self._pool.clock(device)
+
+    def wait_until(self, device: str, clock_s: float) -> None:
+        """Let one device's simulated clock run on to `clock_s` (its tenants keep arriving)."""
+        self._pool.wait_until(device, clock_s)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
         """The starting probes (simulator/bench); agents may write more."""
@@ -130,7 +148,8 @@ def kernel_paths(settings: Settings) -> tuple[Path, ...]:
 
 def from_settings(settings: Settings) -> SimRNGD:
     """The `chiplore.targets` entry point: SimRNGD seeded from chiplore's settings, with the kernel
-    packs on CHIPLORE_KERNELS and those installed in the data dir."""
+    packs on CHIPLORE_KERNELS and those installed in the data dir, and CHIPLORE_DEVICES devices."""
     if settings.data_dir.exists() and not settings.data_dir.is_dir():
         raise TargetError(f"the data dir {settings.data_dir} is a file, not a folder")
-    return SimRNGD(seed=settings.seed, kernel_paths=kernel_paths(settings), kernels_dir=settings.data_dir / KERNELS_DIR)
+    return SimRNGD(seed=settings.seed, kernel_paths=kernel_paths(settings), kernels_dir=settings.data_dir / KERNELS_DIR,
+                   devices=settings.devices)  # fmt: skip

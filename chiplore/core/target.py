@@ -166,6 +166,17 @@ class DeviceJob(Frozen):
     agent: str = "agent"  # whose budget and pending-job allowance it uses
 
 
+class DeviceInfo(Frozen):
+    """One device a target offers. Devices of one `kind` are interchangeable: a scheduler asks for
+    "a device of this kind" (optimize --workers N keeps one runner per device, a Ray custom resource
+    per kind), and `submit(job, device=id)` sends a job to this one. Each device has its own queue,
+    clock, drift and noise, so an A/B comparison's pairs run on one device."""
+
+    id: str  # what `submit` takes and a result's `device_id` reports
+    kind: str  # e.g. "rngd-sim"; a letters, digits, '-' and '_' word
+    endpoint: str = ""  # where a real device is reached (a host:port, a PCI address); "" for a simulated one
+
+
 class JobHandle(Frozen):
     job_id: str
     device_id: str
@@ -268,12 +279,20 @@ class Target(Protocol):
         screener's last check before device time is spent."""
         ...
 
-    def submit(self, job: DeviceJob) -> JobHandle:
-        """Queue a job on the scarce, noisy device (microbenchmarks, designs, A/B pairs)."""
+    def devices(self) -> list[DeviceInfo]:
+        """The devices jobs can run on, first the default one; at least one. A rack lists each device
+        (SimRNGD: `CHIPLORE_DEVICES` of them). Read by `optimize --workers N`, which runs one runner
+        per device and sends each job to a device it chose."""
+        ...
+
+    def submit(self, job: DeviceJob, device: str | None = None) -> JobHandle:
+        """Queue a job on the scarce, noisy device (microbenchmarks, designs, A/B pairs): on the
+        device `devices()` lists as `device`, or on the first one when None. An id the target does
+        not offer is a TargetError."""
         ...
 
     def result(self, handle: JobHandle) -> DeviceResult:
-        """Wait for a submitted job and return what the device reported."""
+        """Wait for a submitted job (on the device its handle names) and return what the device reported."""
         ...
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
@@ -282,4 +301,21 @@ class Target(Protocol):
 
     def pack(self) -> TargetPack:
         """What chiplore's generic layers need to know of this chip family (`chiplore.core.pack`)."""
+        ...
+
+
+@runtime_checkable
+class SimulatedClock(Protocol):
+    """A target whose devices keep simulated time (a simulator: a 12-day campaign runs in minutes).
+    A scheduler that runs jobs on several devices at once tells a device when a job reaches it, so
+    that no job starts, in simulated time, before the results it was decided from existed. Real
+    devices live on the wall clock and do not implement it."""
+
+    def device_clock(self, device: str) -> float:
+        """The device's clock, in seconds since it came up: the end of its last job, or later."""
+        ...
+
+    def wait_until(self, device: str, clock_s: float) -> None:
+        """Let the device's clock run on to `clock_s` (its background tenants keep it busy meanwhile);
+        nothing when it is already past. Called before a job that may not start earlier."""
         ...

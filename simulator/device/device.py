@@ -61,6 +61,7 @@ class DeviceConfig(BaseModel):
     p_transient: float = 0.01  # per job
     p_hang: float = 0.002  # per job
     p_noc_timeout: float = 1e-4  # per run
+    p_job_fault: float = Field(0.0, ge=0.0, le=1.0)  # per job: a flaky device's NOC_TIMEOUT, the design not to blame
 
 
 class DeviceHang(RuntimeError):
@@ -319,6 +320,8 @@ class SimDevice:
         if self.rng.random() < cfg.p_hang:
             return self._hang("")
         transient_at = self.rng.random() if self.rng.random() < cfg.p_transient else None
+        # drawn only on a flaky device, so a healthy one's stream (its every run and fault) is unchanged
+        flaky_at = self.rng.random() if cfg.p_job_fault and self.rng.random() < cfg.p_job_fault else None
         if planned > cfg.job_cap_s:
             out.status, out.device_s = "timeout", cfg.job_cap_s
             out.message = f"the job needs {planned:.1f} s of device time, over the {cfg.job_cap_s:.0f} s cap"
@@ -335,7 +338,10 @@ class SimDevice:
                     out.faults.append(Fault(code="TRANSIENT"))
                     out.message = "transient device error (PCIe replay); the job can be retried"
                     return out
-                fault = self._bank_fault(report) or (
+                flaky = flaky_at is not None and run_index >= int(flaky_at * len(sets) * self._runs_per_set(job))
+                fault = (Fault(code="NOC_TIMEOUT", cluster=0, cycle=int(report.cycles // 2)) if flaky else None) or (
+                    self._bank_fault(report)
+                ) or (
                     Fault(code="NOC_TIMEOUT", cluster=int(self.rng.integers(0, 2)), cycle=int(report.cycles // 2))
                     if self.rng.random() < cfg.p_noc_timeout else None
                 )  # fmt: skip

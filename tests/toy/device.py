@@ -24,17 +24,17 @@ Grader = Callable[[Program, str, tuple[str, ...]], Correctness | None]
 
 
 class ToyDevice:
-    device_id = "toy-0"
-
-    def __init__(self, seed: int, grader: Grader) -> None:
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, seed: int, grader: Grader, index: int = 0) -> None:
+        """Device `index` of the chip's devices (`toy-<index>`), with a noise stream of its own."""
+        self.device_id = f"toy-{index}"
+        self.rng = np.random.default_rng(seed if index == 0 else [seed, index])
         self.grader = grader
         self.now = 0.0  # device seconds since the device came up
         self._results: dict[str, DeviceResult] = {}
 
     def submit(self, job: DeviceJob) -> JobHandle:
         """Run the job at once on the simulated clock; `result` hands the answer back."""
-        job_id = f"toy-{len(self._results)}"
+        job_id = f"{self.device_id}/{len(self._results)}"
         handle = JobHandle(job_id=job_id, device_id=self.device_id, submitted_s=self.now)
         version = job.toolchain or header_of(job.program) or DEFAULT_VERSION
         checked, program = analyse(job.program, version)
@@ -60,6 +60,10 @@ class ToyDevice:
             correctness=self.grader(program, job.kernel, tuple(sets)),
         )  # fmt: skip
         return handle
+
+    def advance_to(self, clock_s: float) -> None:
+        """Let the clock run on to `clock_s` (idle); nothing when it is already past."""
+        self.now = max(self.now, clock_s)
 
     def result(self, handle: JobHandle) -> DeviceResult:
         found = self._results.get(handle.job_id)

@@ -11,6 +11,7 @@ from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
     CheckResult,
     Correctness,
+    DeviceInfo,
     DeviceJob,
     DeviceResult,
     DocPage,
@@ -36,9 +37,12 @@ class ToyChip:
     name = "toychip"
     description = "The toy chip: DMA lanes into a small compute array, programmed in Toyl (chiplore's test target)"
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, devices: int = 1) -> None:
+        """`devices`: how many toy devices (`toy-0`, `toy-1`, ...), each with its own clock and noise."""
         self.spec = gemv_spec()
-        self.device = ToyDevice(seed, self._grade)
+        self._devices = {device.device_id: device for device in
+                         (ToyDevice(seed, self._grade, index) for index in range(devices))}  # fmt: skip
+        self.device = self._devices["toy-0"]
         self._pack = ToyPack()
 
     def toolchains(self) -> list[str]:
@@ -72,17 +76,32 @@ class ToyChip:
         return TestResult(kernel=kernel, toolchain=version, compiled=True, diagnostics=checked.diagnostics,
                           correctness=correctness, message=message)  # fmt: skip
 
-    def submit(self, job: DeviceJob) -> JobHandle:
-        return self.device.submit(job)
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo(id=device_id, kind="toy") for device_id in self._devices]
+
+    def submit(self, job: DeviceJob, device: str | None = None) -> JobHandle:
+        return self._device(device).submit(job)
 
     def result(self, handle: JobHandle) -> DeviceResult:
-        return self.device.result(handle)
+        return self._device(handle.device_id).result(handle)
+
+    def device_clock(self, device: str) -> float:
+        return self._device(device).now
+
+    def wait_until(self, device: str, clock_s: float) -> None:
+        self._device(device).advance_to(clock_s)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
         return microbenchmarks()
 
     def pack(self) -> ToyPack:
         return self._pack
+
+    def _device(self, device_id: str | None) -> ToyDevice:
+        found = self._devices.get(device_id or "toy-0")
+        if found is None:
+            raise TargetError(f"no device {device_id!r}; the toy chip has {', '.join(self._devices)}")
+        return found
 
     def _grade(self, program: Program, kernel: str, sets: tuple[str, ...]) -> Correctness | None:
         if kernel != GEMV:
@@ -92,4 +111,4 @@ class ToyChip:
 
 def from_settings(settings: Settings) -> ToyChip:
     """The factory chiplore calls (`CHIPLORE_TARGET=tests.toy:from_settings`, or a `chiplore.targets` entry point)."""
-    return ToyChip(seed=settings.seed)
+    return ToyChip(seed=settings.seed, devices=settings.devices)
