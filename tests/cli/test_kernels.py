@@ -1,0 +1,133 @@
+"""`chiplore kernel list|add`, driven as a user would: a pack added from a folder is listed, optimized
+and reported with no code change; a malformed one is one red line and leaves the graph as it was."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from chiplore.cli import main
+from simulator.toolchain.harness import BUILTIN_PACKS
+
+GEMMA = ["sliding_project_qkv", "sliding_attention_output", "decoder_feedforward"]
+GQA = "gqa_project_qkv"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    environment = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"), "CHIPLORE_KERNELS": ""}
+    assert run(environment, "init").exit_code == 0
+    return environment
+
+
+@pytest.fixture
+def pack(tmp_path: Path) -> Path:
+    """A user's copy of a shipped pack: not built in, so it is validated when added."""
+    folder = tmp_path / "my-packs" / "gqa"
+    shutil.copytree(BUILTIN_PACKS / GQA, folder)
+    return folder
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def one_line_error(result: Result, *needles: str) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def listed(env: dict[str, str]) -> list[dict[str, object]]:
+    result = run(env, "kernel", "list", "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def graph_nodes(env: dict[str, str]) -> list[dict[str, object]]:
+    result = run(env, "cypher", "MATCH (n) RETURN labels(n) AS labels, count(n) AS n ORDER BY n, labels", "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_kernel_list_shows_the_built_in_kernels_with_their_bounds(env: dict[str, str]) -> None:
+    rows = listed(env)
+    assert [r["kernel"] for r in rows] == GEMMA and {r["from"] for r in rows} == {"built-in"}
+    assert rows[1] | {"description": ""} == {"kernel": "sliding_attention_output", "label": "O",
+                                              "weight_bytes": 15_736_320, "bound_cycles": rows[1]["bound_cycles"],
+                                              "from": "built-in", "description": ""}  # fmt: skip
+    assert round(rows[1]["bound_cycles"]) == 27_608  # type: ignore[call-overload]
+    table = run(env, "kernel", "list")
+    assert table.exit_code == 0 and "FFN" in table.stdout and "99.5" in table.stdout and "built-in" in table.stdout
+
+
+@pytest.mark.slow
+def test_an_added_pack_is_listed_optimized_and_reported(env: dict[str, str], pack: Path, tmp_path: Path) -> None:
+    before = graph_nodes(env)
+    added = run(env, "kernel", "add", str(pack), "--json")
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["kernel"] == GQA and json.loads(added.stdout)["from"] == "installed"
+    assert graph_nodes(env) == before  # adding a kernel does not touch the graph
+    assert [(r["kernel"], r["from"]) for r in listed(env)][-1] == (GQA, "installed")
+
+    optimized = run(env, "optimize", GQA, "--budget", "30", "--json")
+    assert optimized.exit_code == 0, optimized.output
+    [status] = json.loads(run(env, "status", "--json").stdout)
+    assert status["kernel"] == GQA and status["baseline_cycles"] > 4 * status["bound_cycles_true"]
+    runs = run(env, "cypher", "MATCH (r:DeviceRun {kernel: $k}) RETURN r.status AS status, r.fixtures AS fixtures",
+               "-p", f"k={GQA}", "--json")  # fmt: skip
+    assert {"status": "ok", "fixtures": "graded"} in json.loads(runs.stdout)  # graded against the pack's reference
+    report = tmp_path / "report.html"
+    assert run(env, "report", "--out", str(report)).exit_code == 0
+    text = report.read_text()
+    assert GQA in text and "convergence of GQA" in text  # the pack's label names its figure
+
+
+def test_adding_the_same_kernel_twice_or_a_built_in_name_is_refused(env: dict[str, str], pack: Path) -> None:
+    assert run(env, "kernel", "add", str(pack)).exit_code == 0
+    one_line_error(run(env, "kernel", "add", str(pack)), f"kernel {GQA} is already installed")
+    one_line_error(run(env, "kernel", "add", str(BUILTIN_PACKS / "decoder_feedforward")), "is built in")
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "needle"),
+    [
+        ("kernel.toml", 'label = "GQA"', 'label = "GQA', "not valid TOML"),
+        ("baseline.fe", "mul(0.0078125)", "mul(0.015625)", "fails its reference on the smoke fixtures"),
+        ("reference.py", 'q.reshape(np.shape(inputs["q_out"]))', "q", "output q_out has shape (4096,)"),
+    ],
+    ids=["bad TOML", "baseline fails its reference", "shape mismatch"],
+)
+def test_a_malformed_pack_is_one_error_and_changes_nothing(env: dict[str, str], pack: Path, file: str, old: str,
+                                                           new: str, needle: str) -> None:  # fmt: skip
+    path = pack / file
+    path.write_text(path.read_text().replace(old, new))
+    before = graph_nodes(env)
+    one_line_error(run(env, "kernel", "add", str(pack)), str(pack) if file == "kernel.toml" else GQA, needle)
+    assert graph_nodes(env) == before
+    assert [r["kernel"] for r in listed(env)] == GEMMA
+    assert not (Path(env["CHIPLORE_DATA_DIR"]) / "kernels" / GQA).exists()
+
+
+def test_a_pack_on_chiplore_kernels_is_offered_and_a_broken_one_stops_every_command(
+    env: dict[str, str], pack: Path
+) -> None:
+    on_path = {**env, "CHIPLORE_KERNELS": str(pack.parent)}
+    assert [(r["kernel"], r["from"]) for r in listed(on_path)][-1] == (GQA, "CHIPLORE_KERNELS")
+    (pack / "reference.py").write_text("import numpy\n")
+    one_line_error(run(on_path, "kernel", "list"), "defines no function `reference(inputs)`")
+    one_line_error(run(on_path, "status"), "defines no function")
+
+
+def test_a_data_dir_without_a_graph_is_refused(tmp_path: Path, pack: Path) -> None:
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "none")}
+    one_line_error(run(env, "kernel", "add", str(pack)), "no chiplore graph")
+    assert not (tmp_path / "none" / "kernels").exists()

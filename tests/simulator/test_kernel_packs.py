@@ -1,0 +1,243 @@
+"""Kernel packs (docs/kernels.md): the shipped packs load and validate; a malformed pack is one clear
+error that installs nothing; a pack added to a target is offered, host-tested, graded by the device
+and held to its signature by the compiler, and stays installed for the next target on that data dir."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from chiplore.core.errors import TargetError
+from chiplore.core.settings import Settings
+from chiplore.core.target import DeviceJob
+from simulator.cost.bound import weight_bound_cycles
+from simulator.cost.estimate import estimate
+from simulator.execute.fixtures import SETS
+from simulator.execute.grading import grade_case
+from simulator.kernels.builtin import builtin_packs, shipped_folders
+from simulator.kernels.manifest import PackProblem
+from simulator.kernels.pack import param_bytes, read_pack
+from simulator.kernels.registry import STAMP
+from simulator.kernels.validate import validate_pack
+from simulator.pack import SimRNGDPack
+from simulator.target import SimRNGD, from_settings
+from simulator.toolchain.harness import BUILTIN_PACKS
+
+GEMMA = ("sliding_project_qkv", "sliding_attention_output", "decoder_feedforward")
+NEW = ("gqa_project_qkv", "swiglu_feedforward", "vocab_projection")
+GQA = "gqa_project_qkv"  # the quickest new pack to validate: the malformed cases start from it
+
+
+def copy_pack(tmp_path: Path, name: str = GQA, folder: str = "pack") -> Path:
+    destination = tmp_path / folder
+    shutil.copytree(BUILTIN_PACKS / name, destination)
+    return destination
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+def one_line(error: BaseException, *needles: str) -> str:
+    message = str(error)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+# ---- the shipped packs ---------------------------------------------------------------------------
+
+
+def test_the_built_in_kernels_are_the_gemma_layer_in_order_and_the_new_packs_ship_beside_them() -> None:
+    assert tuple(builtin_packs()) == GEMMA
+    assert tuple(k.name for k in SimRNGD().kernels()) == GEMMA
+    assert {folder.name for folder in shipped_folders()} == {*GEMMA, *NEW}
+
+
+@pytest.mark.parametrize("name", [*GEMMA, *NEW])
+def test_every_shipped_pack_reads_into_a_kernel_spec(name: str) -> None:
+    pack = read_pack(BUILTIN_PACKS / name, "built-in")
+    spec = pack.spec
+    assert spec.name == name and spec.label and spec.description and spec.ops is not None
+    assert spec.baseline_source == (BUILTIN_PACKS / name / "baseline.fe").read_text()
+    assert spec.weight_bytes == sum(param_bytes(p) for p in spec.params if p.name in pack.weight_names) > 0
+    assert spec.bound_cycles == weight_bound_cycles(spec.weight_bytes)
+    if name in GEMMA:  # the matvecs' weights and scales are what the harness always counted
+        assert set(pack.weight_names) == {p.name for p in spec.params if p.name.endswith(
+            ("_weight", "_weight_packed", "_weight_scale", "_global_scale")) and "rms" not in p.name}  # fmt: skip
+
+
+def test_the_new_packs_differ_in_shape_and_each_baseline_is_several_times_its_bound() -> None:
+    packs = {name: read_pack(BUILTIN_PACKS / name, "built-in") for name in (*GEMMA, *NEW)}
+    specs = {name: pack.spec for name, pack in packs.items()}
+    rows = [p.shape[0][1] for n in GEMMA for p in specs[n].params if p.name in packs[n].weight_names]
+    widest_gemma = max(rows)  # the widest projection output (rows of a matvec weight)
+    assert specs["vocab_projection"].axes["V"] >= 8 * widest_gemma  # far wider output than any Gemma kernel
+    assert specs["gqa_project_qkv"].axes["Nq"] == 32 and specs["gqa_project_qkv"].axes["Nk"] == 8
+    swiglu = {p.name: p for p in specs["swiglu_feedforward"].params}
+    assert {swiglu[w].dtype for w in ("gate_weight", "up_weight", "down_weight")} == {"f8e4m3"}
+    assert swiglu["gate_scale"].shape == swiglu["gate_weight"].shape[:1]  # one scale per output row
+    for name in NEW:
+        cycles = estimate(specs[name].baseline_source, "0.6.0").cycles
+        assert 3 <= cycles / specs[name].bound_cycles <= 8, (name, cycles, specs[name].bound_cycles)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [*GEMMA, *NEW])
+def test_every_shipped_pack_validates_with_the_design_space_it_has(name: str) -> None:
+    """Compile, the reference's shapes, the baseline on the smoke set, and for the Gemma kernels the
+    first program of their design space (the hook every pack with a space goes through)."""
+    pack = read_pack(BUILTIN_PACKS / name, "CHIPLORE_KERNELS")
+    space = SimRNGDPack().design_space(name)
+    assert (space is not None) == (name in GEMMA)
+    validate_pack(pack, lambda spec: SimRNGDPack().design_space(spec.name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NEW)
+def test_each_new_baseline_passes_every_fixture_set(name: str) -> None:
+    pack = read_pack(BUILTIN_PACKS / name, "built-in")
+    result = grade_case(pack.baseline, pack.case, "0.6.0", SETS)
+    assert result.passed, result.message
+
+
+# ---- malformed packs ----------------------------------------------------------------------------
+
+Break = Callable[[Path], None]
+MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
+    "bad TOML": (lambda p: edit(p / "kernel.toml", 'label = "GQA"', 'label = "GQA'), ("not valid TOML",)),
+    "unknown field": (lambda p: edit(p / "kernel.toml", "atol = 0.04", "atol = 0.04\nbudget = 3"),
+                      ("budget: unknown field",)),
+    "unknown op": (lambda p: edit(p / "kernel.toml", 'op = "head_norm"\ninput = "q"', 'op = "layer_norm"\ninput = "q"'),
+                   ("ops[5]: unknown op 'layer_norm'",)),
+    "op graph against the signature": (lambda p: edit(p / "kernel.toml", 'input = "qn"', 'input = "qnn"'),
+                                       ("reads 'qnn'",)),
+    "missing recipe": (lambda p: edit(p / "kernel.toml", "[fixtures.inputs.q_scale]\n", "[fixtures.inputs.q_scalar]\n"),
+                       ("has no parameter q_scalar",)),
+    "name differs from the baseline's": (lambda p: edit(p / "kernel.toml", 'name = "gqa_project_qkv"',
+                                                        'name = "gqa_attention"'),
+                                         ("defines kernel gqa_project_qkv", "names gqa_attention")),
+    "baseline does not compile": (lambda p: edit(p / "baseline.fe", "fold = [R % f]", "fold = [R % 16]"),
+                                  ("does not compile under 0.6.0", "error[E0")),
+    "baseline fails its reference": (lambda p: edit(p / "baseline.fe", "mul(0.0078125)", "mul(0.015625)"),
+                                     ("baseline.fe fails its reference on the smoke fixtures",)),
+    "reference shape mismatch": (lambda p: edit(p / "reference.py", 'q.reshape(np.shape(inputs["q_out"]))', "q"),
+                                 ("output q_out has shape (4096,)", "(32, 128)")),
+    "reference dtype mismatch": (lambda p: edit(p / "reference.py", 'q.reshape(np.shape(inputs["q_out"]))',
+                                                'q.reshape(np.shape(inputs["q_out"])).astype(np.int32)'),
+                                 ("output q_out is int32",)),
+    "reference raises": (lambda p: edit(p / "reference.py", 'inputs["kv_pos"]', 'inputs["kv_position"]'),
+                         ("reference.py raises KeyError",)),
+    "no reference function": (lambda p: edit(p / "reference.py", "def reference(", "def expected("),
+                              ("defines no function `reference(inputs)`",)),
+    "missing file": (lambda p: (p / "reference.py").unlink(), ("lacks reference.py",)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_pack_is_one_clear_error_and_installs_nothing(case: str, tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    breaks, needles = MALFORMED[case]
+    breaks(folder)
+    installed = tmp_path / "data" / "kernels"
+    target = SimRNGD(kernels_dir=installed)
+    with pytest.raises(TargetError) as error:
+        target.add_kernel(folder)
+    one_line(error.value, *needles)
+    assert not installed.exists() or not any(installed.iterdir())
+    assert [k.name for k in target.kernels()] == list(GEMMA)
+
+
+def test_a_pack_named_like_a_built_in_kernel_is_refused(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path, "sliding_attention_output")
+    with pytest.raises(TargetError) as error:
+        SimRNGD(kernels_dir=tmp_path / "kernels").add_kernel(folder)
+    one_line(error.value, "kernel sliding_attention_output is built in")
+    with pytest.raises(TargetError) as error:
+        SimRNGD(kernel_paths=(folder,))
+    one_line(error.value, "is built in")
+
+
+def test_reading_names_the_field_of_a_bad_value(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    edit(folder / "kernel.toml", "rtol = 0.01", "rtol = -1")
+    with pytest.raises(PackProblem) as error:
+        read_pack(folder, "installed")
+    one_line(error.value, "rtol: Input should be greater than or equal to 0")
+
+
+# ---- adding a pack -------------------------------------------------------------------------------
+
+
+def test_an_added_pack_is_offered_tested_graded_and_checked_and_stays_installed(tmp_path: Path) -> None:
+    installed = tmp_path / "data" / "kernels"
+    target = SimRNGD(kernels_dir=installed)
+    spec = target.add_kernel(copy_pack(tmp_path))
+    assert spec.name == GQA and (installed / GQA / STAMP).read_text().strip()
+    assert target.kernel_origins()[GQA] == "installed" and [k.name for k in target.kernels()][-1] == GQA
+
+    tested = target.host_test(spec.baseline_source, GQA, "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
+    handle = target.submit(DeviceJob(kernel=GQA, program=spec.baseline_source, toolchain="0.6.0", fixtures="smoke"))
+    result = target.result(handle)
+    assert result.status == "ok" and result.correctness is not None and result.correctness.passed
+    wrong = spec.baseline_source.replace("mul(0.0078125)", "mul(0.015625)")
+    graded = target.result(target.submit(DeviceJob(kernel=GQA, program=wrong, toolchain="0.6.0", fixtures="smoke")))
+    assert graded.correctness is not None and not graded.correctness.passed
+
+    renamed = spec.baseline_source.replace("q_scale: &hbm<f32>[1]", "q_scales: &hbm<f32>[1]")
+    assert any(d.code == "E0102" for d in target.check(renamed, "0.6.0").diagnostics)
+
+    again = SimRNGD(kernels_dir=installed)  # a later process on the same data dir
+    assert again.kernel_origins()[GQA] == "installed"
+    with pytest.raises(TargetError) as error:
+        again.add_kernel(copy_pack(tmp_path, folder="second"))
+    one_line(error.value, f"kernel {GQA} is already installed")
+
+
+def test_an_installed_pack_edited_afterwards_is_validated_again(tmp_path: Path) -> None:
+    installed = tmp_path / "kernels"
+    SimRNGD(kernels_dir=installed).add_kernel(copy_pack(tmp_path))
+    edit(installed / GQA / "kernel.toml", 'op = "store"', 'op = "stash"')
+    with pytest.raises(TargetError) as error:
+        SimRNGD(kernels_dir=installed)
+    one_line(error.value, str(installed / GQA), "unknown op 'stash'")
+
+
+def test_chiplore_kernels_offers_a_pack_or_a_folder_of_packs(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path, folder="packs/gqa")
+    target = from_settings(Settings(data_dir=tmp_path / "data", kernels=str(folder)))
+    assert target.kernel_origins()[GQA] == "CHIPLORE_KERNELS"
+    assert GQA in {k.name for k in from_settings(Settings(data_dir=tmp_path / "data",
+                                                          kernels=str(tmp_path / "packs"))).kernels()}  # fmt: skip
+    shipped = from_settings(Settings(data_dir=tmp_path / "data", kernels=str(BUILTIN_PACKS)))
+    assert [k.name for k in shipped.kernels()] == [*GEMMA, *NEW]  # the built-in ones are no clash
+    with pytest.raises(TargetError) as error:
+        from_settings(Settings(data_dir=tmp_path / "data", kernels=f"{folder}:{tmp_path / 'nowhere'}"))
+    one_line(error.value, "CHIPLORE_KERNELS names", "nowhere", "not a folder")
+    edit(folder / "reference.py", "def reference(", "def expected(")
+    with pytest.raises(TargetError) as error:
+        from_settings(Settings(data_dir=tmp_path / "data", kernels=str(folder)))
+    one_line(error.value, "defines no function")
+
+
+def test_a_generated_program_that_fails_the_reference_fails_validation(tmp_path: Path) -> None:
+    """The design-space hook: a space whose first program is not this kernel's is one error."""
+    pack = read_pack(copy_pack(tmp_path, "sliding_attention_output"), "installed")
+    with pytest.raises(PackProblem) as error:
+        validate_pack(pack, lambda spec: SimRNGDPack().design_space("sliding_project_qkv"))
+    one_line(error.value, "the program generated from its op graph")
+
+
+def test_the_toy_chip_takes_no_packs(tmp_path: Path) -> None:
+    from tests.toy.target import ToyChip
+
+    with pytest.raises(TargetError) as error:
+        ToyChip().add_kernel(copy_pack(tmp_path))
+    one_line(error.value, "takes no kernel packs")
