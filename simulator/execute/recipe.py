@@ -34,6 +34,7 @@ from simulator.execute.signature import KernelSignature
 from simulator.execute.values import ROPE_THETA, InputError, InputValue, Periodic, RopeTable, param_shape
 
 DEFAULT_SETS = (*(f"g{i}" for i in range(7)), "exact", "cancel")
+MAX_DRAWN = 1 << 26  # values one input may draw densely (256 MB of f32)
 
 
 class _Model(BaseModel):
@@ -222,6 +223,9 @@ def _draw(
     rows = shape[0] if shape else 1
     period = min(recipe.distinct_rows, rows) if recipe.distinct_rows is not None else None
     drawn_shape = ((period, *shape[1:]) if shape else (period,)) if period is not None else shape
+    if math.prod(drawn_shape) > MAX_DRAWN:
+        raise InputError(f"{param.name}: {math.prod(drawn_shape):,} values to draw (at most {MAX_DRAWN:,}); give it "
+                         "distinct_rows so only a few rows are drawn")  # fmt: skip
     codes = _codes(dist, param, drawn_shape, rng, signature)
     changed = recipe.row_offsets is not None or recipe.divide_by is not None or recipe.block_offsets is not None
     if codes is not None and not changed:

@@ -127,7 +127,7 @@ def _accesses(op: SemOp, axes: AxisSystem) -> list[tuple[View, bool, Footprint |
         for arg in (*stage.args, *(a for s in stage.args if s.call is not None for a in s.call.args)):
             if arg.view is not None:
                 accesses.append((arg.view, False, _roots(arg.view, axes)))
-    contracted = [a for s in op.stages if s.name == "contract" for a in s.args]
+    contracted = [a for s in op.stages if s.name == "contract" for a in s.args if a.name == "reduce"]
     reduced = {d.axis for a in contracted for p in a.places or () for d in p.digits}
     if any(s.name in REDUCERS - {"vector", "contract"} for s in op.stages) or any(
         c.name.startswith(("sum_", "max_")) for s in op.stages for a in s.args if (c := a.call) is not None

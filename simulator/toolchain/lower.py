@@ -37,6 +37,7 @@ from simulator.toolchain.placement import LoweringError, Place, Tensor, View, li
 from simulator.toolchain.versions import DEFAULT_VERSION, spec
 
 SLICES = 256  # per cluster
+MAX_OUTPUT_ELEMENTS = 1 << 28  # an output beyond this is refused rather than exhausting memory
 VIEW_METHODS = {"tile", "roll", "at", "rename"}
 PASS_ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
 
@@ -189,6 +190,9 @@ class _Lowerer:
         """Which elements of an output the DMAs into it write (SIMULATOR.md 3.2, E0801)."""
         width = ir.DTYPE_BYTES[param.dtype]
         sizes = [d.size for d in param.hbm]
+        if math.prod(sizes) > MAX_OUTPUT_ELEMENTS:
+            raise LoweringError(f"output {param.name} has {math.prod(sizes):,} elements; the lowerer follows at most "
+                                f"{MAX_OUTPUT_ELEMENTS:,}")  # fmt: skip
         written = np.zeros(math.prod(sizes), dtype=bool)
         for start, end in self.state.written.get(param.id, []):
             written[int(start // width) : math.ceil(end / width)] = True
@@ -197,13 +201,12 @@ class _Lowerer:
         for axis_index, digit in enumerate(param.hbm):
             if digit.axis in selected:  # run-time index: the written row stands for all of them
                 grid = np.take(grid, [0], axis=axis_index)
-        missing = np.argwhere(~grid)
+        holes = np.flatnonzero(~grid.reshape(-1))
         first = None
-        if len(missing):
+        if len(holes):
+            position = np.unravel_index(int(holes[0]), grid.shape) if grid.ndim else ()
             named = [d.axis if d.stride == 1 and d.size == self.axes.size(d.axis) else str(d) for d in param.hbm]
-            first = ", ".join(
-                f"{n}={int(i)}" for n, d, i in zip(named, param.hbm, missing[0], strict=True) if d.size > 1
-            )
+            first = ", ".join(f"{n}={int(i)}" for n, d, i in zip(named, param.hbm, position, strict=True) if d.size > 1)
         return OutputCoverage(param=param.name, elements=int(grid.size), written=int(grid.sum()), first_missing=first)
 
     # ---- statements --------------------------------------------------------------------------
@@ -518,6 +521,9 @@ class _Lowerer:
         source = self._axis_name(positional[0].id, frame)  # type: ignore[union-attr]
         target = self._axis_name(positional[1].id, frame)  # type: ignore[union-attr]
         offset = self._int(positional[2], frame)
+        for axis in (source, target):
+            if axis not in self.axes.atoms and axis not in self.axes.composites:
+                raise LoweringError(f"rename takes axes; {axis} is not one")
         size = self.axes.size(source)
         added = range_restrictions(self.axes.digit(target, []), offset, offset + size, self.axes, shifts, move=False)
         return View(view.tensor, view.shifts, view.restrictions + tuple(added),

@@ -109,6 +109,11 @@ def _check_node(root: ir.Node, scope: Scope) -> Iterator[Diagnostic]:
                 for arg in node.args:
                     if arg.name is not None and arg.name not in scope.axes:
                         yield _unknown("axis", arg.name, scope.axes, arg.span)
+            elif node.name == "rename":
+                for arg in [a for a in node.args if a.name is None][:2]:
+                    axis = arg.value
+                    if isinstance(axis, ir.Name) and axis.id not in scope.axes:  # `t.rename(w, Rall, 0)`
+                        yield _unknown("axis", axis.id, scope.axes, axis.span)
             elif node.name in ("tile", "roll") and node.args:
                 axis = _digit_axis(node.args[0].value)
                 if axis is not None and axis.id not in scope.axes:  # `t.tile(Rows % 4, ..)`: a layout, not an axis

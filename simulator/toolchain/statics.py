@@ -146,6 +146,9 @@ def check_tile_extents(body: ir.Block, axes: AxisSystem, version: str) -> list[D
     """E0207: `.tile(digit, start, len)` and `.roll(digit, k)` must stay inside the digit."""
     out: list[Diagnostic] = []
     for node, loop_ranges in _methods_in_loops(body, {}):
+        if node.name == "rename":
+            out += _rename_extent(node, loop_ranges, axes, version)
+            continue
         if node.name not in ("tile", "roll") or len(node.args) < 2:
             continue
         digit = _digit_of(node.args[0].value, axes)
@@ -170,6 +173,25 @@ def check_tile_extents(body: ir.Block, axes: AxisSystem, version: str) -> list[D
                 out += emit("0207", version, f"tile {digit}[{max(shifts)}..{max(shifts) + 1}) exceeds extent "
                             f"{digit.size}", node.span)  # fmt: skip
     return out
+
+
+def _rename_extent(node: ir.Method, ranges: dict[str, range], axes: AxisSystem, version: str) -> list[Diagnostic]:
+    """E0207: `t.rename(A, B, offset)` sees A as [offset, offset + |A|) of B, which must lie inside B
+    (and, for a composite B, be whole values of its atoms: E0204)."""
+    positional = [a.value for a in node.args if a.name is None]
+    if len(positional) != 3:
+        return []
+    source, target = _digit_of(positional[0], axes), _digit_of(positional[1], axes)
+    offsets = _values(positional[2], ranges)
+    if source is None or target is None or not offsets:
+        return []
+    low, high = min(offsets), max(offsets) + source.size
+    if low < 0 or high > target.size:
+        return emit("0207", version, f"rename of {source.axis} into {target.axis}[{low}..{high}) exceeds extent "
+                    f"{target.size}", node.span)  # fmt: skip
+    if target.axis in axes.composites:
+        return _composite_tile(target, offsets, [source.size], axes, version, node.span)
+    return []
 
 
 def _composite_tile(

@@ -177,3 +177,63 @@ def test_every_limit_the_docs_state_is_enforced_at_its_value() -> None:
     assert len(checks) == len(LIMITS) * len(VERSIONS)
     failing = [(c.limit.name, c.version, c.documented, c.at_ok, c.past_refused) for c in checks if not c.enforced]
     assert failing == []
+
+
+def test_a_tensor_named_where_rename_wants_an_axis_is_e0102() -> None:
+    """Found by the shipped-program fuzz test: `k_weight.rename(v_weight_scale, Rall, 4096)` crashed the
+    lowerer (KeyError) behind an internal compiler error."""
+    body = "    let yd: dm<f32>{..One, elem: [A, B]} = x.rename(s, A, 0).dma(engines = [0]);\n"
+    found = [(d.code, d.message) for d in check(_program(body)).diagnostics if d.is_error]
+    assert found and found[0] == ("E0102", "unknown axis 's'"), found
+
+
+def test_a_rename_past_its_target_is_e0207() -> None:
+    """`rename(Ps, H, 6144)` (8,192 values of H, which has 3,840) was E0100 "cannot lower the kernel"."""
+    body = "    let yd: dm<f32>{..One, elem: [A, B]} = x.rename(A, B, 30).dma(engines = [0]);\n"
+    found = [(d.code, d.message) for d in check(_program(body)).diagnostics if d.is_error]
+    assert found and found[0] == ("E0207", "rename of A into B[30..38) exceeds extent 32"), found
+
+
+def test_folded_rows_a_contraction_commits_are_the_rows_it_writes() -> None:
+    """The docs' chunked GEMV with `.commit_into(acc)` for `.commit_into(acc.tile(R % 8, c * 4, 4))`
+    writes rows 0..3 of each slice twice and 4..7 never; the store read NaN and the program compiled
+    (the coverage rule took the fold's digit for a reduced one)."""
+    source = """#![toolchain = "0.7.0"]
+axes! { R = 2048, H = 512 }
+layout Rows = { cluster: [1 # 2], slice: [R / 8] };
+layout Every = { cluster: [1 # 2], slice: [rep(256)] };
+kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {
+    let xa: dm<bf16>{..Every, elem: [H]} = x.dma(engines = [0]);
+    let xt: trf<bf16>{..Rows, lane: [1], elem: [H]} = sub(xa).fetch(time = [H / 16], packet = [H % 16]).to_trf();
+    let mut acc: dm<f32>{..Rows, elem: [R % 8]} = dm::empty();
+    for c in 0..2 {
+        let wd: dm<bf16>{..Rows, elem: [R % 8 = 4, H], buffers: 2} = w.tile(R % 8, c * 4, 4).dma(engines = [0, 1]);
+        main(wd).fetch(time = [R % 8 = 4, H / 32], packet = [H % 32]).contract(trf = xt, reduce = [H], fold = [R % 4])
+            .commit_into(INTO);
+    }
+    acc.dma_into(y, engines = [0]);
+}
+"""
+    [hole] = [d for d in check(source.replace("INTO", "acc")).diagnostics if d.is_error]
+    assert hole.code == "E0205" and "acc is read by y<-acc" in hole.message and "R % 8 = 4" in hole.message
+    assert check(source.replace("INTO", "acc.tile(R % 8, c * 4, 4)")).ok
+
+
+def test_an_output_too_large_to_follow_is_a_clean_refusal() -> None:
+    """A mutant's output of 2^30 elements (refused, E0204) made the executor ask for 24 GiB."""
+    from simulator.execute.factored import ExecutionError
+    from simulator.toolchain.placement import LoweringError
+
+    source = """#![toolchain = "0.7.0"]
+axes! { C = 4, S = 256, B = 2048 }
+kernel stream(src: &hbm<i8>[C, S, B], out: &mut hbm<i8>[B, S, B]) {
+    for c in 0..4 {
+        let d: dm<i8>{cluster: [1 # 2], slice: [S], elem: [B], buffers: 2} = src.tile(C, c, 1).dma(engines = [0, 1]);
+        d.dma_into(out.tile(C, c, 1), engines = [2, 3]);
+    }
+}
+"""
+    assert "E0204" in [d.code for d in check(source).diagnostics]
+    inputs = {"src": np.zeros((4, 256, 2048), np.int8), "out": np.zeros(1, np.int8)}
+    with pytest.raises((LoweringError, ExecutionError)):
+        execute_program(source, inputs)

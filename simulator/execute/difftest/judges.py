@@ -31,7 +31,7 @@ from simulator.toolchain.placement import LoweringError
 # must compute garbage or nothing (hardware-shape, type and capacity rules are not judged this way).
 PLACEMENT_RULES = ("0204", "0205", "0207", "0404", "0710", "0801")
 # Warnings that say a program reads what nothing wrote: NaN from it is what the compiler announced.
-UNDEFINED_WARNINGS = ("N0206", "W0205", "W0801")
+UNDEFINED_WARNINGS = ("N0206", "W0205", "W0801", "W0410")
 RTOL = 1e-2
 
 # Rules whose refusal says nothing about values (the program's text is not a program): not run.
@@ -60,8 +60,8 @@ AGREEMENTS = {
     "refused-unmodelled": "refused by a hardware rule the executor does not model (NOT_MODELLED); the values are right",
     "unparsable": "not Ferrite (a mutant): E0101",
     "checked-only": "a full-size shipped kernel's mutant: only the compiler judged it (it answered)",
-    "warned-undefined": "accepted with a note or warning that it reads what nothing wrote (N0206, or W0205/W0801 "
-    "in 0.5.0); the executor reads NaN there",
+    "warned-undefined": "accepted with a note or warning that its values are undefined (N0206: read before written; "
+    "0.5.0's W0205/W0801 holes and W0410 reinterpreted bits); NaN there is what was announced",
 }
 DISAGREEMENTS = {
     "accepted-nan": "accepted, yet NaN from finite inputs (a read outside a tensor or of unwritten data)",
