@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -25,8 +27,8 @@ from agents.lease import Lease
 from agents.lifecycle import DesignLifecycle
 from agents.proposers import BuiltinArchitect, BuiltinRefiner, DesignProposal, KernelView, Proposer
 from agents.repair import repair
-from agents.runner import BudgetSpent, DeviceRunner
-from agents.screens import Candidate, Screener, standard_screens
+from agents.runner import BudgetSpent, DeviceRunner, RecordRun
+from agents.screens import Candidate, Screener, ScreenResult, standard_screens
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.ids import content_sha
@@ -40,13 +42,13 @@ from kg.repo.designs import (
     best_of,
     claim_design,
     get_design,
-    known_shas,
     prediction_pairs,
     proposals_since_accept,
     register_kernel,
     root_of,
     set_best,
     source_of,
+    tried,
     unfinished_designs,
     update_design,
 )
@@ -91,7 +93,7 @@ def choose_kernels(target: Target, names: list[str] | None) -> list[KernelSpec]:
 
 
 @dataclass
-class _Kernel:
+class KernelState:
     view: KernelView
     runner: DeviceRunner
     lifecycle: DesignLifecycle
@@ -117,29 +119,29 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
     spent_total = 0.0
     stopped: dict[str, str] = {}
     for spec in specs:
-        state = _open_kernel(store, target, pack, spec, version, knowledge, model, judge or SequentialJudge(),
+        state = open_kernel(store, target, pack, spec, version, knowledge, model, judge or SequentialJudge(),
                              activity, events, per_kernel, seed, lease)  # fmt: skip
         start_spent = state.runner.spent_s
         try:
-            _root(store, target, pack, state, version, activity, events)
-            _resume(store, state, events)
+            measure_root(store, target, pack, state, version, activity, events)
+            resume_designs(store, state, events)
             # a resumed run keeps the schedule: whole designs only until the architect has had its round
             # (per toolchain: a new version's knowledge may open whole new designs)
             role_round = 1 if architected_under(store, spec.name, version) else 0
             state.since_accept = proposals_since_accept(store, spec.name)
             while True:
                 proposer, count = (architect, ARCHITECT_ROUND) if role_round == 0 else (refiner, REFINER_ROUND)
-                view = _refresh(store, state)
+                view = refresh_view(store, state)
                 batch = proposer.propose(view, count)
                 if not batch and proposer.role == "refiner":  # nothing left next to BEST: a new whole design
-                    batch = architect.propose(_refresh(store, state), 1)
+                    batch = architect.propose(refresh_view(store, state), 1)
                 if not batch:
                     stopped[spec.name] = proposer.why_empty(view) or "the design space is exhausted"
                     break
                 role_round += 1
                 for proposal in batch:
                     proposals += 1
-                    if _handle(store, state, version, proposal, activity, events):
+                    if handle_proposal(store, state, version, proposal, activity, events):
                         accepted += 1
                         state.since_accept = 0
                     else:
@@ -147,7 +149,7 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
                 if state.since_accept >= patience:
                     stopped[spec.name] = f"no accepted change in {state.since_accept} proposals"
                     break
-                reached = _reached(store, spec, knowledge, pack, target_ratio)
+                reached = target_reached(store, spec, knowledge, pack, target_ratio)
                 if reached:
                     stopped[spec.name] = reached
                     break
@@ -160,14 +162,29 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
                            device_s=spent_total, stopped=stopped)  # fmt: skip
 
 
-def _open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: KernelSpec, version: str,
-                 knowledge: Knowledge, model: CalibratedCostModel, judge: Judge, activity: Activity, events: Events,
-                 budget_s: float, seed: int, lease: Lease) -> _Kernel:  # fmt: skip
+class RunnerFactory(Protocol):
+    """Makes a kernel's runner: `DeviceRunner` itself by default (the target's one device); the loop
+    on many devices (agents.scale) passes one that runs each job on a device of a pool."""
+
+    def __call__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float,
+                 charged: Callable[[], float]) -> DeviceRunner: ...  # fmt: skip
+
+
+# A kernel's screener from its view and the screens' recording callbacks (None: the standard screens, run here)
+ScreenerFactory = Callable[[KernelView, list[Callable[[str, ScreenResult], None]]], Screener]
+
+
+def open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: KernelSpec, version: str,
+                knowledge: Knowledge, model: CalibratedCostModel, judge: Judge, activity: Activity, events: Events,
+                budget_s: float, seed: int, lease: Lease, *, make_runner: RunnerFactory = DeviceRunner,
+                make_screener: ScreenerFactory | None = None) -> KernelState:  # fmt: skip
+    """A kernel ready for the loop: registered, with its view, runner (its budget on top of what the
+    ledger holds) and design lifecycle."""
     register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                   bound_cycles=spec.bound_cycles))  # fmt: skip
     spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets `budget_s` on top
-    runner = DeviceRunner(target, RecordRuns(store, activity), budget_s=budget_s + spent, spent_s=spent,
-                          charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
+    runner = make_runner(target, RecordRuns(store, activity), budget_s=budget_s + spent, spent_s=spent,
+                         charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
     view = KernelView(spec=spec, version=version, knowledge=knowledge, space=pack.design_space(spec.name),
                       model=model, seed=seed)  # fmt: skip
 
@@ -180,25 +197,28 @@ def _open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: Kern
     def predict(c: Candidate) -> float | None:
         return view.predicted(c.source, c.params) if c.params is not None else None
 
-    screener = Screener(standard_screens(target, version, pack.compiler, knowledge.rules, predict),
-                        [RecordScreenings(store, activity)])  # fmt: skip
+    recording: list[Callable[[str, ScreenResult], None]] = [RecordScreenings(store, activity)]
+    if make_screener is not None:
+        screener = make_screener(view, recording)
+    else:
+        screener = Screener(standard_screens(target, version, pack.compiler, knowledge.rules, predict), recording)
     decider = JudgeAgainstBest(store, spec.name, version, runner, judge, knowledge.noise_sigma, activity, events,
                                lease)  # fmt: skip
-    return _Kernel(view, runner, DesignLifecycle(store, spec.name, version, screener, runner, decider, candidate,
-                                                 events, lease))  # fmt: skip
+    return KernelState(view, runner, DesignLifecycle(store, spec.name, version, screener, runner, decider, candidate,
+                                                     events, lease))  # fmt: skip
 
 
-def _refresh(store: GraphStore, state: _Kernel) -> KernelView:
+def refresh_view(store: GraphStore, state: KernelState) -> KernelView:
     """The proposers' view after the last decision: known sources, BEST, the model's calibration."""
     view = state.view
-    view.known = known_shas(store, view.kernel)
+    view.tried = lambda shas: tried(store, view.kernel, shas)
     view.best = best_of(store, view.kernel)
     view.model.update(view.kernel, prediction_pairs(store, view.kernel))
     return view
 
 
-def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, version: str, activity: Activity,
-          events: Events) -> None:  # fmt: skip
+def measure_root(store: GraphStore, target: Target, pack: TargetPack, state: KernelState, version: str,
+                 activity: Activity, events: Events) -> None:  # fmt: skip
     """The official baseline is the tree's root and the first BEST, once measured. Written for
     another toolchain, it is ported first, from the compiler's diagnostics."""
     spec, lease = state.view.spec, state.lifecycle.lease
@@ -208,7 +228,7 @@ def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, v
             set_best(store, spec.name, root.id)
         return
     if root is not None:  # a root a killed or faulted run left unmeasured
-        if not _claim(store, root, lease):
+        if not claim(store, root, lease):
             raise KernelStopped(f"another run ({root.owner}) is measuring the baseline")
         root_id, source = root.id, source_of(store, root.id)
         update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
@@ -225,7 +245,7 @@ def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, v
         add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                       toolchain=version),
                    parent=None, activity=activity)  # fmt: skip
-        if not _mine(store, root_id, lease):
+        if not holds(store, root_id, lease):
             raise KernelStopped("another run is measuring the baseline")
     recorded = graded_median(store, root_id, version)  # measured before a kill: not measured again
     if recorded is not None:
@@ -247,8 +267,8 @@ def _root(store: GraphStore, target: Target, pack: TargetPack, state: _Kernel, v
     events.note(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
 
 
-def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignProposal, activity: Activity,
-            events: Events) -> bool:  # fmt: skip
+def handle_proposal(store: GraphStore, state: KernelState, version: str, proposal: DesignProposal,
+                    activity: Activity, events: Events) -> bool:  # fmt: skip
     """Add one proposal to the tree and take it as far as it goes; True when it became BEST."""
     kernel, lease = state.view.kernel, state.lifecycle.lease
     node_id = design_id(kernel, proposal.sha)
@@ -269,7 +289,7 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignPro
     if proposal.error:  # recorded, with the model's last answer as its source; the loop goes on
         events.note(kernel, f"{node_id} failed: {proposal.error}")
         return False
-    if not _mine(store, node_id, lease):  # another run proposed the same program a moment earlier
+    if not holds(store, node_id, lease):  # another run proposed the same program a moment earlier
         return False
     try:
         return state.lifecycle.advance(node, proposal.source, proposal.params)
@@ -278,22 +298,22 @@ def _handle(store: GraphStore, state: _Kernel, version: str, proposal: DesignPro
         return False
 
 
-def _resume(store: GraphStore, state: _Kernel, events: Events) -> None:
+def resume_designs(store: GraphStore, state: KernelState, events: Events) -> None:
     """Finish the designs an earlier run left half-way (killed, or stopped by its budget): those no
     live process holds, oldest first. A live run's designs are left to it."""
     kernel, lease = state.view.kernel, state.lifecycle.lease
     for node, source in unfinished_designs(store, kernel):
-        if not _claim(store, node, lease):
+        if not claim(store, node, lease):
             events.note(kernel, f"{node.id} is held by another run ({node.owner}); left to it")
             continue
         events.note(kernel, f"resuming {node.id} ({node.status})")
         try:
-            state.lifecycle.advance(node, source, _params(node))
+            state.lifecycle.advance(node, source, params_of(node))
         except ClaimLost as lost:
             events.note(kernel, f"{node.id}: {lost}")
 
 
-def _claim(store: GraphStore, node: DesignNode, lease: Lease) -> bool:
+def claim(store: GraphStore, node: DesignNode, lease: Lease) -> bool:
     """Hold a design: it is ours already, or free, or its owner's lease is over (compare-and-set)."""
     if node.owner == lease.owner:
         return True
@@ -302,17 +322,18 @@ def _claim(store: GraphStore, node: DesignNode, lease: Lease) -> bool:
     )
 
 
-def _mine(store: GraphStore, design: str, lease: Lease) -> bool:
+def holds(store: GraphStore, design: str, lease: Lease) -> bool:
     found = get_design(store, design)
     return found is not None and found.owner == lease.owner
 
 
-def _params(node: DesignNode) -> Params | None:
+def params_of(node: DesignNode) -> Params | None:
     return json.loads(node.params) if node.params else None
 
 
-def _reached(store: GraphStore, spec: KernelSpec, knowledge: Knowledge, pack: TargetPack,
-             target_ratio: float) -> str | None:  # fmt: skip
+def target_reached(store: GraphStore, spec: KernelSpec, knowledge: Knowledge, pack: TargetPack,
+                   target_ratio: float) -> str | None:  # fmt: skip
+    """Why the kernel stops when BEST is within `target_ratio` of the bound chiplore measured, else None."""
     bound = knowledge.measured_bound(spec.weight_bytes, pack.roof)
     best = best_of(store, spec.name)
     if bound and best is not None and best.measured_cycles and best.measured_cycles <= target_ratio * bound:

@@ -191,12 +191,33 @@ class FalkorDBServer:
             conn.close()
 
     def _is_ours(self) -> bool:
-        """True when the server answering on the socket is the one chiplore's marker names."""
+        """True when the server answering on the socket is the one chiplore's marker names, or one
+        chiplore started with this data dir's own pid and log files whose starter died before it
+        could write the marker (it is then marked now)."""
         try:
             marker = json.loads(self.paths.owner_file.read_text())
         except (FileNotFoundError, ValueError):
+            marker = {}
+        run_id = self._run_id()
+        if run_id is not None and marker.get("run_id") == run_id:
+            return True
+        if self._started_here():
+            self._write_marker()
+            return True
+        return False
+
+    def _started_here(self) -> bool:
+        """Whether the live server's own configuration names this data dir's pid and log files:
+        only chiplore starts a server that way."""
+        conn = self._connection()
+        try:
+            pidfile = conn.config_get("pidfile").get("pidfile", "")
+            logfile = conn.config_get("logfile").get("logfile", "")
+        except (redis.exceptions.RedisError, OSError):
             return False
-        return marker.get("run_id") is not None and marker.get("run_id") == self._run_id()
+        finally:
+            conn.close()
+        return Path(pidfile) == self.paths.pid_file and Path(logfile) == self.paths.log_file
 
     def _write_marker(self) -> None:
         marker = {"started_by": "chiplore", "run_id": self._run_id(), "pid": self._read_pid(), "client": os.getpid()}

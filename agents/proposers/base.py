@@ -11,7 +11,8 @@ treat alike.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agents.cost_model import CalibratedCostModel
@@ -51,7 +52,7 @@ class DesignProposal:
 @dataclass
 class KernelView:
     """What a proposer sees of one kernel: its spec, the knowledge of the version, its design space
-    (when the pack has one), the calibrated cost model, the sources already tried and BEST."""
+    (when the pack has one), the calibrated cost model, which sources were tried already, and BEST."""
 
     spec: KernelSpec
     version: str
@@ -59,7 +60,7 @@ class KernelView:
     space: DesignSpace | None
     model: CalibratedCostModel
     seed: int
-    known: set[str] = field(default_factory=set)  # shas of every source already in the tree
+    tried: Callable[[Sequence[str]], set[str]] = lambda shas: set()  # which of these shas the tree has
     best: DesignNode | None = None
 
     @property

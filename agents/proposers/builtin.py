@@ -58,7 +58,8 @@ class BuiltinRefiner:
 def _ranked(view: KernelView, space: DesignSpace, candidates: Iterable[Params]) -> list[Params]:
     facts = view.knowledge.facts
     sources = {json.dumps(p, sort_keys=True): (p, space.source(p, facts, view.version)) for p in candidates}
-    unseen = [(key, p, src) for key, (p, src) in sources.items() if content_sha(src) not in view.known]
+    seen = view.tried([content_sha(src) for _, src in sources.values()])
+    unseen = [(key, p, src) for key, (p, src) in sources.items() if content_sha(src) not in seen]
     order = list(range(len(unseen)))
     random.Random(view.seed).shuffle(order)
     tie = {key: order[i] for i, (key, _, _) in enumerate(unseen)}

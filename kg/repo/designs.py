@@ -167,9 +167,16 @@ def close_unfinished(store: GraphStore, toolchain: str, why: str) -> int:
     return int(rows[0]["n"]) if rows else 0
 
 
-def known_shas(store: GraphStore, kernel: str) -> set[str]:
-    """The sha of every program already tried for a kernel (a source is never a new design twice)."""
-    return {row["sha"] for row in store.read("MATCH (v:KernelVersion {kernel: $k}) RETURN v.sha AS sha", {"k": kernel})}
+def tried(store: GraphStore, kernel: str, shas: Sequence[str]) -> set[str]:
+    """Those of these program shas already tried for a kernel (a source is never a new design twice):
+    a key lookup per sha, however many designs the kernel has."""
+    if not shas:
+        return set()
+    rows = store.read(
+        "UNWIND $shas AS sha MATCH (v:KernelVersion {sha: sha}) WHERE v.kernel = $k RETURN v.sha AS sha",
+        {"k": kernel, "shas": sorted(set(shas))},
+    )
+    return {row["sha"] for row in rows}
 
 
 def prediction_pairs(store: GraphStore, kernel: str) -> list[tuple[float, float]]:
@@ -248,3 +255,14 @@ def recent_failures(store: GraphStore, kernel: str, limit: int) -> list[dict[str
         "RETURN d.change AS change, d.reason AS reason ORDER BY d.created_at DESC LIMIT $n",
         {"k": kernel, "n": limit},
     )
+
+
+def renew_leases(store: GraphStore, kernels: Sequence[str], owner: str, until: str) -> int:
+    """Extend to `until` the lease of every unfinished design of these kernels that `owner` holds (a
+    heartbeat: a design waiting its turn for a device is not abandoned); how many it holds."""
+    rows = store.write(
+        "UNWIND $kernels AS kernel MATCH (d:DesignNode {kernel: kernel}) WHERE d.owner = $owner AND d.status IN $open "
+        "SET d.lease_until = $until RETURN count(d) AS n",
+        {"kernels": list(kernels), "owner": owner, "until": until, "open": list(UNFINISHED)},
+    )
+    return int(rows[0]["n"]) if rows else 0

@@ -30,7 +30,8 @@ def latest_value(store: GraphStore, version: str, param: str) -> float | None:
 def values_under(store: GraphStore, target: str, version: str) -> dict[str, float]:
     """Every parameter's value under a version, the latest measurement winning (refuted ones left out)."""
     rows = store.read(
-        "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {id: $t}) WHERE m.status <> 'refuted' "
+        "MATCH (t:Toolchain {id: $t}) WITH DISTINCT t MATCH (m:Measurement)-[:UNDER]->(t) "
+        "WHERE coalesce(m.status, '') <> 'refuted' "  # (a plain comparison would lead Neo4j to the status index)
         "RETURN m.param AS param, m.value AS value ORDER BY m.measured_at, m.id",
         {"t": Toolchain.id_of(target, version)},
     )

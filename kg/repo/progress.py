@@ -49,8 +49,10 @@ def pooled_cycles(store: GraphStore, design: str, version: str | None = None) ->
     toolchain changes the cycles): cycles do not depend on the fixtures, and runs spread over the
     campaign average out the device's slow drift that one job's median carries."""
     rows = store.read(
-        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun {status: 'ok'}) "
-        "WHERE $version IS NULL OR r.toolchain = $version RETURN r.cycles AS cycles",
+        # from the design (WITH DISTINCT pins the start: the status index would otherwise lead)
+        "MATCH (d:DesignNode {id: $id}) WITH DISTINCT d "
+        "MATCH (d)-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun) "
+        "WHERE r.status = 'ok' AND ($version IS NULL OR r.toolchain = $version) RETURN r.cycles AS cycles",
         {"id": design, "version": version},
     )
     return [float(c) for row in rows for c in row["cycles"] or []]

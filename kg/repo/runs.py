@@ -134,8 +134,9 @@ def ledger_seconds(store: GraphStore, consumer: str) -> float:
 def graded_runs(store: GraphStore, design: str) -> list[str]:
     """The ids of a design's successful graded runs, oldest first (the samples behind its median)."""
     rows = store.read(
-        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
-        "{fixtures: 'graded', status: 'ok'}) RETURN r.id AS id ORDER BY r.finished_at, r.id",
+        "MATCH (d:DesignNode {id: $id}) WITH DISTINCT d "
+        "MATCH (d)-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun) "
+        "WHERE r.fixtures = 'graded' AND r.status = 'ok' RETURN r.id AS id ORDER BY r.finished_at, r.id",
         {"id": design},
     )
     return [row["id"] for row in rows]
@@ -165,8 +166,10 @@ def graded_median(store: GraphStore, design: str, toolchain: str) -> float | Non
     """The median cycles of a design's successful graded run under a toolchain, if one was recorded
     (a run killed after the job but before the design moved on has it already)."""
     rows = store.read(
-        "MATCH (:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun "
-        "{fixtures: 'graded', status: 'ok', toolchain: $v}) RETURN r.median_cycles AS m ORDER BY r.finished_at LIMIT 1",
+        "MATCH (d:DesignNode {id: $id}) WITH DISTINCT d "
+        "MATCH (d)-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun) "
+        "WHERE r.fixtures = 'graded' AND r.status = 'ok' AND r.toolchain = $v "
+        "RETURN r.median_cycles AS m ORDER BY r.finished_at LIMIT 1",
         {"id": design, "v": toolchain},
     )
     return float(rows[0]["m"]) if rows and rows[0]["m"] is not None else None

@@ -97,7 +97,7 @@ HOT_PATHS: tuple[HotPath, ...] = (
     HotPath("designs.source_of", lambda st, s: designs.source_of(st, s.design)),
     HotPath("designs.children_of", lambda st, s: designs.children_of(st, s.parent)),
     HotPath("designs.get_design", lambda st, s: designs.get_design(st, s.design)),
-    HotPath("designs.known_shas", lambda st, s: designs.known_shas(st, s.kernel)),
+    HotPath("designs.tried", lambda st, s: designs.tried(st, s.kernel, ["0" * 64, "1" * 64])),
     HotPath("designs.proposals_since_accept", lambda st, s: designs.proposals_since_accept(st, s.kernel)),
     HotPath("designs.unfinished_designs", lambda st, s: designs.unfinished_designs(st, s.kernel)),
     HotPath("designs.recent_failures", lambda st, s: designs.recent_failures(st, s.kernel, 5)),
@@ -112,10 +112,6 @@ HOT_PATHS: tuple[HotPath, ...] = (
         "runs.graded_runs",
         lambda st, s: runs.graded_runs(st, s.design),
         anchors=("DesignNode",),
-        waiting_for="graded_runs to start from the design: MATCH (d:DesignNode {id: $id}) WITH DISTINCT d MATCH "
-        "(d)-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun) WHERE r.fixtures = 'graded' AND r.status = 'ok' "
-        "(FalkorDB starts from every ok DeviceRun by the status index)",
-        broken_on=("embedded",),
     ),
     HotPath("runs.latest_comparison", lambda st, s: runs.latest_comparison(st, s.design, s.parent)),
     HotPath("runs.last_accepted_ratio", lambda st, s: runs.last_accepted_ratio(st, s.kernel)),
@@ -125,9 +121,6 @@ HOT_PATHS: tuple[HotPath, ...] = (
     HotPath(
         "measurements.values_under",
         lambda st, s: measurements.values_under(st, s.target, s.version),
-        waiting_for="values_under to start from the toolchain: MATCH (t:Toolchain {id: $t}) WITH DISTINCT t "
-        "MATCH (m:Measurement)-[:UNDER]->(t) WHERE m.status <> 'refuted' ... (FalkorDB scans Measurement)",
-        broken_on=("embedded",),
     ),
     HotPath("docs.search_chunks", lambda st, s: docs.search_chunks(st, s.version, ["the"], 8)),
     HotPath("targets.active_toolchain", lambda st, s: targets.active_toolchain(st, s.target)),
@@ -137,17 +130,11 @@ HOT_PATHS: tuple[HotPath, ...] = (
         "progress.kernel_progress",
         lambda st, s: progress.kernel_progress(st, s.param),
         anchors=("Kernel", "Target", "Toolchain", "Measurement", "DesignNode", "Revalidation", "DeviceLedger"),
-        waiting_for="pooled_cycles to start from the design (see progress.pooled_cycles)",
-        broken_on=("embedded",),
     ),
     HotPath(
         "progress.pooled_cycles",
         lambda st, s: progress.pooled_cycles(st, s.best, s.version),
         anchors=("DesignNode",),
-        waiting_for="pooled_cycles to start from the design: MATCH (d:DesignNode {id: $id}) WITH DISTINCT d MATCH "
-        "(d)-[:HAS_VERSION]->(:KernelVersion)<-[:RAN]-(r:DeviceRun) WHERE r.status = 'ok' AND ... "
-        "(FalkorDB starts from every ok DeviceRun by the status index)",
-        broken_on=("embedded",),
     ),
     HotPath("progress.design_tree", lambda st, s: progress.design_tree(st, s.kernel)),
 )
