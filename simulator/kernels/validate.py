@@ -93,7 +93,7 @@ def _compiles(source: str, toolchain: str, what: str) -> None:
     if errors:
         first = errors[0]
         where = f" (line {first.span.line})" if first.span is not None else ""
-        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
         raise PackProblem(f"{what} does not compile under {toolchain}: error[{first.code}]{where}: "
                           f"{first.message}{more}")  # fmt: skip
 
