@@ -43,3 +43,21 @@ def test_a_graph_from_a_newer_chiplore_is_refused(store: GraphStore) -> None:
     assert schema_version(store) == LATEST_VERSION + 1
     with pytest.raises(StoreError, match="newer"):
         ensure_schema(store)
+
+
+def test_the_graph_page_names_every_label_relationship_index_and_query() -> None:
+    """docs/graph.md is the schema's page: whatever the schema holds, the page names."""
+    from pathlib import Path
+
+    import queries
+    from kg.repo.nodes import RELATIONSHIPS
+    from kg.schema import ANCHOR_INDEXES, INDEXES, NODE_KEYS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "graph.md").read_text()
+    missing = [f"label {label}" for label in NODE_KEYS if f"`{label}`" not in page]
+    missing += [f"relationship {rel}" for rel in RELATIONSHIPS if f"`{rel}`" not in page]
+    missing += [
+        f"index {label}.{prop}" for label, prop in (*INDEXES, *ANCHOR_INDEXES) if f"`{label}.{prop}`" not in page
+    ]
+    missing += [f"query {name}" for name in queries.load_all() if f"`{name}`" not in page]
+    assert not missing, f"docs/graph.md does not name: {', '.join(missing)}"
