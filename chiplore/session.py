@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agents.callbacks import Note
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
@@ -25,6 +26,7 @@ from ingest.learn import LearnSummary, learn
 from ingest.librarian import Librarian, PageLibrarian
 from kg.models import DesignNode
 from kg.repo.designs import any_best, lineage_ids
+from kg.repo.devices import DeviceUsage, device_usage
 from kg.repo.overview import Overview, overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from kg.repo.targets import active_toolchain, register_target
@@ -54,8 +56,11 @@ class Session:
     """chiplore's operations on one store and one target. Every operation prepares the graph first
     (schema migrations, the target and its toolchains registered), once per session."""
 
-    def __init__(self, store: GraphStore, target: Target) -> None:
-        self.store, self.target = store, target
+    def __init__(self, store: GraphStore, target: Target, *,
+                 target_factory: Callable[[], Target] | None = None) -> None:  # fmt: skip
+        """`target_factory` builds the same target in another process (a Ray worker's); `optimize`
+        needs it for `workers > 1` (App.session gives one)."""
+        self.store, self.target, self.target_factory = store, target, target_factory
         self.pack = target.pack()
         self._schema: SchemaReport | None = None
 
@@ -89,10 +94,16 @@ class Session:
     def optimize(self, kernels: Sequence[str] | None = None, *, toolchain: str | None = None,
                  budget_s: float = OPTIMIZE_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
                  target_ratio: float = TARGET_RATIO, architect: Proposer | None = None,
-                 refiner: Proposer | None = None, on_event: Note | None = None) -> OptimizeSummary:  # fmt: skip
+                 refiner: Proposer | None = None, on_event: Note | None = None, workers: int = 1,
+                 ray_address: str | None = None) -> OptimizeSummary:  # fmt: skip
         """Propose, screen, run and judge designs of the kernels (all by default) against BEST. The
         designs an earlier run left unfinished (killed, or stopped by its budget) are finished first;
-        another live run's are left to it, so several runs may share a graph."""
+        another live run's are left to it, so several runs may share a graph.
+
+        `workers > 1` (or a `ray_address`) runs every kernel and every design of a round at once on
+        Ray: free screens on `workers` CPU workers, device jobs on one actor per device of the target
+        (a local Ray is started unless `ray_address` names a cluster). The summary then also holds
+        the run's calendar, each device's use and when each BEST was decided (agents.scale)."""
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
         version = self.toolchain(toolchain)
         active = self.active_toolchain()
@@ -101,9 +112,31 @@ class Session:
                 f"the graph's kernels are on toolchain {active}: run `chiplore toolchain upgrade {version}` first "
                 "(it re-validates each BEST and re-checks the graph's facts)"
             )
-        return optimize(self.store, self.target, version, kernels=chosen, budget_s=budget_s, seed=seed,
-                        patience=patience, target_ratio=target_ratio, architect=architect, refiner=refiner,
-                        on_event=on_event)  # fmt: skip
+        if workers <= 1 and not ray_address:
+            return optimize(self.store, self.target, version, kernels=chosen, budget_s=budget_s, seed=seed,
+                            patience=patience, target_ratio=target_ratio, architect=architect, refiner=refiner,
+                            on_event=on_event)  # fmt: skip
+        return self._optimize_on_ray(version, workers, ray_address, kernels=chosen, budget_s=budget_s, seed=seed,
+                                     patience=patience, target_ratio=target_ratio, architect=architect,
+                                     refiner=refiner, on_event=on_event)  # fmt: skip
+
+    def _optimize_on_ray(self, version: str, workers: int, ray_address: str | None,
+                         **loop: Any) -> OptimizeSummary:  # fmt: skip
+        if self.target_factory is None:
+            raise ConfigError("optimize on several workers builds the target in each worker: open the session with "
+                              "a target_factory (App.session does)")  # fmt: skip
+        try:  # Ray loads only for --workers > 1
+            from agents.scale.loop import optimize_on_devices
+            from agents.scale.ray_engine import RayEngine
+        except ImportError as error:
+            raise ConfigError(f"--workers > 1 runs on Ray, which is not installed ({error}): "
+                              "pip install 'chiplore[ray]'") from None  # fmt: skip
+        with RayEngine(self.target_factory, self.target.devices(), workers=workers, address=ray_address) as engine:
+            return optimize_on_devices(self.store, self.target, version, engine, **loop)
+
+    def devices(self) -> list[DeviceUsage]:
+        """Each device's use in the last run on several devices (none after `--workers 1` runs only)."""
+        return device_usage(self.store)
 
     def upgrade(self, version: str, *, budget_s: float | None = None,
                 on_event: Callable[[str], None] | None = None) -> UpgradeSummary:  # fmt: skip
@@ -113,7 +146,7 @@ class Session:
 
     def status(self) -> list[KernelProgress]:
         """Each kernel's BEST against its baseline and bound, under the active toolchain."""
-        return kernel_progress(self.store, self.pack.roof.key)
+        return kernel_progress(self.store, self.pack.roof.key, self.target.name)
 
     def overview(self) -> Overview:
         """The graph at a glance: the target, its toolchains, node counts, device time."""

@@ -58,26 +58,34 @@ def pooled_cycles(store: GraphStore, design: str, version: str | None = None) ->
     return [float(c) for row in rows for c in row["cycles"] or []]
 
 
-def kernel_progress(store: GraphStore, roof: str) -> list[KernelProgress]:
+def kernel_progress(store: GraphStore, roof: str, target: str | None = None) -> list[KernelProgress]:
     """Each kernel under the active toolchain: BEST's runs under it, and the baseline as measured
     under it (an upgrade re-validates the baseline; before any upgrade, the root's own runs).
-    `roof` is the parameter key of the measured weight-ingress rate (the target pack's roof)."""
-    active = store.read("MATCH (:Target)-[:ACTIVE]->(t:Toolchain) RETURN t.version AS v, t.id AS id LIMIT 1")
+    `roof` is the parameter key of the measured weight-ingress rate (the target pack's roof);
+    `target` keeps a graph that holds several targets' work to one target's kernels and versions."""
+    active = store.read(
+        "MATCH (g:Target)-[:ACTIVE]->(t:Toolchain) WHERE $target IS NULL OR g.name = $target "
+        "RETURN t.version AS v, t.id AS id LIMIT 1",
+        {"target": target},
+    )
     version = active[0]["v"] if active else None
     rate = store.read(
         "MATCH (m:Measurement {param: $roof}) WHERE m.status IN ['current', 'stale'] "
+        "OPTIONAL MATCH (m)-[:UNDER]->(t:Toolchain) WITH m, collect(t.target) AS targets "
+        "WHERE $target IS NULL OR $target IN targets "
         "RETURN m.value AS value ORDER BY m.measured_at DESC LIMIT 1",
-        {"roof": roof},
+        {"roof": roof, "target": target},
     )
     out = []
     for row in store.read(
-        "MATCH (k:Kernel) OPTIONAL MATCH (k)-[:ROOT]->(r:DesignNode) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
+        "MATCH (k:Kernel) WHERE $target IS NULL OR k.target = $target "
+        "OPTIONAL MATCH (k)-[:ROOT]->(r:DesignNode) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
         "OPTIONAL MATCH (l:DeviceLedger {consumer: k.name}) "
         "OPTIONAL MATCH (v:Revalidation {role: 'baseline'})-[:REVALIDATES]->(r) WHERE v.to_version = $v "
         "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, "
         "coalesce(v.cycles_after, r.measured_cycles) AS baseline, b.id AS best, l.device_s AS device_s "
         "ORDER BY kernel",
-        {"v": version},
+        {"v": version, "target": target},
     ):
         statuses = {
             r["status"]: r["n"]
