@@ -1,8 +1,10 @@
 """How well the pack's cost models rank designs: predicted against true cycles, per kernel and chip.
 
-    python benchmarks/cost_model.py [--designs 40] [--seed 0] [--facts learnt|perturbed] [--json FILE]
+    python benchmarks/cost_model.py [--designs 40] [--seed 0] [--facts learnt|perturbed] [--packs DIR ...]
+                                    [--json FILE]
 
-For every kernel SimRNGD offers, on the default chip and on another (a CHIPLORE_SIM_TRUTH file with
+For every kernel SimRNGD offers (the built-in ones and, by default, every kernel pack it ships under
+simulator/kernels/packs), on the default chip and on another (a CHIPLORE_SIM_TRUTH file with
 other DMA and decode values), it draws random designs: valid points of the kernel's design family,
 of its generated space (simulator/pack/generator) when it has one, and the hand-written programs
 under simulator/kernels/ (baselines, examples, the bug zoo). Each design is priced by the stats
@@ -225,7 +227,8 @@ def chip_rows(label: str, args: argparse.Namespace) -> list[Row]:
         console.print(f"[dim]{label}: learnt {len(facts)} parameters in {time.perf_counter() - started:.0f} s[/dim]")
     else:
         facts = perturbed_facts(chip, args.seed)
-    return [price(spec, facts, version, chip, args.designs, args.seed, label) for spec in SimRNGD().kernels()]
+    target = SimRNGD(kernel_paths=tuple(args.packs))
+    return [price(spec, facts, version, chip, args.designs, args.seed, label) for spec in target.kernels()]
 
 
 def main() -> None:
@@ -234,6 +237,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--facts", choices=("learnt", "perturbed"), default="learnt")
     parser.add_argument("--toolchain", default="0.6.0")
+    parser.add_argument("--packs", type=Path, nargs="*", default=[KERNELS / "packs"],
+                        help="kernel packs (or folders of them) to offer besides the built-in kernels; "
+                        "default: every pack SimRNGD ships")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows: list[Row] = []

@@ -15,7 +15,9 @@ that change DMN), `hbm_units` (256-B units touched), `partial_units` and `partia
 written units of a store). A pass's counters are per live slice (every slice runs the same
 sequencer): `fetch_reads`, `decode_bytes`, `flits`, `contract_steps`, `contract_bytes`,
 `vector_flits`, `transcendentals`, `switch_ring`, `switch_flits`, `reduce_ring`, `reduce_flits`,
-`cluster_reduce_flits`, `commit_writes`, `bank_run`, plus `live_slices` per cluster and `clusters`.
+`cluster_reduce_flits`, `commit_writes`, `lanes`, `bank_run` (longest same-bank read run) and
+`concurrent_dma_writes` (DMAs that may write its clusters meanwhile, counted where `bank_run` >= 2),
+plus `live_slices` per cluster and `clusters`. A counter that is 0 is left out.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def analyze(source: str, version: str | None = None) -> ProgramStats:
     return _analyze(digest, version, os.environ.get(TRUTH_ENV), source)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=128)  # a large program's stats take about 1 MB
 def _analyze(digest: str, version: str | None, chip: str | None, source: str) -> ProgramStats:
     checked = check(source, version)
     if not checked.ok:
