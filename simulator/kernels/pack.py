@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from chiplore.core.errors import TargetError
 from chiplore.core.target import KernelParam, KernelSpec
 from simulator.cost.bound import weight_bound_cycles
 from simulator.dsl import ir
@@ -26,6 +27,7 @@ from simulator.dsl.parser import FerriteSyntaxError
 from simulator.execute.cases import KernelCase, Reference
 from simulator.execute.factored import ExecutionError
 from simulator.execute.signature import KernelSignature, kernel_signature
+from simulator.execute.values import Inputs, Outputs
 from simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
 
 Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
@@ -79,8 +81,17 @@ class KernelPack:
         """The kernel as grading sees it. A built-in pack keys its fixtures as the harness always did."""
         m = self.manifest
         key = f"harness:{m.name}" if self.origin == "built-in" else f"pack:{m.name}:{self.digest}"
-        return KernelCase(name=m.name, signature=self.signature, recipe=m.fixtures, reference=self.reference,
+        return KernelCase(name=m.name, signature=self.signature, recipe=m.fixtures, reference=self._checked_reference,
                           atol=m.atol, rtol=m.rtol, graded=m.graded, key=key)  # fmt: skip
+
+    def _checked_reference(self, inputs: Inputs) -> Outputs:
+        """The reference as grading calls it: validation ran it on the smoke set only, so a failure on
+        another set is one line naming the pack, not a traceback out of the device."""
+        try:
+            return self.reference(inputs)
+        except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
+            raise TargetError(f"kernel pack {self.name} ({self.folder}): {REFERENCE} raises "
+                              f"{type(error).__name__}: {error}") from None  # fmt: skip
 
 
 def param_bytes(param: KernelParam) -> int:

@@ -16,7 +16,7 @@ from chiplore.core.target import DeviceJob
 from simulator.cost.bound import weight_bound_cycles
 from simulator.cost.estimate import estimate
 from simulator.execute.fixtures import SETS
-from simulator.execute.grading import grade_case
+from simulator.execute.grading import case_inputs, grade_case
 from simulator.kernels.builtin import builtin_packs, shipped_folders
 from simulator.kernels.manifest import PackProblem
 from simulator.kernels.pack import param_bytes, read_pack
@@ -241,3 +241,20 @@ def test_the_toy_chip_takes_no_packs(tmp_path: Path) -> None:
     with pytest.raises(TargetError) as error:
         ToyChip().add_kernel(copy_pack(tmp_path))
     one_line(error.value, "takes no kernel packs")
+
+
+def test_a_reference_that_fails_on_a_graded_set_is_one_line_from_the_device(tmp_path: Path) -> None:
+    """Validation runs the reference on the smoke set only; on another set its failure names the pack."""
+    folder = copy_pack(tmp_path)
+    smoke_scale = float(case_inputs(read_pack(folder, "installed").case, "g0")["q_scale"][0])  # type: ignore[index]
+    guard = (
+        f"    if float(np.asarray(inputs['q_scale'])[0]) != {smoke_scale!r}:\n"
+        "        raise ValueError('only the smoke set')\n"
+    )
+    edit(folder / "reference.py", "    h = rmsnorm(", guard + "    h = rmsnorm(")
+    target = SimRNGD(kernels_dir=tmp_path / "kernels")
+    spec = target.add_kernel(folder)
+    job = DeviceJob(kernel=GQA, program=spec.baseline_source, toolchain="0.6.0", fixtures=("g1",))
+    with pytest.raises(TargetError) as error:
+        target.result(target.submit(job))
+    one_line(error.value, f"kernel pack {GQA}", "reference.py raises ValueError: only the smoke set")
