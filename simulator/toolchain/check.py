@@ -34,6 +34,7 @@ from simulator.toolchain.mappings import (
 )
 from simulator.toolchain.names import check_names
 from simulator.toolchain.placement import LoweringError
+from simulator.toolchain.rules import emit
 from simulator.toolchain.statics import (
     check_def_use,
     check_digit_operands,
@@ -161,7 +162,10 @@ def _check_lowered(source: str, version: str) -> list[Diagnostic]:
     try:
         lowered, trace = lower_semantics(source, version)
     except LoweringError as error:
-        # What the IR rules let through but cannot be placed is still a compile error, not a crash.
+        # What the IR rules let through but cannot be placed is still a compile error, not a crash: the
+        # rule it breaks where the lowerer knows one, else E0100.
+        if error.rule is not None:
+            return emit(error.rule, version, str(error))
         return [Diagnostic(code="E0100", severity="error", message=f"cannot lower the kernel: {error}")]
     return check_lowered(lowered) + check_reads_written(lowered, trace, axis_system(parse(source)))
 

@@ -360,14 +360,17 @@ class _Lowerer:
         axis = self._axis_name(axis)
         if axis not in self.axes.atoms and axis not in self.axes.composites:
             raise LoweringError(f"unknown axis {axis}")
-        return self.axes.digit(axis, ops)
+        try:
+            return self.axes.digit(axis, ops)
+        except ValueError as error:  # `Q % n` with n = 0 from a fn's int parameter
+            raise LoweringError(f"{error}: a digit's operands must be positive", rule="0201") from None
 
     def _place(self, term: ir.Term) -> Place:
         if term.kind == "axis":
             digit = self._digit(str(term.axis), [(op, self._operand(x)) for op, x in term.ops])
             atoms = self.axes.to_atoms(digit)
             if len(atoms) == 1 and atoms[0].axis in self.axes.composites:
-                raise LoweringError(f"{digit} does not align with the atoms of {digit.axis}")
+                raise LoweringError(f"{digit} does not align with the atoms of {digit.axis}", rule="0204")
             digits = tuple(a for a in atoms if a.size > 1)
             size = digit.size
             count = min(size, term.restrict) if term.restrict is not None else size

@@ -18,7 +18,13 @@ from simulator.toolchain.digits import AxisSystem, Digit
 
 
 class LoweringError(ValueError):
-    """A construct the lowerer cannot place (the checker reports most of these as diagnostics)."""
+    """A construct the lowerer cannot place (the checker reports most of these as diagnostics). `rule`
+    names the legality rule it breaks, where one does: values the IR rules cannot see (a digit's
+    operand that a fn's int parameter supplies) are only known once lowering binds them."""
+
+    def __init__(self, message: str, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 @dataclass(frozen=True)
@@ -120,10 +126,10 @@ def range_restrictions(
     With `move` (a tile), the range's start becomes index 0 of the new frame and `shifts` is
     updated in place; without it (a rename's range) the frame stays where it is."""
     if not 0 <= lo < hi <= digit.size:
-        raise LoweringError(f"range [{lo}, {hi}) outside {digit} of size {digit.size}")
+        raise LoweringError(f"range [{lo}, {hi}) outside {digit} of size {digit.size}", rule="0207")
     atoms = axes.to_atoms(digit)
     if len(atoms) == 1 and atoms[0].axis in axes.composites:
-        raise LoweringError(f"{digit} does not align with the atoms of {digit.axis}")
+        raise LoweringError(f"{digit} does not align with the atoms of {digit.axis}", rule="0204")
     inner = 1
     index = len(atoms) - 1
     # Inner atom digits the range covers whole stay free.
@@ -133,10 +139,10 @@ def range_restrictions(
     if index < 0:
         return []
     if (hi - lo) % inner or lo % inner:
-        raise LoweringError(f"range [{lo}, {hi}) of {digit} cuts an atom digit")
+        raise LoweringError(f"range [{lo}, {hi}) of {digit} cuts an atom digit", rule="0204")
     first, count = (lo // inner) % atoms[index].size, (hi - lo) // inner
     if first + count > atoms[index].size:
-        raise LoweringError(f"range [{lo}, {hi}) of {digit} wraps an atom digit")
+        raise LoweringError(f"range [{lo}, {hi}) of {digit} wraps an atom digit", rule="0204")
     pieces = [(atoms[index], first, count)]
     carry = lo // (inner * atoms[index].size)
     for outer in reversed(atoms[:index]):

@@ -237,3 +237,25 @@ kernel stream(src: &hbm<i8>[C, S, B], out: &mut hbm<i8>[B, S, B]) {
     inputs = {"src": np.zeros((4, 256, 2048), np.int8), "out": np.zeros(1, np.int8)}
     with pytest.raises((LoweringError, ExecutionError)):
         execute_program(source, inputs)
+
+
+def test_a_digit_a_fn_parameter_breaks_gets_the_rule_it_breaks() -> None:
+    """`Q % n` and `Q / n % m` with n, m from a fn's int parameters (zero, or cutting an atom of a
+    composite axis) are only known once lowering binds them: E0100 before, E0201 and E0204 now."""
+    source = """#![toolchain = "0.6.0"]
+axes! { Ns = 8, Ds = 256, Q = (Ns, Ds) }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+fn copy(t: dm<bf16>{..One, elem: [Q]}, n: int) -> dm<bf16>{..One, elem: [Q]} {
+    main(t).fetch(time = [Q / n], packet = [Q % n]).commit()
+}
+kernel k(x: &hbm<bf16>[Q], y: &mut hbm<bf16>[Q]) {
+    let a: dm<bf16>{..One, elem: [Q]} = x.dma(engines = [0]);
+    let b = copy(a, N);
+    b.dma_into(y, engines = [0]);
+}
+"""
+    assert check(source.replace("N)", "16)")).ok
+    [zero] = [d for d in check(source.replace("N)", "0)")).diagnostics if d.is_error]
+    assert zero.code == "E0201" and "operands must be positive" in zero.message
+    [cut] = [d for d in check(source.replace("N)", "300)")).diagnostics if d.is_error]
+    assert cut.code == "E0204", cut
