@@ -5,6 +5,9 @@ record the difference. Nothing is deleted; facts change status and gain links.
 2. Docs: the new pages are ingested; a paragraph both versions share is the same chunk, and its
    claims simply hold under the new version too.
 3. Rules: the probes run again (free): confirmed, changed (SUPERSEDES), retired or new.
+   The language summary is re-checked: every example of the old version's summary and every code
+   block of the new docs compiled (and run on the host) under the new version; each construct that
+   was renamed, added, removed, deprecated or changed in its constraints says so (SUPERSEDES).
 4. Measurements: re-measured within the budget, most important first (`ingest.remeasure`).
 5. Kernels: each kernel's baseline and BEST are re-validated under the new version
    (`agents.revalidate`): measured again if they compile, repaired, screened and measured if not.
@@ -30,12 +33,14 @@ from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
 from ingest.docs import DocsSummary, ingest_docs
+from ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
 from ingest.librarian import BuiltinLibrarian, Librarian
 from ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
 from ingest.rules import learn_rules, reconcile_rules
 from kg.models import Activity, Revalidation, Toolchain, Upgrade
 from kg.repo.designs import best_of, close_unfinished, flag_designs_consulting_changed, kernels_with_root, root_of
 from kg.repo.knowledge import record_activity
+from kg.repo.language import refresh_verdicts
 from kg.repo.rules import RuleDiff, rule_diff
 from kg.repo.targets import active_toolchain, set_active_toolchain
 from kg.repo.upgrades import (
@@ -68,6 +73,7 @@ class UpgradeSummary(BaseModel):
     stale: dict[str, int]  # facts this run marked stale, by label
     docs: DocsSummary | None
     rules: RuleDiff
+    language: LanguageSummary | None = None  # the summary of the new version, with what changed
     measurements: RecheckState  # the whole upgrade's, resumed runs included
     this_run: RemeasureSummary | None  # the probes this run ran, skipped or lost
     kernels: list[Revalidation]
@@ -90,12 +96,17 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     set_active_toolchain(store, target.name, version)
     stale = mark_stale(store, target.name, previous, version)
     say(f"{version} is active; {sum(stale.values())} fact(s) of {previous} marked stale")
-    docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian(target.pack().doc_patterns))
+    librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
+    docs = ingest_docs(store, target, version, librarian)
     say(f"docs: {docs.pages} page(s) read; {docs.reused_chunks} of {docs.chunks} paragraphs unchanged since {previous}")
     learn_rules(store, target, version)
     reconcile_rules(store, target.name, previous, version)
     rules = rule_diff(store, target.name, previous, version)
     say(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, {rules.new} new")
+    language = summarise(store, target, version, previous=previous,
+                         writer=librarian if isinstance(librarian, SummaryWriter) else None)  # fmt: skip
+    say(f"language: {language.entries} constructs re-checked, {len(language.changed)} changed "
+        f"({', '.join(sorted(language.changed)) or 'none'})")  # fmt: skip
     # The compiler's limits first (free: the new DM capacity decides which designs still fit), then
     # the kernels (a BEST that no longer compiles is the costliest thing an upgrade can leave), then
     # the measurements the device budget still allows, most important first.
@@ -113,9 +124,11 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     say(f"measurements: {len(rechecked.confirmed)} confirmed, {len(rechecked.changed)} changed "
         f"({', '.join(r.param for r in rechecked.changed) or 'none'}), {len(rechecked.stale)} still stale")  # fmt: skip
     flagged = flag_designs(store, target.name, previous, version)
+    refresh_verdicts(store, version)
     summary = UpgradeSummary(
         target=target.name, from_version=previous, to_version=version, already_done=False, budget_s=state.budget_s,
-        device_s=upgrade_device_s(store, activity), stale=stale, docs=docs, rules=rules, measurements=rechecked,
+        device_s=upgrade_device_s(store, activity), stale=stale, docs=docs, rules=rules, language=language,
+        measurements=rechecked,
         this_run=measured, kernels=kernels, kernels_pending=pending, flagged_designs=flagged,
         wall_s=time.perf_counter() - started,
     )  # fmt: skip

@@ -1,10 +1,12 @@
 """`chiplore learn`: the knowledge half of the graph for one toolchain version.
 
 Docs first (their claims are what the measurements judge), then the compiler's rules (free), then
-the microbenchmarks against the device budget. After a toolchain upgrade, learning the new version
-first finishes the upgrade's re-measurement (each stale measurement confirmed or superseded, never
-measured twice), then measures what was never measured. Each step is idempotent, so a rerun after Ctrl-C or
-a failure continues where the last one stopped, and a rerun after a complete one adds nothing.
+the checked summary of the language (free: the docs' examples compiled and run on the host; written
+by the librarian when it can write one), then the microbenchmarks against the device budget. After
+a toolchain upgrade, learning the new version first finishes the upgrade's re-measurement (each
+stale measurement confirmed or superseded, never measured twice), then measures what was never
+measured. Each step is idempotent, so a rerun after Ctrl-C or a failure continues where the last one
+stopped, and a rerun after a complete one adds nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from pydantic import BaseModel
 
 from chiplore.core.target import Target
 from ingest.docs import DocsSummary, ingest_docs
+from ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
 from ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
 from ingest.measure import MeasureSummary, measure
 from ingest.remeasure import remeasure
 from ingest.rules import RulesSummary, learn_rules
 from kg.models import Activity
 from kg.repo.knowledge import learnt_counts
+from kg.repo.language import refresh_verdicts
 from kg.repo.upgrades import upgrade_to
 from kg.store import GraphStore
 
@@ -34,6 +38,7 @@ class LearnSummary(BaseModel):
     toolchain: str
     docs: DocsSummary
     rules: RulesSummary
+    language: LanguageSummary
     measurements: MeasureSummary
     claims: int  # in the graph under this version
     contradicted_claims: int  # by a measurement or by the compiler
@@ -47,8 +52,10 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
           librarian: Librarian | PageLibrarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
-    docs = ingest_docs(store, target, version, librarian or BuiltinLibrarian(target.pack().doc_patterns))
+    librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
+    docs = ingest_docs(store, target, version, librarian)
     rules = learn_rules(store, target, version)
+    language = summarise(store, target, version, writer=librarian if isinstance(librarian, SummaryWriter) else None)
     spent, rerun = 0.0, []
     upgraded = upgrade_to(store, target.name, version)
     if upgraded is not None:
@@ -61,9 +68,10 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
         "device_s": measured.device_s + spent, "probes_run": measured.probes_run + len(rerun),
         "probes_skipped": [p for p in measured.probes_skipped if p not in rerun]})  # fmt: skip
 
+    refresh_verdicts(store, version)
     counts = learnt_counts(store, version)
     return LearnSummary(
-        target=target.name, toolchain=version, docs=docs, rules=rules, measurements=measured,
+        target=target.name, toolchain=version, docs=docs, rules=rules, language=language, measurements=measured,
         claims=counts["claims"], contradicted_claims=counts["contradicted_claims"],
         measured_params=counts["measured_params"], rules_in_force=counts["rules_in_force"],
         device_s=measured.device_s,

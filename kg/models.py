@@ -99,7 +99,8 @@ class Claim(GraphNode):
 class Check(GraphNode):
     label: ClassVar[str] = "Check"
     id: str
-    method: Literal["citation", "probe", "measurement"]
+    # compile: a language example compiled under a version; host: run on the host against what it computes
+    method: Literal["citation", "probe", "measurement", "compile", "host"]
     verdict: Literal["confirms", "contradicts", "inconclusive"]
     detail: str = ""
 
@@ -271,6 +272,57 @@ class Revalidation(GraphNode):
         return f"{kernel}:{design}@{to_version}"
 
 
+Availability = Literal["available", "deprecated", "unavailable"]
+EntryVerdict = Literal["confirmed", "contradicted", "unverified"]
+# How an entry differs from the same construct's entry under the version before ("" : none to compare).
+EntryChange = Literal["", "unchanged", "added", "removed", "renamed", "deprecated", "changed"]
+
+
+class LanguageEntry(GraphNode):
+    """What the DSL summary says of one construct under one toolchain version: its syntax and meaning
+    (cited from the docs, or written by an LLM librarian), whether the compiler has it, and the
+    verdict of the checks behind it (its examples compiled and run; the docs' claims about it)."""
+
+    label: ClassVar[str] = "LanguageEntry"
+    id: str
+    name: str  # the construct's, as the pack names it
+    version: str
+    kind: str
+    syntax: str
+    meaning: str = ""
+    policy: str = "builtin"  # who wrote the meaning
+    availability: Availability = "available"
+    instead: str = ""  # what the compiler says to write instead, when it refuses or deprecates it
+    verdict: EntryVerdict = "unverified"
+    why: str = ""  # the evidence behind a contradicted verdict
+    examples: int = Field(0, ge=0)  # programs compiled for it under the version
+    fingerprint: str = ""  # availability and the constraints that are not numbers: compared across versions
+    change: EntryChange = ""
+    change_from: str = ""  # the version it was compared with
+    before: str = ""  # that version's fingerprint, when it differs
+    change_detail: str = ""
+    status: FactStatus = "current"
+    toolchain: str
+
+    @staticmethod
+    def id_of(target: str, version: str, construct: str) -> str:
+        return f"{target}@{version}:{construct}"
+
+
+class LanguageExample(GraphNode):
+    """A program that shows one or more constructs: a doc code block (completed when a fragment), a
+    program the pack writes for a construct no block shows, or an LLM librarian's. Content-addressed."""
+
+    label: ClassVar[str] = "LanguageExample"
+    id: str
+    source: str
+    origin: Literal["doc", "pack", "llm"]
+    version: str  # the version it was written for
+    expects: str = ""  # the diagnostic code it is said to draw ("": it compiles)
+    statement: str = ""  # what it is said to show or compute
+    constructs: list[str] = Field(default_factory=list)
+
+
 class Activity(GraphNode):
     label: ClassVar[str] = "Activity"
     id: str
@@ -291,6 +343,6 @@ NODE_MODELS: dict[str, type[GraphNode]] = {
     for model in (
         Target, Toolchain, DocPage, DocChunk, Concept, Claim, Check, HardwareParam, Measurement,
         ProbeProgram, Diagnostic, LegalityRule, Kernel, DesignNode, KernelVersion, Screening,
-        DeviceRun, Comparison, Activity, Upgrade, Revalidation,
+        DeviceRun, Comparison, Activity, Upgrade, Revalidation, LanguageEntry, LanguageExample,
     )
 }  # fmt: skip

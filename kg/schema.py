@@ -39,6 +39,9 @@ NODE_KEYS: dict[str, str] = {
     "Activity": "id",
     "Upgrade": "id",
     "Revalidation": "id",
+    # The DSL summary: one entry per construct and toolchain version, and the programs that show it.
+    "LanguageEntry": "id",
+    "LanguageExample": "id",
     "SchemaVersion": "name",
 }
 
@@ -46,7 +49,7 @@ NODE_KEYS: dict[str, str] = {
 # so "which designs relied on X?" is one index lookup whatever kind of fact X is.
 FACT_LABEL = "Fact"
 FACT_KEY = "fact_id"
-FACT_LABELS = ("Concept", "Claim", "HardwareParam", "Measurement", "LegalityRule", "DocChunk")
+FACT_LABELS = ("Concept", "Claim", "HardwareParam", "Measurement", "LegalityRule", "DocChunk", "LanguageEntry")
 
 # Properties the loop and the named queries filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
@@ -106,10 +109,22 @@ ANCHOR_INDEXES: tuple[tuple[str, str], ...] = (
     ("Revalidation", "to_version"),  # toolchain-diff's kernels
 )
 
+# The DSL summary's entries: read per version (the dsl-summary query, the prompts) and per construct.
+LANGUAGE_INDEXES: tuple[tuple[str, str], ...] = (("LanguageEntry", "version"), ("LanguageEntry", "name"))
+
+
+def _language_summary(store: GraphStore) -> None:
+    for label in ("LanguageEntry", "LanguageExample"):
+        store.ensure_unique(label, NODE_KEYS[label])
+    for label, prop in LANGUAGE_INDEXES:
+        store.ensure_index(label, prop)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "unique keys on every label, the Fact id, and hot-lookup indexes", _base_schema),
     Migration(2, "toolchain upgrades and kernel re-validations", _upgrade_schema),
     Migration(3, "indexes the named queries start from (Activity.policy, Revalidation.to_version)", _anchor_indexes),
+    Migration(4, "the DSL summary: keys of LanguageEntry and LanguageExample, entries by version", _language_summary),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -1,7 +1,7 @@
 // name: toolchain-diff
 // params: from:str, to:str
-// description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after).
-// anchors: Toolchain, Revalidation
+// description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after), language constructs (added/removed/renamed/deprecated/changed, with their standing before and after).
+// anchors: Toolchain, Revalidation, LanguageEntry
 // Each branch starts from a toolchain by its indexed version; WITH DISTINCT keeps the planners from
 // starting at the facts' labels instead (Neo4j inlines a bare WITH).
 MATCH (old:Toolchain {version: $from})
@@ -99,4 +99,10 @@ RETURN 'kernel' AS kind, v.kernel + ' ' + v.role AS key, v.outcome AS change, v.
        v.cycles_after AS after, null AS before_ci, null AS after_ci,
        CASE WHEN v.repaired_design IS NULL THEN v.detail
             ELSE v.detail + ' -> ' + v.repaired_design END AS detail
+ORDER BY key, before, after, detail
+UNION ALL
+MATCH (n:LanguageEntry {version: $to})
+WHERE n.change_from = $from AND n.change IN ['added', 'removed', 'renamed', 'deprecated', 'changed']
+RETURN 'construct' AS kind, n.name AS key, n.change AS change, n.before AS before, n.fingerprint AS after,
+       null AS before_ci, null AS after_ci, n.change_detail AS detail
 ORDER BY key, before, after, detail

@@ -12,9 +12,9 @@ only through `Target` and `TargetPack`; docs/targets.md walks through writing on
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.probes import ProbeFit, RuleProbes
@@ -193,6 +193,95 @@ class CostModel(Protocol):
         ...
 
 
+# ---- the language guide (optional): how the docs' code becomes checked language facts ---------
+
+
+@dataclass(frozen=True)
+class Construct:
+    """One construct of the chip's language, as its team names it: the summary has an entry for it
+    under each version whose docs name it. `rule_keys` are the legality-rule keys that constrain
+    it (a key ending in "." names every rule under it); `spellings` are how the compiler's
+    messages write it ("'.cast(D)' is not available ..." spells `cast` as ".cast(D)")."""
+
+    name: str
+    kind: str  # e.g. "stage", "memory", "mapping", "attribute", "dma", "reduction"
+    syntax: str  # how it is written, e.g. ".widen(D)"
+    rule_keys: tuple[str, ...] = ()
+    spellings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DocExample:
+    """A doc code block as a program the compiler takes. `expects`: the diagnostic code the docs
+    say it draws (None: the docs show it as a program that compiles)."""
+
+    source: str
+    expects: str | None = None
+
+
+@dataclass(frozen=True)
+class HostCase:
+    """What a program computes, to be checked on the host: either run as the harness kernel
+    `kernel` (`Target.host_test`, its reference the expectation), or on `inputs` against numpy's
+    `expected` outputs (arrays by parameter name) within `atol + rtol * |expected|`."""
+
+    statement: str  # what it computes, in words ("y = 2 x")
+    kernel: str | None = None
+    inputs: Mapping[str, Any] | None = None
+    expected: Mapping[str, Any] | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostRun:
+    """The outputs of one host run (arrays by parameter name), or why there are none."""
+
+    outputs: Mapping[str, Any] | None = None
+    error: str = ""
+
+
+class LanguageGuide(Protocol):
+    """What is chip-specific in summarising the language from its docs: which constructs exist,
+    which a paragraph or a program names, how a doc code block becomes a checkable program, and
+    what a program computes. The generic summariser (`ingest/dsl_summary.py`) does the rest."""
+
+    constructs: Sequence[Construct]
+
+    def named_in(self, text: str) -> frozenset[str]:
+        """The constructs a prose paragraph or sentence names (names of `constructs`)."""
+        ...
+
+    def used_in(self, program: str) -> frozenset[str]:
+        """The constructs a program (or one line of it) uses."""
+        ...
+
+    def complete(self, info: str, body: str, version: str, context: str) -> DocExample | None:
+        """A fenced block (its info string and text) as a whole program under `version`: itself when
+        complete, a fragment wrapped in what it lacks (`context`: the version's doc text, where
+        its declarations may be found); None when the block is not code of this language."""
+        ...
+
+    def deprecated(self, diagnostic: Diagnostic) -> Unavailable | None:
+        """The construct a diagnostic says is deprecated (still accepted), and what replaces it."""
+        ...
+
+    def example(self, construct: str, version: str) -> str | None:
+        """A minimal program that uses `construct`, for one the docs name in no code block."""
+        ...
+
+    def host_case(self, program: str, version: str) -> HostCase | None:
+        """What the program computes, when it is one whose result the team can state; else None."""
+        ...
+
+
+@runtime_checkable
+class HostRunner(Protocol):
+    """A guide that can run any program on the host on given inputs (SimRNGD's executor)."""
+
+    def run(self, program: str, inputs: Mapping[str, Any], version: str) -> HostRun: ...
+
+
 # ---- the pack ------------------------------------------------------------------------------
 
 
@@ -214,3 +303,25 @@ class TargetPack(Protocol):
     def design_space(self, kernel: str) -> DesignSpace | None:
         """The builtin proposers' space for a kernel, or None (then only other proposers design it)."""
         ...
+
+    # Optional, so not declared here (a runtime-checked protocol would refuse every pack without it):
+    #     def lexer(self) -> pygments.lexer.Lexer | None
+    # the Pygments lexer of the chip's language; the report highlights programs with it, and the
+    # header `chiplore best` writes above a program uses its line-comment syntax. `pack_lexer`
+    # reads it.
+    #     language_guide: LanguageGuide
+    # how the docs' code blocks become checked language facts (the DSL summary); `language_guide`
+    # reads it.
+
+
+def pack_lexer(pack: object) -> Any | None:
+    """The Pygments lexer a pack offers for its language (its optional `lexer()` member), or None
+    when it offers none. Called by the report and `chiplore best`."""
+    make = getattr(pack, "lexer", None)
+    return make() if callable(make) else None
+
+
+def language_guide(pack: object) -> LanguageGuide | None:
+    """The pack's language guide (its optional `language_guide` member), or None when it has none.
+    Called by the DSL summariser when a version is learnt or upgraded to."""
+    return getattr(pack, "language_guide", None)

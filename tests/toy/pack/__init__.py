@@ -10,6 +10,7 @@ from chiplore.core.params import ParamKey, ParamRegistry
 from tests.toy.pack.compiler import ToylRepairs, ToylVocabulary
 from tests.toy.pack.doc_patterns import DOC_PATTERNS
 from tests.toy.pack.fits import FITS
+from tests.toy.pack.language import ToylGuide
 from tests.toy.pack.params import INGRESS, PARAMS
 from tests.toy.pack.probes import CAPABILITIES, RULE_PROBES
 from tests.toy.pack.space import GemvCostModel, GemvSpace
@@ -23,6 +24,7 @@ class ToyPack:
     rule_probes = RULE_PROBES
     capabilities = CAPABILITIES
     doc_patterns = DOC_PATTERNS
+    language_guide = ToylGuide()  # how the docs' Toyl blocks become checked programs (the DSL summary)
 
     def __init__(self) -> None:
         self.compiler = ToylVocabulary()
