@@ -6,7 +6,7 @@ warm caches.
 
 Cold = caches cleared (parse, check, lowering, schedule); warm = the same text again. Reports
 medians of the repeats; the executor runs once per fixture set (nine sets, each its own data), and
-the table gives the median and the slowest set. Targets (SIMULATOR.md 4.4, 6.1): a simulation with
+the table gives the median and the slowest set. Targets (docs/simrngd.md §9.3): a simulation with
 lowering < 200 ms; the executor within 100 ms per (kernel, set).
 """
 

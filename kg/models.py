@@ -1,4 +1,4 @@
-"""Pydantic models of the graph's nodes (DESIGN.md section 3), the data at the store boundary."""
+"""Pydantic models of the graph's nodes (docs/graph.md §2), the data at the store boundary."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The graph schema of DESIGN.md section 3: node keys, hot-lookup indexes, versioned migrations."""
+"""The graph schema (docs/graph.md): node keys, hot-lookup indexes, versioned migrations."""
 
 from __future__ import annotations
 

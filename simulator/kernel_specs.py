@@ -1,4 +1,4 @@
-"""The built-in kernels as the harness offers them (SIMULATOR.md 2.6, 6.2, 9): signature, tolerances,
+"""The built-in kernels as the harness offers them (docs/simrngd.md §3.1, §9.1, §11): signature, tolerances,
 weight bytes, the true weight-movement bound and the official baseline source, each read from its
 kernel pack (simulator/kernels/packs/<name>/). A target's own kernels (packs from the user's paths
 too) are `simulator.kernels.registry.KernelRegistry`'s.

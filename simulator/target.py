@@ -1,4 +1,4 @@
-"""SimRNGD behind the Target interface (DESIGN.md section 2, chiplore.core.target).
+"""SimRNGD behind the Target interface (chiplore.core.target; docs/targets.md §2).
 
 What agents get: the toolchain versions, the vendor pages that exist for each, the kernels of its
 kernel packs (signature, tolerances, weight bytes, bound, the official baseline source, the op graph;

@@ -1,4 +1,4 @@
-"""Toolchain upgrades in the graph (DESIGN.md 6): the Upgrade node that carries one upgrade's state,
+"""Toolchain upgrades in the graph (docs/architecture.md §6): the Upgrade node that carries one upgrade's state,
 the facts an upgrade leaves stale, and the kernels' re-validations."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hidden true parameters of the simulated chip (SIMULATOR.md 1.2).
+"""The hidden true parameters of the simulated chip (docs/simrngd.md §2.2).
 
 Only `simulator.cost`, `simulator.device` and (for compile-time limits) `simulator.toolchain`
 read this package; agents learn these numbers by measuring. `CHIPLORE_SIM_TRUTH=path` (TOML or
@@ -93,7 +93,7 @@ class ChipTruth(BaseModel):
 
     @property
     def roof(self) -> float:
-        """R_eff of SIMULATOR.md 9: what both cluster ingress ports move per cycle."""
+        """R_eff of the weight-movement bound (docs/simrngd.md §11): what both cluster ingress ports move per cycle."""
         return 2 * self.cluster_ingress
 
 

@@ -1,4 +1,4 @@
-"""The starting microbenchmarks of SIMULATOR.md 7, as Ferrite templates with a sweep.
+"""The starting microbenchmarks (docs/simrngd.md §10), as Ferrite templates with a sweep.
 
 Each probe is a tiny kernel whose cycle count, swept over one knob, isolates one or two hidden
 parameters. What a probe measures is said in words here (agent-visible); what it should find is

@@ -1,4 +1,4 @@
-"""The cost model (SIMULATOR.md 4): harness-only; agents see device measurements instead."""
+"""The cost model (docs/simrngd.md §7): harness-only; agents see device measurements instead."""
 
 from simulator.cost.estimate import CostReport, NotCompiled, estimate, estimate_lowered
 

@@ -1,4 +1,4 @@
-"""estimate(program, version) -> CostReport: check, lower, schedule (SIMULATOR.md 4.1).
+"""estimate(program, version) -> CostReport: check, lower, schedule (docs/simrngd.md §7.1).
 
 Harness-only: agents never see a CostReport, only device measurements. Deterministic, and
 cached per (source hash, toolchain, truth) because cycles do not depend on input values.
@@ -110,7 +110,7 @@ def estimate_lowered(program: LoweredProgram, truth: ChipTruth, warnings: tuple[
 
 def _bank_runs(program: LoweredProgram, truth: ChipTruth) -> tuple[list[BankFault], frozenset[str]]:
     """Passes over the bank-run limit with DMA into their cluster able to overlap: 0.6.0 runs them
-    exclusively; 0.5.0 runs them as written and the device faults (SIMULATOR.md 4.4, 5.3)."""
+    exclusively; 0.5.0 runs them as written and the device faults (docs/simrngd.md §7.5, §8.5)."""
     risky = [op for op in program.passes if op.shape.bank_run >= truth.bank_run_limit]
     if not risky:
         return [], frozenset()

@@ -1,5 +1,5 @@
 """What one DMA flow may do on its own (its cap) and which shared resources it draws on, and
-at what weight per payload byte (SIMULATOR.md 4.2)."""
+at what weight per payload byte (docs/simrngd.md §7.2)."""
 
 from __future__ import annotations
 

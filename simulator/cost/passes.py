@@ -1,4 +1,4 @@
-"""Duration of one Tensor-Unit pass (SIMULATOR.md 4.3): fixed cost, stage latencies, and the
+"""Duration of one Tensor-Unit pass (docs/simrngd.md §7.3): fixed cost, stage latencies, and the
 slowest stage of the busiest slice (every live slice runs the same sequencer)."""
 
 from __future__ import annotations

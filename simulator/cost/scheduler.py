@@ -1,4 +1,4 @@
-"""The event-driven scheduler of SIMULATOR.md 4.4.
+"""The event-driven scheduler (docs/simrngd.md §7.4).
 
 Queues `main`, `sub` and `e0`..`e7` run their ops strictly in program order; a DMA op has one
 entry (a flow) in the queue of every engine it uses and ends when its last flow does. An op starts

@@ -1,4 +1,4 @@
-"""The shared, scarce, noisy device (SIMULATOR.md 5): queue, budget, measurement noise, faults."""
+"""The shared, scarce, noisy device (docs/simrngd.md §8): queue, budget, measurement noise, faults."""
 
 from chiplore.core.target import Correctness, DeviceJob, DeviceResult, Fault, JobHandle, RunSample
 from simulator.device.device import DeviceConfig, DeviceHang, Grader, InvalidJob, SimDevice

@@ -1,4 +1,4 @@
-"""The shared, scarce, noisy device of SIMULATOR.md 5.2-5.3.
+"""The shared, scarce, noisy device (docs/simrngd.md §8.1-§8.5).
 
 One simulated RNGD with two job slots, shared with background tenants that arrive as a Poisson
 process. Time is a simulated clock (seconds), so a 12-day campaign runs in minutes; every result

@@ -1,4 +1,4 @@
-"""The measurement model of SIMULATOR.md 5.1: what the profiling counters report for one run.
+"""The measurement model (docs/simrngd.md §8.4): what the profiling counters report for one run.
 
     c_meas = round8(c_true * drift(t) * exp(sigma * z) * outlier * warm)
 

@@ -1,4 +1,4 @@
-"""The fact table behind the docs (SIMULATOR.md 8): what each version's pages say about each hidden
+"""The fact table behind the docs (docs/simrngd.md §2.6): what each version's pages say about each hidden
 parameter or behaviour. S: stated correctly, W: stated wrongly, ~: stated vaguely, O: omitted.
 
 A page template asks for a fact by id; the renderer writes the true statement (S, from the chip's
@@ -18,7 +18,7 @@ class Fact(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    param: str | None  # the hidden parameter (SIMULATOR.md 1.2 P-number) it is about, if any
+    param: str | None  # the hidden parameter (docs/simrngd.md §2.2) it is about, if any
     true: str  # the correct statement; `{name}` fields are the chip's values
     states: tuple[str, str, str]  # per version in VERSIONS order: "S" | "O" | "W:<text>" | "~:<text>"
     leaks: tuple[str, ...] = ()  # regexes (over the chip's values) that state the true value

@@ -1,1 +1,1 @@
-"""Ferrite, the DSL of SimRNGD: grammar, IR, parser and canonical printer (SIMULATOR.md 2)."""
+"""Ferrite, the DSL of SimRNGD: grammar, IR, parser and canonical printer (docs/simrngd.md §3)."""

@@ -1,4 +1,4 @@
-"""The Ferrite IR: frozen pydantic nodes, one per construct of the grammar (SIMULATOR.md 2.4).
+"""The Ferrite IR: frozen pydantic nodes, one per construct of the grammar (docs/simrngd.md §3.10).
 
 Every node keeps the source span it came from; spans are excluded from equality and hashing, so
 `parse(print_program(p)) == p` compares programs, not their layout on the page. Sequences are

@@ -1,4 +1,4 @@
-"""The pass criterion (SIMULATOR.md 6.2): outputs against expected outputs with atol and rtol."""
+"""The pass criterion (docs/simrngd.md §9.4): outputs against expected outputs with atol and rtol."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The functional executor (SIMULATOR.md 6.4): runs a program's lowered ops on numpy values.
+"""The functional executor (docs/simrngd.md §9.3): runs a program's lowered ops on numpy values.
 
 Every value is addressed the way the lowerer addresses it: by atom indices seen through views
 (tile shifts, renames, rolls, run-time `.at` selections). A device tensor is stored over the atom

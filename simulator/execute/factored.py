@@ -1,4 +1,4 @@
-"""Row-factored arrays: the executor's form of SIMULATOR.md 6.4's `Periodic` values.
+"""Row-factored arrays: the executor's form of values periodic in their rows (docs/simrngd.md §9.3).
 
 A `Rows` array is `full[i] == pool[key[i_k], i_p]`: `key` varies only along its *key dims* (the rows
 of a periodic weight: 15,360 FFN rows name 509 distinct ones) and `pool` only along the others (the

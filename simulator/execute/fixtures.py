@@ -1,4 +1,4 @@
-"""Seeded fixture sets of the built-in kernels (SIMULATOR.md 6.3): their packs' fixture recipes, drawn.
+"""Seeded fixture sets of the built-in kernels (docs/simrngd.md §9.2): their packs' fixture recipes, drawn.
 
 Nine sets per kernel: g0..g6 (graded), `exact` (the normalised activation is exactly representable)
 and `cancel` (block-alternating activation offsets and row offsets that cancel over every 512-wide

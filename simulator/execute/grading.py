@@ -1,5 +1,5 @@
 """Correctness of a program on fixture sets: draw the case's inputs, execute, compare with its
-reference (SIMULATOR.md 6.2), for any kernel a `KernelCase` describes.
+reference (docs/simrngd.md §9.4), for any kernel a `KernelCase` describes.
 
 Results are cached per (source digest, case, toolchain, set): outputs do not depend on the chip's
 timing, so a job resubmitted or re-measured is graded once.

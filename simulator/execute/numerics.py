@@ -1,4 +1,4 @@
-"""The number formats of the chip, bit-exact (SIMULATOR.md 6.2): bf16 round-to-nearest-even
+"""The number formats of the chip, bit-exact (docs/simrngd.md §9.1): bf16 round-to-nearest-even
 (no subnormals, NaN canonicalised), f8e4m3 (no infinities; 0x7F/0xFF are NaN; narrowing rounds to
 nearest even and saturates at +-448) and f4e2m1 codes {0, .5, 1, 1.5, 2, 3, 4, 6} with a sign bit,
 two per byte, low nibble first."""

@@ -1,4 +1,4 @@
-"""numpy references of the built-in kernels (SIMULATOR.md 6.2), and the helpers a pack's `reference.py`
+"""numpy references of the built-in kernels (docs/simrngd.md §9.1), and the helpers a pack's `reference.py`
 may use: each pack's `reference(inputs) -> outputs` lives in its folder (simulator/kernels/packs/).
 
 Projections are computed on the distinct weight rows and gathered (`project`), so the full shapes

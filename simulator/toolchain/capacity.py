@@ -2,7 +2,7 @@
 
 The full rules bound the liveness peak of all tensors of a slice; one tensor (times its rotating
 buffers) that alone exceeds the limit is the part that needs no scheduling, and is checked here.
-Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (SIMULATOR.md 1.2 P15).
+Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (docs/simrngd.md §2.3).
 """
 
 from __future__ import annotations

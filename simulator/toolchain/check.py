@@ -49,7 +49,7 @@ from simulator.toolchain.vocabulary import check_vocabulary
 
 log = logging.getLogger(__name__)
 
-# Rule numbers this checker implements: all of SIMULATOR.md 3.2, W0702 of 3.3 and the budget (E0104).
+# Rule numbers this checker implements: every legality rule of docs/simrngd.md §5.3, W0702 and the budget (E0104).
 RULES_CHECKED = (
     "0101", "0102", "0103", "0104", "0110", "0120", "0201", "0204", "0205", "0206", "0207", "0301", "0302", "0303",
     "0310", "0312", "0320", "0321", "0322", "0323", "0324", "0401", "0402", "0403", "0404", "0405", "0410", "0411",

@@ -1,4 +1,4 @@
-"""The digit algebra of Ferrite mappings (SIMULATOR.md 2.2).
+"""The digit algebra of Ferrite mappings (docs/simrngd.md §3.2).
 
 A mapping term denotes a *digit* of an axis: index i contributes floor(i / stride) mod size. Terms
 normalise to Digit(axis, stride, size) over atom axes (a composite axis is the row-major flattening

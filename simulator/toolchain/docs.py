@@ -1,4 +1,4 @@
-"""Render the vendor docs of a toolchain version (SIMULATOR.md 8) for a chip.
+"""Render the vendor docs of a toolchain version (docs/simrngd.md §2.6, §12.3) for a chip.
 
 Pages are Jinja templates (`simulator/docs/_src/*.md.j2`); every statement about a hidden
 parameter goes through `fact(id)`, which writes what the fact table says this version's docs say:

@@ -1,6 +1,6 @@
 """E0102, harness part: a kernel the harness runs must take exactly the parameters it passes.
 
-The harness signature of each kernel is the one its official baseline declares (SIMULATOR.md 2.6):
+The harness signature of each kernel is the one its official baseline declares (docs/simrngd.md §3.1):
 parameter names, `&`/`&mut`, dtypes, and the HBM layout down to atom digits and axis sizes. A
 program whose kernel has another name is not run by the harness (a probe, a test) and is not held
 to a signature.

@@ -1,4 +1,4 @@
-"""lower(program, version) -> LoweredProgram (SIMULATOR.md 2.5).
+"""lower(program, version) -> LoweredProgram (docs/simrngd.md §6).
 
 An interpreter over the kernel body: `fn`s are inlined at their call sites (tensor, axis, int and
 layout parameters bound to the caller's values), loops are unrolled, every type is resolved to
@@ -187,7 +187,7 @@ class _Lowerer:
         )
 
     def _coverage(self, param: Tensor) -> OutputCoverage:
-        """Which elements of an output the DMAs into it write (SIMULATOR.md 3.2, E0801)."""
+        """Which elements of an output the DMAs into it write (E0801, docs/simrngd.md §5.3)."""
         width = ir.DTYPE_BYTES[param.dtype]
         sizes = [d.size for d in param.hbm]
         if math.prod(sizes) > MAX_OUTPUT_ELEMENTS:

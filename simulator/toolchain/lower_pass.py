@@ -1,5 +1,5 @@
 """Lowering of one Tensor-Unit pass: the stream after every stage and the per-slice work of each
-stage (SIMULATOR.md 4.3).
+stage (docs/simrngd.md §6.4, §7.3).
 
 The stream is `T` packets of `P` positions of one dtype. Fetch reads each packet in reads of the
 largest power of two (<= 32 B on main, <= 8 B on sub) that divides its contiguous DM run; adapters
@@ -256,7 +256,7 @@ def _contiguous_run(source: View, packet: tuple[Place, ...], constraints: tuple,
 def _bank_run(source: View, places: tuple[Place, ...], constraints: tuple, axes: AxisSystem, run: float,
               read: int) -> tuple[int, int]:  # fmt: skip
     """(bank, longest run of consecutive reads hitting that DM bank) of a fetch sequencer that reads
-    `read` <= 8 bytes at a time: one bank per read, bank = address bits 3..6 (SIMULATOR.md 4.4)."""
+    `read` <= 8 bytes at a time: one bank per read, bank = address bits 3..6 (docs/simrngd.md §6.4, §7.5)."""
     steps = _elem_steps(source.tensor)
     loops: list[tuple[int, float]] = []  # (count, byte step), outer to inner
     for place in places:

@@ -1,4 +1,4 @@
-"""The LoweredProgram (SIMULATOR.md 2.5): what the cost model and the executor consume.
+"""The LoweredProgram (docs/simrngd.md §6.1): what the cost model and the executor consume.
 
 Every op is in program order after inlining and unrolling. Work counts of a pass are per slice
 (every live slice runs the same sequencer; the busiest one sets the time). A DMA op is split into
@@ -65,7 +65,7 @@ class DmaOp(Frozen):
 
 
 class PassWork(Frozen):
-    """Per-slice work of one Tensor-Unit pass, one field per stage of SIMULATOR.md 4.3."""
+    """Per-slice work of one Tensor-Unit pass, one field per stage of docs/simrngd.md §7.3."""
 
     fetch_reads: int = 0
     decode_bytes: float = 0.0

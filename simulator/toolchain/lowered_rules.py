@@ -1,4 +1,4 @@
-"""Rules checked on the lowered program (SIMULATOR.md 3.2): the DM, TRF and VRF liveness peaks per
+"""Rules checked on the lowered program (docs/simrngd.md §5.1): the DM, TRF and VRF liveness peaks per
 slice (E0301, E0302, E0303), sequencer depth (E0310), fetch packets (E0312), partial HBM writes (W0322),
 contraction lanes (E0401), the commit-adapter trim (E0413), DM bank runs (E0520), partial sums
 that reach HBM or meet a stream without their digit (E0710) and outputs written only in part (E0801).

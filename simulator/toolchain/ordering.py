@@ -1,6 +1,6 @@
 """Which ops of a lowered program are ordered and which may run at the same time.
 
-The scheduler (SIMULATOR.md 4.4) starts an op after its queue predecessor, its producers and the
+The scheduler (docs/simrngd.md §7.4) starts an op after its queue predecessor, its producers and the
 previous readers of the buffer it overwrites. Those three edge kinds make a DAG over program order;
 two ops may overlap exactly when neither reaches the other. The bank-run rule (E0520) and the cost
 model's exclusive passes both ask this question.

@@ -1,4 +1,4 @@
-"""One triggering and one fixed program per legality rule (SIMULATOR.md 3.2), for every version.
+"""One triggering and one fixed program per legality rule (docs/simrngd.md §5.5), for every version.
 
 The rule tests check that each pair behaves as its version says, and the diagnostics page of the
 docs shows the same pairs as each code's example and fix, so what the docs show is what the

@@ -1,4 +1,4 @@
-"""The catalogue of legality rules (SIMULATOR.md 3.2): code, message template, predicate, and the
+"""The catalogue of legality rules (docs/simrngd.md §5.3): code, message template, predicate, and the
 severity each toolchain version gives it.
 
 A rule keeps its number across versions; the letter of the emitted code is its severity in that

@@ -1,4 +1,4 @@
-"""Toolchain versions 0.5.0, 0.6.0 and 0.7.0 (SIMULATOR.md 3.1, 3.3, 8.1)."""
+"""Toolchain versions 0.5.0, 0.6.0 and 0.7.0 (docs/simrngd.md §4)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ SPECS: dict[str, VersionSpec] = {
             "dma_at": "the allocator places every tensor; remove 'at ='",
             "result_all": "use 'allreduce_slices(op, group)'",
         },
-        # P03 chained DMA startup and P15 usable DM per slice change in 0.7.0 (SIMULATOR.md 1.2).
+        # P03 chained DMA startup and P15 usable DM per slice change in 0.7.0 (docs/simrngd.md §2.3).
         {"dma_chain_startup": 90.0, "dm_usable_per_slice": 464.0 * 1024},
         "Ferrite toolchain 0.7.0: cast split into widen/narrow, allreduce_slices, reduce_clusters, f4 contraction.",
     ),

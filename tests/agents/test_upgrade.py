@@ -36,7 +36,7 @@ from simulator.toolchain.versions import spec
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]  # the fast tier leaves this module out
 
 OLD, NEW = "0.6.0", "0.7.0"
-CHANGED_IN_070 = {"dma.queued_start_cycles", "dm.usable_bytes_per_slice"}  # SIMULATOR.md 3.4: P03, P15
+CHANGED_IN_070 = {"dma.queued_start_cycles", "dm.usable_bytes_per_slice"}  # docs/simrngd.md §2.3
 O_PROJ = "sliding_attention_output"
 
 

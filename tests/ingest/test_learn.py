@@ -25,7 +25,7 @@ from tests.simulator.test_fits import empty_kernel, truth_of
 pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
 
 BUDGET_S = 900.0
-# The wrong numbers of the 0.6.0 docs that a microbenchmark can check (SIMULATOR.md 8).
+# The wrong numbers of the 0.6.0 docs that a microbenchmark can check (docs/simrngd.md §2.6).
 WRONG_060 = {
     "dma.engine_bytes_per_cycle": 256.0,
     "noc.dmn_bytes_per_cycle": 128.0,
@@ -50,7 +50,7 @@ def expected(chip: ChipTruth) -> dict[str, float]:
 
 
 # Coefficients of the documented switch and reducer formulas: checked against the docs, not hidden
-# parameters of the chip (SIMULATOR.md 1.2), and the ring term is a few hundred cycles beside thousands.
+# parameters of the chip (docs/simrngd.md §2.2), and the ring term is a few hundred cycles beside thousands.
 FORMULA_TERMS = {"switch.cycles_per_ring_flit", "switch.cycles_per_ring_slice", "reducer.cycles_per_slice",
                  "reducer.throughput_factor"}  # fmt: skip
 

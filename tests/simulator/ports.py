@@ -1,4 +1,4 @@
-"""Rewriting a 0.6.0 program for another toolchain (SIMULATOR.md 3.3), as a refiner would."""
+"""Rewriting a 0.6.0 program for another toolchain (docs/simrngd.md §4.2), as a refiner would."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cost model against the calibration of SIMULATOR.md 4.5, the bound of section 9, the
+"""The cost model against its calibration (docs/simrngd.md §7.6), the bound (§11), the
 toolchain effects of 3.4 and a chip with other hidden values (CHIPLORE_SIM_TRUTH)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from simulator.toolchain.lowered import PassWork
 from tests.simulator.ports import port
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
-OFFICIAL = {"qkv": 250_514, "o": 404_633, "ffn": 3_703_473}  # cycles on 0.6.0 (SIMULATOR.md 2.6, 4.5)
+OFFICIAL = {"qkv": 250_514, "o": 404_633, "ffn": 3_703_473}  # cycles on 0.6.0 (docs/simrngd.md §7.6)
 BOUND = {"qkv": 55_217, "o": 27_608, "ffn": 174_619}  # W_bytes / 570 (section 9)
 WEIGHT_BYTES = {"qkv": 31_473_664, "o": 15_736_320, "ffn": 99_532_812}
 
@@ -93,7 +93,7 @@ def test_a_pass_is_its_slowest_stage_plus_fixed_costs_and_latencies() -> None:
     assert pass_cycles(gelu, truth) == (48 + 12 + 2 + 8 + 8 + 60, "vector")
 
 
-# ---- toolchain effects (SIMULATOR.md 3.4) ------------------------------------------------------
+# ---- toolchain effects (docs/simrngd.md §4.3) ------------------------------------------------------
 
 
 @pytest.mark.parametrize(("kernel", "change"), [("qkv", -0.009), ("o", -0.001), ("ffn", -0.005)])

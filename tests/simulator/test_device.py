@@ -1,4 +1,4 @@
-"""The shared, noisy device (SIMULATOR.md 5): the noise model against its definition, replays,
+"""The shared, noisy device (docs/simrngd.md §8): the noise model against its definition, replays,
 budgets, the queue and every fault mode."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vendor docs (SIMULATOR.md 8): each version's pages state, misstate, blur or omit each hidden
+"""The vendor docs (docs/simrngd.md §2.6): each version's pages state, misstate, blur or omit each hidden
 parameter exactly as the fact table says; no page, changelog or diagnostic leaks a true value the
 table marks wrong or omitted; every code example compiles (or fails with the code it shows); the
 shipped pages are the rendered ones."""

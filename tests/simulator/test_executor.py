@@ -1,4 +1,4 @@
-"""The functional executor against the references (SIMULATOR.md 6.4-6.6): the shipped programs
+"""The functional executor against the references (docs/simrngd.md §9.3, §13): the shipped programs
 pass with the official tolerances, and the bug zoo fails where the table says."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The microbenchmarks' fits (SIMULATOR.md 7; chiplore's, in ingest/fits.py) on the noisy device: each sweep, run at the
-probe's stated repeats spread over one drift period, recovers its parameter within 2 % of the truth.
+"""The microbenchmarks' fits (docs/simrngd.md §10; chiplore's, in ingest/fits.py) on the noisy device: each
+sweep, run at the probe's stated repeats spread over one drift period, recovers its parameter within 2 % of the
+truth.
 
 Every probe has a fit. The seed is fixed, so the checks are exact replays; `MISSES` lists any
 parameter a fit cannot pin to 2 %, as a strict xfail that says why."""

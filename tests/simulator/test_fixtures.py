@@ -1,4 +1,4 @@
-"""Number formats, seeded fixtures and numpy references (SIMULATOR.md 6.2, 6.3)."""
+"""Number formats, seeded fixtures and numpy references (docs/simrngd.md §9.1, §9.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lowering (SIMULATOR.md 2.5) against the hand counts of reference/simspec/calibrate.py.
+"""Lowering (docs/simrngd.md §6) against hand counts of the official baselines.
 
 calibrate.py lowered the three baseline programs by hand; the counts below are its numbers for
 the ops the shipped programs share with it (weights, scales, decode and contraction passes,
@@ -196,7 +196,7 @@ def test_explicit_engines_split_packets_evenly_within_each_cluster() -> None:
 
 
 def test_auto_is_one_local_engine_per_destination_cluster_in_every_version() -> None:
-    """P13, and SIMULATOR.md 3.4: the default engines do not change with the toolchain."""
+    """P13, and docs/simrngd.md §4.3: the default engines do not change with the toolchain."""
     source = (KERNELS / "baseline" / "o_baseline.fe").read_text()
     assert {dma(lower(source, v), "c=0/h=0/w8").engines for v in ("0.5.0", "0.6.0", "0.7.0")} == {(0,)}
 

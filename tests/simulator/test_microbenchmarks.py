@@ -1,4 +1,4 @@
-"""The starting microbenchmarks (SIMULATOR.md 7) against the answer key, noise-free.
+"""The starting microbenchmarks (docs/simrngd.md §10) against the answer key, noise-free.
 
 The key is what a perfect fit of each probe would find; the cost model must reproduce it within
 0.5 %. Rates come from the measured op's duration less one command start-up (what the sweep's
