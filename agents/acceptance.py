@@ -63,8 +63,9 @@ class JudgeAgainstBest:
 
         verdict = self._recorded(node.id, best.id)
         if verdict is None:  # (a killed run recorded the decision but not its effect: apply it, once)
-            verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
-                                        late=self._late(), run_pair=run_pair)  # fmt: skip
+            with self.runner.same_device():  # drift is per device: every pair on one
+                verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
+                                            late=self._late(), run_pair=run_pair)  # fmt: skip
             self._record(node, best, verdict)
         # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
         update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -46,6 +47,11 @@ class Runner(Protocol):
         """One job (retried as the faults allow); raises BudgetSpent once the budget is used up."""
         ...
 
+    def same_device(self) -> AbstractContextManager[None]:
+        """Every job run inside the block runs on one device (an A/B comparison's pairs: drift is
+        per device). A runner with one device has nothing to do."""
+        ...
+
 
 class DeviceRunner:
     """`spent_s` counts what this runner's jobs cost; `charged`, when given, reads what the ledger
@@ -55,6 +61,9 @@ class DeviceRunner:
                  backoff_s: float = 0.05, charged: Callable[[], float] | None = None) -> None:  # fmt: skip
         self.target, self.record, self.charged = target, record, charged
         self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
+
+    def same_device(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one device: every job runs on it
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
@@ -97,10 +106,14 @@ class DeviceRunner:
 
     def _submit(self, job: DeviceJob) -> DeviceResult:
         for backoff in range(6):  # a full queue (the agent's pending allowance) clears as jobs finish
-            result = self.target.result(self.target.submit(job))
+            result = self._serve(job)
             if result.status != "queue_rejected":
                 return result
             if "budget" in result.message:  # the device's own allowance is spent: no design is to blame
                 raise BudgetSpent(result.message)
             time.sleep(self.backoff_s * 2**backoff)
         return result
+
+    def _serve(self, job: DeviceJob) -> DeviceResult:
+        """One submission of a job and its result (a runner over several devices chooses one)."""
+        return self.target.result(self.target.submit(job))

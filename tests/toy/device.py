@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from chiplore.core.target import Correctness, DeviceJob, DeviceResult, JobHandle, RunSample
+from chiplore.core.target import Correctness, DeviceJob, DeviceResult, Fault, JobHandle, RunSample
 from tests.toy.compiler import Program, analyse
 from tests.toy.timing import cycles
 from tests.toy.toyl import header_of
@@ -24,11 +24,12 @@ Grader = Callable[[Program, str, tuple[str, ...]], Correctness | None]
 
 
 class ToyDevice:
-    def __init__(self, seed: int, grader: Grader, index: int = 0) -> None:
-        """Device `index` of the chip's devices (`toy-<index>`), with a noise stream of its own."""
+    def __init__(self, seed: int, grader: Grader, index: int = 0, p_fault: float = 0.0) -> None:
+        """Device `index` of the chip's devices (`toy-<index>`), with a noise stream of its own; a flaky
+        one (`p_fault`) faults that share of its jobs after loading them, whatever the program."""
         self.device_id = f"toy-{index}"
         self.rng = np.random.default_rng(seed if index == 0 else [seed, index])
-        self.grader = grader
+        self.grader, self.p_fault = grader, p_fault
         self.now = 0.0  # device seconds since the device came up
         self._results: dict[str, DeviceResult] = {}
 
@@ -42,6 +43,12 @@ class ToyDevice:
         if not checked.ok:
             self._results[job_id] = DeviceResult(**base, status="compile_error", diagnostics=checked.diagnostics,
                                                  message="the program does not compile")  # fmt: skip
+            return handle
+        if self.p_fault and self.rng.random() < self.p_fault:  # drawn only on a flaky device
+            self.now += JOB_S
+            hung = f"{self.device_id}: a lane hung; the device reset"
+            self._results[job_id] = DeviceResult(**base, status="fault", device_s=JOB_S, message=hung,
+                                                 faults=(Fault(code="LANE_HANG"),))  # fmt: skip
             return handle
         sets = FIXTURE_SETS[job.fixtures] if isinstance(job.fixtures, str) else job.fixtures
         truth = TRUTH[version]

@@ -37,11 +37,14 @@ class ToyChip:
     name = "toychip"
     description = "The toy chip: DMA lanes into a small compute array, programmed in Toyl (chiplore's test target)"
 
-    def __init__(self, seed: int = 0, devices: int = 1) -> None:
-        """`devices`: how many toy devices (`toy-0`, `toy-1`, ...), each with its own clock and noise."""
+    def __init__(self, seed: int = 0, devices: int = 1, flaky: dict[str, float] | None = None) -> None:
+        """`devices`: how many toy devices (`toy-0`, `toy-1`, ...), each with its own clock and noise;
+        `flaky`: the share of its jobs a device (by id) faults."""
         self.spec = gemv_spec()
+        flaky = flaky or {}
         self._devices = {device.device_id: device for device in
-                         (ToyDevice(seed, self._grade, index) for index in range(devices))}  # fmt: skip
+                         (ToyDevice(seed, self._grade, index, flaky.get(f"toy-{index}", 0.0))
+                          for index in range(devices))}  # fmt: skip
         self.device = self._devices["toy-0"]
         self._pack = ToyPack()
 

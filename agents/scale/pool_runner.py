@@ -1,0 +1,94 @@
+"""The runner on a pool of devices: `DeviceRunner`'s budget, retries, quarantine and recording, with
+each job sent to a device the slots choose. A job that faulted or timed out is retried on another
+device (a fault that repeats on a second device is the design's, not the device's); an A/B
+comparison holds one device for all its pairs; a job whose device's runner died is run again
+elsewhere, and nothing of it was recorded."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
+from agents.scale.calendar import Calendar
+from agents.scale.engine import DeviceLost, Engine, Served
+from agents.scale.slots import DeviceSlots
+from chiplore.core.target import DeviceJob, DeviceResult, Target
+
+FAILED = ("fault", "timeout", "transient")
+OnServed = Callable[[Served], None]  # told of each job served, once its DeviceRun is recorded
+
+
+class PoolRunner(DeviceRunner):
+    """Shared by the threads of one kernel; each thread's pinned device and calendar are its own."""
+
+    def __init__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float = 0.0,
+                 backoff_s: float = 0.05, charged: Callable[[], float] | None = None, engine: Engine,
+                 slots: DeviceSlots, calendar: Calendar, on_served: OnServed) -> None:  # fmt: skip
+        super().__init__(target, self._record_served, budget_s=budget_s, spent_s=spent_s, backoff_s=backoff_s,
+                         charged=charged)  # fmt: skip
+        self.record_run, self.on_served = record, on_served
+        self.engine, self.slots, self.calendar = engine, slots, calendar
+        # per thread: the device a comparison holds, where this job faulted, the job served last
+        self._local = threading.local()
+
+    def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
+            repeats: int = 7) -> Outcome:  # fmt: skip
+        self._local.avoid = set()
+        return super().run(kernel, sha, source, version, fixtures=fixtures, repeats=repeats)
+
+    @contextmanager
+    def same_device(self) -> Iterator[None]:
+        """Hold one device for the block (an A/B comparison's pairs); nested blocks share it."""
+        if getattr(self._local, "pinned", None) is not None:
+            yield
+            return
+        self._local.pinned = self.slots.take()
+        try:
+            yield
+        finally:
+            device, self._local.pinned = self._local.pinned, None
+            if device is not None:
+                self.slots.give_back(device, self.calendar.now())
+
+    def _serve(self, job: DeviceJob) -> DeviceResult:
+        while True:
+            pinned = getattr(self._local, "pinned", None)
+            device = pinned or self.slots.take(getattr(self._local, "avoid", ()))
+            try:
+                served = self.engine.serve(device, job, self.calendar.now())
+            except DeviceLost:
+                self._lost(device, pinned=pinned is not None)
+                getattr(self._local, "avoid", set()).add(device)  # this job goes elsewhere, later ones may not
+                continue
+            if pinned is None:
+                self.slots.give_back(device, served.clock_s)
+            self.calendar.advance(served.clock_s)
+            if served.result.status in FAILED:
+                getattr(self._local, "avoid", set()).add(device)
+            self._local.served = served
+            return served.result
+
+    def _record_served(self, job: DeviceJob, sha: str, result: DeviceResult) -> str:
+        run_id = self.record_run(job, sha, result)
+        served: Served | None = getattr(self._local, "served", None)
+        if served is not None and served.result.job_id == result.job_id:
+            self.on_served(served)
+        return run_id
+
+    def _lost(self, device: str, *, pinned: bool) -> None:
+        """The device's runner died mid-job: keep the device if it comes back, else retire it; a
+        comparison moves to another device."""
+        back = self.engine.alive(device)
+        if pinned:
+            self._local.pinned = None
+            if back:
+                self.slots.give_back(device, self.calendar.now())
+            else:
+                self.slots.retire(device)
+            self._local.pinned = self.slots.take()
+        elif back:
+            self.slots.give_back(device, self.calendar.now())
+        else:
+            self.slots.retire(device)

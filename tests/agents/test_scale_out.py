@@ -1,0 +1,249 @@
+"""`optimize --workers N` on a local Ray (2 CPUs): a pool of devices finishes an optimize; a device
+actor killed mid-job has its job run by another device; a flaky device loses and duplicates nothing;
+two optimize processes on one graph share the work; kill -9 of the driver, then --resume, loses
+nothing. Both stores; every test ends with the graph's invariants (kg.repo.integrity) and checks
+that no device job was recorded twice and no design measured twice."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from agents.scale.loop import PoolSummary, optimize_on_devices
+from agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.session import Session
+from kg.embedded_store import EmbeddedStore
+from kg.repo.integrity import violations
+from kg.repo.targets import register_target
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+from simulator.device.pool import KIND
+from tests.agents.scale_targets import SlowToyChip
+from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
+from tests.toy import ToyChip
+
+pytestmark = pytest.mark.slow  # Ray and several processes: the fast tier leaves this module out
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMV = "gemv"
+SLOW_TOY = "tests.agents.scale_targets:slow_toy"
+TERMINAL = {"screened_out", "accepted", "rejected", "failed"}
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[str]:
+    """One local Ray for the module, its workers able to import the test targets; its address, for
+    the optimize processes that join it."""
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), previous) if p)  # the raylet's workers inherit it
+    ray.init(num_cpus=2, resources={device_resource("toy"): 8, device_resource(KIND): 8}, include_dashboard=False,
+             log_to_driver=False)  # fmt: skip
+    try:
+        yield str(ray.get_runtime_context().gcs_address)
+    finally:
+        ray.shutdown()
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+
+
+@pytest.fixture
+def toy_graph(store: GraphStore) -> GraphStore:
+    """A fresh store on each backend with the schema and the toy chip registered."""
+    ensure_schema(store)
+    chip = ToyChip()
+    register_target(store, chip.name, chip.toolchains(), chip.default_toolchain())
+    return store
+
+
+def duplicated_jobs(store: GraphStore) -> list[dict[str, object]]:
+    """Device jobs one run recorded more than once (a job id is unique on its device within a run)."""
+    return store.read(
+        "MATCH (r:DeviceRun)-[:CREATED_BY]->(a:Activity) WITH a.id AS activity, r.job_id AS job, count(r) AS n "
+        "WHERE n > 1 RETURN activity, job, n"
+    )
+
+
+def assert_whole(store: GraphStore) -> None:
+    """The graph's invariants (one design per program, runs linked, BEST accepted, the ledger the sum of
+    its runs, nothing measured twice, decided designs released), no job recorded twice, every design decided."""
+    assert violations(store) == []
+    assert duplicated_jobs(store) == []
+    open_designs = store.read("MATCH (d:DesignNode) WHERE NOT d.status IN $done RETURN d.id AS id, d.status AS s",
+                              {"done": sorted(TERMINAL)})  # fmt: skip
+    assert open_designs == []  # the toy's default budget is never spent: every run decides all it starts
+
+
+# ---- in this process: the loop on an engine ---------------------------------------------------
+
+
+def test_a_pool_of_devices_finishes_an_optimize_and_gives_every_device_work(toy_graph: GraphStore,
+                                                                           local_ray: str) -> None:  # fmt: skip
+    Session(toy_graph, ToyChip()).learn()  # on one device, at once
+    chip = SlowToyChip(devices=3, job_s=0.3)
+    session = Session(toy_graph, chip, target_factory=functools.partial(SlowToyChip, devices=3, job_s=0.3))
+    summary = session.optimize(workers=2)
+    assert isinstance(summary, PoolSummary) and summary.accepted >= 1
+    assert_whole(toy_graph)
+    used = {d.device: d for d in summary.devices}
+    assert set(used) <= {"toy-0", "toy-1", "toy-2"} and len(used) >= 2  # a round's designs ran side by side
+    runs = toy_graph.read("MATCH (r:DeviceRun)-[:CREATED_BY]->(:Activity {id: $a}) RETURN count(r) AS n",
+                          {"a": summary.devices[0].activity})  # fmt: skip
+    assert sum(d.jobs for d in used.values()) == runs[0]["n"]  # every job served is one recorded run
+    assert all(0 < d.utilisation <= 1 for d in used.values())
+    # the calendar: each BEST was decided after the baseline it beat was measured
+    first, *later = [b for b in summary.progress if b.kernel == GEMV]
+    assert all(b.clock_s > first.clock_s > 0 for b in later)
+    assert session.devices() == summary.devices  # what `chiplore status` shows
+
+
+def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_graph: GraphStore, local_ray: str,
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    Session(toy_graph, ToyChip()).learn()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    make = functools.partial(SlowToyChip, devices=2, job_s=1.5, marks=marks)
+    chip = make()
+    killed: list[str] = []
+    with RayEngine(make, chip.devices(), workers=2) as engine:
+        victim = ray.get(engine.actor("toy-1").ping.remote())  # type: ignore[attr-defined]
+
+        def kill_mid_job() -> None:  # the first job toy-1 starts: its process dies under it
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not killed:
+                started = sorted(marks.glob("toy-1.*"))
+                if started:
+                    killed.append(started[0].name)
+                    os.kill(victim, signal.SIGKILL)
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_mid_job)
+        killer.start()
+        summary = optimize_on_devices(toy_graph, chip, chip.default_toolchain(), engine)
+        killer.join()
+        restarted = ray.get(engine.actor("toy-1").ping.remote())  # type: ignore[attr-defined]
+    assert killed, "toy-1 never ran a job"
+    assert_whole(toy_graph)
+    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith("no accepted change")
+    # the job that died with its runner ran again on the other device; Ray brought the runner back
+    _, sha, died_at = killed[0].split(".")
+    assert [m for m in marks.glob(f"toy-0.{sha}.*") if int(m.name.split(".")[2]) > int(died_at)]
+    assert restarted != victim
+
+
+def test_a_device_that_faults_loses_and_duplicates_nothing(toy_graph: GraphStore, local_ray: str) -> None:
+    """One device of three faults every job it gets (the toy's run is short: a device faulting 5 % of its
+    jobs would seldom fault in it; tests/agents/test_device_pool.py checks SimRNGD's 5 %): each faulted
+    job is run again on another device, and the loop goes on."""
+    Session(toy_graph, ToyChip()).learn()
+    make = functools.partial(SlowToyChip, devices=3, job_s=0.2, flaky={"toy-1": 1.0})
+    chip = make()
+    with RayEngine(make, chip.devices(), workers=2) as engine:
+        summary = optimize_on_devices(toy_graph, chip, chip.default_toolchain(), engine, patience=12)
+    assert_whole(toy_graph)
+    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith("no accepted change")
+    flaky = next(d for d in summary.devices if d.device == "toy-1")
+    assert flaky.failed_jobs >= 1 and all(d.failed_jobs == 0 for d in summary.devices if d.device != "toy-1")
+    # each faulted job was run again, on another device: no design failed or was quarantined for it
+    faulted = toy_graph.read("MATCH (r:DeviceRun {status: 'fault'})-[:RAN]->(v:KernelVersion) RETURN v.sha AS sha")
+    assert len(faulted) == flaky.failed_jobs
+    failed = toy_graph.read("MATCH (d:DesignNode {status: 'failed'}) RETURN d.reason AS reason")
+    assert failed == [], failed
+
+
+# ---- optimize processes: the command line on a Ray cluster -------------------------------------
+
+
+def _env(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> dict[str, str]:
+    base = {**os.environ, "PYTHONPATH": str(ROOT), "CHIPLORE_TARGET": SLOW_TOY, "CHIPLORE_DEVICES": "2"}
+    if backend == "neo4j":
+        server: Neo4jServer = request.getfixturevalue("neo4j_server")
+        with server.store() as store:
+            wipe_neo4j(store)
+        return {**base, **server.env()}
+    return {**base, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "chiplore.cli", *args], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+
+
+def _open(env: dict[str, str]) -> GraphStore:
+    if env["CHIPLORE_STORE"] == "neo4j":
+        return Neo4jServer(env["CHIPLORE_NEO4J_URI"], env["CHIPLORE_NEO4J_PASSWORD"]).store()
+    return EmbeddedStore(Path(env["CHIPLORE_DATA_DIR"]))
+
+
+def _learnt(env: dict[str, str]) -> None:
+    """Learn the toy chip on its plain, fast device (the slow one is the same chip)."""
+    for args in (("init",), ("learn", "--json")):
+        done = _cli({**env, "CHIPLORE_TARGET": "tests.toy:from_settings"}, *args)
+        _, err = done.communicate(timeout=300)
+        assert done.returncode == 0, err
+
+
+def _wait_for(process: subprocess.Popen[str], words: str, timeout_s: float = 180) -> list[str]:
+    """Read the process's progress lines until one contains `words`; the lines read."""
+    assert process.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line and process.poll() is not None:
+            break
+        lines.append(line)
+        if words in line:
+            return lines
+    raise AssertionError(f"no {words!r} in {''.join(lines)[-2000:]}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_optimize_processes_on_one_graph_share_the_work(request: pytest.FixtureRequest, backend: str,
+                                                            local_ray: str, tmp_path: Path) -> None:  # fmt: skip
+    env = _env(request, backend, tmp_path)
+    _learnt(env)
+    first = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--seed", "1")
+    _wait_for(first, "baseline")  # the second joins once the tree has its root
+    second = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--seed", "2")
+    for process in (first, second):
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+    with _open(env) as store:
+        assert_whole(store)
+        created = store.read("MATCH (d:DesignNode)-[:CREATED_BY]->(a:Activity {role: 'runner'}) "
+                             "RETURN a.id AS run, count(d) AS designs")  # fmt: skip
+        assert len(created) == 2 and all(row["designs"] >= 1 for row in created), created  # both did work
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kill_9_of_the_driver_then_resume_loses_nothing(request: pytest.FixtureRequest, backend: str,
+                                                        local_ray: str, tmp_path: Path) -> None:  # fmt: skip
+    env = _env(request, backend, tmp_path)
+    _learnt(env)
+    killed = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray)
+    _wait_for(killed, "accepted")  # mid-run: a round's other designs are on the devices or waiting their turn
+    os.killpg(killed.pid, signal.SIGKILL)  # no cleanup runs anywhere
+    killed.wait(timeout=30)
+    with _open(env) as store:
+        accepted = {row["id"] for row in store.read("MATCH (d:DesignNode {status: 'accepted'}) RETURN d.id AS id")}
+    resumed = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--resume", "--json")
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err[-3000:]
+    assert json.loads(out)["kernels"][0]["kernel"] == GEMV
+    with _open(env) as store:
+        assert_whole(store)
+        after = {row["id"] for row in store.read("MATCH (d:DesignNode {status: 'accepted'}) RETURN d.id AS id")}
+    assert accepted and accepted <= after  # nothing decided before the kill was lost; what it left open is decided
