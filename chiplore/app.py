@@ -4,6 +4,7 @@ singletons: a test builds its own App from its own Settings."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from importlib.metadata import entry_points
 from agents.llm.config import LLMConfig
 from agents.proposers import Proposer
 from chiplore.core.errors import ConfigError
+from chiplore.core.secrets import redact_uri
 from chiplore.core.settings import Settings
 from chiplore.core.target import Target
 from chiplore.session import Session
@@ -50,6 +52,19 @@ def open_target(settings: Settings) -> Target:
     return target
 
 
+BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+def check_bolt_uri(uri: str) -> None:
+    """Refuse a Neo4j address chiplore cannot talk to (it speaks Bolt), before any driver sees it."""
+    scheme, sep, _ = uri.partition("://")
+    if sep and scheme.lower() in BOLT_SCHEMES:
+        return
+    browser = " (http is Neo4j Browser's port; Bolt's is usually 7687)" if scheme.lower() in ("http", "https") else ""
+    raise ConfigError(f"CHIPLORE_NEO4J_URI {redact_uri(uri)!r} is not a Bolt address{browser}: use "
+                      "bolt://HOST:7687 or neo4j://HOST:7687 (+s or +ssc for TLS)")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class App:
     settings: Settings
@@ -67,6 +82,7 @@ class App:
                 raise ConfigError(f"no chiplore graph in {path}: `chiplore init` (or `chiplore demo`) makes one there; "
                                   "CHIPLORE_DATA_DIR or --data-dir names another")  # fmt: skip
             return EmbeddedStore(path, query_timeout_s=settings.query_timeout_s)
+        check_bolt_uri(settings.neo4j_uri)
         return Neo4jStore(
             settings.neo4j_uri,
             settings.neo4j_user,
@@ -83,7 +99,7 @@ class App:
         """A session on the configured store and target; the store closes when it ends."""
         target = self.target()
         with self.open_store(create=create) as store:
-            yield Session(store, target)
+            yield Session(store, target, target_factory=functools.partial(open_target, self.settings))
 
     def proposers(self, session: Session, config: LLMConfig, architect: str, refiner: str) -> dict[str, Proposer]:
         """The architect and refiner the options ask for (LLM roles share one token budget); the

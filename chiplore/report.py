@@ -1,7 +1,8 @@
 """`chiplore report`: one self-contained HTML page of what the graph holds (figures inlined as SVG):
 where each kernel stands, how it converged, its design tree, the judge's decisions, what was
-learnt about the chip, and what each toolchain upgrade changed. Every number comes from the graph;
-a section with nothing to show says so."""
+learnt about the chip, what each toolchain upgrade changed, and each kernel's BEST program,
+highlighted with the target's lexer, with its diff against the baseline. Every number comes from
+the graph; a section with nothing to show says so."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from typing import Any
 
 import jinja2
 import matplotlib
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer, TextLexer
 
 matplotlib.use("Agg")  # no display: figures are rendered to SVG text
 import matplotlib.pyplot as plt
 
 import queries as named_queries
 from chiplore.core.clock import utc_now
+from chiplore.results import unified_diff
 from kg.models import DesignNode
 from kg.repo.progress import KernelProgress, design_tree, geomean, kernel_progress
 from kg.repo.reporting import (
@@ -29,7 +34,10 @@ from kg.repo.reporting import (
     kernel_runs,
     measurements_with_claims,
 )
+from kg.repo.results import baseline_under, program_of
 from kg.store import GraphStore
+
+CODE_CLASS = "hl"  # the CSS class of highlighted programs
 
 
 @dataclass
@@ -120,9 +128,31 @@ def _tree(store: GraphStore, kernel: str) -> TreeNode | None:
     return grow(root)
 
 
-def report_data(store: GraphStore, roof: str, labels: dict[str, str]) -> dict[str, Any]:
+def best_program(store: GraphStore, kernel: str, best: str | None, version: str | None,
+                 lexer: Any | None) -> dict[str, Any] | None:  # fmt: skip
+    """A kernel's BEST program as highlighted HTML, and its diff against the baseline as it runs
+    under `version` (None before the kernel has a BEST)."""
+    program = program_of(store, best) if best else None
+    if program is None:
+        return None
+    formatter = HtmlFormatter(cssclass=CODE_CLASS)
+    baseline_id = baseline_under(store, kernel, version)
+    baseline = program_of(store, baseline_id) if baseline_id and baseline_id != program.design.id else None
+    diff = (unified_diff(baseline.source, program.source, f"baseline {baseline.design.id[:10]} ({baseline.toolchain})",
+                         f"BEST {program.design.id[:10]} ({program.toolchain})") if baseline else "")  # fmt: skip
+    return {
+        "design": program.design.id, "toolchain": program.toolchain, "lines": program.source.count("\n") + 1,
+        "html": highlight(program.source, lexer or TextLexer(), formatter),
+        "baseline": baseline.design.id if baseline else None,
+        "diff_html": highlight(diff, DiffLexer(), formatter) if diff else None,
+        "added": sum(line.startswith("+") and not line.startswith("+++") for line in diff.splitlines()),
+        "removed": sum(line.startswith("-") and not line.startswith("---") for line in diff.splitlines()),
+    }  # fmt: skip
+
+
+def report_data(store: GraphStore, roof: str, labels: dict[str, str], lexer: Any | None = None) -> dict[str, Any]:
     """Everything the report shows; `roof` is the parameter key of the measured roof, `labels` the
-    kernels' short names."""
+    kernels' short names, `lexer` the Pygments lexer of the target's language (plain text without)."""
     progress: list[KernelProgress] = kernel_progress(store, roof)
     speedups = [k.speedup_vs_baseline for k in progress if k.speedup_vs_baseline]
     judged = comparisons(store)
@@ -143,6 +173,7 @@ def report_data(store: GraphStore, roof: str, labels: dict[str, str]) -> dict[st
             "progress": k, "short": labels.get(k.kernel, k.kernel), "accepted": accepted_changes(store, k.kernel),
             "figure": convergence(store, k.kernel, labels.get(k.kernel, k.kernel), k.bound_cycles_true),
             "tree": _tree(store, k.kernel),
+            "program": best_program(store, k.kernel, k.best_design, version, lexer),
         })  # fmt: skip
     return {
         "generated": utc_now(), "target": active[0]["target"] if active else None, "version": version,
@@ -154,10 +185,12 @@ def report_data(store: GraphStore, roof: str, labels: dict[str, str]) -> dict[st
     }  # fmt: skip
 
 
-def render_report(store: GraphStore, roof: str, labels: dict[str, str]) -> str:
-    """The report page as one self-contained HTML string."""
+def render_report(store: GraphStore, roof: str, labels: dict[str, str], *, lexer: Any | None = None) -> str:
+    """The report page as one self-contained HTML string; programs are highlighted with `lexer`
+    (the target pack's, `chiplore.core.pack.pack_lexer`) when there is one."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     environment.filters["num"] = lambda v, digits=0: "-" if v is None else f"{v:,.{digits}f}"
     template = environment.from_string((resources.files("chiplore") / "templates" / "report.html.j2").read_text())
-    data = report_data(store, roof, labels)
-    return template.render(**data, markup=jinja2.utils.markupsafe.Markup)
+    data = report_data(store, roof, labels, lexer)
+    code_style = HtmlFormatter(cssclass=CODE_CLASS).get_style_defs(f".{CODE_CLASS}")
+    return template.render(**data, code_style=code_style, markup=jinja2.utils.markupsafe.Markup)

@@ -9,29 +9,44 @@ thin shell over it, and a Python user drives chiplore the same way:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import queries as named_queries
 from agents.callbacks import Note
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
 from agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
 from agents.proposers import Proposer
 from agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
+from chiplore.core.pack import pack_lexer
 from chiplore.core.target import KernelSpec, Target
+from chiplore.results import BestProgram, DesignProgram, comment_prefix, with_header
 from ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from ingest.learn import LearnSummary, learn
 from ingest.librarian import Librarian, PageLibrarian
+from kg.cypher_script import export_cypher
+from kg.graph_io import Exported, Imported, copy_graph, export_jsonl, import_jsonl
+from kg.guard import GuardedResult, UntrustedLimits
 from kg.models import DesignNode
 from kg.repo.designs import any_best, lineage_ids
 from kg.repo.devices import DeviceUsage, device_usage
 from kg.repo.overview import Overview, overview
 from kg.repo.progress import KernelProgress, design_tree, kernel_progress
+from kg.repo.results import (
+    Snapshot,
+    baseline_under,
+    designs_starting_with,
+    lineage,
+    parameter_keys,
+    program_of,
+    snapshot,
+)
 from kg.repo.targets import active_toolchain, register_target
 from kg.schema import SchemaReport, ensure_schema
-from kg.store import GraphStore
+from kg.store import GraphStore, Record
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,18 @@ class DesignTree:
     children: dict[str, list[DesignNode]]
     best: str | None
     lineage: set[str]
+
+    def as_record(self) -> dict[str, Any]:
+        """The tree as nested JSON: each design with its children, BEST and the path to it marked."""
+
+        def node(design: DesignNode) -> dict[str, Any]:
+            return {"id": design.id, "role": design.role, "policy": design.policy, "status": design.status,
+                    "measured_cycles": design.measured_cycles, "predicted_cycles": design.predicted_cycles,
+                    "change": design.change, "reason": design.reason, "flagged": design.flagged,
+                    "best": design.id == self.best, "on_best_path": design.id in self.lineage,
+                    "children": [node(child) for child in self.children.get(design.id, [])]}  # fmt: skip
+
+        return {"kernel": self.root.kernel, "best": self.best, "root": node(self.root)}
 
 
 class Session:
@@ -153,10 +180,76 @@ class Session:
         return overview(self.store, self.target.name)
 
     def tree(self, kernel: str) -> DesignTree:
+        """A kernel's Design Tree (a one-line ConfigError for a kernel the target does not offer, or
+        one not optimized yet)."""
         root, children, best = design_tree(self.store, kernel)
         if root is None:
-            raise ConfigError(f"no design tree for {kernel!r}: it has not been optimized yet")
+            raise ConfigError(self._not_optimized(kernel, "has no design tree yet"))
         return DesignTree(root, children, best, lineage_ids(self.store, kernel))
+
+    # -- results out (chiplore best, show) -------------------------------------------------------
+
+    def best(self, kernel: str) -> BestProgram:
+        """A kernel's BEST: its program, where it stands (what `status` says of the kernel) and the
+        accepted path from the baseline to it."""
+        progress = next((k for k in self.status() if k.kernel == kernel), None)
+        if progress is None or progress.best_design is None:
+            raise ConfigError(self._not_optimized(kernel, "has no BEST yet"))
+        program = self.design(progress.best_design)
+        baseline = baseline_under(self.store, kernel, self.active_toolchain())
+        return BestProgram.of(program, progress, lineage(self.store, kernel), baseline)
+
+    def design(self, design: str) -> DesignProgram:
+        """A design and its program, by its id or a prefix of it that names one design (`tree` prints
+        the first 10 characters)."""
+        if len(design) < 4:
+            raise ConfigError(
+                f"design {design!r}: give at least 4 characters of its id (`chiplore tree KERNEL` lists them)"
+            )
+        found = program_of(self.store, design)
+        if found is None:
+            matches = designs_starting_with(self.store, design)
+            if len(matches) != 1:
+                kind = (
+                    "no design"
+                    if not matches
+                    else f"{len(matches)}+ designs"
+                    if len(matches) > 5
+                    else f"{len(matches)} designs"
+                )
+                hint = "`chiplore tree KERNEL` lists a kernel's designs" if not matches else "give more of the id"
+                raise ConfigError(f"{kind} with an id starting {design!r}: {hint}")
+            found = program_of(self.store, matches[0])
+            assert found is not None
+        return DesignProgram.of(found.design, toolchain=found.toolchain, sha=found.sha, source=found.source,
+                                parent=found.parent)  # fmt: skip
+
+    def baseline(self, kernel: str) -> DesignProgram | None:
+        """The kernel's baseline as it runs under the active toolchain (an upgrade's port of the
+        official one, after an upgrade), or None before the kernel is optimized."""
+        found = baseline_under(self.store, kernel, self.active_toolchain())
+        return self.design(found) if found else None
+
+    def program_text(self, program: BestProgram | DesignProgram, *, header: bool = True) -> str:
+        """The program to write to a file: with a header comment (BEST's standing and lineage, or a
+        design's role and cycles) where the target's compiler reads the program the same with it,
+        else the program exactly as the graph holds it."""
+        if not header:
+            return program.source
+        version = program.toolchain
+
+        def verdict(source: str) -> tuple[bool, tuple[str, ...]]:
+            checked = self.target.check(source, version)
+            return checked.ok, tuple(sorted(d.code for d in checked.diagnostics))
+
+        prefix = comment_prefix(pack_lexer(self.pack))
+        return with_header(program.source, program.header(), prefix, verdict) or program.source
+
+    def _not_optimized(self, kernel: str, what: str) -> str:
+        offered = [spec.name for spec in self.target.kernels()]
+        if kernel not in offered:
+            return f"unknown kernel {kernel!r}; {self.target.name} offers {', '.join(offered)}"
+        return f"{kernel} {what}: `chiplore optimize {kernel}` optimizes it"
 
     def kernels(self) -> list[KernelListing]:
         """The kernels the target offers, each with where it comes from (a target that does not say:
@@ -178,4 +271,50 @@ class Session:
         """One self-contained HTML page of what the graph holds."""
         from chiplore.report import render_report  # matplotlib loads only for a report
 
-        return render_report(self.store, self.pack.roof.key, self.labels())
+        return render_report(self.store, self.pack.roof.key, self.labels(), lexer=pack_lexer(self.pack))
+
+    # -- asking the graph ----------------------------------------------------------------------------
+
+    def query(self, name: str, params: Mapping[str, Any] | None = None) -> list[Record]:
+        """Run a named query (`queries/*.cypher`) read-only; its parameters are checked and typed
+        against its header first (QueryParameterError names what is wrong)."""
+        named = named_queries.get(name)
+        return self.store.read(named.text, named.bind(params or {}))
+
+    def cypher(self, text: str, params: Mapping[str, Any] | None = None, *,
+               limits: UntrustedLimits | None = None) -> GuardedResult:  # fmt: skip
+        """Run Cypher someone wrote on the guarded read path: the planner refuses writes, file loads
+        and administration; the server stops it at the timeout; rows past the caps are cut."""
+        return self.store.read_untrusted(text, params, limits=limits or UntrustedLimits())
+
+    def parameter_keys(self) -> list[Record]:
+        """The parameter keys the graph holds (measured or stated by the docs), with unit, meaning,
+        counts and the latest value: what `measurements-of -p param=KEY` takes."""
+        return parameter_keys(self.store)
+
+    def snapshot(self, kernel: str | None = None) -> Snapshot:
+        """Device seconds charged so far and a kernel's BEST (the progress lines read it)."""
+        return snapshot(self.store, kernel)
+
+    # -- the graph as a file -------------------------------------------------------------------------
+
+    def export_graph(self, path: Path, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
+        """Write the whole graph to `path`: JSON lines (kg.graph_io's format, which `import_graph`
+        reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place."""
+        partial = path.with_name(path.name + ".partial")
+        with partial.open("w", encoding="utf-8") as out:
+            done = export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
+        partial.replace(path)
+        return done
+
+    def import_graph(self, path: Path, *, replace: bool = False,
+                     on_progress: Callable[[str, int], None] | None = None) -> Imported:  # fmt: skip
+        """Read a JSON-lines graph file into this session's store, which must be empty (`replace`
+        empties it first). The file is checked whole before anything is written."""
+        return import_jsonl(self.store, Path(path), replace=replace, on_progress=on_progress)
+
+    def copy_graph(self, destination: GraphStore, *, replace: bool = False,
+                   on_progress: Callable[[str, int], None] | None = None) -> Imported:  # fmt: skip
+        """Copy this session's graph into another store (empty, or emptied by `replace`): the
+        embedded graph into a Neo4j server, to explore a run in Neo4j Browser."""
+        return copy_graph(self.store, destination, replace=replace, on_progress=on_progress)

@@ -1,11 +1,24 @@
 """The `chiplore` command line, one module per command group over the Session API: graph (init,
-status, db), learn, optimize (and tree), toolchain, kernel, query (and cypher), demo (and report)."""
+status, db), learn, optimize (and tree), toolchain, kernel, query (params, cypher), results (best,
+show), graph_io (graph export, import, copy), serve (mcp, completion), demo (and report)."""
 
 from __future__ import annotations
 
 import signal
 
-from chiplore.cli import demo, graph, kernels, learn, optimize, query, toolchain  # noqa: F401  (each registers its commands)
+# each module registers its commands
+from chiplore.cli import (  # noqa: F401
+    demo,
+    graph,
+    graph_io,
+    kernels,
+    learn,
+    optimize,
+    query,
+    results,
+    serve,
+    toolchain,
+)
 from chiplore.cli.main import main
 
 

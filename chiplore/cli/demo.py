@@ -6,13 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn
 
 from agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.app import App
 from chiplore.cli.main import main
 from chiplore.cli.options import FiniteFloat, console, err_console, store_options
-from chiplore.cli.render import demo_table, to_json
+from chiplore.cli.progress import ProgressStyle, Reporter, from_graph, progress_options
+from chiplore.cli.render import FORMATS, demo_records, demo_table, emit_records, to_json
 from chiplore.demo import run_demo
 
 
@@ -40,23 +40,38 @@ def report(app: App, out: Path) -> None:
               show_default=True, help="The folder the report is written to.")  # fmt: skip
 @click.option("--resume", is_flag=True, hidden=True,
               help="Kept for scripts: a demo always continues where an interrupted one stopped.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool, as_json: bool) -> None:
+@progress_options
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="How to print the results (json: every field, as `status --json` has them).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (the same as --format json).")
+def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool,
+         progress_style: ProgressStyle, fmt: str, as_json: bool) -> None:  # fmt: skip
     """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
     seed = app.settings.seed if seed is None else seed
-    columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.fields[note]}"))
-    with app.session(create=True) as session, Progress(*columns, console=err_console, disable=as_json) as progress:
+    fmt = "json" if as_json else fmt
+    with app.session(create=True) as session:
+        kernels = {spec.name for spec in session.target.kernels()}
+        with Reporter(err_console, progress_style, refresh=from_graph(session)) as reporter:
 
-        def step(description: str) -> Callable[[str], None]:
-            task = progress.add_task(description, note="")
-            return lambda note: progress.update(task, note=note[:90])
+            def step(title: str) -> Callable[[str], None]:
+                reporter.step(title)
 
-        result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, step=step)
-        html = session.report()
+                def note(text: str) -> None:
+                    kernel, colon, _ = text.partition(":")
+                    reporter.note(text, kernel=kernel if colon and kernel in kernels else None)
+
+                return note
+
+            result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, step=step)
+            reporter.step("report")
+            html = session.report()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.html").write_text(html)
-    if as_json:
+    if fmt == "json":
         click.echo(to_json({**result.model_dump(), "report": str(out / "report.html")}))
+        return
+    if fmt in ("csv", "markdown"):
+        emit_records(console, demo_records(result), fmt)
         return
     console.print(demo_table(result))
     console.print(f"report: {out / 'report.html'}")

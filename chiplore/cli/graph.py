@@ -6,9 +6,10 @@ import click
 from rich.table import Table
 
 from chiplore.app import App
+from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
 from chiplore.cli.options import console, store_options
-from chiplore.cli.render import kernels_table, to_json
+from chiplore.cli.render import FORMATS, emit_records, kernels_table, progress_records, to_json
 from kg.schema import LATEST_VERSION, schema_version
 
 
@@ -42,18 +43,26 @@ def init(app: App, as_json: bool) -> None:
 @main.command()
 @store_options
 @click.option("--graph", "graph_only", is_flag=True, help="The graph's overview (target, toolchains, counts) only.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table: the store, the graph and the kernels; json, csv, markdown: one row per kernel.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: a list with one object per kernel.")
-def status(app: App, graph_only: bool, as_json: bool) -> None:
+def status(app: App, graph_only: bool, fmt: str, as_json: bool) -> None:
     """Each kernel's best against its baseline and bound; the graph's target, toolchains and counts."""
+    as_json = as_json or fmt == "json"
     with app.session() as session:
         info = session.store.server_info()
         state = session.overview()
         progress = session.status()
+        devices = session.devices()
     if as_json and graph_only:
-        click.echo(to_json({"store": info.model_dump(), **state.model_dump()}))
+        click.echo(to_json({"store": info.model_dump(), **state.model_dump(),
+                            "devices": [d.model_dump() for d in devices]}))  # fmt: skip
         return
     if as_json:  # one object per kernel: what a script comparing runs needs
         click.echo(to_json([k.model_dump() for k in progress]))
+        return
+    if fmt in ("csv", "markdown"):
+        emit_records(console, progress_records(progress), fmt)
         return
     console.print(f"[bold]{info.backend}[/bold] store at {info.address} ({info.server_version})")
     target = session.target.name
@@ -74,6 +83,8 @@ def status(app: App, graph_only: bool, as_json: bool) -> None:
         console.print(counts)
     if progress:
         console.print(kernels_table(progress))
+    if devices:
+        console.print(devices_table(devices))
     console.print(f"device time spent: {state.device_s:.1f} s")
 
 

@@ -3,42 +3,46 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from agents.llm.config import LLMConfig
 from chiplore.app import App
+from chiplore.cli.complete import toolchain_versions
 from chiplore.cli.main import main
 from chiplore.cli.options import POLICIES, FiniteFloat, console, err_console, llm_options, store_options
+from chiplore.cli.progress import ProgressStyle, Reporter, progress_options
 from chiplore.cli.render import to_json
 from ingest.learn import DEFAULT_BUDGET_S
 
 
 @main.command()
 @store_options
-@click.option("--toolchain", default=None, help="Toolchain version [default: the graph's active one].")
+@click.option("--toolchain", default=None, shell_complete=toolchain_versions,
+              help="Toolchain version [default: the graph's active one].")  # fmt: skip
 @click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
               help="Device seconds the microbenchmarks may spend.")  # fmt: skip
 @click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
               help="The librarian's policy: the builtin extractor, or an LLM that cites its paragraphs.")  # fmt: skip
 @llm_options
+@progress_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, as_json: bool) -> None:
+def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, progress_style: ProgressStyle,
+          as_json: bool) -> None:  # fmt: skip
     """Learn the chip: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
     with app.session() as session:
         version = session.toolchain(toolchain)
-        probes = len(session.pack.fits)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[spent]}"))  # fmt: skip
-        with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
-            task = progress.add_task(f"learning {session.target.name} {version}", total=probes, spent="")
+        librarian = app.librarian(session, policy, llm)
+        with Reporter(err_console, progress_style, transient=True) as reporter:
+            note = reporter.step(f"learning {session.target.name} {version}", total=len(session.pack.fits))
+            reporter.update(device_s=0.0, budget_s=budget_s)
             spent = [0.0]
 
             def advance(probe: str, device_s: float) -> None:
                 spent[0] += device_s
-                progress.update(task, advance=1, spent=f"{probe}, {spent[0]:.0f} device-s of {budget_s:.0f}")
+                reporter.update(device_s=spent[0])
+                reporter.note(f"probe {probe}", advance=1)
 
-            summary = session.learn(toolchain=version, budget_s=budget_s, librarian=app.librarian(session, policy, llm),
-                                    on_probe=advance)  # fmt: skip
+            note("docs, then compile probes, then microbenchmarks")
+            summary = session.learn(toolchain=version, budget_s=budget_s, librarian=librarian, on_probe=advance)
     if as_json:
         click.echo(to_json(summary.model_dump()))
         return

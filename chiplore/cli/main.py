@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 
 from chiplore import __version__
+from chiplore.cli.hints import explain
 from chiplore.cli.options import CliState, err_console
 from chiplore.core.errors import ChiploreError
 from chiplore.core.secrets import redact, secrets_from_environment
@@ -44,7 +45,7 @@ class ChiploreGroup(click.Group):
             state = ctx.find_object(CliState)
             if state is not None and state.debug:
                 raise
-            message = escape(redact(str(error), secrets_from_environment()))
+            message = escape(redact(explain(error), secrets_from_environment()))
             err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             sys.exit(1)
 

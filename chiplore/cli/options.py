@@ -1,10 +1,12 @@
 """What the commands share: the consoles, the store options that build the App, the LLM options,
-and `-p NAME=VALUE` parameters."""
+and typed `-p NAME=VALUE` parameters."""
 
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from agents.llm.config import LLMConfig
 from chiplore.app import App
@@ -22,7 +24,26 @@ from chiplore.core.settings import Settings
 F = TypeVar("F", bound=Callable[..., Any])
 POLICIES = ("builtin", "llm")
 
-console = Console(soft_wrap=True)
+PIPE_WIDTH = 320  # stdout's width when it is not a terminal and COLUMNS is unset
+
+
+class OutputConsole(Console):
+    """A console as wide as its tables need when it writes to a pipe or a file (a terminal, or
+    COLUMNS, still sets the width), so `chiplore status | less` never cuts a kernel's name."""
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        dimensions = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and "COLUMNS" not in os.environ:
+            return ConsoleDimensions(PIPE_WIDTH, dimensions.height)
+        return dimensions
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = OutputConsole(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
@@ -108,11 +129,76 @@ def llm_options(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
-    params: dict[str, str] = {}
+PARAM_TYPES = ("str", "int", "float", "bool", "json")
+
+
+@dataclass(frozen=True)
+class ParamText:
+    """One `-p NAME[:TYPE]=VALUE` as typed: the name, the type it forces (None: read it as a literal)
+    and the value's text."""
+
+    name: str
+    type: str | None
+    text: str
+
+
+def split_params(pairs: tuple[str, ...]) -> list[ParamText]:
+    """`-p` options as typed, checked for shape (a usage error, exit 2, before anything runs)."""
+    found: list[ParamText] = []
     for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="-p")
-        params[name] = value
-    return params
+        declaration, sep, text = pair.partition("=")
+        name, _, forced = declaration.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=VALUE or NAME:TYPE=VALUE, got {pair!r}", param_hint="-p")
+        if forced and forced not in PARAM_TYPES:
+            raise click.BadParameter(f"{pair!r}: TYPE is one of {', '.join(PARAM_TYPES)}", param_hint="-p")
+        found.append(ParamText(name.strip(), forced or None, text))
+    return found
+
+
+def parse_literal(text: str) -> Any:
+    """A `-p` value read as a literal: an integer, a float, true/false, null, a JSON list or map, or a
+    quoted string ("x" or 'x'); anything else is the text itself (`0.6.0`, `decoder_feedforward`)."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered in ("true", "false", "null"):
+        return {"true": True, "false": False, "null": None}[lowered]
+    if len(stripped) >= 2 and stripped[0] == stripped[-1] == "'":
+        return stripped[1:-1]
+    try:
+        return json.loads(stripped, parse_constant=_refuse)
+    except ValueError:
+        return text
+
+
+def _refuse(name: str) -> Any:
+    raise ValueError(name)  # NaN and Infinity stay text
+
+
+def convert(param: ParamText) -> Any:
+    """The value of one `-p`: its forced type's, else the literal it reads as."""
+    if param.type is None:
+        return parse_literal(param.text)
+    try:
+        if param.type == "str":
+            return param.text
+        if param.type == "int":
+            return int(param.text)
+        if param.type == "float":
+            number = float(param.text)
+            return number
+        if param.type == "bool":
+            lowered = param.text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        return json.loads(param.text)
+    except ValueError:
+        raise click.BadParameter(f"{param.name}:{param.type}={param.text!r} is not a {param.type}",
+                                 param_hint="-p") from None  # fmt: skip
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`-p NAME=VALUE` options as typed Cypher parameters: each value a literal (3 is an integer,
+    [1, 2] a list, 'x' a string), or of the type NAME:TYPE forces (`-p v:str=3`)."""
+    return {param.name: convert(param) for param in split_params(pairs)}

@@ -1,55 +1,109 @@
-"""`chiplore query` and `chiplore cypher`: the named queries, and read-only Cypher."""
+"""`chiplore query`, `chiplore params` and `chiplore cypher`: the named queries with their typed
+parameters, the parameter keys the graph holds, and read-only Cypher."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 import queries as named_queries
 from chiplore.app import App
+from chiplore.cli.complete import query_names, query_params
 from chiplore.cli.main import main
-from chiplore.cli.options import console, err_console, parse_params, store_options
-from chiplore.cli.render import print_records
+from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
+from chiplore.cli.render import FORMATS, emit_records
+from chiplore.core.errors import QueryParameterError
 from kg.guard import UntrustedLimits
+
+# When a named query returns nothing for one of these parameters, what lists the values it takes.
+VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph holds",
+               "kernel": "`chiplore status` lists the graph's kernels",
+               "toolchain": "`chiplore toolchain list` lists the versions"}  # fmt: skip
 
 
 @main.command()
-@click.argument("name", required=False)
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A query parameter.")
+@click.argument("name", required=False, shell_complete=query_names)
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", shell_complete=query_params,
+              help="A parameter of the query, converted to the type its header declares.")  # fmt: skip
 @store_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def query(app: App, name: str | None, params: tuple[str, ...], as_json: bool) -> None:
-    """Run a named query read-only; without NAME, list the named queries."""
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
+def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """Run a named query read-only; without NAME, list the named queries with their typed parameters."""
+    fmt = "json" if as_json else fmt
     if name is None:
         catalogue = [
-            {
-                "name": q.name,
-                "params": ", ".join(f"{p.name}:{p.type}" + ("" if p.required else f"={p.default}") for p in q.params),
-                "description": q.description,
-            }
+            {"name": q.name,
+             "params": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default}
+                        for p in q.params] if fmt == "json" else ", ".join(_signature(p) for p in q.params),
+             "description": q.description}
             for q in named_queries.load_all().values()
-        ]
-        print_records(console, catalogue, as_json=as_json, title="named queries")
+        ]  # fmt: skip
+        emit_records(console, catalogue, fmt, title="named queries")
         return
     named = named_queries.get(name)
-    bound = named.bind(parse_params(params))  # before opening the store: a bad call costs nothing
+    bound = named.bind(_typed(named, params))  # before opening the store: a bad call costs nothing
     with app.open_store() as store:
         rows = store.read(named.text, bound)
-    print_records(console, rows, as_json=as_json, title=name)
+    emit_records(console, rows, fmt, title=name)
+    if not rows:
+        listed = {key: value for key, value in bound.items() if key in VALUE_LISTS}
+        if listed:
+            asked = ", ".join(f"{key}={value!r}" for key, value in listed.items())
+            hints = "; ".join(VALUE_LISTS[key] for key in listed)
+            err_console.print(f"[dim]no rows for {asked}: {hints}[/dim]", highlight=False)
+
+
+def _signature(param: named_queries.QueryParam) -> str:
+    return f"{param.name}:{param.type}" + ("" if param.required else f"={param.default}")
+
+
+def _typed(named: named_queries.NamedQuery, params: tuple[str, ...]) -> dict[str, Any]:
+    """The `-p` texts of a named query: its header types them (`-p limit=5` is an int because the
+    query says so); a `NAME:TYPE=` that contradicts the header is refused."""
+    declared = {p.name: p for p in named.params}
+    given: dict[str, Any] = {}
+    for param in split_params(params):
+        query_param = declared.get(param.name)
+        if query_param is not None and param.type not in (None, query_param.type):
+            raise QueryParameterError(f"parameter {param.name!r} of query {named.name!r} is {query_param.type}, "
+                                      f"not {param.type}")  # fmt: skip
+        given[param.name] = param.text
+    return given
+
+
+@main.command("params")
+@store_options
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
+def params_command(app: App, fmt: str, as_json: bool) -> None:
+    """The parameter keys the graph holds (measured, or stated by the docs): unit, counts, latest
+    value, meaning. `chiplore query measurements-of -p param=KEY` takes one."""
+    with app.session() as session:
+        rows = session.parameter_keys()
+    emit_records(console, rows, "json" if as_json else fmt, title="parameter keys")
+    if not rows:
+        err_console.print("[dim]no parameter yet: `chiplore learn` measures them[/dim]", highlight=False)
 
 
 @main.command()
 @click.argument("text")
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter (string).")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME[:TYPE]=VALUE",
+              help="A parameter: a literal (3, 2.5, true, null, [1, 2], 'text'; anything else is text), or of "
+                   "the TYPE it names (str, int, float, bool, json): -p v:str=3.")  # fmt: skip
 @store_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 @click.option("--max-rows", type=click.IntRange(min=1), default=UntrustedLimits.max_rows, show_default=True,
               help="Rows to show at most; the rest is cut as it arrives (and stderr says so).")  # fmt: skip
-def cypher(app: App, text: str, params: tuple[str, ...], as_json: bool, max_rows: int) -> None:
+def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool, max_rows: int) -> None:
     """Run a Cypher query read-only: the database's planner refuses anything that writes, loads files
     or administers; the server stops it at the query timeout; rows past --max-rows or 4 MB are cut."""
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
+    values = parse_params(params)
     with app.open_store() as store:
-        result = store.read_untrusted(text, parse_params(params), limits=limits)
-    print_records(console, result.rows, as_json=as_json)
+        result = store.read_untrusted(text, values, limits=limits)
+    emit_records(console, result.rows, "json" if as_json else fmt)
     if result.truncated:
         err_console.print(f"[yellow]cut:[/yellow] {result.cut_reason}", highlight=False)

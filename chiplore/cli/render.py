@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +49,35 @@ def print_records(console: Console, records: Sequence[Record], *, as_json: bool,
     console.print(f"[dim]{len(records)} row{'s' if len(records) != 1 else ''}[/dim]")
 
 
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title: str | None = None) -> None:
+    """Rows in one of FORMATS: a rich table (with a row count), JSON, CSV with a header row, or a
+    GitHub-flavoured Markdown table (what a README or an issue takes)."""
+    if fmt in ("table", "json"):
+        print_records(console, records, as_json=fmt == "json", title=title)
+        return
+    columns: list[str] = []
+    for record in records:
+        columns += [key for key in record if key not in columns]
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(record.get(column)) for column in columns] for record in records])
+        click.echo(buffer.getvalue(), nl=False)
+        return
+    if not columns:
+        click.echo("(no rows)")
+        return
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for record in records:
+        lines.append("| " + " | ".join(_cell(record.get(c)).replace("|", "\\|").replace("\n", " ") for c in columns)
+                     + " |")  # fmt: skip
+    click.echo("\n".join(lines))
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -75,6 +106,26 @@ def kernels_table(progress: list[KernelProgress], title: str = "kernels") -> Tab
     return table
 
 
+def progress_records(progress: Sequence[KernelProgress]) -> list[Record]:
+    """`status`'s rows for csv and markdown: each kernel's numbers, rounded as the table shows them
+    (JSON keeps every digit: it is KernelProgress itself)."""
+    rows = []
+    for k in progress:
+        rows.append({"kernel": k.kernel, "baseline_cycles": _round(k.baseline_cycles),
+                     "best_cycles": _round(k.best_cycles),
+                     "best_ci_low": _round(k.best_ci_low), "best_ci_high": _round(k.best_ci_high),
+                     "speedup": _round(k.speedup_vs_baseline, 2), "x_bound_true": _round(k.ratio_to_bound, 3),
+                     "x_bound_measured": _round(k.ratio_to_measured_bound, 3),
+                     "device_s": _round(k.device_seconds), "best_design": k.best_design or ""})  # fmt: skip
+    return rows
+
+
+def _round(value: float | None, digits: int = 0) -> float | int | None:
+    if value is None:
+        return None
+    return round(value) if digits == 0 else round(value, digits)
+
+
 def demo_table(result: DemoResult) -> Table:
     """The demo's results: per kernel, what `status --json` says, and the accepted changes."""
     table = Table(title="chiplore demo: results")
@@ -91,6 +142,15 @@ def demo_table(result: DemoResult) -> Table:
     if result.geomean_speedup:
         table.caption = f"geomean speedup over the official baselines: {result.geomean_speedup:.2f}x"
     return table
+
+
+def demo_records(result: DemoResult) -> list[Record]:
+    """The demo's rows for csv and markdown: the table's numbers, rounded as it shows them."""
+    return [{"kernel": r["kernel"], "baseline_cycles": _round(r["baseline_cycles"]),
+             "best_cycles": _round(r["best_cycles"]), "best_ci_low": _round(r["best_ci_low"]),
+             "best_ci_high": _round(r["best_ci_high"]), "speedup": _round(r["speedup_vs_baseline"], 2),
+             "x_bound": _round(r["ratio_to_bound"], 3), "device_s": _round(r["device_seconds"]),
+             "accepted_changes": r["accepted_changes"]} for r in result.kernels]  # fmt: skip
 
 
 STATUS_STYLE = {"accepted": "green", "rejected": "red", "failed": "bold red", "screened_out": "dim",

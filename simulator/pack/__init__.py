@@ -5,7 +5,8 @@ Written as a chip team would write one for its own chip (docs/targets.md): the p
 flags the rules decide (`capabilities`), the builtin librarian's doc patterns (`doc_patterns`),
 ferc's diagnostic vocabulary and the repairs (`compiler`), the design families (`space`), the
 cost model over their workloads (`cost`) and the one over ferc's statistics of any program
-(`estimate`). Nothing here reads the simulator's hidden truth.
+(`estimate`), and a Pygments lexer of Ferrite for the report (`lexer`). Nothing here reads the
+simulator's hidden truth.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from simulator.pack.doc_patterns import DOC_PATTERNS
 from simulator.pack.estimate import StatsCostModel
 from simulator.pack.fits import FITS
 from simulator.pack.language import FerriteGuide
+from simulator.pack.lexer import FerriteLexer
 from simulator.pack.params import CHIP_ROOF, PARAMS
 from simulator.pack.rule_probes import RULE_PROBES
 from simulator.pack.space import FAMILIES
@@ -45,3 +47,7 @@ class SimRNGDPack:
 
     def design_space(self, kernel: str) -> DesignSpace | None:
         return FAMILIES.get(kernel)
+
+    def lexer(self) -> FerriteLexer:
+        """Ferrite's Pygments lexer (the optional TargetPack member the report highlights programs with)."""
+        return FerriteLexer()

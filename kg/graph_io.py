@@ -1,0 +1,453 @@
+"""The graph as a file: export any store to JSON lines (or a Cypher script), import it into another.
+
+Generic over the schema: a node is named by its schema label and key (kg.schema.NODE_KEYS), a
+relationship by its type and its two nodes; labels and types are checked against the schema's
+allowlists on the way in, and every value travels as a parameter. The format (docs/graph.md has
+the same text), one JSON object per line:
+
+    {"kind": "header", "format": "chiplore-graph", "version": 1, "schema_version": 3, ...}
+    {"kind": "node", "label": "Kernel", "key": "decoder_feedforward", "labels": ["Kernel"],
+     "properties": {"name": "decoder_feedforward", "target": "simrngd", ...}}
+    {"kind": "relationship", "type": "BEST", "from": ["Kernel", "decoder_feedforward"],
+     "to": ["DesignNode", "5f0c..."], "properties": {}}
+    {"kind": "end", "nodes": 1234, "relationships": 5678}
+
+Nodes come before relationships, each in a fixed order (label, key; then source, type, target),
+so the same graph always exports to the same bytes but for the header's time. A file without its
+`end` line was cut short and is refused. The schema's own version node is not data: the header
+carries its number and an import applies the schema itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from chiplore.core.clock import utc_now
+from chiplore.core.errors import StoreError
+from kg.repo.nodes import RELATIONSHIPS
+from kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
+from kg.store import GraphStore
+
+FORMAT = "chiplore-graph"
+FORMAT_VERSION = 1
+PAGE = 2_000  # nodes read (or written) per statement
+SCHEMA_STATE = "SchemaVersion"  # the schema's bookkeeping node: not exported
+LABELS = tuple(label for label in NODE_KEYS if label != SCHEMA_STATE)
+KEY_PROPERTIES = tuple(dict.fromkeys(NODE_KEYS.values()))  # name, id, sha, key, consumer
+Progress = Callable[[str, int], None]  # (what, how many so far)
+
+
+class GraphFileError(StoreError):
+    """A graph file that cannot be read, or a graph that cannot be written to one."""
+
+
+class Header(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["header"]
+    format: Literal["chiplore-graph"]
+    version: int
+    schema_version: int
+
+
+class NodeLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["node"]
+    label: str
+    key: str | int
+    labels: list[str]
+    properties: dict[str, Any]
+
+
+class RelationshipLine(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    kind: Literal["relationship"]
+    type: str
+    source: tuple[str, str | int] = Field(alias="from")
+    target: tuple[str, str | int] = Field(alias="to")
+    properties: dict[str, Any]
+
+
+class EndLine(BaseModel):
+    kind: Literal["end"]
+    nodes: int
+    relationships: int
+
+
+Line = Annotated[Header | NodeLine | RelationshipLine | EndLine, Field(discriminator="kind")]
+_LINE: TypeAdapter[Header | NodeLine | RelationshipLine | EndLine] = TypeAdapter(Line)
+
+
+class GraphCounts(BaseModel):
+    """Nodes per schema label and relationships per type: what a round trip must keep."""
+
+    nodes: dict[str, int]
+    relationships: dict[str, int]
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(self.nodes.values())
+
+    @property
+    def total_relationships(self) -> int:
+        return sum(self.relationships.values())
+
+
+def graph_counts(store: GraphStore) -> GraphCounts:
+    """Counts per label (the schema's, the Fact label included) and per relationship type."""
+    nodes = {label: int(store.read(f"MATCH (n:{label}) RETURN count(n) AS c")[0]["c"]) for label in LABELS}
+    nodes[FACT_LABEL] = int(store.read(f"MATCH (n:{FACT_LABEL}) RETURN count(n) AS c")[0]["c"])
+    rows = store.read("MATCH ()-[r]->() RETURN type(r) AS type, count(r) AS c")
+    return GraphCounts(
+        nodes={k: v for k, v in nodes.items() if v},
+        relationships={row["type"]: int(row["c"]) for row in sorted(rows, key=lambda r: r["type"])},
+    )
+
+
+# -- reading a store -------------------------------------------------------------------------------
+
+
+def _primary(labels: Iterable[str]) -> str | None:
+    """A node's schema label: the first of NODE_KEYS among its labels."""
+    present = set(labels)
+    return next((label for label in LABELS if label in present), None)
+
+
+def iter_nodes(store: GraphStore) -> Iterator[NodeLine]:
+    """Every data node, label by label in the schema's order, by key; a page per statement."""
+    for label in LABELS:
+        key, after = NODE_KEYS[label], None
+        while True:
+            rows = store.read(
+                f"MATCH (n:{label}) WHERE $after IS NULL OR n.{key} > $after "
+                f"RETURN n.{key} AS key, labels(n) AS labels, properties(n) AS props ORDER BY key LIMIT $page",
+                {"after": after, "page": PAGE},
+            )
+            for row in rows:
+                if _primary(row["labels"]) == label:  # a node with two schema labels is written once
+                    yield NodeLine(
+                        kind="node",
+                        label=label,
+                        key=row["key"],
+                        labels=sorted(row["labels"]),
+                        properties=dict(sorted(row["props"].items())),
+                    )
+            if len(rows) < PAGE:
+                break
+            after = rows[-1]["key"]
+
+
+def iter_relationships(store: GraphStore) -> Iterator[RelationshipLine]:
+    """Every relationship, grouped by its source node (label, key), then type and target."""
+    target_keys = ", ".join(f"b.{prop} AS b_{prop}" for prop in KEY_PROPERTIES)
+    for label in LABELS:
+        key, after = NODE_KEYS[label], None
+        while True:
+            rows = store.read(
+                f"MATCH (a:{label}) WHERE $after IS NULL OR a.{key} > $after WITH a ORDER BY a.{key} LIMIT $page "
+                f"OPTIONAL MATCH (a)-[r]->(b) RETURN a.{key} AS a, labels(a) AS a_labels, type(r) AS type, "
+                f"labels(b) AS b_labels, properties(r) AS props, {target_keys}",
+                {"after": after, "page": PAGE},
+            )
+            if not rows:
+                break
+            lines = []
+            for row in rows:
+                if row["type"] is None or _primary(row["a_labels"]) != label:
+                    continue
+                target = _primary(row["b_labels"])
+                if target is None:
+                    raise GraphFileError(
+                        f"a {row['type']} relationship of {label} {row['a']!r} ends at a node "
+                        f"without a schema label ({', '.join(row['b_labels']) or 'no label'})"
+                    )
+                lines.append(
+                    RelationshipLine(
+                        kind="relationship",
+                        type=row["type"],
+                        source=(label, row["a"]),
+                        target=(target, row[f"b_{NODE_KEYS[target]}"]),
+                        properties=dict(sorted((row["props"] or {}).items())),  # the same bytes from either backend
+                    )
+                )
+            yield from sorted(lines, key=lambda r: (str(r.source[1]), r.type, r.target[0], str(r.target[1])))
+            sources = {row["a"] for row in rows}
+            if len(sources) < PAGE:
+                break
+            after = max(sources)
+
+
+# -- export ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Exported:
+    nodes: int = 0
+    relationships: int = 0
+
+
+def export_jsonl(store: GraphStore, out: TextIO, *, source: str = "", on_progress: Progress | None = None) -> Exported:
+    """Write the graph to `out` as JSON lines (the module's format); checks that every node and
+    relationship of the store was written."""
+    done = Exported()
+    header = {
+        "kind": "header",
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "schema_version": schema_version(store),
+        "exported_at": utc_now(),
+        "source": source or store.backend,
+    }
+    out.write(json.dumps(header) + "\n")
+    for node in iter_nodes(store):
+        out.write(node.model_dump_json() + "\n")
+        done.nodes += 1
+        if on_progress and done.nodes % PAGE == 0:
+            on_progress("nodes", done.nodes)
+    for rel in iter_relationships(store):
+        out.write(rel.model_dump_json(by_alias=True) + "\n")
+        done.relationships += 1
+        if on_progress and done.relationships % PAGE == 0:
+            on_progress("relationships", done.relationships)
+    _check_complete(store, done)
+    out.write(json.dumps({"kind": "end", "nodes": done.nodes, "relationships": done.relationships}) + "\n")
+    return done
+
+
+def _check_complete(store: GraphStore, done: Exported) -> None:
+    """Every node but the schema's own must carry a schema label; nothing may be left behind."""
+    total = int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
+    if total != done.nodes:
+        strays = store.read(
+            f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} AND NOT ({' OR '.join(f'n:{label}' for label in LABELS)}) "
+            "RETURN DISTINCT labels(n) AS labels LIMIT 5"
+        )
+        names = ", ".join(":".join(row["labels"]) or "(none)" for row in strays)
+        raise GraphFileError(
+            f"{total - done.nodes} node(s) carry no schema label (labels: {names}); "
+            "the graph file names nodes by their schema label and key"
+        )
+    relationships = int(store.read("MATCH ()-[r]->() RETURN count(r) AS c")[0]["c"])
+    if relationships != done.relationships:
+        raise GraphFileError(
+            f"wrote {done.relationships} of the graph's {relationships} relationships: a node's "
+            "key is missing or shared by two nodes"
+        )
+
+
+# -- import ----------------------------------------------------------------------------------------
+
+
+def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -> Iterator[NodeLine | RelationshipLine]:
+    """The node and relationship lines of a graph file, checked: a header first, known labels and
+    types, nodes before relationships, and the end line with the right counts last. With
+    `references`, also that every relationship joins two nodes of the file (it keeps their keys)."""
+    header: Header | None = None
+    nodes = relationships = 0
+    ended = False
+    keys: set[tuple[str, str | int]] = set()
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        if ended:
+            raise GraphFileError(f"{origin} line {number}: data after the end line")
+        try:
+            line = _LINE.validate_python(json.loads(text))
+        except (json.JSONDecodeError, ValidationError) as error:
+            raise GraphFileError(f"{origin} line {number}: not a chiplore graph line ({_first_error(error)})") from None
+        if header is None:
+            if not isinstance(line, Header):
+                raise GraphFileError(f"{origin} line {number}: a chiplore graph file starts with its header line")
+            if line.version > FORMAT_VERSION or line.schema_version > LATEST_VERSION:
+                raise GraphFileError(
+                    f"{origin} was written by a newer chiplore (format {line.version}, schema "
+                    f"{line.schema_version}); upgrade chiplore to read it"
+                )
+            header = line
+        elif isinstance(line, NodeLine):
+            if relationships:
+                raise GraphFileError(f"{origin} line {number}: a node after the relationships")
+            _check_node(line, f"{origin} line {number}")
+            nodes += 1
+            if references:
+                keys.add((line.label, line.key))
+            yield line
+        elif isinstance(line, RelationshipLine):
+            _check_relationship(line, f"{origin} line {number}")
+            if references and (missing := next((end for end in (line.source, line.target) if end not in keys), None)):
+                raise GraphFileError(f"{origin} line {number}: the {line.type} relationship names {missing[0]} "
+                                     f"{missing[1]!r}, a node the file does not hold")  # fmt: skip
+            relationships += 1
+            yield line
+        elif isinstance(line, EndLine):
+            if (line.nodes, line.relationships) != (nodes, relationships):
+                raise GraphFileError(
+                    f"{origin} line {number}: the end line counts {line.nodes} nodes and "
+                    f"{line.relationships} relationships; the file holds {nodes} and {relationships}"
+                )
+            ended = True
+        else:
+            raise GraphFileError(f"{origin} line {number}: a second header")
+    if header is None:
+        raise GraphFileError(f"{origin} is empty: no chiplore graph header")
+    if not ended:
+        raise GraphFileError(f"{origin} has no end line: the file was cut short")
+
+
+def _first_error(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
+    return str(error).split("\n")[0]
+
+
+def _check_node(line: NodeLine, where: str) -> None:
+    if line.label not in LABELS:
+        raise GraphFileError(f"{where}: unknown node label {line.label!r}")
+    extra = set(line.labels) - set(NODE_KEYS) - {FACT_LABEL}
+    if extra or line.label not in line.labels:
+        raise GraphFileError(f"{where}: labels {line.labels} are not the schema's for a {line.label}")
+    key = NODE_KEYS[line.label]
+    if line.properties.get(key) != line.key:
+        raise GraphFileError(f"{where}: the {line.label}'s {key} property differs from its key")
+
+
+def _check_relationship(line: RelationshipLine, where: str) -> None:
+    if line.type not in RELATIONSHIPS:
+        raise GraphFileError(f"{where}: unknown relationship type {line.type!r}")
+    for label, _ in (line.source, line.target):
+        if label not in LABELS:
+            raise GraphFileError(f"{where}: unknown node label {label!r}")
+
+
+@dataclass
+class Imported:
+    nodes: int = 0
+    relationships: int = 0
+
+
+@dataclass
+class _Batches:
+    """Lines waiting to be written, a statement per group: nodes by their labels, relationships by
+    (source label, type, target label)."""
+
+    nodes: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    relationships: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def data_nodes(store: GraphStore) -> int:
+    """Nodes other than the schema's own: zero for a store an import may fill."""
+    return int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
+
+
+def import_lines(
+    store: GraphStore,
+    lines: Iterable[NodeLine | RelationshipLine],
+    *,
+    replace: bool = False,
+    on_progress: Progress | None = None,
+) -> Imported:
+    """Write checked graph lines into `store`, which must hold no data (`replace` deletes what it
+    holds first). The schema is applied first, so every MERGE finds its node by an index."""
+    held = data_nodes(store)
+    if held and not replace:
+        raise GraphFileError(
+            f"the {store.backend} store already holds {held:,} nodes: import into an empty one, "
+            "or pass --replace to delete them first"
+        )
+    if held:
+        store.delete_all()
+    ensure_schema(store)
+    done, waiting = Imported(), _Batches()
+    for line in lines:
+        if isinstance(line, NodeLine):
+            group = (line.label, *sorted(set(line.labels) - {line.label}))
+            waiting.nodes[group].append({"key": line.key, "props": line.properties})
+            if len(waiting.nodes[group]) >= PAGE:
+                _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
+            continue
+        for group in list(waiting.nodes):  # every node is written before the first relationship
+            _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
+        pair = (line.source[0], line.type, line.target[0])
+        waiting.relationships[pair].append({"a": line.source[1], "b": line.target[1], "props": line.properties})
+        if len(waiting.relationships[pair]) >= PAGE:
+            _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
+    for group in list(waiting.nodes):
+        _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
+    for pair in list(waiting.relationships):
+        _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
+    store.compact()
+    return done
+
+
+def _flush_nodes(
+    store: GraphStore, done: Imported, group: tuple[str, ...], rows: list[dict[str, Any]], on_progress: Progress | None
+) -> None:
+    label, *extra = group
+    labels = "".join(f" SET n:{other}" for other in extra)
+    store.write(
+        f"UNWIND $rows AS row MERGE (n:{label} {{{NODE_KEYS[label]}: row.key}}) SET n += row.props{labels}",
+        {"rows": rows},
+    )
+    done.nodes += len(rows)
+    if on_progress:
+        on_progress("nodes", done.nodes)
+
+
+def _flush_relationships(
+    store: GraphStore,
+    done: Imported,
+    group: tuple[str, str, str],
+    rows: list[dict[str, Any]],
+    on_progress: Progress | None,
+) -> None:
+    source, rel, target = group
+    written = store.write(
+        f"UNWIND $rows AS row MATCH (a:{source} {{{NODE_KEYS[source]}: row.a}}) "
+        f"MATCH (b:{target} {{{NODE_KEYS[target]}: row.b}}) MERGE (a)-[r:{rel}]->(b) SET r += row.props "
+        "RETURN count(r) AS n",
+        {"rows": rows},
+    )
+    if int(written[0]["n"]) != len(rows):
+        raise GraphFileError(
+            f"{len(rows) - int(written[0]['n'])} {rel} relationship(s) from {source} to {target} "
+            "name a node the file does not hold"
+        )
+    done.relationships += len(rows)
+    if on_progress:
+        on_progress("relationships", done.relationships)
+
+
+def import_jsonl(
+    store: GraphStore, path: Path, *, replace: bool = False, on_progress: Progress | None = None
+) -> Imported:
+    """Import a JSON-lines graph file. The whole file is checked before anything is written (every
+    line, and every relationship's two nodes), so a bad line costs nothing."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for _ in read_lines(handle, path.name, references=True):
+                pass
+        with path.open(encoding="utf-8") as handle:
+            return import_lines(store, read_lines(handle, path.name), replace=replace, on_progress=on_progress)
+    except (OSError, UnicodeDecodeError) as error:
+        raise GraphFileError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def copy_graph(
+    source: GraphStore, destination: GraphStore, *, replace: bool = False, on_progress: Progress | None = None
+) -> Imported:
+    """Copy every node and relationship of one store into another (empty, or emptied by `replace`)."""
+    if schema_version(source) > LATEST_VERSION:
+        raise GraphFileError("the source graph's schema is newer than this chiplore; upgrade chiplore")
+
+    def lines() -> Iterator[NodeLine | RelationshipLine]:
+        yield from iter_nodes(source)
+        yield from iter_relationships(source)
+
+    return import_lines(destination, lines(), replace=replace, on_progress=on_progress)

@@ -1,0 +1,159 @@
+"""The graph as a file (kg.graph_io, kg.cypher_script): a graph exported from one backend and imported
+into an empty store of the other has the same counts per label and relationship type and the same
+named-query answers, both ways; the Cypher script loads into Neo4j the same; a bad file is refused
+whole, with the line that is wrong, before anything is written."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import queries as named_queries
+from kg.cypher_script import export_cypher, literal, statements
+from kg.embedded_store import EmbeddedStore
+from kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
+from kg.neo4j_store import Neo4jStore
+from kg.sample import SampleSummary, build_sample_graph, sample_query_params
+from kg.schema import ensure_schema
+from kg.store import GraphStore
+
+pytestmark = pytest.mark.neo4j
+
+
+def _normal(value: Any) -> Any:
+    """A value with every list sorted (collect() has no order), for comparing answers."""
+    if isinstance(value, dict):
+        return {key: _normal(item) for key, item in sorted(value.items())}
+    if isinstance(value, list):
+        return sorted((_normal(item) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
+    return value
+
+
+def answers(store: GraphStore, summary: SampleSummary) -> dict[str, Any]:
+    """Every named query's rows (as a sorted multiset) on the sample graph's parameters."""
+    params = sample_query_params(summary)
+    found = {}
+    for name, query in named_queries.load_all().items():
+        given = params.get(name, {})
+        if any(p.required and p.name not in given for p in query.params):
+            continue
+        found[name] = _normal(named_queries.run(store, name, given))
+    return found
+
+
+def sample(store: GraphStore) -> SampleSummary:
+    ensure_schema(store)
+    return build_sample_graph(store, designs_per_kernel=6)
+
+
+@pytest.mark.parametrize("direction", ["embedded->neo4j", "neo4j->embedded"])
+def test_a_round_trip_keeps_every_count_and_every_named_query_answer(
+    direction: str, embedded_store: EmbeddedStore, neo4j_store: Neo4jStore, tmp_path: Path
+) -> None:
+    source, destination = (embedded_store, neo4j_store) if direction == "embedded->neo4j" else (
+        neo4j_store, embedded_store)  # fmt: skip
+    summary = sample(source)
+    file = tmp_path / "graph.jsonl"
+    with file.open("w") as out:
+        exported = export_jsonl(source, out)
+    before = graph_counts(source)
+    assert (exported.nodes, exported.relationships) == (before.total_nodes - before.nodes["Fact"],
+                                                        before.total_relationships)  # fmt: skip
+    imported = import_jsonl(destination, file)
+    assert (imported.nodes, imported.relationships) == (exported.nodes, exported.relationships)
+    assert graph_counts(destination) == before
+    expected = answers(source, summary)
+    assert len(expected) >= 10  # every named query the sample graph has parameters for
+    assert answers(destination, summary) == expected
+    again = tmp_path / "again.jsonl"
+    with again.open("w") as out:
+        export_jsonl(destination, out)
+    assert _body(again) == _body(file)
+
+
+def _digits(value: Any) -> Any:
+    """FalkorDB replies with a float's 15 significant digits: a value through it compares at those."""
+    if isinstance(value, float):
+        return float(f"{value:.15g}")
+    if isinstance(value, dict):
+        return {key: _digits(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_digits(item) for item in value]
+    return value
+
+
+def _body(file: Path) -> list[Any]:
+    """A graph file's lines but its header (which holds the export's time), in order."""
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    return [_digits(line) for line in lines if line["kind"] != "header"]
+
+
+def test_the_cypher_script_loads_into_neo4j_as_the_same_graph(embedded_store: EmbeddedStore,
+                                                              neo4j_store: Neo4jStore) -> None:  # fmt: skip
+    summary = sample(embedded_store)
+    script = io.StringIO()
+    export_cypher(embedded_store, script)
+    for statement in statements(script.getvalue()):
+        neo4j_store.write(statement)
+    assert graph_counts(neo4j_store) == graph_counts(embedded_store)
+    assert answers(neo4j_store, summary) == answers(embedded_store, summary)
+
+
+def test_literals_are_values_never_code() -> None:
+    assert literal("x'}) DETACH DELETE n //") == '"x\'}) DETACH DELETE n //"'
+    assert literal('a"b\\c\n') == '"a\\"b\\\\c\\n"'
+    assert literal({"weird `key`": [1, 2.5, None, True]}) == "{`weird ``key```: [1, 2.5, null, true]}"
+
+
+def test_copy_fills_an_empty_store_and_refuses_a_full_one(embedded_store: EmbeddedStore,
+                                                          neo4j_store: Neo4jStore) -> None:  # fmt: skip
+    sample(embedded_store)
+    copy_graph(embedded_store, neo4j_store)
+    with pytest.raises(GraphFileError, match=r"already holds .* --replace"):
+        copy_graph(embedded_store, neo4j_store)
+    copy_graph(embedded_store, neo4j_store, replace=True)
+    assert graph_counts(neo4j_store) == graph_counts(embedded_store)
+
+
+def _write(path: Path, lines: list[dict[str, Any] | str]) -> Path:
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+HEADER = {"kind": "header", "format": "chiplore-graph", "version": 1, "schema_version": 3}
+KERNEL = {"kind": "node", "label": "Kernel", "key": "k", "labels": ["Kernel"],
+          "properties": {"name": "k", "target": "t", "weight_bytes": 1, "bound_cycles": 1.0}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ([], "is empty"),
+    ([KERNEL], "line 1: a chiplore graph file starts with its header"),
+    ([HEADER, KERNEL], "no end line: the file was cut short"),
+    ([HEADER, {**KERNEL, "label": "Person"}, {"kind": "end", "nodes": 1, "relationships": 0}], "unknown node label"),
+    ([HEADER, {**KERNEL, "labels": ["Kernel", "Admin"]}, {"kind": "end", "nodes": 1, "relationships": 0}],
+     "not the schema's"),
+    ([HEADER, KERNEL, {"kind": "relationship", "type": "OWNS", "from": ["Kernel", "k"], "to": ["Kernel", "k"],
+                       "properties": {}}, {"kind": "end", "nodes": 1, "relationships": 1}], "unknown relationship"),
+    ([HEADER, KERNEL, {"kind": "end", "nodes": 2, "relationships": 0}], "the file holds 1"),
+    ([HEADER, "{not json", {"kind": "end", "nodes": 0, "relationships": 0}], "line 2: not a chiplore graph line"),
+    ([{**HEADER, "schema_version": 99}, {"kind": "end", "nodes": 0, "relationships": 0}], "newer chiplore"),
+])  # fmt: skip
+def test_a_bad_file_is_refused_whole_before_anything_is_written(
+    lines: list[Any], message: str, embedded_store: EmbeddedStore, tmp_path: Path
+) -> None:
+    with pytest.raises(GraphFileError, match=message):
+        import_jsonl(embedded_store, _write(tmp_path / "bad.jsonl", lines))
+    assert embedded_store.read("MATCH (n) WHERE NOT n:SchemaVersion RETURN count(n) AS c")[0]["c"] == 0
+
+
+def test_a_relationship_to_a_node_the_file_lacks_is_refused(embedded_store: EmbeddedStore, tmp_path: Path) -> None:
+    rel = {"kind": "relationship", "type": "ROOT", "from": ["Kernel", "k"], "to": ["DesignNode", "missing"],
+           "properties": {}}  # fmt: skip
+    file = _write(tmp_path / "dangling.jsonl", [HEADER, KERNEL, rel, {"kind": "end", "nodes": 1, "relationships": 1}])
+    with pytest.raises(GraphFileError, match="line 3: the ROOT relationship names DesignNode 'missing'"):
+        import_jsonl(embedded_store, file)
+    assert embedded_store.read("MATCH (n) WHERE NOT n:SchemaVersion RETURN count(n) AS c")[0]["c"] == 0
