@@ -47,8 +47,10 @@ def local_ray() -> Iterator[str]:
     the optimize processes that join it."""
     previous = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), previous) if p)  # the raylet's workers inherit it
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a CI machine may have no network to report to
+    # a small object store: a CI container's /dev/shm is small, and the jobs' results are a few kB
     ray.init(num_cpus=2, resources={device_resource("toy"): 8, device_resource(KIND): 8}, include_dashboard=False,
-             log_to_driver=False)  # fmt: skip
+             log_to_driver=False, object_store_memory=128 * 2**20)  # fmt: skip
     try:
         yield str(ray.get_runtime_context().gcs_address)
     finally:
@@ -188,11 +190,12 @@ def _open(env: dict[str, str]) -> GraphStore:
 
 
 def _learnt(env: dict[str, str]) -> None:
-    """Learn the toy chip on its plain, fast device (the slow one is the same chip)."""
-    for args in (("init",), ("learn", "--json")):
-        done = _cli({**env, "CHIPLORE_TARGET": "tests.toy:from_settings"}, *args)
-        _, err = done.communicate(timeout=300)
-        assert done.returncode == 0, err
+    """Learn the toy chip on its plain, fast device (the slow one is the same chip), in this process:
+    what `chiplore init` and `chiplore learn` do, without two more processes to start."""
+    with _open(env) as store:
+        session = Session(store, ToyChip())
+        session.prepare()
+        session.learn()
 
 
 def _wait_for(process: subprocess.Popen[str], words: str, timeout_s: float = 180) -> list[str]:
