@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
+from kg.repo.design_counts import moved, moved_if_found, recount_if_unmarked
 from kg.repo.nodes import upsert
 from kg.store import GraphStore
 
 
 def register_kernel(store: GraphStore, kernel: Kernel) -> Kernel:
     upsert(store, [kernel])
+    recount_if_unmarked(store, kernel.name)
     return kernel
 
 
@@ -31,18 +33,19 @@ def add_design(
     """
     # The prerequisites are matched first: when one is missing the statement creates nothing.
     parent_match, place = (
-        ("MATCH (k:Kernel {name: $kernel})", "MERGE (k)-[:ROOT]->(d)")
+        ("", "MERGE (k)-[:ROOT]->(d)")
         if parent is None
         else ("MATCH (p:DesignNode {id: $parent})", "MERGE (d)-[:CHILD_OF]->(p)")
     )
     store.write(
-        f"MATCH (a:Activity {{id: $activity}}) {parent_match} "
+        f"MATCH (a:Activity {{id: $activity}}) MATCH (k:Kernel {{name: $kernel}}) {parent_match} "
         "MERGE (v:KernelVersion {sha: $sha}) SET v += $version "
-        "MERGE (d:DesignNode {id: $id}) ON CREATE SET d += $design "
+        f"MERGE (d:DesignNode {{id: $id}}) ON CREATE SET d += $design, {moved('k', 'null', '$status')} "
         f"MERGE (d)-[:HAS_VERSION]->(v) MERGE (d)-[:CREATED_BY]->(a) {place} "
         "WITH d UNWIND $facts AS fact_id MATCH (f:Fact {fact_id: fact_id}) MERGE (d)-[:CONSULTED]->(f)",
         {"sha": version.sha, "version": version.properties(), "id": design.id, "design": design.properties(),
-         "activity": activity.id, "kernel": design.kernel, "parent": parent, "facts": list(consulted)},
+         "activity": activity.id, "kernel": design.kernel, "parent": parent, "facts": list(consulted),
+         "status": design.status},
     )  # fmt: skip
     placed = store.read(
         "MATCH (d:DesignNode {id: $id})-[:HAS_VERSION]->(:KernelVersion) "
@@ -62,7 +65,9 @@ def update_design(store: GraphStore, design_id: str, *, held_by: str | None = No
     """Set some of a design's properties (status, measured cycles, reason, owner) in one statement;
     with `held_by`, only while that process still holds the design (ClaimLost otherwise)."""
     rows = store.write(
-        "MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held SET d += $props RETURN d.id AS id",
+        "MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held WITH d, d.status AS old "
+        "SET d += $props WITH d, old OPTIONAL MATCH (k:Kernel {name: d.kernel}) "
+        f"{moved_if_found('k', 'old', 'd.status')} RETURN d.id AS id",
         {"id": design_id, "props": props, "held": held_by},
     )
     if not rows:
@@ -94,7 +99,9 @@ def set_best(store: GraphStore, kernel: str, design_id: str, *, held_by: str | N
     while that process holds the design (ClaimLost otherwise)."""
     rows = store.write(
         "MATCH (k:Kernel {name: $kernel}) MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held "
-        "SET d += $props WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
+        # (FalkorDB shows what `d += $props` set only past a WITH)
+        f"WITH k, d, d.status AS was SET d += $props WITH k, d, was SET {moved('k', 'was', 'd.status')} "
+        "WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
         "WITH DISTINCT k, d MERGE (k)-[:BEST]->(d) RETURN d.id AS id",
         {"kernel": kernel, "id": design_id, "props": props, "held": held_by},
     )
@@ -161,7 +168,9 @@ def close_unfinished(store: GraphStore, toolchain: str, why: str) -> int:
     end as failed, with why (an upgrade closes them: no resumed run will judge them)."""
     rows = store.write(
         "MATCH (d:DesignNode)-[:HAS_VERSION]->(:KernelVersion {toolchain: $old}) WHERE d.status IN $open "
-        "SET d.status = 'failed', d.reason = $why RETURN count(d) AS n",
+        "WITH DISTINCT d WITH d, d.status AS was SET d.status = 'failed', d.reason = $why "
+        "WITH d.kernel AS kernel, was, d.status AS now, count(*) AS n OPTIONAL MATCH (k:Kernel {name: kernel}) "
+        f"{moved_if_found('k', 'was', 'now', n='n')} RETURN sum(n) AS n",
         {"old": toolchain, "open": list(UNFINISHED), "why": why},
     )
     return int(rows[0]["n"]) if rows else 0

@@ -3,6 +3,7 @@ returns the violations it finds (empty when the graph is whole)."""
 
 from __future__ import annotations
 
+from kg.repo.design_counts import miscounted
 from kg.store import GraphStore
 
 
@@ -10,7 +11,7 @@ def violations(store: GraphStore) -> list[str]:
     """Every broken invariant, one line each."""
     found: list[str] = []
     for check in (_one_design_per_source, _runs_are_linked, _best_is_accepted, _ledger_is_the_sum_of_its_runs,
-                  _measured_once, _decided_designs_are_released):  # fmt: skip
+                  _measured_once, _decided_designs_are_released, miscounted):  # fmt: skip
         found += check(store)
     return found
 

@@ -16,9 +16,6 @@ from kg.models import Activity, Check, LanguageEntry, LanguageExample, Toolchain
 from kg.repo.nodes import Link, Ref, link, upsert
 from kg.store import GraphStore
 
-# Relationship types of the summary that the generic linker does not know (the allowlist of kg.repo.nodes).
-OWN_LINKS = {("LanguageEntry", "CONSTRAINED_BY", "LegalityRule"), ("LanguageEntry", "STATES", "Claim")}
-
 
 @dataclass(frozen=True)
 class ExampleCheck:
@@ -59,26 +56,17 @@ def record_entries(store: GraphStore, entries: Sequence[tuple[LanguageEntry, Ent
     entry it supersedes becomes `superseded`."""
     upsert(store, [entry for entry, _ in entries])
     links: list[Link] = []
-    own: dict[str, list[dict[str, str]]] = defaultdict(list)
     for entry, found in entries:
         ref = Ref.to(entry)
         links += [Link(ref, "UNDER", Ref("Toolchain", Toolchain.id_of(target, entry.version))),
                   Link(ref, "CREATED_BY", Ref.to(activity))]  # fmt: skip
         links += [Link(ref, "CITES", Ref("DocChunk", sha)) for sha in sorted(found.chunks)]
         links += [Link(ref, "CHECKED_BY", Ref("Check", check)) for check in sorted(found.checks)]
+        links += [Link(ref, "CONSTRAINED_BY", Ref("LegalityRule", rule)) for rule in sorted(found.rules)]
+        links += [Link(ref, "STATES", Ref("Claim", claim)) for claim in sorted(found.claims)]
         if found.supersedes:
             links.append(Link(ref, "SUPERSEDES", Ref("LanguageEntry", found.supersedes)))
-        own["CONSTRAINED_BY"] += [{"a": entry.id, "b": rule} for rule in sorted(found.rules)]
-        own["STATES"] += [{"a": entry.id, "b": claim} for claim in sorted(found.claims)]
     link(store, links)
-    targets = {"CONSTRAINED_BY": ("LegalityRule", "id"), "STATES": ("Claim", "id")}
-    for rel, rows in own.items():
-        label, key = targets[rel]
-        store.write_rows(
-            f"UNWIND $rows AS row MATCH (a:LanguageEntry {{id: row.a}}) MATCH (b:{label} {{{key}: row.b}}) "
-            f"MERGE (a)-[:{rel}]->(b)",
-            rows,
-        )
     superseded = sorted({found.supersedes for _, found in entries if found.supersedes})
     if superseded:
         store.write("UNWIND $ids AS id MATCH (e:LanguageEntry {id: id}) SET e.status = 'superseded'",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from kg.repo.design_counts import status_counts
 from kg.repo.nodes import count_by_label
 from kg.repo.targets import active_toolchain, toolchains
 from kg.schema import schema_version
@@ -32,7 +33,7 @@ class Overview(BaseModel):
 def overview(store: GraphStore, target: str) -> Overview:
     rows = store.read(
         "MATCH (k:Kernel {target: $target}) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
-        "RETURN k.name AS name, b.id AS best ORDER BY name",
+        "RETURN k.name AS name, b.id AS best, properties(k) AS stored ORDER BY name",
         {"target": target},
     )
     spent = {
@@ -41,7 +42,12 @@ def overview(store: GraphStore, target: str) -> Overview:
     }
     kernels = [
         KernelSummary.model_validate(
-            {**row, **_kernel_totals(store, row["name"]), "device_s": spent.get(row["name"], 0.0)}
+            {
+                "name": row["name"],
+                "best": row["best"],
+                **_kernel_totals(store, row["name"], row["stored"]),
+                "device_s": spent.get(row["name"], 0.0),
+            }
         )
         for row in rows
     ]
@@ -58,10 +64,6 @@ def overview(store: GraphStore, target: str) -> Overview:
     )
 
 
-def _kernel_totals(store: GraphStore, kernel: str) -> dict[str, int]:
-    designs = store.read(
-        "MATCH (d:DesignNode {kernel: $kernel}) "
-        "RETURN count(d) AS designs, sum(CASE WHEN d.status = 'accepted' THEN 1 ELSE 0 END) AS accepted",
-        {"kernel": kernel},
-    )[0]
-    return {"designs": designs["designs"], "accepted": designs["accepted"] or 0}
+def _kernel_totals(store: GraphStore, kernel: str, stored: dict[str, object]) -> dict[str, int]:
+    counts = status_counts(store, kernel, stored)
+    return {"designs": sum(counts.values()), "accepted": counts.get("accepted", 0)}

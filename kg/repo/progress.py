@@ -7,6 +7,7 @@ import math
 from pydantic import BaseModel
 
 from kg.models import DesignNode
+from kg.repo.design_counts import status_counts
 from kg.repo.designs import best_of, root_of
 from kg.store import GraphStore
 
@@ -82,18 +83,12 @@ def kernel_progress(store: GraphStore, roof: str, target: str | None = None) -> 
         "OPTIONAL MATCH (k)-[:ROOT]->(r:DesignNode) OPTIONAL MATCH (k)-[:BEST]->(b:DesignNode) "
         "OPTIONAL MATCH (l:DeviceLedger {consumer: k.name}) "
         "OPTIONAL MATCH (v:Revalidation {role: 'baseline'})-[:REVALIDATES]->(r) WHERE v.to_version = $v "
-        "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, "
+        "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, properties(k) AS stored, "
         "coalesce(v.cycles_after, r.measured_cycles) AS baseline, b.id AS best, l.device_s AS device_s "
         "ORDER BY kernel",
         {"v": version, "target": target},
     ):
-        statuses = {
-            r["status"]: r["n"]
-            for r in store.read(
-                "MATCH (d:DesignNode {kernel: $k}) RETURN d.status AS status, count(*) AS n ORDER BY status",
-                {"k": row["kernel"]},
-            )
-        }
+        statuses = status_counts(store, row["kernel"], row["stored"])
         best = low = high = None
         if row["best"] is not None:
             samples = pooled_cycles(store, row["best"], version) or pooled_cycles(store, row["best"])

@@ -20,7 +20,17 @@ from kg.models import (
     ProbeProgram,
     Screening,
 )
-from kg.repo.designs import add_design, best_of, children_of, register_kernel, set_best, set_design_status
+from kg.repo.design_counts import miscounted, status_counts
+from kg.repo.designs import (
+    add_design,
+    best_of,
+    children_of,
+    close_unfinished,
+    register_kernel,
+    set_best,
+    set_design_status,
+    update_design,
+)
 from kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
 from kg.repo.nodes import Link, Ref, count_by_label, link
 from kg.repo.runs import record_device_run, record_device_runs, record_screening
@@ -223,3 +233,29 @@ def test_claims_rules_and_screenings_carry_their_provenance(graph: GraphStore) -
     assert graph.read("MATCH (s:Screening)-[:OF]->(d:DesignNode) RETURN s.passed AS ok, d.id AS d") == [
         {"ok": False, "d": "d0"}
     ]
+
+
+def test_design_counts_move_with_every_status_change(graph: GraphStore) -> None:
+    actor = record_activity(graph, Activity(id="a1", role="refiner", policy="builtin"))
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
+    for index in range(5):
+        add_design(graph, _design(index, min(index, 1)), version=_version(f"p{index}"),
+                   parent=None if index == 0 else "d0", activity=actor)  # fmt: skip
+    add_design(graph, _design(1, 1), version=_version("p1"), parent="d0", activity=actor)  # again: counted once
+    set_design_status(graph, "d1", "queued")
+    set_design_status(graph, "d1", "queued")  # unchanged: nothing moves
+    set_best(graph, "gemv", "d0", status="accepted")
+    set_design_status(graph, "d2", "rejected")
+    update_design(graph, "d3", status="measured", measured_cycles=10.0)
+    assert close_unfinished(graph, "0.6.0", "upgraded") == 3  # d1 queued, d3 measured, d4 proposed
+    expected = {"accepted": 1, "failed": 3, "rejected": 1}
+    stored = graph.read("MATCH (k:Kernel {name: 'gemv'}) RETURN properties(k) AS p")[0]["p"]
+    assert stored["designs_counted"] is True
+    assert status_counts(graph, "gemv", stored) == expected == status_counts(graph, "gemv", None)
+    assert miscounted(graph) == []
+    graph.write("MATCH (d:DesignNode {id: 'd4'}) SET d.status = 'accepted'")  # a write past the repository
+    assert miscounted(graph) == ["kernel gemv: stored design counts accepted 1 (is 2), failed 3 (is 2)"]
+    graph.write("MATCH (k:Kernel) REMOVE k.designs_counted")  # a graph from before the counters
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
+    assert miscounted(graph) == []
+    assert status_counts(graph, "gemv", None) == {"accepted": 2, "failed": 2, "rejected": 1}
