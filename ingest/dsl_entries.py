@@ -1,7 +1,7 @@
 """What the DSL summary says of one construct under one version, decided from the checks of its
 examples, the legality rules in force and the docs' claims:
 
-- **availability**: `unavailable` when the compiler refuses it ("use X instead": an E0103-like
+- **availability**: `unavailable` when the compiler refuses it (a "use X instead"
   diagnostic on an example, or a construct rule in force), `deprecated` when it accepts it with a
   deprecation, else `available`;
 - **verdict**: `contradicted` when the docs' own example of it fails under the docs' version (does
@@ -29,7 +29,7 @@ class Standing:
 
     availability: Availability
     instead: str
-    constraints: tuple[str, ...]  # "E0403 contract.stream_dtype not_in [\"f4e2m1\"]", sorted
+    constraints: tuple[str, ...]  # "<rule code> <rule key> <op> <value>", sorted
 
     @property
     def fingerprint(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,10 @@ class EmbeddedStore:
         self.query_timeout_s = query_timeout_s
         self.server = FalkorDBServer(data_dir)
         self.started_server = self.server.ensure_running()
+        self._token = uuid.uuid4().hex[:12]
         self._db = FalkorDB(
             unix_socket_path=str(self.server.paths.socket),
-            client_name=client_name(),
+            client_name=client_name(self._token),
             socket_timeout=query_timeout_s + 5.0,
         )
         self._graph = self._db.select_graph(GRAPH_NAME)
@@ -225,7 +227,7 @@ class EmbeddedStore:
             self._db.connection.close()
             self._db.connection.connection_pool.disconnect()
         finally:
-            self.server.release()
+            self.server.release(self._token)
 
     def _ensure_open(self) -> None:
         if self._closed:

@@ -81,8 +81,10 @@ class ServerPaths:
         )
 
 
-def client_name() -> str:
-    return f"{CLIENT_NAME_PREFIX}{os.getpid()}"
+def client_name(store: str) -> str:
+    """The name a store's connections carry: its process and the store's own token (a process may hold
+    several stores on one data dir, and one closing must not stop the server under the others)."""
+    return f"{CLIENT_NAME_PREFIX}{os.getpid()}-{store}"
 
 
 class FalkorDBServer:
@@ -128,8 +130,9 @@ class FalkorDBServer:
             self._start()
             return True
 
-    def release(self) -> None:
-        """Stop the server if no other chiplore process is attached to it."""
+    def release(self, store: str = "") -> None:
+        """Stop the server if no other chiplore store (of another process, or another store `store`
+        is not, in this one) is attached to it."""
         with self._locked():
             if self._probe() != "up":
                 self._reap()
@@ -137,7 +140,7 @@ class FalkorDBServer:
             if not self._is_ours():
                 log.warning("the server on %s is not one chiplore started: left running", self.paths.socket)
                 return
-            others = self._other_attached_pids()
+            others = self._other_attached_pids(store)
             if others:
                 log.debug("leaving the embedded store running for processes %s", sorted(others))
                 return
@@ -266,7 +269,8 @@ class FalkorDBServer:
         except (FileNotFoundError, ValueError):
             return None
 
-    def _other_attached_pids(self) -> set[int]:
+    def _other_attached_pids(self, store: str = "") -> set[int]:
+        """The live processes with a chiplore store attached, other than store `store` of this one."""
         conn = self._connection()
         try:
             clients = conn.client_list()
@@ -275,10 +279,16 @@ class FalkorDBServer:
         pids: set[int] = set()
         for client in clients:
             name = client.get("name", "")
-            if name.startswith(CLIENT_NAME_PREFIX):
-                pid = int(name.removeprefix(CLIENT_NAME_PREFIX))
-                if pid != os.getpid() and pid_alive(pid):
-                    pids.add(pid)
+            if not name.startswith(CLIENT_NAME_PREFIX):
+                continue
+            pid_text, _, token = name.removeprefix(CLIENT_NAME_PREFIX).partition("-")
+            if not pid_text.isdigit():
+                continue
+            pid = int(pid_text)
+            if pid == os.getpid() and token in ("", store):
+                continue  # this store's own connections (closing) or a pre-token name of this process
+            if pid == os.getpid() or pid_alive(pid):
+                pids.add(pid)
         return pids
 
     # -- lifecycle ------------------------------------------------------------------------------

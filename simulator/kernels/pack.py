@@ -66,9 +66,15 @@ class KernelPack:
     def weight_bytes(self) -> int:
         return sum(param_bytes(self.signature.param(name)) for name in self.weight_names)
 
-    @cached_property
+    @property
     def spec(self) -> KernelSpec:
-        """The kernel as the Target offers it; its bound is the weight bytes over the chip's ingress."""
+        """The kernel as the Target offers it; its bound is the weight bytes over the ingress of the
+        chip in force now (a pack outlives a CHIPLORE_SIM_TRUTH change: built-in packs are read once
+        per process)."""
+        return self._spec.model_copy(update={"bound_cycles": weight_bound_cycles(self.weight_bytes)})
+
+    @cached_property
+    def _spec(self) -> KernelSpec:
         m = self.manifest
         return KernelSpec(
             name=m.name, description=m.description, label=m.label or m.name, params=self.signature.params,

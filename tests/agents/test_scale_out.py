@@ -218,7 +218,7 @@ def test_two_optimize_processes_on_one_graph_share_the_work(request: pytest.Fixt
                                                             local_ray: str, tmp_path: Path) -> None:  # fmt: skip
     env = _env(request, backend, tmp_path)
     _learnt(env)
-    first = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--seed", "1")
+    first = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--seed", "1", "-v")  # every note
     _wait_for(first, "baseline")  # the second joins once the tree has its root
     second = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "--seed", "2")
     for process in (first, second):
@@ -236,7 +236,7 @@ def test_kill_9_of_the_driver_then_resume_loses_nothing(request: pytest.FixtureR
                                                         local_ray: str, tmp_path: Path) -> None:  # fmt: skip
     env = _env(request, backend, tmp_path)
     _learnt(env)
-    killed = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray)
+    killed = _cli(env, "optimize", "--workers", "2", "--ray-address", local_ray, "-v")
     _wait_for(killed, "accepted")  # mid-run: a round's other designs are on the devices or waiting their turn
     os.killpg(killed.pid, signal.SIGKILL)  # no cleanup runs anywhere
     killed.wait(timeout=30)

@@ -122,7 +122,7 @@ def test_the_learn_command_prints_a_json_summary(tmp_path: Path) -> None:
     assert CliRunner().invoke(main, ["init", "--data-dir", str(tmp_path / "data")]).exit_code == 0
     result = CliRunner().invoke(main, ["learn", "--data-dir", str(tmp_path / "data"), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)  # progress lines go to stderr
     assert summary["toolchain"] == "0.6.0" and summary["rules_in_force"] >= 20
     assert summary["contradicted_claims"] >= len(WRONG_060) and summary["device_s"] <= BUDGET_S
 
