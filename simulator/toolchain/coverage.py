@@ -23,9 +23,9 @@ import numpy as np
 from simulator.diagnostics import Diagnostic
 from simulator.dsl import ir
 from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lower import SemOp
 from simulator.toolchain.lower_dma import _aligned
 from simulator.toolchain.lowered import LoweredProgram
+from simulator.toolchain.op_semantics import SemOp
 from simulator.toolchain.placement import Tensor, View
 from simulator.toolchain.rules import emit
 
