@@ -27,6 +27,7 @@ class LLMConfig(BaseModel):
     attempts: int = Field(3, ge=1)  # a malformed or illegal answer goes back to the model this many times
     max_steps: int = Field(16, ge=2)  # model calls and tool calls of one proposal
     token_budget: int = Field(400_000, ge=0)  # prompt + completion tokens of the run; 0: unlimited
+    summary_tokens: int = Field(6_000, ge=0)  # the language summary's share of each prompt; 0: unlimited
     usd_per_mtok_in: float = 0.0  # prices for the cost estimate (USD per million tokens)
     usd_per_mtok_out: float = 0.0
 

@@ -33,6 +33,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 import queries as named_queries
 from agents.knowledge import Knowledge
 from agents.llm.config import LLMConfig
+from agents.llm.kernel import best_stats, kernel_reference
+from agents.llm.language import language_summary
 from agents.llm.tools import graph_tools
 from agents.proposers import DesignProposal, KernelView, Role
 from chiplore.core.clock import utc_now
@@ -164,7 +166,8 @@ class LLMPolicy:
 
     def _one(self, view: KernelView) -> DesignProposal:
         calls = Calls(self.store, self.role, self.config, self.budget)
-        tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused)
+        tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused,
+                            language=self.pack.language)  # fmt: skip
         system = template("system").format(role=self.role, target=self.target.name, language=self.pack.language,
                                            version=view.version)  # fmt: skip
         agent = create_agent(self.model, tools=tools, system_prompt=system, response_format=ToolStrategy(Proposal))
@@ -210,6 +213,9 @@ class LLMPolicy:
                               change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
 
     def _prompt(self, view: KernelView) -> str:
+        """The role's prompt: the kernel as its pack states it, what the graph holds under the version
+        (measurements, checked claims, rules, the checked language summary), BEST with its statistics.
+        The bound is the measured one only: the kernel's true bound is hidden truth."""
         spec = view.spec
         best = best_of(self.store, view.kernel)
         best_source = source_of(self.store, best.id) if best is not None else ""
@@ -221,7 +227,9 @@ class LLMPolicy:
             version=view.version, measurements=_measurements(self.store, view.knowledge),
             rules=_rules(view.knowledge), failures=_failures(self.store, view.kernel), baseline=spec.baseline_source,
             best_source=best_source, lineage=_lineage(self.store, view.kernel),
-            claims=_claims(self.store, view.version),
+            claims=_claims(self.store, view.version), language=self.pack.language,
+            summary=language_summary(self.store, view.version, self.config.summary_tokens),
+            reference=kernel_reference(spec), best_stats=best_stats(self.target, best_source, view.version),
         )  # fmt: skip
 
 

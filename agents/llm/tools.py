@@ -36,8 +36,12 @@ def _rows(rows: list[dict[str, Any]]) -> str:
 
 
 def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
-                on_refusal: Callable[[str], None] = lambda what: None) -> list[BaseTool]:  # fmt: skip
-    """The tools; `on_refusal` hears of every write the model attempted (the policy records it)."""
+                on_refusal: Callable[[str], None] = lambda what: None,
+                language: str = "") -> list[BaseTool]:  # fmt: skip
+    """The tools; `on_refusal` hears of every write the model attempted (the policy records it);
+    `language` is what the target's programs are written in, as the tools' descriptions name it
+    (the target pack's name for it by default)."""
+    language = language or target.pack().language
 
     @tool
     def cypher(query: str) -> str:
@@ -59,7 +63,8 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
     @tool
     def named_query(name: str, params: dict[str, str] | None = None) -> str:
         """Run one of chiplore's named queries (e.g. rules-in-force with toolchain, measurements-of with
-        param, best-lineage with kernel, contradicted-claims); an unknown name lists the known ones."""
+        param, best-lineage with kernel, contradicted-claims, dsl-summary with toolchain and construct: a
+        construct's checked entry with its shortest compiled example); an unknown name lists the known ones."""
         known = named_queries.load_all()
         if name not in known:
             return f"unknown query {name!r}; known: {', '.join(sorted(known))}"
@@ -82,11 +87,13 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
 
     @tool
     def check(source: str) -> str:
-        """Compile a Ferrite program under this toolchain version: its coded diagnostics (free)."""
+        """Compile a program under this toolchain version: its coded diagnostics (free)."""
         result = target.check(source, version)
         if not result.diagnostics:
             return "compiles cleanly"
         return "\n".join(f"{d.severity}[{d.code}]: {d.message}" for d in result.diagnostics)
+
+    check.description = f"Compile a {language} program under toolchain {version}: its coded diagnostics (free)."
 
     @tool
     def host_test(source: str) -> str:

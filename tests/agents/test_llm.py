@@ -71,6 +71,16 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
     assert summary.accepted == 1 and summary.proposals == 3
     # the prompt states what the graph holds: measurements with intervals, checked claims, rules
     assert all(needle in sent[0] for needle in ("Measurement:", "[confirmed]", "[CONTRADICTED]", "LegalityRule:"))
+    # ... and the checked summary of the language: every construct under the version, each with its verdict
+    prompt = next(m["content"] for m in server.requests[0]["messages"] if m["role"] == "user")
+    entries = queries.run(graph, "dsl-summary", {"toolchain": VERSION})
+    assert len(entries) > 60 and "The Ferrite constructs under 0.6.0, as chiplore checked them" in prompt
+    assert all(f"- {row['construct']} ({row['kind']}) `{row['syntax']}` [" in prompt for row in entries)
+    assert "- decode (stage) `.decode(D)` [confirmed]" in prompt
+    assert "- lut (stage) `.lut(D)` [UNAVAILABLE under 0.6.0; write instead: use '.decode(D)']" in prompt
+    switch = next(line for line in prompt.splitlines() if line.startswith("- switch (stage)"))
+    assert "[CONTRADICTED: " in switch and "E0420" in switch  # with the compiler's evidence
+    assert "Totals: dma.bytes" in prompt and "What it computes" in prompt  # BEST's statistics, the reference
     designs = {row["change"]: row for row in graph.read(
         "MATCH (d:DesignNode {kernel: $k, policy: 'llm'}) RETURN d.change AS change, d.status AS status, "
         "d.reason AS reason, d.id AS id", {"k": O_PROJ})}  # fmt: skip
@@ -131,7 +141,8 @@ def test_a_closed_port_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
 def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
-    assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
+    initialised = CliRunner().invoke(main, ["init"], env=env)
+    assert initialised.exit_code == 0, initialised.output
     result = CliRunner().invoke(main, ["optimize", O_PROJ, "--policy", "llm", "--model", "openai:gpt-5"], env=env)
     assert result.exit_code == 1 and "OPENAI_API_KEY" in result.stderr
 
