@@ -1,13 +1,15 @@
 """The design generator on every example kernel: how big its space is, whether its programs compile,
 and how close its best design comes to the weight-movement bound, in true cycles.
 
-    python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 150]
+    python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 200]
+                                   [--seconds 900]
                                    [--sample 30] [--families] [--json FILE]
 
 Per kernel and toolchain: the space's valid points (`points`, with the compile-time facts the pack's
 own probes find: `learnt.compile_facts`), how many of the programs compile (every program the search
 visits, and a random `--sample` of the others), the best true cycles a hill climb over the space finds
-(restarts from each k-group choice, one knob step at a time, at most `--evals` estimates), that over
+(restarts from the best sampled point of each k-group choice, one knob moved at a time, at most `--evals`
+estimates or `--seconds`), that over
 the kernel's bound, and whether the best program passes the host test. `--chip FILE` measures on
 another chip (a CHIPLORE_SIM_TRUTH file; the bound is that chip's). `--families` adds the hand-written
 design families' best under the same search, for the three Gemma kernels.
@@ -34,7 +36,7 @@ from collections.abc import Callable  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from chiplore.core.pack import DesignSpace, Facts, Params, neighbours, points  # noqa: E402
+from chiplore.core.pack import DesignSpace, Facts, Params, points  # noqa: E402
 from simulator.cost import NotCompiled, estimate  # noqa: E402
 from simulator.cost.bound import weight_bound_cycles  # noqa: E402
 from simulator.execute.grading import host_test  # noqa: E402
@@ -50,17 +52,36 @@ def key(p: Params) -> str:
     return json.dumps(p, sort_keys=True)
 
 
-def climb(space: DesignSpace, facts: Facts, cost: Callable[[Params], float], evals: int) -> tuple[float, Params]:
+def lines(space: DesignSpace, here: Params, facts: Facts) -> list[Params]:
+    """Every valid setting that differs from `here` in one knob (any value of it: a plateau one step
+    away does not stop the climb)."""
+    out = []
+    for knob in space.knobs:
+        for value in knob.values:
+            if value != here.get(knob.name):
+                moved = {**here, knob.name: value}
+                if space.valid(moved, facts):
+                    out.append(moved)
+    return out
+
+
+def climb(
+    space: DesignSpace, facts: Facts, cost: Callable[[Params], float], evals: int, seconds: float = math.inf
+) -> tuple[float, Params, int]:
     """The best point a search finds within `evals` estimates: a seeded sample of a quarter of them over
-    the valid points, then hill climbs (the best one-knob step while it improves) from the best sampled
-    point of each value of the first knob, best first."""
+    the valid points, then hill climbs (the best move of one knob to any of its values, while it
+    improves) from the best sampled point of each value of the first knob, best first."""
     valid = list(points(space, facts))
     if not valid:
-        return math.inf, {}
+        return math.inf, {}, 0
     seen: dict[str, float] = {}
+    deadline = time.perf_counter() + seconds
+
+    def spent() -> bool:
+        return len(seen) >= evals or time.perf_counter() > deadline
 
     def priced(p: Params) -> float:
-        if key(p) not in seen and len(seen) < evals:
+        if key(p) not in seen and not spent():
             seen[key(p)] = cost(p)
         return seen.get(key(p), math.inf)
 
@@ -71,17 +92,17 @@ def climb(space: DesignSpace, facts: Facts, cost: Callable[[Params], float], eva
     best = (priced(ranked[0]), ranked[0])
     for start in sorted(starts, key=priced):
         here, value = start, priced(start)
-        while len(seen) < evals:
-            moves = [(priced(n), n) for n in neighbours(space, here, facts)]
+        while not spent():
+            moves = [(priced(n), n) for n in lines(space, here, facts)]
             better = min(moves, key=lambda m: m[0], default=(math.inf, here))
             if better[0] >= value:
                 break
             value, here = better
         best = min(best, (value, here), key=lambda b: b[0])
-    return best
+    return best[0], best[1], len(seen)
 
 
-def run(kernel: str, version: str, evals: int, sample: int, families: bool) -> dict[str, object]:
+def run(kernel: str, version: str, evals: int, sample: int, families: bool, seconds: float) -> dict[str, object]:
     ex = example(kernel)
     spec = ex.spec
     problem = generation_problem(spec)
@@ -104,9 +125,8 @@ def run(kernel: str, version: str, evals: int, sample: int, families: bool) -> d
             failures.append(f"{key(p)}: {error}")
             return math.inf
 
-    best, best_p = climb(space, facts, cost, evals)
-    visited = min(evals, len(valid))
-    others = random.Random(0).sample(valid, min(sample, len(valid)))
+    best, best_p, visited = climb(space, facts, cost, evals, seconds)
+    others = random.Random(1).sample(valid, min(sample, len(valid)))
     refused = [p for p in others if not check(space.source(p, facts, version), version).ok]
     failures += [f"{key(p)}: does not compile" for p in refused]
     tested = host_test(space.source(best_p, facts, version), ex.case, version) if best < math.inf else None
@@ -124,7 +144,7 @@ def run(kernel: str, version: str, evals: int, sample: int, families: bool) -> d
             except NotCompiled:
                 return math.inf
 
-        row["family_ratio"] = climb(family, facts, family_cost, evals)[0] / bound
+        row["family_ratio"] = climb(family, facts, family_cost, evals, seconds)[0] / bound
     return row
 
 
@@ -134,6 +154,7 @@ def main() -> None:
     parser.add_argument("--versions", default="0.6.0,0.7.0")
     parser.add_argument("--chip", help="a CHIPLORE_SIM_TRUTH file: measure on that chip")
     parser.add_argument("--evals", type=int, default=200, help="estimates per search")
+    parser.add_argument("--seconds", type=float, default=900, help="search time per kernel and toolchain")
     parser.add_argument("--sample", type=int, default=30, help="further points only compiled")
     parser.add_argument("--families", action="store_true", help="the design families' best, for comparison")
     parser.add_argument("--json", help="write the rows here")
@@ -147,7 +168,7 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("kernel", "best knobs") else "right")
     for kernel in args.kernels.split(","):
         for version in args.versions.split(","):
-            row = run(kernel, version, args.evals, args.sample, args.families)
+            row = run(kernel, version, args.evals, args.sample, args.families, args.seconds)
             rows.append(row)
             if "problem" in row:
                 table.add_row(kernel, version, "-", "-", "-", "-", "-", "-", str(row["problem"]), "-")

@@ -10,6 +10,8 @@ when per-head ops run, and whole HBM units of output when the rows are stored.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 from collections import OrderedDict
@@ -26,7 +28,7 @@ from simulator.pack.generator.program import Program, dtype_bytes
 from simulator.pack.generator.signature import Signature, SignatureError, read_signature
 from simulator.pack.generator.stream import contraction, stream_dtype
 
-CHUNK_TARGETS = (4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
+CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
 ENGINES = (2, 3, 4)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
@@ -52,6 +54,7 @@ class GeneratedSpace:
     def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis) -> None:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
+        self._fit_cache: dict[tuple[int, int, int], list[int]] = {}
         self.shapes: list[GroupShape] = []
         self.rows: list[RowSpace] = []
         for group in analysis.groups:
@@ -60,18 +63,28 @@ class GeneratedSpace:
             self.rows.append(rows)
         multi = len(analysis.groups) > 1
         knobs = [Knob(f"kgroups{g}" if multi else "kgroups", s.kgroups) for g, s in enumerate(self.shapes)]
-        knobs += [Knob(f"bcast{g}" if multi else "bcast", (1, 0)) for g in range(len(self.shapes))]
-        knobs += [
-            Knob("rows", (0, 1)),
-            Knob("chunk", tuple(range(len(CHUNK_TARGETS)))),
-            Knob("depth", DEPTHS),
-            Knob("engines", ENGINES),
-            Knob("stagger", (0, 1)),
-        ]
+        knobs.append(Knob("bcast", (1, 0)))
+        if multi:  # each group its own chunk size (a later group's pipeline holds the first one's bytes)
+            knobs += [Knob(f"chunk{g}", tuple(range(len(CHUNK_TARGETS) - 1))) for g in range(len(self.shapes))]
+        else:
+            knobs.append(Knob("chunk", tuple(range(len(CHUNK_TARGETS)))))
+        knobs += [Knob("depth", DEPTHS), Knob("engines", ENGINES), Knob("stagger", (0, 1))]
         if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
             knobs.append(Knob("direct", (1, 0)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
+        self._dry_run()
+
+    def _dry_run(self) -> None:
+        """Write one design with the documented defaults, so that a graph the writers cannot lower is
+        refused now (Unsupported, with the reason), not as a space of nothing but invalid points."""
+        names = [knob.name for knob in self.knobs]
+        for values in itertools.product(*(knob.values for knob in self.knobs)):
+            design = self.design(dict(zip(names, values, strict=True)), {})
+            if not isinstance(design, str):
+                write(self.sig, self.analysis, tuple(self.rows), design, {}, "")
+                return
+        raise Unsupported(f"{self.kernel}: no knob setting fits its rows and columns on the slices")
 
     # ---- construction ------------------------------------------------------------------------------
 
@@ -107,7 +120,7 @@ class GeneratedSpace:
         # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines)
         row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in ranked}
         long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT] or ranked
-        chosen = tuple(sorted(kg for _, kg in sorted(long_enough)[:4]))
+        chosen = tuple(sorted(kg for _, kg in sorted(long_enough)[: 4 if len(self.analysis.groups) == 1 else 3]))
         return GroupShape(row, k_axis, chosen, block, stored), space
 
     def _chained_axis(self, group: Group) -> str | None:
@@ -124,7 +137,7 @@ class GeneratedSpace:
         return row.name
 
     def _geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
-                  unit: int, spread: int = 0) -> Geometry | None:  # fmt: skip
+                  unit: int) -> Geometry | None:  # fmt: skip
         """The geometry of a group for these choices, or None when none fits."""
         k = group.k
         if k % kg or SLICES % kg:
@@ -139,24 +152,34 @@ class GeneratedSpace:
         clusters = 2 if n % 2 == 0 else 1
         per_cluster = n // clusters
         pad = SLICES // kg
-        fits = [r for r in range(1, per_cluster + 1) if per_cluster % r == 0 and per_cluster // r <= pad
-                and self._rows_ok(group, shape, r) and shape.row.cuts(per_cluster, r)]  # fmt: skip
+        fits = self._fits(group, shape, per_cluster, pad)
         if not fits:
             return None
-        # spread 0: the fewest rows per slice (the most slices); 1: stored rows in whole HBM units (no
-        # partial writes, on fewer slices)
-        if spread == 0:
-            r = fits[0]
-        else:
-            wider = [r for r in fits if (2 * r) % unit == 0] if shape.stored else []
-            if not wider or wider[0] == fits[0]:
-                return None
-            r = wider[0]
+        # stored rows fill whole HBM units (a partial unit is read, modified and written back) unless
+        # that leaves under an eighth of the row-groups; other rows take the most slices
+        aligned = [r for r in fits if (2 * r) % unit == 0 and per_cluster // r >= per_cluster // fits[0] / 8]
+        r = aligned[0] if shape.stored and aligned else fits[0]
         crows = self._chunk_rows(group, shape, r, width, chunk_level)
         if crows is None:
             return None
         geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim)
         return None if geo.legal() else geo
+
+    def _fits(self, group: Group, shape: GroupShape, per_cluster: int, pad: int) -> list[int]:
+        """Rows per slice that split a cluster's rows into at most `pad` row-groups, ascending."""
+        key = (group.index, per_cluster, pad)
+        if key not in self._fit_cache:
+            divisors = {d for i in range(1, math.isqrt(per_cluster) + 1) if per_cluster % i == 0
+                        for d in (i, per_cluster // i)}  # fmt: skip
+            self._fit_cache[key] = [r for r in sorted(divisors) if per_cluster // r <= pad
+                                    and self._rows_ok(group, shape, r) and shape.row.cuts(per_cluster, r)]  # fmt: skip
+        return self._fit_cache[key]
+
+    @staticmethod
+    def _chunk_bytes(group: Group, geo: Geometry) -> float:
+        """Weight bytes a slice receives per chunk."""
+        members = len(group.members) if group.stacked else 1
+        return geo.chunk_rows * geo.width * max(dtype_bytes(m.dtype) for m in group.members) * members
 
     def _rows_ok(self, group: Group, shape: GroupShape, r: int) -> bool:
         if shape.block:  # a flit of bf16 rows is at least 4 of them; chunks of 2 to 8 rows
@@ -166,7 +189,7 @@ class GeneratedSpace:
             return False
         if group.heads:
             hd = int(group.head_dim)  # type: ignore[arg-type]
-            return r % hd == 0 and (r == hd or 2 <= r // hd <= 8)
+            return r % hd == 0 and r // hd in (1, 2, 4, 6, 8)  # a head's sum per f32 lane of one flit
         return True
 
     def _chunk_rows(self, group: Group, shape: GroupShape, r: int, width: int, level: int) -> int | None:
@@ -190,30 +213,25 @@ class GeneratedSpace:
     def design(self, params: Params, facts: Facts) -> Design | str:
         """The design a knob setting names, or why it names none."""
         unit = vocab.hbm_unit(facts)
-        geometries, broadcast, spreads = [], [], []
+        depth = params.get("depth", DEPTHS[0])
+        geometries: list[Geometry] = []
         for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
-            kg = self._value(params, "kgroups", g)
-            spread = params.get("rows", 0)
-            geo = self._geometry(group, shape, kg, params.get("chunk", 0), params.get("depth", 2), unit, spread)
-            if geo is None and spread:  # this group has no wider choice: it keeps the narrow one
-                spread = 0
-                geo = self._geometry(group, shape, kg, params.get("chunk", 0), params.get("depth", 2), unit, 0)
-            spreads.append(spread)
+            kg, level = self._value(params, "kgroups", g), self._value(params, "chunk", g)
+            geo = self._geometry(group, shape, kg, level, depth, unit)
             if geo is None:
-                return f"group {g}: no geometry for {kg} k-groups at chunk level {params.get('chunk', 0)}"
-            if geo.depth > geo.chunks and geo.depth != DEPTHS[0]:
+                return f"group {g}: no geometry for {kg} k-groups at chunk level {level}"
+            for lower in range(level):  # no two levels may write the same program
+                if self._geometry(group, shape, kg, lower, depth, unit) == geo:
+                    return f"group {g}: chunk level {level} chooses what level {lower} does"
+            if g == 0 and geo.depth > geo.chunks and geo.depth != DEPTHS[0]:
                 return f"group {g}: depth {geo.depth} over {geo.chunks} chunk(s)"
+            if g > 0:  # as many bytes in flight as the first group's pipeline holds
+                first = geometries[0]
+                held = first.depth * self._chunk_bytes(self.analysis.groups[0], first)
+                wanted = math.ceil(held / self._chunk_bytes(group, geo))
+                geo = dataclasses.replace(geo, depth=max(DEPTHS[0], min(geo.chunks, max(depth, wanted))))
             geometries.append(geo)
-            broadcast.append(bool(self._value(params, "bcast", g)))
-        if params.get("rows", 0) and not any(spreads):
-            return "no group has wider rows to choose"
-        level = params.get("chunk", 0)
-        for lower in range(level):  # no two levels may write the same program
-            same = all(self._geometry(group, shape, geo.kgroups, lower, geo.depth, unit, spread) == geo
-                       for group, shape, geo, spread in zip(self.analysis.groups, self.shapes, geometries, spreads,
-                                                            strict=True))  # fmt: skip
-            if same:
-                return f"chunk level {level} chooses what level {lower} does"
+        broadcast = tuple(bool(params.get("bcast", 1)) for _ in geometries)
         direct = bool(params.get("direct", 1))
         for group in self.analysis.groups:
             for m in group.members:

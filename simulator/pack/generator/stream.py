@@ -57,6 +57,7 @@ class Stream:
                  packet: int) -> None:  # fmt: skip
         self.p, self.sig, self.group, self.geo, self.trf = p, sig, group, geo, trf
         self.direct, self.packet = direct, packet
+        self.loop_vrfs: list[tuple[str, int]] = []
 
     def accumulators(self) -> dict[int, str]:
         """The f32 accumulators: one per member when members are stacked, else one shared (-1)."""
@@ -98,6 +99,9 @@ class Stream:
                 body.append(text)
                 loop_bytes += size
         self.p.budget.dm_loops.append(loop_bytes * depth)
+        for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
+            self.p.vrf_defined(name, elements)
+            self.p.vrf_used(name)
         variable, count = ("s", chunks // 2) if pairs else ("c", chunks)
         self.p.emit(f"{head}    for {variable} in 0..{count} {{\n" + "".join(body) + "    }\n")
         if pairs and chunks % 2:  # the odd last chunk
@@ -111,6 +115,9 @@ class Stream:
             )
             self.p.budget.dm_fixed += size
             self.p.emit(text.replace("        ", "    ", 1).replace("\n        ", "\n    "))
+            for name, elements in self.loop_vrfs[len(body) * len(units) :]:
+                self.p.vrf_defined(name, elements)
+                self.p.vrf_used(name)
 
     def _chunk(
         self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str, depth: int
@@ -135,10 +142,14 @@ class Stream:
                          f".dma(engines = {self._engines(members)}{packet});\n")  # fmt: skip
         else:
             lines.append(f"        let {buf}: {chunk_type} = dm::empty();\n")
-            for m in members:
-                lines.append(
-                    f"        {self._weight(m)}{tile}.dma_into({buf}, engines = {self._engines((m,))}{packet});\n"
-                )
+            for m in members:  # a member over both clusters: one DMA per cluster, on that cluster's engines
+                clusters = self._clusters((m,))
+                for cluster in clusters:
+                    part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if len(clusters) > 1 else ""
+                    engines = self.p.engines.stream((cluster,), self._count((m,)))
+                    lines.append(
+                        f"        {self._weight(m)}{part}{tile}.dma_into({buf}, engines = {engines}{packet});\n"
+                    )
         size = int(cr * geo.width * dtype_bytes(first.dtype))
         fetch = (f".fetch(time = [{rows}, {geo.k_digit(plan.packet)}], "
                  f"packet = [{digit(geo.k_axis, 1, plan.packet, geo.k)}])")  # fmt: skip
@@ -151,10 +162,13 @@ class Stream:
             block = first.op.block
             if geo.width % plan.packet or plan.packet % block:
                 raise Unsupported(f"block scales of {block}: {geo.width} columns are not whole fetch packets of blocks")
-            # the packet's blocks stay in lanes: scaled there, then summed over time and lanes
-            sums = f", sum_time([{geo.k_digit(plan.packet)}])" if geo.width > plan.packet else ""
+            # each block's sum in a lane, scaled there, then summed over time and lanes; eight blocks
+            # fold into the lanes when a slice's columns are whole groups of eight (half the steps)
+            group = 8 * block if geo.width % (8 * block) == 0 and 8 * block >= plan.packet else plan.packet
+            fold = f", fold = [{geo.k_axis} / {block} % 8]" if group > plan.packet else ""
+            sums = f", sum_time([{geo.k_digit(group)}])" if geo.width > group else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
-                         f"            .contract(trf = {self.trf}, reduce = [{digit(geo.k_axis, 1, block, geo.k)}])\n"
+                         f"            .contract(trf = {self.trf}, reduce = [{digit(geo.k_axis, 1, block, geo.k)}]{fold})\n"
                          f"            .vector(mul(vrf = {stem}_s){sums}, sum_packet())\n"
                          f"            .transpose(time = [1], packet = [{rows}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
@@ -173,11 +187,13 @@ class Stream:
         """The first group streams on the design's engines (the others load its operands); a later
         group's small loads are done by the time it streams, so it takes every engine but the one
         that loads its block scales chunk by chunk."""
-        count = None
-        if self.group.index > 0:
-            per_chunk = any(m.op.scale_kind == "block" for m in members) and self.p.preload_engine() is None
-            count = 3 if per_chunk else 4
-        return self.p.engines.stream(self._clusters(members), count)
+        return self.p.engines.stream(self._clusters(members), self._count(members))
+
+    def _count(self, members: tuple[Member, ...]) -> int | None:
+        if self.group.index == 0:
+            return None
+        per_chunk = any(m.op.scale_kind == "block" for m in members) and self.p.preload_engine() is None
+        return 3 if per_chunk else 4
 
     def _clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
         geo = self.geo
@@ -208,8 +224,7 @@ class Stream:
         scale_rows = f"{scale.name}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
         widen = f".{vocab.widen(self.p.facts)}(f32).to_vrf();\n"
         vrf_type = f"vrf<f32>{{..Grid{g}, elem: [{rows}, {blocks}]}}"
-        self.p.vrf_defined(f"{stem}_s", geo.chunk_rows * geo.width // block)
-        self.p.vrf_used(f"{stem}_s")
+        self.loop_vrfs.append((f"{stem}_s", geo.chunk_rows * geo.width // block))
         preload = self.p.preload_engine()
         if self.group.index > 0 and preload is not None:
             whole = f"{m.op.weight}_sa"
