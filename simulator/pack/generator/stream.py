@@ -168,7 +168,8 @@ class Stream:
             fold = f", fold = [{geo.k_axis} / {block} % 8]" if group > plan.packet else ""
             sums = f", sum_time([{geo.k_digit(group)}])" if geo.width > group else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
-                         f"            .contract(trf = {self.trf}, reduce = [{digit(geo.k_axis, 1, block, geo.k)}]{fold})\n"
+                         f"            .contract(trf = {self.trf}, "
+                         f"reduce = [{digit(geo.k_axis, 1, block, geo.k)}]{fold})\n"
                          f"            .vector(mul(vrf = {stem}_s){sums}, sum_packet())\n"
                          f"            .transpose(time = [1], packet = [{rows}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
