@@ -5,10 +5,15 @@ Its job is ranking and screening, not precision: the device decides. `update` is
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections import OrderedDict
 from collections.abc import Sequence
 
+from chiplore.core.ids import content_sha
 from chiplore.core.pack import CostModel, Facts, Params
+
+REMEMBERED = 50_000  # raw predictions kept (a float each): a pack's model may compile to price
 
 
 def calibration(pairs: Sequence[tuple[float, float]]) -> float:
@@ -23,10 +28,19 @@ class CalibratedCostModel:
     def __init__(self, model: CostModel) -> None:
         self.model = model
         self.factors: dict[str, float] = {}
+        self._raw: OrderedDict[tuple[str, str, str, str], float | None] = OrderedDict()
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
-        """Predicted cycles of a design, calibrated; None when the pack's model cannot price it."""
-        raw = self.model.predict(kernel, source, params, facts)
+        """Predicted cycles of a design, calibrated; None when the pack's model cannot price it. The
+        pack's prediction of the same design under the same facts is asked for once."""
+        key = (kernel, content_sha(source), json.dumps(params, sort_keys=True),
+               json.dumps(facts, sort_keys=True, default=str))  # fmt: skip
+        if key in self._raw:
+            raw = self._raw[key]
+        else:
+            raw = self._raw[key] = self.model.predict(kernel, source, params, facts)
+            if len(self._raw) > REMEMBERED:
+                self._raw.popitem(last=False)
         return None if raw is None else raw * self.factors.get(kernel, 1.0)
 
     def update(self, kernel: str, pairs: Sequence[tuple[float, float]]) -> None:

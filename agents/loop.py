@@ -132,6 +132,7 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
             while True:
                 proposer, count = (architect, ARCHITECT_ROUND) if role_round == 0 else (refiner, REFINER_ROUND)
                 view = refresh_view(store, state)
+                events.note(spec.name, f"the {proposer.role} designs")  # a search may take a while: say so
                 batch = proposer.propose(view, count)
                 if not batch and proposer.role == "refiner":  # nothing left next to BEST: a new whole design
                     batch = architect.propose(refresh_view(store, state), 1)
@@ -185,7 +186,7 @@ def open_kernel(store: GraphStore, target: Target, pack: TargetPack, spec: Kerne
     spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets `budget_s` on top
     runner = make_runner(target, RecordRuns(store, activity), budget_s=budget_s + spent, spent_s=spent,
                          charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
-    view = KernelView(spec=spec, version=version, knowledge=knowledge, space=pack.design_space(spec.name),
+    view = KernelView(spec=spec, version=version, knowledge=knowledge, space=pack.design_space(spec),
                       model=model, seed=seed)  # fmt: skip
 
     def candidate(node: DesignNode, source: str, params: Params | None) -> Candidate:

@@ -1,16 +1,15 @@
-"""How well the pack's cost models rank designs: predicted against true cycles, per kernel and chip.
+"""How well the pack's cost model ranks designs: predicted against true cycles, per kernel and chip.
 
     python benchmarks/cost_model.py [--designs 40] [--seed 0] [--facts learnt|perturbed] [--packs DIR ...]
                                     [--json FILE]
 
 For every kernel SimRNGD offers (the built-in ones and, by default, every kernel pack it ships under
 simulator/kernels/packs), on the default chip and on another (a CHIPLORE_SIM_TRUTH file with
-other DMA and decode values), it draws random designs: valid points of the kernel's design family,
-of its generated space (simulator/pack/generator) when it has one, and the hand-written programs
-under simulator/kernels/ (baselines, examples, the bug zoo). Each design is priced by the stats
-model (simulator/pack/estimate.py, from `analyze`'s statistics) and, for family points, by the
-workload model (simulator/pack/cost.py), and timed by the true cost model (simulator.cost, the
-harness's truth: only this benchmark reads it). The facts are what chiplore learnt of that chip
+other DMA and decode values), it draws random designs: valid points of the kernel's generated
+space (simulator/pack/generator), and the hand-written programs under simulator/kernels/
+(baselines, examples, the bug zoo). Each design is priced by the stats model
+(simulator/pack/estimate.py, from `analyze`'s statistics) and timed by the true cost model
+(simulator.cost, the harness's truth: only this benchmark reads it). The facts are what chiplore learnt of that chip
 (`--facts learnt`: ingest.learn on a scratch embedded store, about 10 s a chip) or its true values
 perturbed by up to 3 % (`--facts perturbed`). Prints Spearman's rank correlation and the median
 absolute relative error; the target is a Spearman of at least 0.9 for every kernel on both chips.
@@ -42,9 +41,7 @@ from chiplore.core.target import KernelSpec  # noqa: E402
 from simulator._truth import ENV_VAR, ChipTruth, load_truth  # noqa: E402
 from simulator.cost import estimate  # noqa: E402
 from simulator.dsl.parser import FerriteSyntaxError, parse  # noqa: E402
-from simulator.pack.cost import WorkloadCostModel  # noqa: E402
 from simulator.pack.estimate import predict_stats  # noqa: E402
-from simulator.pack.space import FAMILIES  # noqa: E402
 from simulator.target import SimRNGD  # noqa: E402
 from simulator.toolchain.stats import analyze  # noqa: E402
 
@@ -60,26 +57,21 @@ class Row:
     chip: str
     kernel: str
     designs: int
-    family: int
     generated: int
     programs: int
     refused: int  # drawn designs that did not compile
     spearman: float
     median_error: float
-    spearman_family: float | None
     spearman_generated: float | None
-    workload_spearman: float | None
-    workload_error: float | None
     predict_ms: float  # median, the statistics already analysed
     analyze_ms: float  # median, cold (check and lowering)
 
 
 @dataclass
 class Priced:
-    origin: str  # family | generated | program
+    origin: str  # generated | program
     true: float
     stats: float
-    workload: float | None
 
 
 # ---- facts ------------------------------------------------------------------------------------
@@ -148,10 +140,8 @@ def programs(spec: KernelSpec) -> list[str]:
 
 
 def generated(spec: KernelSpec) -> DesignSpace | None:
-    try:
-        from simulator.pack.generator.space import generated_space
-    except ImportError:  # the generator is not there yet
-        return None
+    from simulator.pack.generator.space import generated_space
+
     return generated_space(spec)
 
 
@@ -160,9 +150,9 @@ def designs(
 ) -> list[tuple[str, str, dict]]:
     """(origin, source, knobs) of the designs to price."""
     out: list[tuple[str, str, dict]] = []
-    for origin, space in (("family", FAMILIES.get(spec.name)), ("generated", generated(spec))):
-        if space is not None:
-            out += [(origin, space.source(p, facts, version), p) for p in drawn(space, facts, count, rng)]
+    space = generated(spec)
+    if space is not None:
+        out += [("generated", space.source(p, facts, version), p) for p in drawn(space, facts, count, rng)]
     out += [("program", source, {}) for source in programs(spec)]
     return out
 
@@ -173,12 +163,11 @@ def designs(
 def price(spec: KernelSpec, facts: Facts, version: str, chip: ChipTruth, count: int, seed: int,
           label: str) -> Row:  # fmt: skip
     rng = random.Random(f"{seed}/{label}/{spec.name}")
-    workload = WorkloadCostModel(FAMILIES)
     priced: list[Priced] = []
     refused = 0
     predict_ms: list[float] = []
     analyze_ms: list[float] = []
-    for origin, source, knobs in designs(spec, facts, version, count, rng):
+    for origin, source, _knobs in designs(spec, facts, version, count, rng):
         started = time.perf_counter()
         stats = analyze(source, version)
         analyze_ms.append((time.perf_counter() - started) * 1000)
@@ -191,19 +180,14 @@ def price(spec: KernelSpec, facts: Facts, version: str, chip: ChipTruth, count: 
         if predicted is None:
             refused += 1
             continue
-        by_knobs = workload.predict(spec.name, source, knobs, facts) if origin == "family" else None
-        priced.append(Priced(origin, estimate(source, version, chip).cycles, predicted, by_knobs))
-    family = [p for p in priced if p.origin == "family"]
+        priced.append(Priced(origin, estimate(source, version, chip).cycles, predicted))
     made = [p for p in priced if p.origin == "generated"]
     return Row(
-        chip=label, kernel=spec.label or spec.name, designs=len(priced), family=len(family),
+        chip=label, kernel=spec.label or spec.name, designs=len(priced),
         generated=sum(p.origin == "generated" for p in priced), programs=sum(p.origin == "program" for p in priced),
         refused=refused, spearman=_rho([p.true for p in priced], [p.stats for p in priced]),
         median_error=_error([p.true for p in priced], [p.stats for p in priced]),
-        spearman_family=_rho([p.true for p in family], [p.stats for p in family]) if len(family) > 2 else None,
         spearman_generated=_rho([p.true for p in made], [p.stats for p in made]) if len(made) > 2 else None,
-        workload_spearman=_rho([p.true for p in family], [p.workload or 0.0 for p in family]) if family else None,
-        workload_error=_error([p.true for p in family], [p.workload or 0.0 for p in family]) if family else None,
         predict_ms=statistics.median(predict_ms) if predict_ms else 0.0,
         analyze_ms=statistics.median(analyze_ms) if analyze_ms else 0.0,
     )  # fmt: skip
@@ -266,9 +250,8 @@ def render(rows: list[Row], args: argparse.Namespace) -> None:
     caption = ("rho: Spearman's rank correlation with the true cycles; err: median |predicted / true - 1|; ms: medians "
                "per design (analyze cold, predict from its statistics)")  # fmt: skip
     table = Table(title=title, caption=caption)
-    headers = ("chip", "kernel", "designs", "family / generated / programs", "refused", "stats rho", "stats err",
-               "stats rho (family)", "stats rho (generated)", "workload rho (family)", "workload err", "predict ms",
-               "analyze ms")  # fmt: skip
+    headers = ("chip", "kernel", "designs", "generated / programs", "refused", "stats rho", "stats err",
+               "stats rho (generated)", "predict ms", "analyze ms")  # fmt: skip
     for header in headers:
         table.add_column(header, justify="left" if header in ("chip", "kernel") else "right")
 
@@ -277,10 +260,9 @@ def render(rows: list[Row], args: argparse.Namespace) -> None:
 
     for r in rows:
         flag = "" if r.spearman >= TARGET else " [red](< 0.9)[/red]"
-        table.add_row(r.chip, r.kernel, str(r.designs), f"{r.family} / {r.generated} / {r.programs}", str(r.refused),
-                      f"{r.spearman:.3f}{flag}", f"{r.median_error:.1%}", number(r.spearman_family, ".3f"),
-                      number(r.spearman_generated, ".3f"), number(r.workload_spearman, ".3f"),
-                      number(r.workload_error, ".1%"), f"{r.predict_ms:.1f}", f"{r.analyze_ms:.0f}")  # fmt: skip
+        table.add_row(r.chip, r.kernel, str(r.designs), f"{r.generated} / {r.programs}", str(r.refused),
+                      f"{r.spearman:.3f}{flag}", f"{r.median_error:.1%}", number(r.spearman_generated, ".3f"),
+                      f"{r.predict_ms:.1f}", f"{r.analyze_ms:.0f}")  # fmt: skip
     console.print(table)
 
 

@@ -2,17 +2,15 @@
 and how close its best design comes to the weight-movement bound, in true cycles.
 
     python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 200]
-                                   [--seconds 900]
-                                   [--sample 30] [--families] [--json FILE]
+                                   [--seconds 900] [--sample 30] [--json FILE]
 
 Per kernel and toolchain: the space's valid points (`points`, with the compile-time facts the pack's
 own probes find: `learnt.compile_facts`), how many of the programs compile (every program the search
 visits, and a random `--sample` of the others), the best true cycles a hill climb over the space finds
-(restarts from the best sampled point of each k-group choice, one knob moved at a time, at most `--evals`
-estimates or `--seconds`), that over
-the kernel's bound, and whether the best program passes the host test. `--chip FILE` measures on
-another chip (a CHIPLORE_SIM_TRUTH file; the bound is that chip's). `--families` adds the hand-written
-design families' best under the same search, for the three Gemma kernels.
+(restarts from the best sampled point of each k-group choice, one knob moved at a time, at most
+`--evals` estimates or `--seconds`), that over the kernel's bound, and whether the best program
+passes the host test. `--chip FILE` measures on another chip (a CHIPLORE_SIM_TRUTH file; the bound
+is that chip's).
 
 True cycles come from `simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
 measures the generator, which itself never calls it.
@@ -41,7 +39,7 @@ from simulator.cost import NotCompiled, estimate  # noqa: E402
 from simulator.cost.bound import weight_bound_cycles  # noqa: E402
 from simulator.execute.grading import host_test  # noqa: E402
 from simulator.pack.generator import generated_space, generation_problem  # noqa: E402
-from simulator.pack.generator.examples import ALL, GEMMA, example  # noqa: E402
+from simulator.pack.generator.examples import ALL, example  # noqa: E402
 from simulator.pack.generator.learnt import compile_facts  # noqa: E402
 from simulator.toolchain.check import check  # noqa: E402
 
@@ -102,7 +100,7 @@ def climb(
     return best[0], best[1], len(seen)
 
 
-def run(kernel: str, version: str, evals: int, sample: int, families: bool, seconds: float) -> dict[str, object]:
+def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> dict[str, object]:
     ex = example(kernel)
     spec = ex.spec
     problem = generation_problem(spec)
@@ -133,18 +131,6 @@ def run(kernel: str, version: str, evals: int, sample: int, families: bool, seco
     row.update(points=len(valid), checked=visited + len(others), failed=len(failures), failures=failures[:3],
                cycles=best, ratio=best / bound, params=best_p, seconds=time.perf_counter() - start,
                host=None if tested is None or tested.correctness is None else tested.correctness.passed)  # fmt: skip
-    if families and kernel in GEMMA:
-        from simulator.pack.space import FAMILIES
-
-        family = FAMILIES[kernel]
-
-        def family_cost(p: Params) -> float:
-            try:
-                return estimate(family.source(p, facts, version), version).cycles
-            except NotCompiled:
-                return math.inf
-
-        row["family_ratio"] = climb(family, facts, family_cost, evals, seconds)[0] / bound
     return row
 
 
@@ -156,27 +142,24 @@ def main() -> None:
     parser.add_argument("--evals", type=int, default=200, help="estimates per search")
     parser.add_argument("--seconds", type=float, default=900, help="search time per kernel and toolchain")
     parser.add_argument("--sample", type=int, default=30, help="further points only compiled")
-    parser.add_argument("--families", action="store_true", help="the design families' best, for comparison")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     if args.chip:
         os.environ["CHIPLORE_SIM_TRUTH"] = str(Path(args.chip).resolve())
     rows = []
     table = Table(title=f"generated designs ({'chip ' + args.chip if args.chip else 'default chip'}; true cycles)")
-    for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "families", "host",
-                   "best knobs", "s"):  # fmt: skip
+    for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "host", "best knobs", "s"):
         table.add_column(column, justify="left" if column in ("kernel", "best knobs") else "right")
     for kernel in args.kernels.split(","):
         for version in args.versions.split(","):
-            row = run(kernel, version, args.evals, args.sample, args.families, args.seconds)
+            row = run(kernel, version, args.evals, args.sample, args.seconds)
             rows.append(row)
             if "problem" in row:
-                table.add_row(kernel, version, "-", "-", "-", "-", "-", "-", str(row["problem"]), "-")
+                table.add_row(kernel, version, "-", "-", "-", "-", "-", str(row["problem"]), "-")
                 continue
             checked, failed = int(row["checked"]), int(row["failed"])  # type: ignore[call-overload]
-            family = f"{row['family_ratio']:.3f}" if "family_ratio" in row else "-"
             table.add_row(kernel, version, str(row["points"]), f"{checked - failed}/{checked}",
-                          f"{row['cycles']:,.0f}", f"{row['ratio']:.3f}", family, str(row["host"]),
+                          f"{row['cycles']:,.0f}", f"{row['ratio']:.3f}", str(row["host"]),
                           key(row["params"]), f"{row['seconds']:.0f}")  # type: ignore[arg-type]  # fmt: skip
             for failure in row["failures"]:  # type: ignore[attr-defined]
                 console.print(f"[red]{kernel} {version}: {failure}")

@@ -6,7 +6,7 @@
 With CHIPLORE_SIM_TRUTH=chip.toml the device (and the true cycles and bounds) are that chip's.
 
 Per seed: learn the chip, then `optimize` every kernel through the Session API (chiplore); then
-random search and Optuna's TPE over the same design space (the target pack's `design_space(kernel)`,
+random search and Optuna's TPE over the same design space (the target pack's `design_space(spec)`,
 written with the same learnt facts; its knobs sampled instead of chosen), each given the device
 seconds chiplore spent on that kernel, or `--max-trials` jobs if those run out first (a peer's trial
 costs host time: the device grades every new program). One peer trial is one device job of a new
@@ -65,7 +65,7 @@ def true_cycles(source: str) -> float:
 
 
 def space_of(target: SimRNGD, kernel: str) -> DesignSpace:
-    space = target.pack().design_space(kernel)
+    space = target.pack().design_space(next(spec for spec in target.kernels() if spec.name == kernel))
     if space is None:
         raise SystemExit(f"{target.name}'s pack has no design space for {kernel}: the peers have nothing to sample")
     return space
@@ -74,7 +74,7 @@ def space_of(target: SimRNGD, kernel: str) -> DesignSpace:
 def designed_kernels(target: SimRNGD) -> list[str]:
     """The kernels the target's pack writes designs for: the only ones the peers can search."""
     pack = target.pack()
-    return [spec.name for spec in target.kernels() if pack.design_space(spec.name) is not None]
+    return [spec.name for spec in target.kernels() if pack.design_space(spec) is not None]
 
 
 def draw(space: DesignSpace, facts: Facts, rng: random.Random, tries: int = 10_000) -> Params | None:

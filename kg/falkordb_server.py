@@ -40,7 +40,10 @@ log = logging.getLogger(__name__)
 
 CLIENT_NAME_PREFIX = "chiplore-pid-"
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
+# A graceful stop past this is forced: with the append-only file fsynced on every write, SIGKILL
+# loses nothing committed, and the FalkorDB module can hold a scheduled shutdown for good (a query
+# still running, or no reason at all).
+STOP_TIMEOUT_S = 10.0
 # Unix socket paths are limited to 107 bytes on Linux; past this, the socket moves to the temp dir.
 MAX_SOCKET_PATH = 100
 # Server-side limits that hold for every query, whoever sends it (chiplore asks for less per query).
@@ -369,7 +372,8 @@ class FalkorDBServer:
         self._reap(wait_s=STOP_TIMEOUT_S)
 
     def _reap(self, wait_s: float = 0.0) -> None:
-        """Wait for our child to exit (no zombies) or for a foreign server's pid to disappear."""
+        """Wait for our child to exit (no zombies), or for the pid of a server another chiplore process
+        started to disappear; SIGKILL either once `wait_s` has passed."""
         if self._process is not None:
             try:
                 self._process.wait(timeout=wait_s or None)
@@ -382,6 +386,13 @@ class FalkorDBServer:
         deadline = time.monotonic() + wait_s
         while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
+        if wait_s and pid is not None and pid_alive(pid) and _is_redis_process(pid):
+            log.warning("the embedded store's server (pid %s) did not stop within %.0f s: killed", pid, wait_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            kill_deadline = time.monotonic() + wait_s
+            while pid_alive(pid) and time.monotonic() < kill_deadline:
+                time.sleep(0.02)
 
     def _log_text(self) -> str:
         try:

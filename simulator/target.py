@@ -55,7 +55,7 @@ class SimRNGD:
         problem is a one-line TargetError here. `devices`: how many devices, each configured like
         `device` (`device_configs` configures each one instead: a flaky one, say)."""
         self._pack = SimRNGDPack()
-        self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=lambda k: self._pack.design_space(k.name))
+        self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=self._pack.design_space)
         self._pool = DevicePool(seed, device_configs or pool_configs(devices, device),
                                 input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)  # fmt: skip
         self.device: SimDevice = self._pool.first  # the default device (a one-device target's only one)

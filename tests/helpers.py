@@ -13,4 +13,4 @@ def kernel_view(target: Target, kernel: str, version: str, knowledge: Knowledge 
     pack = target.pack()
     spec = next(k for k in target.kernels() if k.name == kernel)
     return KernelView(spec=spec, version=version, knowledge=knowledge or Knowledge(version, {}),
-                      space=pack.design_space(kernel), model=CalibratedCostModel(pack.cost_model), seed=0)  # fmt: skip
+                      space=pack.design_space(spec), model=CalibratedCostModel(pack.cost_model), seed=0)  # fmt: skip

@@ -31,7 +31,7 @@ def say(content: str) -> Turn:
     return Turn(content=content)
 
 
-def call(name: str, **arguments: Any) -> Turn:
+def call(name: str, /, **arguments: Any) -> Turn:  # a tool may take an argument called `name`
     return Turn(tool_calls=((name, arguments),))
 
 

@@ -1,15 +1,18 @@
 """The builtin proposers: programs from the target pack's design space, ranked by the calibrated
-cost model (measured parameters, calibrated by the device runs so far). The architect proposes the
-best few whole designs, spread over the space's first knob; the refiner the best-ranked settings one
-knob step from BEST. Deterministic from the seed (ties are broken by a seeded order)."""
+cost model (measured parameters, calibrated by the device runs so far). The architect searches the
+space within a budget of predictions (`search`) and proposes the best few whole designs it found,
+spread over the space's first knob; the refiner the best-ranked settings one knob step from BEST.
+Deterministic from the seed (ties are broken by a seeded order)."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterable
 
 from agents.proposers.base import DesignProposal, KernelView, Role
+from agents.proposers.search import Priced, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, neighbours, points
 
@@ -18,11 +21,29 @@ class BuiltinArchitect:
     role: Role = "architect"
     name = "builtin"
 
+    def __init__(self, budget: SearchBudget | None = None) -> None:
+        self.budget = budget or SearchBudget()
+
     def propose(self, view: KernelView, count: int) -> list[DesignProposal]:
         space = view.space
         if space is None:
             return []
-        ranked = _ranked(view, space, points(space, view.knowledge.facts))
+        facts = view.knowledge.facts
+        valid = list(points(space, facts))
+        priced = search_space(space, valid, facts, view.version, view.predicted, self.budget, view.seed)
+        fresh = _fresh(view, priced.values())
+        if len(fresh) < count:  # the tree holds what the search found: the rest of the space, in seeded order
+            rest = [p for p in valid if setting_key(p) not in priced]
+            random.Random(view.seed + 1).shuffle(rest)
+            for start in range(0, len(rest), self.budget.predictions):
+                batch = rest[start : start + self.budget.predictions]
+                more = [Priced(p, src, view.predicted(src, p) or math.inf)
+                        for p in batch for src in [space.source(p, facts, view.version)]]  # fmt: skip
+                fresh += _fresh(view, more)
+                if len(fresh) >= count:
+                    break
+        order = {setting_key(p.params): i for i, p in enumerate(fresh)}
+        ranked = [p.params for p in sorted(fresh, key=lambda p: (round(p.cycles), order[setting_key(p.params)]))]
         first = space.knobs[0].name
         chosen: list[Params] = []
         for p in ranked:  # the best of each value of the first knob, then the rest in rank order
@@ -53,6 +74,15 @@ class BuiltinRefiner:
 
     def why_empty(self, view: KernelView) -> str:
         return ""
+
+
+def _fresh(view: KernelView, priced: Iterable[Priced]) -> list[Priced]:
+    """The priced settings whose programs the tree does not hold yet, in a seeded order."""
+    found = list(priced)
+    seen = view.tried(sorted({p.sha for p in found}))
+    fresh = [p for p in found if p.sha not in seen]
+    random.Random(view.seed).shuffle(fresh)
+    return fresh
 
 
 def _ranked(view: KernelView, space: DesignSpace, candidates: Iterable[Params]) -> list[Params]:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.probes import ProbeFit, RuleProbes
-from chiplore.core.target import Diagnostic
+from chiplore.core.target import Diagnostic, KernelSpec
 
 Facts = dict[str, float]  # parameter key -> value, and capability flags (0 refused, 1 available)
 Params = dict[str, int]  # a design's knob settings
@@ -300,8 +300,10 @@ class TargetPack(Protocol):
     repairs: Repairs
     cost_model: CostModel
 
-    def design_space(self, kernel: str) -> DesignSpace | None:
-        """The builtin proposers' space for a kernel, or None (then only other proposers design it)."""
+    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
+        """The builtin proposers' space for a kernel, written from what its spec declares (its op
+        graph, its baseline's signature), or None (then only other proposers design it). Called when
+        a kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
         ...
 
     # Optional, so not declared here (a runtime-checked protocol would refuse every pack without it):

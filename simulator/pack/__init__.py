@@ -3,27 +3,27 @@
 Written as a chip team would write one for its own chip (docs/targets.md): the parameter keys
 (`params`), the microbenchmark fits (`fits`), the compile probes (`rule_probes`), the capability
 flags the rules decide (`capabilities`), the builtin librarian's doc patterns (`doc_patterns`),
-ferc's diagnostic vocabulary and the repairs (`compiler`), the design families (`space`), the
-cost model over their workloads (`cost`) and the one over ferc's statistics of any program
-(`estimate`), and a Pygments lexer of Ferrite for the report (`lexer`). Nothing here reads the
-simulator's hidden truth.
+ferc's diagnostic vocabulary and the repairs (`compiler`), the design generator that writes a
+design space for any kernel from its op graph (`generator`), the cost model over ferc's statistics
+of any program (`estimate`), the language guide of the DSL summary (`language`) and a Pygments
+lexer of Ferrite for the report (`lexer`). Nothing here reads the simulator's hidden truth.
 """
 
 from __future__ import annotations
 
 from chiplore.core.pack import DesignSpace
 from chiplore.core.params import ParamKey, ParamRegistry
+from chiplore.core.target import KernelSpec
 from simulator.pack.capabilities import CAPABILITIES
 from simulator.pack.compiler import FercRepairs, FercVocabulary
-from simulator.pack.cost import WorkloadCostModel
 from simulator.pack.doc_patterns import DOC_PATTERNS
 from simulator.pack.estimate import StatsCostModel
 from simulator.pack.fits import FITS
+from simulator.pack.generator import generated_space
 from simulator.pack.language import FerriteGuide
 from simulator.pack.lexer import FerriteLexer
 from simulator.pack.params import CHIP_ROOF, PARAMS
 from simulator.pack.rule_probes import RULE_PROBES
-from simulator.pack.space import FAMILIES
 from simulator.toolchain.stats import analyze
 
 
@@ -42,11 +42,18 @@ class SimRNGDPack:
     def __init__(self) -> None:
         self.compiler = FercVocabulary()
         self.repairs = FercRepairs(self.compiler)
-        # a family's design by its knobs; any other program (an LLM's, a hand-written one) by ferc's stats
-        self.cost_model = StatsCostModel(analyze, knobs=WorkloadCostModel(FAMILIES))
+        # every program priced the same way, a generated design's as an LLM's: by ferc's statistics
+        self.cost_model = StatsCostModel(analyze)
+        self._spaces: dict[str, DesignSpace | None] = {}
 
-    def design_space(self, kernel: str) -> DesignSpace | None:
-        return FAMILIES.get(kernel)
+    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
+        """The generator's space for the kernel's op graph (None without a graph, or with one it cannot
+        write: `simulator.pack.generator.generation_problem` says why). One per spec: a space keeps the
+        programs it wrote."""
+        key = kernel.model_dump_json(include={"name", "baseline_source", "ops"})
+        if key not in self._spaces:
+            self._spaces[key] = generated_space(kernel)
+        return self._spaces[key]
 
     def lexer(self) -> FerriteLexer:
         """Ferrite's Pygments lexer (the optional TargetPack member the report highlights programs with)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chiplore.core.pack import CostModel, Facts, Params
+from chiplore.core.pack import Facts, Params
 from chiplore.core.stats import ProgramStats
 from simulator.pack.prices import Prices
 from simulator.pack.timeline import makespan
@@ -30,24 +30,16 @@ def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
 
 
 class StatsCostModel:
-    """Prices any program from its lowering statistics (chiplore.core.pack.CostModel). `analyze` is the
-    toolchain's (source, version or None for the program's own) -> ProgramStats, cached by source.
+    """Prices any program from its lowering statistics (chiplore.core.pack.CostModel): a generated
+    design, a hand-written program and an LLM's the same way. `analyze` is the toolchain's (source,
+    version or None for the program's own) -> ProgramStats, cached by source. A program's statistics
+    cost its compile (0.1 to 1 s cold), so the builtin proposers price a budgeted search of a space,
+    never the whole of it. An empty source gets no price."""
 
-    `knobs`, when given, prices a design that comes with knob settings it knows (a design family's
-    workload) before its statistics are looked at: the builtin proposers rank whole spaces, hundreds of
-    designs a call, and a program's statistics cost its compile (0.1 to 1 s cold) where knobs cost
-    microseconds. Every other program (an LLM's, a hand-written one, a generated design no family
-    knows) is priced from its statistics; an empty source with unknown knobs gets no price."""
-
-    def __init__(self, analyze: Callable[[str, str | None], ProgramStats], knobs: CostModel | None = None) -> None:
+    def __init__(self, analyze: Callable[[str, str | None], ProgramStats]) -> None:
         self.analyze = analyze
-        self.knobs = knobs
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
-        if self.knobs is not None and params is not None:
-            by_knobs = self.knobs.predict(kernel, source, params, facts)
-            if by_knobs is not None:
-                return by_knobs
         if not source.strip():
             return None
         return predict_stats(self.analyze(source, None), facts)

@@ -1,4 +1,4 @@
-"""SimRNGD's target pack: its design families write the vocabulary the rules allow, its cost model
+"""SimRNGD's target pack: its generated designs write the vocabulary the rules allow, its cost model
 prefers what the chip rewards, its repairs port programs between toolchains, and the generic layers
 hold none of its knowledge."""
 
@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from agents.repair import repair
-from chiplore.core.pack import TargetPack, points
+from chiplore.core.pack import DesignSpace, TargetPack, points
+from chiplore.core.target import KernelSpec
 from simulator.pack import SimRNGDPack
 from simulator.pack import capabilities as C
 from simulator.pack import params as P
-from simulator.pack.cost import predict_workload
-from simulator.pack.space import FAMILIES
 from simulator.target import SimRNGD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,26 +28,38 @@ def test_the_pack_is_a_target_pack() -> None:
     assert all(key.key in pack.params for f in pack.fits for key in f.records.values())
 
 
-def test_the_families_follow_the_vocabulary_the_rules_say_is_there() -> None:
-    family = FAMILIES["sliding_attention_output"]
-    p = next(iter(points(family, {})))
-    newer = family.source(p, {C.WIDEN: 1.0, C.ALLREDUCE: 1.0}, "0.7.0")
-    assert ".widen(f32)" in newer and ".cast(" not in newer and "result = all" not in newer
-    assert SimRNGD().check(newer, "0.7.0").ok
+def _o_proj() -> tuple[SimRNGD, KernelSpec, DesignSpace]:
+    target = SimRNGD()
+    spec = next(k for k in target.kernels() if k.name == "sliding_attention_output")
+    space = target.pack().design_space(spec)
+    assert space is not None
+    return target, spec, space
+
+
+def test_the_generated_designs_follow_the_vocabulary_the_rules_say_is_there() -> None:
+    target, _, space = _o_proj()
+    newer_facts = {C.WIDEN: 1.0, C.ALLREDUCE: 1.0}
+    newer = space.source(next(iter(points(space, newer_facts))), newer_facts, "0.7.0")
+    assert ".widen(f32)" in newer and ".cast(" not in newer
+    assert target.check(newer, "0.7.0").ok
     no_f8 = {C.F8_STREAM: 0.0}
-    decoded = family.source(next(iter(points(family, no_f8))), no_f8, "0.6.0")
-    assert ".decode(bf16)" in decoded and SimRNGD().check(decoded, "0.6.0").ok
+    decoded = space.source(next(iter(points(space, no_f8))), no_f8, "0.6.0")
+    assert ".decode(bf16)" in decoded and target.check(decoded, "0.6.0").ok
 
 
-def test_the_cost_model_prefers_enough_engines_and_whole_packets() -> None:
-    family = FAMILIES["sliding_attention_output"]
+def test_the_cost_model_prefers_enough_engines_and_chunks_long_enough() -> None:
+    target, spec, space = _o_proj()
     facts = {P.CLUSTER_PORT.key: 285.0, P.ENGINE_BW.key: 224.0}
-    knobs = {"kgroups": 8, "chunks": 4, "depth": 3, "direct": 1}
-    one = predict_workload(family.workload({**knobs, "engines": 1, "packet": 0}, facts), facts)
-    four = predict_workload(family.workload({**knobs, "engines": 4, "packet": 0}, facts), facts)
-    assert four < one / 1.5
-    small = predict_workload(family.workload({**knobs, "engines": 4, "packet": 128}, facts), facts)
-    assert small > four * 1.3  # per-packet overhead: 128 B packets cannot fill the port
+    knobs = {"kgroups": 8, "bcast": 1, "chunk": 2, "depth": 3, "stagger": 1, "direct": 1}
+
+    def predicted(**changed: int) -> float:
+        setting = {**knobs, **changed}
+        cycles = target.pack().cost_model.predict(spec.name, space.source(setting, facts, "0.6.0"), setting, facts)
+        assert cycles is not None
+        return cycles
+
+    assert predicted(engines=4) < predicted(engines=2) / 1.2  # two engines cannot fill the cluster port
+    assert predicted(engines=4, chunk=0) > predicted(engines=4) * 1.15  # 2 KB chunks: start-ups dominate
 
 
 def test_a_baseline_is_ported_to_the_next_toolchain_by_the_packs_rewrites() -> None:

@@ -20,9 +20,7 @@ from simulator.cost import estimate
 from simulator.ferc import main as ferc
 from simulator.pack import SimRNGDPack
 from simulator.pack import params as P
-from simulator.pack.cost import WorkloadCostModel
 from simulator.pack.estimate import StatsCostModel, predict_stats
-from simulator.pack.space import FAMILIES
 from simulator.target import SimRNGD
 from simulator.toolchain.capacity import dm_limit
 from simulator.toolchain.check import check
@@ -170,15 +168,14 @@ def test_the_model_prices_any_program_and_ranks_the_shipped_ones() -> None:
         fast = model.predict(kernel, SHIPPED[f"{short}_opt"], None, facts)
         slow = model.predict(kernel, SHIPPED[f"{label}_baseline"], None, facts)
         assert fast is not None and slow is not None and fast < slow / 2
-    family = FAMILIES["sliding_attention_output"]
-    knobs = {"kgroups": 8, "chunks": 4, "depth": 3, "engines": 4, "direct": 1, "packet": 0}
-    source = family.source(knobs, facts, "0.6.0")
-    pack = SimRNGDPack().cost_model  # knobs first (the proposers rank whole spaces), else the statistics
-    workload = WorkloadCostModel(FAMILIES).predict(family.kernel, source, knobs, facts)
-    assert pack.predict(family.kernel, source, knobs, facts) == workload
-    assert pack.predict(family.kernel, "", knobs, facts) == workload
-    assert pack.predict(family.kernel, source, None, facts) == model.predict(family.kernel, source, None, facts)
-    assert model.predict(family.kernel, "", knobs, facts) is None  # nothing to analyze, no knobs it knows
+    spec = next(k for k in SimRNGD().kernels() if k.name == "sliding_attention_output")
+    space = SimRNGDPack().design_space(spec)
+    assert space is not None
+    knobs = {"kgroups": 8, "bcast": 1, "chunk": 2, "depth": 3, "engines": 4, "stagger": 1, "direct": 1}
+    source = space.source(knobs, facts, "0.6.0")
+    pack = SimRNGDPack().cost_model  # a generated design is priced like any other program: by its statistics
+    assert pack.predict(spec.name, source, knobs, facts) == model.predict(spec.name, source, None, facts)
+    assert model.predict(spec.name, "", knobs, facts) is None  # nothing to analyze
 
 
 def test_the_model_never_reads_the_truth_or_the_true_cost_model() -> None:

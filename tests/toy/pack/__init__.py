@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from chiplore.core.pack import DesignSpace
 from chiplore.core.params import ParamKey, ParamRegistry
+from chiplore.core.target import KernelSpec
 from tests.toy.pack.compiler import ToylRepairs, ToylVocabulary
 from tests.toy.pack.doc_patterns import DOC_PATTERNS
 from tests.toy.pack.fits import FITS
@@ -32,5 +33,5 @@ class ToyPack:
         self.cost_model = GemvCostModel()
         self._spaces = {GemvSpace.kernel: GemvSpace()}
 
-    def design_space(self, kernel: str) -> DesignSpace | None:
-        return self._spaces.get(kernel)
+    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
+        return self._spaces.get(kernel.name)

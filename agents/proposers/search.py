@@ -1,0 +1,118 @@
+"""How the builtin architect searches a design space it cannot price whole.
+
+A prediction costs what the pack's cost model costs: microseconds for a model over knobs, a compile
+for one over a program's statistics, and a generated space holds hundreds to thousands of valid
+settings. So a search prices a bounded number of them (`SearchBudget`), the way a tuner's search
+strategy spends its cost model: a seeded sample of the valid settings first, then hill climbs from
+the best sampled setting of each value of the space's first knob (its most structural choice), each
+step moving one knob to whichever of its values prices best, while that improves. A setting is
+priced once per search; the tree's known programs are priced too (a climb may pass through them)
+but never proposed again. Deterministic from the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from chiplore.core.ids import content_sha
+from chiplore.core.pack import DesignSpace, Facts, Params
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """How much of the cost model one architect call may spend."""
+
+    predictions: int = 96  # settings priced per call, sample and climbs together
+    sample_share: float = 0.25  # of them spent on the seeded sample before the climbs
+
+
+def setting_key(params: Params) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+@dataclass
+class Priced:
+    """A setting with its program and predicted cycles (inf: the model cannot price it)."""
+
+    params: Params
+    source: str
+    cycles: float
+
+    @property
+    def sha(self) -> str:
+        return content_sha(self.source)
+
+
+@dataclass
+class Search:
+    """One search of a space: every setting it priced, by key."""
+
+    space: DesignSpace
+    facts: Facts
+    version: str
+    predict: Callable[[str, Params], float | None]
+    budget: SearchBudget
+    priced: dict[str, Priced] = field(default_factory=dict)
+
+    @property
+    def spent(self) -> bool:
+        return len(self.priced) >= self.budget.predictions
+
+    def price(self, params: Params) -> float:
+        """The setting's predicted cycles (inf when unpriced and the budget is spent)."""
+        key = setting_key(params)
+        if key not in self.priced:
+            if self.spent:
+                return math.inf
+            source = self.space.source(params, self.facts, self.version)
+            cycles = self.predict(source, params)
+            self.priced[key] = Priced(params, source, math.inf if cycles is None else cycles)
+        return self.priced[key].cycles
+
+    def moves(self, here: Params) -> list[Params]:
+        """Every valid setting that differs from `here` in one knob, in the knobs' order."""
+        out = []
+        for knob in self.space.knobs:
+            for value in knob.values:
+                if value != here.get(knob.name):
+                    moved = {**here, knob.name: value}
+                    if self.space.valid(moved, self.facts):
+                        out.append(moved)
+        return out
+
+    def climb(self, start: Params) -> None:
+        """Steepest descent over one-knob moves from `start`, until no move improves or the budget ends."""
+        here, value = start, self.price(start)
+        while not self.spent:
+            better = min(((self.price(m), i, m) for i, m in enumerate(self.moves(here))), default=None)
+            if better is None or better[0] >= value:
+                return
+            value, _, here = better
+
+
+def search_space(space: DesignSpace, valid: Sequence[Params], facts: Facts, version: str,
+                 predict: Callable[[str, Params], float | None], budget: SearchBudget,
+                 seed: int) -> dict[str, Priced]:  # fmt: skip
+    """Price a seeded sample of `valid`, then climb from the best sampled setting of each value of
+    the first knob, best first; every setting priced, by key."""
+    search = Search(space, facts, version, predict, budget)
+    order = list(valid)
+    random.Random(seed).shuffle(order)
+    sample = max(1, int(budget.predictions * budget.sample_share))
+    for params in order[:sample]:
+        search.price(params)
+    first = space.knobs[0].name if space.knobs else None
+    starts: dict[object, Priced] = {}
+    for found in search.priced.values():
+        value = found.params.get(first) if first else None
+        if value not in starts or found.cycles < starts[value].cycles:
+            starts[value] = found
+    for start in sorted(starts.values(), key=lambda p: p.cycles):
+        if search.spent:
+            break
+        search.climb(start.params)
+    return search.priced

@@ -1,0 +1,144 @@
+"""Every kernel SimRNGD ships, designed by the generator from its op graph, on two chips.
+
+    python benchmarks/any_kernel.py [--chips default,other] [--toolchains 0.6.0,0.7.0] [--seed 0]
+                                    [--kernels K,...] [--json FILE]
+
+Per chip, on a scratch embedded store and with default settings, what a user runs: `learn` under
+0.6.0, `optimize` of every kernel (the three Gemma kernels and the kernel packs shipped under
+simulator/kernels/packs: a SwiGLU feed-forward, a vocabulary projection, a GQA projection), then
+`toolchain upgrade 0.7.0` and `optimize` again. The other chip is a CHIPLORE_SIM_TRUTH file with
+20-40 % other bandwidths and start-ups. Per kernel and toolchain: the baseline and BEST as `status`
+reports them (medians of the device's noisy runs), BEST over the chip's own bound (`x bound`, as
+`status` divides) and in true cycles (`x bound true`: the harness's noise-free cycles of BEST's
+program; only this benchmark reads them), the speedup, device seconds and wall time. The targets:
+every kernel within 1.15x of its bound on the default chip, 1.20x on the other.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import asdict, dataclass  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from chiplore.core.errors import ConfigError  # noqa: E402
+from chiplore.session import Session  # noqa: E402
+from kg.embedded_store import EmbeddedStore  # noqa: E402
+from simulator._truth import ENV_VAR  # noqa: E402
+from simulator.cost import NotCompiled, estimate  # noqa: E402
+from simulator.target import SimRNGD  # noqa: E402
+
+PACKS = Path(__file__).resolve().parents[1] / "simulator" / "kernels" / "packs"
+OTHER_CHIP = {"engine_bw": 165.0, "dmn_bw": 190.0, "cluster_ingress": 215.0, "dma_startup": 460.0,
+              "dma_chain_startup": 240.0, "lut_bpc": 2.2}  # fmt: skip
+TARGETS = {"default": 1.15, "other": 1.20}
+console = Console(width=170)
+
+
+@dataclass
+class Row:
+    chip: str
+    toolchain: str
+    kernel: str
+    baseline: float | None
+    best: float | None
+    ci: tuple[float | None, float | None]
+    ratio: float | None  # status's: BEST's median over the chip's bound
+    true_ratio: float | None  # BEST's noise-free cycles over the bound
+    speedup: float | None
+    device_s: float
+    wall_s: float
+
+
+def true_ratio(session: Session, kernel: str, version: str, bound: float) -> float | None:
+    try:
+        return estimate(session.best(kernel).source, version).cycles / bound
+    except (ConfigError, NotCompiled):  # a kernel with no BEST, or a program the harness cannot time
+        return None
+
+
+def chip_rows(chip: str, toolchains: list[str], kernels: list[str] | None, seed: int) -> list[Row]:
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="chiplore-any-kernel-") as scratch:
+        store = EmbeddedStore(Path(scratch) / "data")
+        try:
+            session = Session(store, SimRNGD(seed=seed, kernel_paths=(PACKS,)))
+            session.prepare()
+            for index, version in enumerate(toolchains):
+                started = time.perf_counter()
+                if index == 0:
+                    session.learn(toolchain=version)
+                else:
+                    session.upgrade(version)
+                session.optimize(kernels, toolchain=version, seed=seed)
+                wall = time.perf_counter() - started
+                for k in session.status():
+                    if kernels and k.kernel not in kernels:
+                        continue
+                    rows.append(Row(chip, version, k.kernel, k.baseline_cycles, k.best_cycles,
+                                    (k.best_ci_low, k.best_ci_high), k.ratio_to_bound,
+                                    true_ratio(session, k.kernel, version, k.bound_cycles_true),
+                                    k.speedup_vs_baseline, k.device_seconds, wall))  # fmt: skip
+                console.print(f"[dim]{chip} chip, {version}: {wall:.0f} s of wall time[/dim]")
+        finally:
+            store.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chips", default="default,other")
+    parser.add_argument("--toolchains", default="0.6.0,0.7.0")
+    parser.add_argument("--kernels", default="", help="only these (default: every kernel the target offers)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    kernels = [k for k in args.kernels.split(",") if k] or None
+    rows: list[Row] = []
+    saved = os.environ.pop(ENV_VAR, None)
+    try:
+        for chip in args.chips.split(","):
+            if chip == "other":
+                with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as handle:
+                    handle.write("".join(f"{key} = {value}\n" for key, value in OTHER_CHIP.items()))
+                os.environ[ENV_VAR] = handle.name
+            rows += chip_rows(chip, args.toolchains.split(","), kernels, args.seed)
+            os.environ.pop(ENV_VAR, None)
+    finally:
+        if saved is not None:
+            os.environ[ENV_VAR] = saved
+    render(rows)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+
+
+def render(rows: list[Row]) -> None:
+    def n(value: float | None, form: str = ",.0f") -> str:
+        return "-" if value is None else format(value, form)
+
+    table = Table(title="every kernel, designed by the generator (learn && optimize, upgrade && optimize; default "
+                  "settings)", caption="x bound: status's BEST median over the chip's bound; true: BEST's "
+                  f"noise-free cycles; targets {TARGETS}")  # fmt: skip
+    for column in ("chip", "toolchain", "kernel", "baseline", "best [95% CI]", "x bound", "x bound true", "speedup",
+                   "device-s"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("chip", "kernel") else "right")
+    for r in rows:
+        over = r.ratio is None or r.ratio > TARGETS.get(r.chip, 1.15)
+        ratio = n(r.ratio, ".3f") + (" [red](over)[/red]" if over else "")
+        table.add_row(r.chip, r.toolchain, r.kernel, n(r.baseline), f"{n(r.best)} [{n(r.ci[0])}, {n(r.ci[1])}]",
+                      ratio, n(r.true_ratio, ".3f"), n(r.speedup, ".2f") + "x", n(r.device_s))  # fmt: skip
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

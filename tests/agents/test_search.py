@@ -1,0 +1,65 @@
+"""The builtin architect's search of a design space: it spends no more of the cost model than its
+budget, finds the space's best setting when the budget lets it climb there, is deterministic from
+the seed, and never proposes a program the tree holds."""
+
+from __future__ import annotations
+
+import math
+
+from agents.cost_model import CalibratedCostModel
+from agents.knowledge import Knowledge
+from agents.proposers import BuiltinArchitect, KernelView
+from agents.proposers.search import SearchBudget, search_space, setting_key
+from chiplore.core.ids import content_sha
+from chiplore.core.pack import Params, points
+from tests.toy.pack.params import LANE_BUFFER
+from tests.toy.target import ToyChip
+
+FACTS = {LANE_BUFFER.key: 65536.0}
+
+
+def _toy() -> tuple[ToyChip, KernelView]:
+    chip = ToyChip()
+    [spec] = chip.kernels()
+    pack = chip.pack()
+    version = chip.default_toolchain()
+    view = KernelView(spec=spec, version=version, knowledge=Knowledge(version, dict(FACTS)),
+                      space=pack.design_space(spec), model=CalibratedCostModel(pack.cost_model), seed=3)  # fmt: skip
+    return chip, view
+
+
+def test_the_search_prices_no_more_settings_than_its_budget() -> None:
+    _, view = _toy()
+    assert view.space is not None
+    valid = list(points(view.space, FACTS))
+    calls: list[Params] = []
+
+    def predict(source: str, params: Params) -> float | None:
+        calls.append(params)
+        return view.predicted(source, params)
+
+    priced = search_space(view.space, valid, FACTS, view.version, predict, SearchBudget(predictions=5), seed=0)
+    assert len(priced) == len(calls) == 5 < len(valid)
+    assert len({setting_key(p) for p in calls}) == 5  # nothing priced twice
+
+
+def test_with_budget_enough_the_climb_ends_at_the_best_setting_and_is_the_same_for_a_seed() -> None:
+    _, view = _toy()
+    assert view.space is not None
+    valid = list(points(view.space, FACTS))
+    exhaustive = min(valid, key=lambda p: view.predicted(view.space.source(p, FACTS, view.version), p) or math.inf)  # type: ignore[union-attr]
+    budget = SearchBudget(predictions=len(valid) - 1, sample_share=0.2)
+    found = [search_space(view.space, valid, FACTS, view.version, view.predicted, budget, seed=7) for _ in range(2)]
+    assert list(found[0]) == list(found[1])  # the same settings, priced in the same order
+    best = min(found[0].values(), key=lambda p: p.cycles)
+    assert best.params == exhaustive
+
+
+def test_the_architect_proposes_only_programs_the_tree_does_not_hold() -> None:
+    _, view = _toy()
+    first = BuiltinArchitect(SearchBudget(predictions=6)).propose(view, 3)
+    assert len(first) == 3
+    held = {content_sha(p.source) for p in first}
+    view.tried = lambda shas: {sha for sha in shas if sha in held}
+    again = BuiltinArchitect(SearchBudget(predictions=6)).propose(view, 3)
+    assert again and not {content_sha(p.source) for p in again} & held
