@@ -99,7 +99,12 @@ class App:
         """A session on the configured store and target; the store closes when it ends."""
         target = self.target()
         with self.open_store(create=create) as store:
-            yield Session(store, target, target_factory=functools.partial(open_target, self.settings))
+            yield Session(
+                store,
+                target,
+                target_factory=functools.partial(open_target, self.settings),
+                search_predictions=self.settings.search_predictions,
+            )
 
     def proposers(self, session: Session, config: LLMConfig, architect: str, refiner: str) -> dict[str, Proposer]:
         """The architect and refiner the options ask for (LLM roles share one token budget); the

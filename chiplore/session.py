@@ -18,7 +18,8 @@ import queries as named_queries
 from agents.callbacks import Note
 from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
 from agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
-from agents.proposers import Proposer
+from agents.proposers import BuiltinArchitect, Proposer
+from agents.proposers.search import SearchBudget
 from agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
 from chiplore.core.pack import pack_lexer
@@ -83,11 +84,13 @@ class Session:
     """chiplore's operations on one store and one target. Every operation prepares the graph first
     (schema migrations, the target and its toolchains registered), once per session."""
 
-    def __init__(self, store: GraphStore, target: Target, *,
-                 target_factory: Callable[[], Target] | None = None) -> None:  # fmt: skip
+    def __init__(self, store: GraphStore, target: Target, *, target_factory: Callable[[], Target] | None = None,
+                 search_predictions: int | None = None) -> None:  # fmt: skip
         """`target_factory` builds the same target in another process (a Ray worker's); `optimize`
-        needs it for `workers > 1` (App.session gives one)."""
+        needs it for `workers > 1` (App.session gives one). `search_predictions`: what the builtin
+        architect may spend of the cost model per proposal (None: its default)."""
         self.store, self.target, self.target_factory = store, target, target_factory
+        self.search_predictions = search_predictions
         self.pack = target.pack()
         self._schema: SchemaReport | None = None
 
@@ -132,6 +135,8 @@ class Session:
         (a local Ray is started unless `ray_address` names a cluster). The summary then also holds
         the run's calendar, each device's use and when each BEST was decided (agents.scale)."""
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
+        if architect is None and self.search_predictions is not None:
+            architect = BuiltinArchitect(SearchBudget(predictions=self.search_predictions))
         version = self.toolchain(toolchain)
         active = self.active_toolchain()
         if active and version != active and any_best(self.store):

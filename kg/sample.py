@@ -28,8 +28,6 @@ from kg.models import (
     HardwareParam,
     Kernel,
     KernelVersion,
-    LanguageEntry,
-    LanguageExample,
     LegalityRule,
     Measurement,
     ProbeProgram,
@@ -41,6 +39,7 @@ from kg.repo.nodes import Link, Ref, link, upsert
 from kg.repo.runs import record_device_runs
 from kg.repo.targets import register_target, set_active_toolchain
 from kg.repo.upgrades import record_revalidation
+from kg.sample_language import language_summary
 from kg.schema import fact_id
 from kg.store import GraphStore
 
@@ -55,13 +54,6 @@ PARAMS = (
     ("switch_bytes_per_cycle", "B/cycle"),
     ("contraction_macs_per_cycle", "MAC/cycle"),
     ("vector_chain_max", "ops"),
-)
-# (construct, kind, syntax, how it changed from OLD to NEW): the language summary's entries
-CONSTRUCTS = (
-    ("cast", "stage", ".cast(D)", "removed"),
-    ("widen", "stage", ".widen(D)", "added"),
-    ("decode", "stage", ".decode(D)", "unchanged"),
-    ("reduce_clusters", "reduction", "reduce_clusters(T)", "changed"),
 )
 RULE_CODES = ("E0201", "E0202", "E0301", "E0302", "E0401", "E0402", "E0501", "W0601")
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -235,7 +227,9 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
             if changed and version == NEW:
                 links.append(Link(Ref.to(rule), "SUPERSEDES", Ref("LegalityRule", f"rule-{OLD}-{code}")))
 
-    _language_summary(nodes, links, chunks, librarian)
+    language_summary(nodes, links, target=TARGET, versions=(OLD, NEW), chunks=chunks,
+                     rule=f"rule-{OLD}-{RULE_CODES[0]}", claims={v: f"claim-{v}-{PARAMS[1][0]}" for v in (OLD, NEW)},
+                     librarian=librarian)  # fmt: skip
 
     upsert(store, nodes)
     record_device_runs(store, probe_runs, activity=prober)
@@ -265,58 +259,6 @@ def build_sample_graph(store: GraphStore, *, designs_per_kernel: int = 40, seed:
     set_active_toolchain(store, TARGET, NEW)
     recount(store)  # the designs above were written in bulk, past the statements that count them
     return summary
-
-
-def _language_summary(nodes: list, links: list[Link], chunks: dict[str, str], librarian: Activity) -> None:
-    """The checked DSL summary of OLD and NEW: an entry per construct and version, each with a doc
-    example and its compile check, one LLM statement whose example failed, and NEW's changed entries
-    superseding OLD's."""
-    for version in (OLD, NEW):
-        for index, (name, kind, syntax, change) in enumerate(CONSTRUCTS):
-            available = not ((version == OLD and change == "added") or (version == NEW and change == "removed"))
-            source = f"// {name} under {version}\nkernel show_{name} {{ {syntax} }}"
-            example = LanguageExample(id=content_sha(source), source=source, origin="doc", version=version,
-                                      statement=f"{syntax} under {version}", constructs=[name])  # fmt: skip
-            check = Check(id=f"check-{version}-{name}", method="compile",
-                          verdict="confirms" if available else "contradicts",
-                          detail="compiles cleanly" if available else "E0103: use another construct")  # fmt: skip
-            entry = LanguageEntry(
-                id=LanguageEntry.id_of(TARGET, version, name), name=name, version=version, kind=kind, syntax=syntax,
-                meaning=f"what {syntax} does", availability="available" if available else "unavailable",
-                instead="" if available else "use .widen(D)", verdict="confirmed" if index % 2 else "contradicted",
-                why="" if index % 2 else f"the docs' example of {name} computes another value", examples=1,
-                fingerprint=f"{'available' if available else 'unavailable'}|E0201", toolchain=version,
-                change=(change if version == NEW else ""), change_from=OLD if version == NEW else "",
-                before=f"{'unavailable' if change == 'added' else 'available'}|E0201" if version == NEW else "",
-                change_detail=f"{name}: {change}" if version == NEW else "",
-                status="superseded" if version == OLD and change != "unchanged" else "current",
-            )  # fmt: skip
-            nodes += [example, check, entry]
-            links += [
-                Link(Ref.to(entry), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
-                Link(Ref.to(entry), "CREATED_BY", Ref.to(librarian)),
-                Link(Ref.to(entry), "CHECKED_BY", Ref.to(check)),
-                Link(Ref.to(check), "USED", Ref.to(example)),
-                Link(Ref.to(check), "UNDER", Ref("Toolchain", f"{TARGET}@{version}")),
-                Link(Ref.to(example), "CITES", Ref("DocChunk", chunks[version])),
-                Link(Ref.to(entry), "CONSTRAINED_BY", Ref("LegalityRule", f"rule-{OLD}-{RULE_CODES[0]}")),
-                Link(Ref.to(entry), "STATES", Ref("Claim", f"claim-{version}-{PARAMS[1][0]}")),
-            ]  # fmt: skip
-            if version == NEW and change != "unchanged":
-                links.append(
-                    Link(Ref.to(entry), "SUPERSEDES", Ref("LanguageEntry", LanguageEntry.id_of(TARGET, OLD, name)))
-                )
-            if index == 0:  # an LLM librarian's statement whose example did not compile: not kept as true
-                llm_source = f"// llm's {name} under {version}\nkernel llm_{name} {{ {syntax}.oops }}"
-                llm = LanguageExample(id=content_sha(llm_source), source=llm_source, origin="llm", version=version,
-                                      statement=f"{syntax} chains", constructs=[name])  # fmt: skip
-                refused = Check(id=f"check-{version}-{name}-llm", method="compile", verdict="contradicts",
-                                detail="E0100: unexpected token")  # fmt: skip
-                nodes += [llm, refused]
-                links += [
-                    Link(Ref.to(entry), "CHECKED_BY", Ref.to(refused)),
-                    Link(Ref.to(refused), "USED", Ref.to(llm)),
-                ]
 
 
 def _design_tree(

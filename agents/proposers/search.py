@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import DesignSpace, Facts, Params
+from chiplore.core.pack import DesignSpace, Facts, Params, one_knob_moves
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,14 @@ class Search:
             self.priced[key] = Priced(params, source, math.inf if cycles is None else cycles)
         return self.priced[key].cycles
 
-    def moves(self, here: Params) -> list[Params]:
-        """Every valid setting that differs from `here` in one knob, in the knobs' order."""
-        out = []
-        for knob in self.space.knobs:
-            for value in knob.values:
-                if value != here.get(knob.name):
-                    moved = {**here, knob.name: value}
-                    if self.space.valid(moved, self.facts):
-                        out.append(moved)
-        return out
-
     def climb(self, start: Params) -> None:
         """Steepest descent over one-knob moves from `start`, until no move improves or the budget ends."""
         here, value = start, self.price(start)
         while not self.spent:
-            better = min(((self.price(m), i, m) for i, m in enumerate(self.moves(here))), default=None)
+            better = min(
+                ((self.price(m), i, m) for i, m in enumerate(one_knob_moves(self.space, here, self.facts))),
+                default=None,
+            )
             if better is None or better[0] >= value:
                 return
             value, _, here = better

@@ -184,6 +184,18 @@ def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Par
                     yield moved
 
 
+def one_knob_moves(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
+    """Valid settings that differ from `params` in one knob, set to any other of its values: a search's
+    steps. A knob added to the space since `params` was written takes its first value."""
+    full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
+    for knob in space.knobs:
+        for value in knob.values:
+            if value != full[knob.name]:
+                moved = {**full, knob.name: value}
+                if space.valid(moved, facts):
+                    yield moved
+
+
 class CostModel(Protocol):
     """The structure of the chip's cost: cycles predicted from a design and the learnt parameters
     only (never the target's truth). The generic loop calibrates it against the device."""

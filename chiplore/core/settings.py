@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     devices: int = Field(default=1, ge=1, le=256)  # CHIPLORE_DEVICES: the devices a simulated target offers
     workers: int = Field(default=1, ge=1, le=1024)  # CHIPLORE_WORKERS: optimize's CPU workers; > 1 runs on Ray
     ray_address: str = ""  # CHIPLORE_RAY_ADDRESS: a Ray cluster to join ("" starts a local one when workers > 1)
+    # CHIPLORE_SEARCH_PREDICTIONS: cost-model predictions the builtin architect may spend per proposal
+    # (None: its default); a pack's model that compiles to price makes each one cost a compile
+    search_predictions: int | None = Field(default=None, ge=4, le=100_000)
 
     def public_view(self) -> dict[str, object]:
         """The settings as they may be shown to a user: the password only says whether it is set."""
@@ -53,4 +56,5 @@ class Settings(BaseSettings):
             "devices": self.devices,
             "workers": self.workers,
             "ray_address": self.ray_address,
+            "search_predictions": self.search_predictions,
         }

@@ -14,18 +14,32 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
         current = stack.pop()
         yield current
         children: list[ir.Node] = []
-        for name in type(current).model_fields:
-            if name.endswith("span"):
-                continue
-            _collect(getattr(current, name), children)
+        for name in _child_fields(type(current)):
+            value = getattr(current, name)
+            if isinstance(value, ir.Node):
+                children.append(value)
+            elif isinstance(value, tuple):
+                _collect(value, children)
         stack.extend(reversed(children))
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type[ir.Node]) -> tuple[str, ...]:
+    """The fields of a node class that may hold nodes (not its spans), looked up once per class: the
+    checks walk every program's tree a few dozen times."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(name for name in cls.model_fields if not name.endswith("span"))
+    return names
+
+
 def _collect(value: object, into: list[ir.Node]) -> None:
-    if isinstance(value, ir.Node):
-        into.append(value)
-    elif isinstance(value, tuple):
-        for item in value:
+    for item in value:  # type: ignore[attr-defined]
+        if isinstance(item, ir.Node):
+            into.append(item)
+        elif isinstance(item, tuple):
             _collect(item, into)
 
 

@@ -14,6 +14,7 @@ ALLREDUCE = "vocab.allreduce_slices"  # `allreduce_slices` instead of `reduce_sl
 BRIDGE = "vocab.reduce_clusters"  # the clusters' values added over the bridge (0.7.0)
 F8_STREAM = "contract.f8_stream"  # a contraction takes f8 codes as they stream in
 F4_STREAM = "contract.f4_stream"  # ... and f4 codes
+BUFFERS = "vocab.buffers"  # `buffers: N` in a tensor type (0.7.0) instead of `#[pipeline(depth = N)]`
 
 CAPABILITIES = (
     Capability(WIDEN, "construct.widen"),
@@ -22,4 +23,5 @@ CAPABILITIES = (
     Capability(BRIDGE, "construct.reduce_clusters"),
     Capability(F8_STREAM, "contract.stream_dtype", "f8e4m3"),
     Capability(F4_STREAM, "contract.stream_dtype", "f4e2m1"),
+    Capability(BUFFERS, "construct.buffers"),
 )

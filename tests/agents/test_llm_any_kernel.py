@@ -19,6 +19,7 @@ from agents.llm.kernel import render_stats
 from agents.llm.policy import LLMPolicy, TokenBudget
 from agents.loop import optimize
 from agents.proposers import BuiltinArchitect
+from agents.proposers.search import SearchBudget
 from chiplore.core.pack import language_guide
 from ingest.learn import learn
 from kg.store import GraphStore
@@ -49,7 +50,7 @@ def test_the_model_writes_a_program_for_a_pack_kernel_from_the_summary(graph: Gr
     knowledge = read_knowledge(graph, VERSION, target.pack().capabilities)
     guide = language_guide(target.pack())
     assert guide is not None
-    proposals = BuiltinArchitect().propose(kernel_view(target, GQA, VERSION, knowledge), 12)
+    proposals = BuiltinArchitect(SearchBudget(predictions=24)).propose(kernel_view(target, GQA, VERSION, knowledge), 12)
     program = next(p.source for p in proposals if guide.used_in(p.source) <= sound)
     used = guide.used_in(program)
     assert used and used <= sound, used - sound

@@ -21,6 +21,8 @@ import pytest
 
 import queries
 from agents.loop import optimize
+from agents.proposers import BuiltinArchitect
+from agents.proposers.search import SearchBudget
 from agents.upgrade import UpgradeRefused, UpgradeSummary, upgrade
 from ingest.learn import learn
 from ingest.remeasure import recheck_state
@@ -98,6 +100,11 @@ def _state(store: GraphStore) -> dict[str, Any]:
     }
 
 
+# A few designs priced per proposal: the upgrade's tests need designs to upgrade, not the best ones
+# (the loop's tests hold the search to quality).
+QUICK = SearchBudget(predictions=24)
+
+
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     root = tmp_path_factory.mktemp("upgrade")
@@ -107,7 +114,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
         learnt = learn(store, target, OLD)
-        optimize(store, target, OLD, seed=0, patience=4)
+        optimize(store, target, OLD, seed=0, patience=4, architect=BuiltinArchitect(QUICK))
         before, inventory_before = best_sources(store), inventory(store)
     shutil.copytree(data, snapshot)
     with EmbeddedStore(data) as store:
@@ -117,7 +124,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         first = fingerprint(store)
         again = upgrade(store, target, NEW)
         second = fingerprint(store)
-        optimize(store, target, NEW, seed=0, patience=4)
+        optimize(store, target, NEW, seed=0, patience=4, architect=BuiltinArchitect(QUICK))
         after, inventory_after = best_sources(store), inventory(store)
     yield Campaign(learnt.device_s, before, inventory_before, upgraded, diff, again, (first, second), state, after,
                    inventory_after, snapshot)  # fmt: skip

@@ -11,6 +11,5 @@ chunks, contracted), `rows` with `lanes` and `operands` (the epilogue, fused acr
 
 from simulator.pack.generator.graph import Unsupported
 from simulator.pack.generator.space import GeneratedSpace, generated_space, generation_problem
-from simulator.pack.generator.vocab import BUFFERS_CAPABILITY
 
-__all__ = ["BUFFERS_CAPABILITY", "GeneratedSpace", "Unsupported", "generated_space", "generation_problem"]
+__all__ = ["GeneratedSpace", "Unsupported", "generated_space", "generation_problem"]

@@ -6,14 +6,11 @@ refuses the construct, 1 when none does) with the default a 0.6.0-era program wo
 
 from __future__ import annotations
 
-from chiplore.core.pack import Capability, Facts
+from chiplore.core.pack import Facts
 from simulator.pack import capabilities as C
 from simulator.pack import params as P
 
-# `buffers: N` in a tensor type (0.7.0) instead of `#[pipeline(depth = N)]`; a flag the pack's
-# capability list does not carry yet (its construct probe exists), so designs use the attribute until it does.
-BUFFERS = "vocab.buffers"
-BUFFERS_CAPABILITY = Capability(BUFFERS, "construct.buffers")
+BUFFERS = C.BUFFERS  # `buffers: N` in a tensor type instead of `#[pipeline(depth = N)]`, where the rules allow
 
 DOCUMENTED_DM = 480 * 1024  # until the capacity probe has measured it
 DOCUMENTED_CHAIN = 6  # vector ops per pass, until the chain probe has measured it
