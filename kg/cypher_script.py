@@ -15,7 +15,7 @@ from kg.graph_io import (
     Exported,
     NodeLine,
     RelationshipLine,
-    _check_complete,
+    check_complete,
     iter_nodes,
     iter_relationships,
 )
@@ -83,7 +83,7 @@ def export_cypher(store: Any, out: TextIO) -> Exported:
             "SET r += row.props;\n"
         )
         done.relationships += len(group)
-    _check_complete(store, done)
+    check_complete(store, done)
     return done
 
 

@@ -22,66 +22,29 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TextIO
+from typing import Any, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
-from chiplore.core.errors import StoreError
-from kg.repo.nodes import RELATIONSHIPS
+from kg.graph_file import (
+    FORMAT,
+    FORMAT_VERSION,
+    KEY_PROPERTIES,
+    LABELS,
+    PAGE,
+    SCHEMA_STATE,
+    GraphFileError,
+    NodeLine,
+    Progress,
+    RelationshipLine,
+    read_lines,
+)
 from kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from kg.store import GraphStore
-
-FORMAT = "chiplore-graph"
-FORMAT_VERSION = 1
-PAGE = 2_000  # nodes read (or written) per statement
-SCHEMA_STATE = "SchemaVersion"  # the schema's bookkeeping node: not exported
-LABELS = tuple(label for label in NODE_KEYS if label != SCHEMA_STATE)
-KEY_PROPERTIES = tuple(dict.fromkeys(NODE_KEYS.values()))  # name, id, sha, key, consumer
-Progress = Callable[[str, int], None]  # (what, how many so far)
-
-
-class GraphFileError(StoreError):
-    """A graph file that cannot be read, or a graph that cannot be written to one."""
-
-
-class Header(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    kind: Literal["header"]
-    format: Literal["chiplore-graph"]
-    version: int
-    schema_version: int
-
-
-class NodeLine(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["node"]
-    label: str
-    key: str | int
-    labels: list[str]
-    properties: dict[str, Any]
-
-
-class RelationshipLine(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    kind: Literal["relationship"]
-    type: str
-    source: tuple[str, str | int] = Field(alias="from")
-    target: tuple[str, str | int] = Field(alias="to")
-    properties: dict[str, Any]
-
-
-class EndLine(BaseModel):
-    kind: Literal["end"]
-    nodes: int
-    relationships: int
-
-
-Line = Annotated[Header | NodeLine | RelationshipLine | EndLine, Field(discriminator="kind")]
-_LINE: TypeAdapter[Header | NodeLine | RelationshipLine | EndLine] = TypeAdapter(Line)
 
 
 class GraphCounts(BaseModel):
@@ -215,12 +178,12 @@ def export_jsonl(store: GraphStore, out: TextIO, *, source: str = "", on_progres
         done.relationships += 1
         if on_progress and done.relationships % PAGE == 0:
             on_progress("relationships", done.relationships)
-    _check_complete(store, done)
+    check_complete(store, done)
     out.write(json.dumps({"kind": "end", "nodes": done.nodes, "relationships": done.relationships}) + "\n")
     return done
 
 
-def _check_complete(store: GraphStore, done: Exported) -> None:
+def check_complete(store: GraphStore, done: Exported) -> None:
     """Every node but the schema's own must carry a schema label; nothing may be left behind."""
     total = int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
     if total != done.nodes:
@@ -242,88 +205,6 @@ def _check_complete(store: GraphStore, done: Exported) -> None:
 
 
 # -- import ----------------------------------------------------------------------------------------
-
-
-def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -> Iterator[NodeLine | RelationshipLine]:
-    """The node and relationship lines of a graph file, checked: a header first, known labels and
-    types, nodes before relationships, and the end line with the right counts last. With
-    `references`, also that every relationship joins two nodes of the file (it keeps their keys)."""
-    header: Header | None = None
-    nodes = relationships = 0
-    ended = False
-    keys: set[tuple[str, str | int]] = set()
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        if ended:
-            raise GraphFileError(f"{origin} line {number}: data after the end line")
-        try:
-            line = _LINE.validate_python(json.loads(text))
-        except (json.JSONDecodeError, ValidationError) as error:
-            raise GraphFileError(f"{origin} line {number}: not a chiplore graph line ({_first_error(error)})") from None
-        if header is None:
-            if not isinstance(line, Header):
-                raise GraphFileError(f"{origin} line {number}: a chiplore graph file starts with its header line")
-            if line.version > FORMAT_VERSION or line.schema_version > LATEST_VERSION:
-                raise GraphFileError(
-                    f"{origin} was written by a newer chiplore (format {line.version}, schema "
-                    f"{line.schema_version}); upgrade chiplore to read it"
-                )
-            header = line
-        elif isinstance(line, NodeLine):
-            if relationships:
-                raise GraphFileError(f"{origin} line {number}: a node after the relationships")
-            _check_node(line, f"{origin} line {number}")
-            nodes += 1
-            if references:
-                keys.add((line.label, line.key))
-            yield line
-        elif isinstance(line, RelationshipLine):
-            _check_relationship(line, f"{origin} line {number}")
-            if references and (missing := next((end for end in (line.source, line.target) if end not in keys), None)):
-                raise GraphFileError(f"{origin} line {number}: the {line.type} relationship names {missing[0]} "
-                                     f"{missing[1]!r}, a node the file does not hold")  # fmt: skip
-            relationships += 1
-            yield line
-        elif isinstance(line, EndLine):
-            if (line.nodes, line.relationships) != (nodes, relationships):
-                raise GraphFileError(
-                    f"{origin} line {number}: the end line counts {line.nodes} nodes and "
-                    f"{line.relationships} relationships; the file holds {nodes} and {relationships}"
-                )
-            ended = True
-        else:
-            raise GraphFileError(f"{origin} line {number}: a second header")
-    if header is None:
-        raise GraphFileError(f"{origin} is empty: no chiplore graph header")
-    if not ended:
-        raise GraphFileError(f"{origin} has no end line: the file was cut short")
-
-
-def _first_error(error: Exception) -> str:
-    if isinstance(error, ValidationError):
-        first = error.errors()[0]
-        return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
-    return str(error).split("\n")[0]
-
-
-def _check_node(line: NodeLine, where: str) -> None:
-    if line.label not in LABELS:
-        raise GraphFileError(f"{where}: unknown node label {line.label!r}")
-    extra = set(line.labels) - set(NODE_KEYS) - {FACT_LABEL}
-    if extra or line.label not in line.labels:
-        raise GraphFileError(f"{where}: labels {line.labels} are not the schema's for a {line.label}")
-    key = NODE_KEYS[line.label]
-    if line.properties.get(key) != line.key:
-        raise GraphFileError(f"{where}: the {line.label}'s {key} property differs from its key")
-
-
-def _check_relationship(line: RelationshipLine, where: str) -> None:
-    if line.type not in RELATIONSHIPS:
-        raise GraphFileError(f"{where}: unknown relationship type {line.type!r}")
-    for label, _ in (line.source, line.target):
-        if label not in LABELS:
-            raise GraphFileError(f"{where}: unknown node label {label!r}")
 
 
 @dataclass
