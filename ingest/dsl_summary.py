@@ -224,7 +224,7 @@ def _entries(store: GraphStore, target: str, version: str, previous: str | None,
 
 
 def _names(spelling: str, instead: str) -> bool:
-    """Whether the compiler's "instead" names a construct by this spelling ("use '.widen(D)'", "mac")."""
+    """Whether the compiler's "instead" names a construct by this spelling, bare or quoted in a sentence."""
     return instead.strip() == spelling or f"'{spelling}'" in instead
 
 
