@@ -367,6 +367,9 @@ class FalkorDBServer:
         pid = self._read_pid()
         if pid is None:
             return
+        if self._process is None and not _is_redis_process(pid):  # a stale pid file: the pid is another process's now
+            log.warning("the embedded store's pid file names pid %s, which is not its server: not signalled", pid)
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         self._reap(wait_s=STOP_TIMEOUT_S)
