@@ -172,28 +172,31 @@ def points(space: DesignSpace, facts: Facts) -> Iterator[Params]:
 def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
     """Valid settings one knob step from `params`: what a refiner tries next to BEST. A knob added to
     the space since `params` was written takes its first value."""
-    full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
-    for knob in space.knobs:
-        if full[knob.name] not in knob.values:
-            continue
-        index = knob.values.index(full[knob.name])
-        for step in (-1, 1):
-            if 0 <= index + step < len(knob.values):
-                moved = {**full, knob.name: knob.values[index + step]}
-                if space.valid(moved, facts):
-                    yield moved
+
+    def adjacent(knob: Knob, current: int) -> list[int]:
+        if current not in knob.values:
+            return []
+        index = knob.values.index(current)
+        return [knob.values[i] for i in (index - 1, index + 1) if 0 <= i < len(knob.values)]
+
+    return _moves(space, params, facts, adjacent)
 
 
 def one_knob_moves(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
     """Valid settings that differ from `params` in one knob, set to any other of its values: a search's
     steps. A knob added to the space since `params` was written takes its first value."""
+    return _moves(space, params, facts, lambda knob, current: [v for v in knob.values if v != current])
+
+
+def _moves(space: DesignSpace, params: Params, facts: Facts,
+           candidates: Callable[[Knob, int], list[int]]) -> Iterator[Params]:  # fmt: skip
+    """`params` (missing knobs at their first value) with one knob moved to each of its candidates, if valid."""
     full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
     for knob in space.knobs:
-        for value in knob.values:
-            if value != full[knob.name]:
-                moved = {**full, knob.name: value}
-                if space.valid(moved, facts):
-                    yield moved
+        for value in candidates(knob, full[knob.name]):
+            moved = {**full, knob.name: value}
+            if space.valid(moved, facts):
+                yield moved
 
 
 class CostModel(Protocol):
