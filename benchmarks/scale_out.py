@@ -3,6 +3,7 @@ within 1.10x of its bound.
 
     python benchmarks/scale_out.py [--devices 1,2,4,8] [--seed 0] [--budget 5400] [--within 1.10]
                                    [--workers 2] [--toolchain V] [--kernels K,...] [--no-sequential] [--json FILE]
+                                   [--keep DIR]
 
 SimRNGD is learnt once (on one device); each configuration then optimizes a copy of that graph: the
 sequential loop (`--workers 1`, today's code path, one device) and the loop on Ray with 1, 2, 4 and 8
@@ -12,13 +13,16 @@ CPUs). Same seed, budget and stop rules everywhere.
 Per configuration: the simulated device-clock time until every kernel's BEST is within `--within`
 of its bound (the calendar a team would wait: the latest of the kernels' times, each the calendar
 time of the decision that made such a design BEST; on Ray, the run's calendar keeps every job after
-the results it was decided from, agents/scale/calendar.py), the devices' utilisation (the share of
-that calendar each device held one of the run's jobs, queued or running; mean over the devices), the
-final BEST over the bound per kernel, the wall time of the optimize, its device-seconds, and how many
-device jobs were recorded twice or designs measured twice (must be 0). BEST's ratio to the bound is
+the results it was decided from and sends the jobs in calendar order, agents/scale/calendar.py), the
+calendar until the run's last job ended (every kernel stopped by its rules), the devices'
+utilisation (the share of that whole calendar each device held one of the run's jobs, queued or
+running; mean over the devices), the final BEST over the bound per kernel, the wall time of the
+optimize, its device-seconds, and how many device jobs were recorded twice or designs measured twice
+(must be 0). BEST's ratio to the bound is
 its program's true cycles (the harness knows them, as in loop_vs_peers.py): the measured median
 moves by the devices' drift (+-2.5 %), the design found does not. The speedup is the 1-device Ray
-run's calendar over each run's, within this one command.
+run's calendar over each run's, within this one command. `--keep DIR` copies each Ray run's graph
+there (`CHIPLORE_DATA_DIR=DIR/ray-4 chiplore status` reads one).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from simulator.cost import NotCompiled, estimate  # noqa: E402
 from simulator.device.pool import KIND  # noqa: E402
 from simulator.target import SimRNGD  # noqa: E402
 
-console = Console(width=160)
+console = Console(width=200)
 
 
 @dataclass
@@ -189,16 +193,23 @@ def on_ray(data: Path, args: argparse.Namespace, kernels: list[str], bound: dict
 
 
 def table(rows: list[Row], kernels: list[str], within: float) -> Table:
-    reference = next((r.all_within_s for r in rows if r.name.startswith("Ray, 1 ")), math.nan)
-    out = Table(title=f"time until every kernel is within {within:.2f}x of its bound, on the devices' calendar")
-    for column in ("run", f"calendar to {within:.2f}x (s)", "speedup vs Ray 1", "utilisation",
-                   *(f"final x bound {k}" for k in kernels), "wall (s)", "device-s", "duplicated"):  # fmt: skip
+    one = next((r for r in rows if r.name.startswith("Ray, 1 ")), None)
+
+    def speedup(reference: float | None, value: float) -> str:
+        ratio = reference / value if reference and math.isfinite(reference) and math.isfinite(value) else math.nan
+        return f"{ratio:.2f}x" if math.isfinite(ratio) else "-"
+
+    out = Table(title=f"devices' calendar until every kernel is within {within:.2f}x of its bound, and until the run "
+                      "ends (speedup: the 1-device Ray run's over this one's)")  # fmt: skip
+    for column in ("run", f"to {within:.2f}x (s)", "speedup", "to the end (s)", "speedup", "utilisation",
+                   *(f"final x bound {k}" for k in kernels), "wall (s)",
+                   "device-s", "duplicated"):  # fmt: skip
         out.add_column(column, justify="left" if column == "run" else "right")
     for r in rows:
         reached = r.all_within_s
-        speedup = reference / reached if math.isfinite(reached) and math.isfinite(reference) else math.nan
         out.add_row(r.name, f"{reached:,.0f}" if math.isfinite(reached) else "not reached",
-                    f"{speedup:.2f}x" if math.isfinite(speedup) else "-", f"{r.utilisation:.0%}",
+                    speedup(one.all_within_s if one else None, reached), f"{r.calendar_s:,.0f}",
+                    speedup(one.calendar_s if one else None, r.calendar_s), f"{r.utilisation:.0%}",
                     *(f"{r.final[k]:.3f}" if r.final.get(k) else "-" for k in kernels), f"{r.wall_s:,.0f}",
                     f"{r.device_s:,.0f}", str(r.duplicated))  # fmt: skip
     return out
@@ -215,6 +226,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="", help="comma-separated (default: all)")
     parser.add_argument("--no-sequential", dest="sequential", action="store_false")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="copy each run's graph under this folder")
     args = parser.parse_args()
     counts = [int(n) for n in args.devices.split(",") if n.strip()]
     kernels = [k for k in args.kernels.split(",") if k] or [spec.name for spec in SimRNGD().kernels()]
@@ -238,6 +250,8 @@ def main() -> None:
         try:
             for count in counts:
                 rows.append(on_ray(fresh(f"ray-{count}"), args, kernels, bound, count))
+                if args.keep:
+                    shutil.copytree(Path(tmp) / f"ray-{count}", args.keep / f"ray-{count}", dirs_exist_ok=True)
                 console.print(f"  {rows[-1].name}: {rows[-1].all_within_s:,.0f} s, wall {rows[-1].wall_s:,.0f} s")
         finally:
             ray.shutdown()

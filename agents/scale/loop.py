@@ -50,7 +50,7 @@ from agents.loop import (
 )
 from agents.proposers import BuiltinArchitect, BuiltinRefiner, Proposer
 from agents.runner import BudgetSpent
-from agents.scale.calendar import Calendar, Turns
+from agents.scale.calendar import Calendar, CalendarClosed, Turns
 from agents.scale.engine import Engine, NoDevices, Served
 from agents.scale.heartbeat import Heartbeat
 from agents.scale.pool_runner import FAILED, PoolRunner
@@ -58,7 +58,7 @@ from agents.scale.screening import RemoteScreener
 from agents.scale.slots import DeviceSlots
 from chiplore.core.clock import utc_now
 from chiplore.core.pack import TargetPack
-from chiplore.core.target import KernelSpec, Target
+from chiplore.core.target import KernelSpec, SimulatedClock, Target
 from kg.models import Activity, DesignNode
 from kg.repo.designs import ClaimLost, architected_under, best_of, proposals_since_accept, unfinished_designs
 from kg.repo.devices import DeviceUsage, device_usage, record_device_job
@@ -66,7 +66,7 @@ from kg.repo.knowledge import finish_activity, record_activity
 from kg.repo.runs import ledger_seconds
 from kg.store import GraphStore
 
-STOPS = (BudgetSpent, KernelStopped, NoDevices)  # what ends a kernel's run (the others go on)
+STOPS = (BudgetSpent, KernelStopped, NoDevices, CalendarClosed)  # what ends a kernel's run (the others go on)
 
 
 class BestAt(BaseModel):
@@ -140,7 +140,9 @@ class _InTurn:
         place: tuple[Turns, int] | None = getattr(_turn, "place", None)
         if place is not None:
             turns, index = place
-            self.run.calendar.advance(turns.wait(index))
+            with self.run.calendar.blocked():
+                decided_s = turns.wait(index)
+            self.run.calendar.advance(decided_s)
         accepted = self.inner.decide(node, source)
         if accepted:
             self.run.note_best(self.kernel)
@@ -162,13 +164,15 @@ def optimize_on_devices(store: GraphStore, target: Target, version: str, engine:
                CalibratedCostModel(pack.cost_model), judge or SequentialJudge(), architect or BuiltinArchitect(),
                refiner or BuiltinRefiner(), activity, Events([on_event] if on_event else []), Lease(), engine,
                DeviceSlots(d.id for d in devices), budget_s / len(specs), seed, patience, target_ratio,
-               {d.id: d.kind for d in devices})  # fmt: skip
+               {d.id: d.kind for d in devices},
+               calendar=Calendar(ordered=isinstance(target, SimulatedClock)))  # fmt: skip
     before = {spec.name: ledger_seconds(store, spec.name) for spec in specs}
     with Heartbeat(store, run.lease, [spec.name for spec in specs]), ThreadPoolExecutor(len(specs)) as pool:
         try:
             outcomes = list(pool.map(partial(_kernel, run), specs))
         except KeyboardInterrupt:
             run.slots.close()  # the threads stop at their next job; the leases go with this process
+            run.calendar.close()
             raise
     proposals = sum(o[1] for o in outcomes)
     accepted = sum(o[2] for o in outcomes)
@@ -190,7 +194,7 @@ def _kernel(run: _Run, spec: KernelSpec) -> tuple[str, int, int]:
                                             on_served=run.record_use),
                         make_screener=partial(RemoteScreener, run.engine))  # fmt: skip
     state.lifecycle.decider = _InTurn(state.lifecycle.decider, run, spec.name)
-    run.calendar.start(0.0)
+    run.calendar.join(0.0)
     proposals = accepted = 0
     stopped = ""
     try:
@@ -228,6 +232,8 @@ def _kernel(run: _Run, spec: KernelSpec) -> tuple[str, int, int]:
             stopped = stopped or target_reached(store, spec, run.knowledge, run.pack, run.target_ratio) or ""
     except STOPS as error:
         stopped = str(error)
+    finally:
+        run.calendar.leave()
     events.note(spec.name, f"stopped: {stopped}")
     return stopped, proposals, accepted
 
@@ -262,17 +268,19 @@ def _in_round(run: _Run, jobs: Sequence[Callable[[], bool]]) -> list[bool | Base
     if not jobs:
         return []
     start, turns = run.calendar.now(), Turns(len(jobs))
+    places = [run.calendar.hold(start) for _ in jobs]  # held before this thread waits: no job slips ahead
 
     def one(index: int, job: Callable[[], bool]) -> bool:
-        run.calendar.start(start)
+        run.calendar.adopt(places[index])
         _turn.place = (turns, index)
         try:
             return job()
         finally:
             _turn.place = None
             turns.end(index, run.calendar.now())
+            run.calendar.leave()
 
-    with ThreadPoolExecutor(len(jobs), thread_name_prefix="chiplore-design") as pool:
+    with run.calendar.blocked(), ThreadPoolExecutor(len(jobs), thread_name_prefix="chiplore-design") as pool:
         futures = [pool.submit(one, index, job) for index, job in enumerate(jobs)]
     results: list[bool | BaseException] = []
     for future in futures:

@@ -7,7 +7,7 @@ elsewhere, and nothing of it was recorded."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
@@ -44,7 +44,7 @@ class PoolRunner(DeviceRunner):
         if getattr(self._local, "pinned", None) is not None:
             yield
             return
-        self._local.pinned = self.slots.take()
+        self._local.pinned = self._take()
         try:
             yield
         finally:
@@ -54,8 +54,9 @@ class PoolRunner(DeviceRunner):
 
     def _serve(self, job: DeviceJob) -> DeviceResult:
         while True:
+            self.calendar.await_turn()  # on simulated devices: jobs go out in calendar order
             pinned = getattr(self._local, "pinned", None)
-            device = pinned or self.slots.take(getattr(self._local, "avoid", ()))
+            device = pinned or self._take(getattr(self._local, "avoid", ()))
             try:
                 served = self.engine.serve(device, job, self.calendar.now())
             except DeviceLost:
@@ -69,6 +70,14 @@ class PoolRunner(DeviceRunner):
                 getattr(self._local, "avoid", set()).add(device)
             self._local.served = served
             return served.result
+
+    def _take(self, avoid: Iterable[str] = ()) -> str:
+        """A device for this thread's job; while it waits for one, it holds no other job back."""
+        device = self.slots.try_take(avoid)
+        if device is None:
+            with self.calendar.blocked():
+                device = self.slots.take(avoid)
+        return device
 
     def _record_served(self, job: DeviceJob, sha: str, result: DeviceResult) -> str:
         run_id = self.record_run(job, sha, result)
@@ -87,7 +96,7 @@ class PoolRunner(DeviceRunner):
                 self.slots.give_back(device, self.calendar.now())
             else:
                 self.slots.retire(device)
-            self._local.pinned = self.slots.take()
+            self._local.pinned = self._take()
         elif back:
             self.slots.give_back(device, self.calendar.now())
         else:

@@ -23,22 +23,15 @@ class DeviceSlots:
     def take(self, avoid: Iterable[str] = ()) -> str:
         """Wait for a free device and hold it: the earliest free one outside `avoid` (where a job
         just faulted), or one of `avoid` when no other device is left."""
-        avoided = set(avoid)
         with self._changed:
-            while True:
-                if self._closed:
-                    raise NoDevices("the run is stopping")
-                if not self._free and not self._busy:
-                    raise NoDevices("every device's runner is gone")
-                others = {d: t for d, t in self._free.items() if d not in avoided}
-                only_avoided = not (set(self._free) | self._busy) - avoided
-                choice = others or (self._free if only_avoided else {})
-                if choice:
-                    device = min(choice, key=lambda d: (choice[d], d))
-                    del self._free[device]
-                    self._busy.add(device)
-                    return device
+            while (device := self._choose(set(avoid))) is None:
                 self._changed.wait()
+            return device
+
+    def try_take(self, avoid: Iterable[str] = ()) -> str | None:
+        """`take` without waiting: None when no device is free for this job now."""
+        with self._changed:
+            return self._choose(set(avoid))
 
     def give_back(self, device: str, clock_s: float) -> None:
         """The device is free again, from `clock_s` on the calendar."""
@@ -59,6 +52,22 @@ class DeviceSlots:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+
+    def _choose(self, avoided: set[str]) -> str | None:
+        """Under the lock: hold and return the device this job takes, None when it must wait."""
+        if self._closed:
+            raise NoDevices("the run is stopping")
+        if not self._free and not self._busy:
+            raise NoDevices("every device's runner is gone")
+        others = {d: t for d, t in self._free.items() if d not in avoided}
+        only_avoided = not (set(self._free) | self._busy) - avoided
+        choice = others or (self._free if only_avoided else {})
+        if not choice:
+            return None
+        device = min(choice, key=lambda d: (choice[d], d))
+        del self._free[device]
+        self._busy.add(device)
+        return device
 
     def live(self) -> int:
         with self._changed:

@@ -1,5 +1,5 @@
 """The parts of the loop on many devices that need no Ray: a target's device pool (SimRNGD's and the
-toy's), the slots that choose a device, and the calendar's turns."""
+toy's), the slots that choose a device, and the calendar's turns and order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agents.scale.calendar import Calendar, Turns
+from agents.scale.calendar import Calendar, CalendarClosed, Turns
 from agents.scale.engine import NoDevices
 from agents.scale.slots import DeviceSlots
 from chiplore.core.errors import TargetError
@@ -132,7 +132,7 @@ def test_a_round_is_judged_in_turn_on_the_calendar() -> None:
     order: list[tuple[int, float]] = []
 
     def design(index: int, ends_at: float) -> None:
-        calendar.start(10.0)
+        calendar.join(10.0)
         calendar.advance(ends_at)  # its device job ended then
         calendar.advance(turns.wait(index))  # its decision waits for those proposed before it
         order.append((index, calendar.now()))
@@ -147,3 +147,73 @@ def test_a_round_is_judged_in_turn_on_the_calendar() -> None:
     assert dict(order) == {0: 20.0, 1: 40.0, 2: 41.0}  # no decision before the one before it ended
     assert turns.last() == 42.0
     assert calendar.now() == 0.0  # this thread's own place is its own
+
+
+def _sent_in_order(calendar: Calendar, plan: dict[str, tuple[float, float]]) -> list[str]:
+    """Threads that each work (wall seconds) from a calendar time, then send a job there; the order
+    the jobs went out in."""
+    sent: list[str] = []
+    places = {name: calendar.hold(at) for name, (at, _) in plan.items()}
+
+    def worker(name: str) -> None:
+        calendar.adopt(places[name])
+        time.sleep(plan[name][1])  # a screen: wall time, no calendar time
+        calendar.await_turn()
+        sent.append(name)
+        calendar.advance(calendar.now() + 3.0)  # its job ran 3 s on the calendar
+        calendar.leave()
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in plan]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    return sent
+
+
+def test_an_ordered_calendar_sends_jobs_in_calendar_order_whatever_the_wall_order() -> None:
+    # "slow" screens longest in wall time but its job is due first on the calendar
+    plan = {"slow": (5.0, 0.4), "quick": (600.0, 0.0), "middle": (30.0, 0.1)}
+    assert _sent_in_order(Calendar(ordered=True), plan) == ["slow", "middle", "quick"]
+    assert _sent_in_order(Calendar(), plan) == ["quick", "middle", "slow"]  # a real device's: as they come
+
+
+def test_a_thread_that_waits_for_others_holds_no_job_back_and_closing_releases_the_waiters() -> None:
+    calendar = Calendar(ordered=True)
+    behind, sent, failed = calendar.hold(1.0), threading.Event(), []
+
+    def blocked_early() -> None:  # waits (for a device, its turn) from 1.0: must not hold 50.0 back
+        calendar.adopt(behind)
+        with calendar.blocked():
+            sent.wait(timeout=5)
+        calendar.leave()
+
+    def late() -> None:
+        calendar.join(50.0)
+        calendar.await_turn()
+        sent.set()
+        calendar.leave()
+
+    threads = [threading.Thread(target=blocked_early), threading.Thread(target=late)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert sent.is_set()
+
+    calendar.join(0.0)  # this thread stays active at 0.0: a job at 9.0 must wait for it
+
+    def held_back() -> None:
+        calendar.join(9.0)
+        try:
+            calendar.await_turn()
+        except CalendarClosed as error:
+            failed.append(error)
+
+    waiter = threading.Thread(target=held_back)
+    waiter.start()
+    time.sleep(0.2)
+    assert waiter.is_alive() and not failed
+    calendar.close()
+    waiter.join(timeout=5)
+    assert failed and "stopping" in str(failed[0])
