@@ -10,6 +10,7 @@ with what the command knows: the step, the device seconds spent, the current ker
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -127,8 +128,9 @@ class Reporter:
         """A step's progress: what it just did (and the kernel it did it for)."""
         with self._lock:
             self.state.note = " ".join(text.split())
-            if kernel is not None:
-                self.state.kernel = kernel
+            if kernel is not None and kernel != self.state.kernel:
+                # another kernel's BEST must not be shown beside this one: ask the graph at once
+                self.state.kernel, self.state.best, self._last_refresh = kernel, None, -math.inf
             self._maybe_refresh()
             if self._progress is not None and self._task is not None:
                 self._progress.update(self._task, advance=advance, note=escape(self._summary(with_step=False)[:110]))
@@ -150,8 +152,8 @@ class Reporter:
                 self.state.budget_s = budget_s
             if best is not None:
                 self.state.best = best
-            if kernel is not None:
-                self.state.kernel = kernel
+            if kernel is not None and kernel != self.state.kernel:
+                self.state.kernel, self.state.best = kernel, best
 
     # -- inside -----------------------------------------------------------------------------------
 
