@@ -43,6 +43,39 @@ class JudgeAgainstBest:
         if best.id == node.id:  # never judged against itself
             update_design(store, node.id, held_by=me, owner="", lease_until="")
             return True
+        verdict = self._recorded(node.id, best.id)  # (a killed run recorded the decision but not its effect)
+        if verdict is None:
+            verdict = self._judge(node, source, best)
+        # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
+        update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))
+        interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+        if verdict.decision == "accept":
+            why = f"{interval} ({verdict.method})"
+            set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
+                     measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
+            self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
+            return True
+        why = f"{interval} ({verdict.method}, {verdict.decision})"
+        update_design(store, node.id, held_by=me, status="rejected", reason=why, owner="", lease_until="")
+        self.events.note(self.kernel, f"rejected {node.id}: {why}")
+        return False
+
+    def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
+        """Compare the design with `incumbent` now, while it is BEST, and record the verdict without
+        applying it (designs of one round, side by side): `decide` applies it if BEST is still
+        `incumbent` then, and judges against the new BEST if not, so every decision stays one against
+        the BEST of its time."""
+        best = best_of(self.store, self.kernel)
+        if (best is None or best.id != incumbent or best.id == node.id or best.measured_cycles is None
+                or node.measured_cycles is None):  # fmt: skip
+            return
+        if self._recorded(node.id, best.id) is None:
+            self._judge(node, source, best)
+
+    def _judge(self, node: DesignNode, source: str, best: DesignNode) -> Verdict:
+        """The judge's verdict on the design against `best`, with A/B pairs on one device; recorded."""
+        assert best.measured_cycles is not None and node.measured_cycles is not None
+        store, me = self.store, self.lease.owner
         incumbent = source_of(store, best.id)
         sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
 
@@ -61,25 +94,11 @@ class JudgeAgainstBest:
                 ids.extend(outcome.run_ids)
             return medians[sha], medians[incumbent_sha], tuple(ids)
 
-        verdict = self._recorded(node.id, best.id)
-        if verdict is None:  # (a killed run recorded the decision but not its effect: apply it, once)
-            with self.runner.same_device():  # drift is per device: every pair on one
-                verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
-                                            late=self._late(), run_pair=run_pair)  # fmt: skip
-            self._record(node, best, verdict)
-        # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
-        update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))
-        interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
-        if verdict.decision == "accept":
-            why = f"{interval} ({verdict.method})"
-            set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
-                     measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
-            self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
-            return True
-        why = f"{interval} ({verdict.method}, {verdict.decision})"
-        update_design(store, node.id, held_by=me, status="rejected", reason=why, owner="", lease_until="")
-        self.events.note(self.kernel, f"rejected {node.id}: {why}")
-        return False
+        with self.runner.same_device():  # drift is per device: every pair on one
+            verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
+                                        late=self._late(), run_pair=run_pair)  # fmt: skip
+        self._record(node, best, verdict)
+        return verdict
 
     def _late(self) -> bool:
         """Late once the last accepted step was under LATE_STEP: every decision is then an A/B test."""

@@ -24,6 +24,7 @@ from functools import partial
 
 from pydantic import BaseModel
 
+from agents.acceptance import JudgeAgainstBest
 from agents.callbacks import Events, Note
 from agents.cost_model import CalibratedCostModel
 from agents.judge import Judge, SequentialJudge
@@ -130,16 +131,20 @@ _turn = threading.local()  # the round and place of the design this thread works
 @dataclass
 class _InTurn:
     """A kernel's decider, taken in turn: a design is judged after the designs proposed before it in
-    its round, from when they were decided on the calendar."""
+    its round, from when they were decided on the calendar. While it waits, a design compares itself
+    with the round's BEST (its comparison side by side with theirs, on another device); its turn
+    applies that verdict if BEST is still the same, and judges it against the new BEST if not."""
 
     inner: Decider
     run: _Run
     kernel: str
 
     def decide(self, node: DesignNode, source: str) -> bool:
-        place: tuple[Turns, int] | None = getattr(_turn, "place", None)
+        place: tuple[Turns, int, str | None] | None = getattr(_turn, "place", None)
         if place is not None:
-            turns, index = place
+            turns, index, incumbent = place
+            if index > 0 and incumbent is not None and isinstance(self.inner, JudgeAgainstBest):
+                self.inner.prejudge(node, source, incumbent)
             with self.run.calendar.blocked():
                 decided_s = turns.wait(index)
             self.run.calendar.advance(decided_s)
@@ -217,7 +222,8 @@ def _kernel(run: _Run, spec: KernelSpec) -> tuple[str, int, int]:
                 break
             role_round += 1
             jobs = [partial(handle_proposal, store, state, run.version, p, run.activity, events) for p in batch]
-            results = _in_round(run, jobs)
+            best = best_of(store, spec.name)
+            results = _in_round(run, jobs, incumbent=best.id if best is not None else None)
             proposals += len(results)
             for result in results:
                 if isinstance(result, BaseException):
@@ -262,9 +268,12 @@ def _advance(state: KernelState, node: DesignNode, source: str) -> bool:
         return False
 
 
-def _in_round(run: _Run, jobs: Sequence[Callable[[], bool]]) -> list[bool | BaseException]:
-    """Run a round's designs side by side, from this thread's place on the calendar, judged in turn;
-    this thread goes on from when the last was decided. A design a stop ended gives its exception."""
+def _in_round(run: _Run, jobs: Sequence[Callable[[], bool]], *,
+              incumbent: str | None = None) -> list[bool | BaseException]:  # fmt: skip
+    """Run a round's designs side by side, from this thread's place on the calendar, judged in turn
+    (against `incumbent`, BEST when the round was proposed, while they wait; None: each only in its
+    turn); this thread goes on from when the last was decided. A design a stop ended gives its
+    exception."""
     if not jobs:
         return []
     start, turns = run.calendar.now(), Turns(len(jobs))
@@ -272,7 +281,7 @@ def _in_round(run: _Run, jobs: Sequence[Callable[[], bool]]) -> list[bool | Base
 
     def one(index: int, job: Callable[[], bool]) -> bool:
         run.calendar.adopt(places[index])
-        _turn.place = (turns, index)
+        _turn.place = (turns, index, incumbent)
         try:
             return job()
         finally:

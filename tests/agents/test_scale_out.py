@@ -78,11 +78,35 @@ def duplicated_jobs(store: GraphStore) -> list[dict[str, object]]:
     )
 
 
+def accepted_against_stale_best(store: GraphStore) -> list[str]:
+    """Accepted designs whose accepting comparison was not against the BEST they replaced. A design of a
+    round compares itself with the round's BEST while it waits for its turn; if a design before it was
+    accepted meanwhile, that verdict must not be applied: it is judged again against the new BEST."""
+    rows = store.read(
+        "MATCH (k:Kernel)-[:ROOT]->(root:DesignNode) "
+        "MATCH (c:Comparison {decision: 'accept'})-[:CANDIDATE]->(d:DesignNode {kernel: k.name, status: 'accepted'}) "
+        "MATCH (c)-[:INCUMBENT]->(i:DesignNode) "
+        "WITH k, root, d, i, c ORDER BY c.decided_at "
+        "WITH k.name AS kernel, root.id AS root, d.id AS design, last(collect(i.id)) AS against, "
+        "max(c.decided_at) AS at "
+        "RETURN kernel, root, design, against, at ORDER BY kernel, at"
+    )
+    wrong, previous = [], {}
+    for row in rows:
+        best_then = previous.get(row["kernel"], row["root"])
+        if row["against"] != best_then:
+            wrong.append(f"{row['design']} accepted against {row['against']}, not {best_then}")
+        previous[row["kernel"]] = row["design"]
+    return wrong
+
+
 def assert_whole(store: GraphStore) -> None:
     """The graph's invariants (one design per program, runs linked, BEST accepted, the ledger the sum of
-    its runs, nothing measured twice, decided designs released), no job recorded twice, every design decided."""
+    its runs, nothing measured twice, decided designs released), no job recorded twice, every design
+    decided, every accepted design judged against the BEST it replaced."""
     assert violations(store) == []
     assert duplicated_jobs(store) == []
+    assert accepted_against_stale_best(store) == []
     open_designs = store.read("MATCH (d:DesignNode) WHERE NOT d.status IN $done RETURN d.id AS id, d.status AS s",
                               {"done": sorted(TERMINAL)})  # fmt: skip
     assert open_designs == []  # the toy's default budget is never spent: every run decides all it starts
