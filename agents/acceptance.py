@@ -20,7 +20,13 @@ from chiplore.core.ids import content_sha
 from kg.models import Activity, Comparison, DesignNode
 from kg.repo.designs import best_of, set_best, source_of, update_design
 from kg.repo.progress import pooled_cycles
-from kg.repo.runs import graded_runs, last_accepted_ratio, latest_comparison, record_comparison
+from kg.repo.runs import (
+    graded_runs,
+    last_accepted_ratio,
+    latest_comparison,
+    record_comparison,
+    supersede_comparisons,
+)
 from kg.store import GraphStore
 
 
@@ -45,6 +51,7 @@ class JudgeAgainstBest:
             return True
         verdict = self._recorded(node.id, best.id)  # (a killed run recorded the decision but not its effect)
         if verdict is None:
+            supersede_comparisons(store, node.id, best.id)  # verdicts against an earlier BEST are no decision
             verdict = self._judge(node, source, best)
         # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
         update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))

@@ -226,7 +226,8 @@ class Comparison(GraphNode):
     p_value: float
     pairs: int = Field(ge=0)
     method: str
-    decision: Decision
+    # superseded: made against a BEST that was replaced before the candidate's turn (not a decision)
+    decision: Decision | Literal["superseded"]
     decided_at: str = Field(default_factory=utc_now)
 
 

@@ -142,6 +142,18 @@ def graded_runs(store: GraphStore, design: str) -> list[str]:
     return [row["id"] for row in rows]
 
 
+def supersede_comparisons(store: GraphStore, candidate: str, incumbent: str) -> int:
+    """A candidate is judged against `incumbent`, the BEST of its time: its comparisons with earlier
+    BESTs (made while it waited for its turn, on many devices) become `superseded`, so that no query
+    counts them as decisions. How many changed."""
+    rows = store.write(
+        "MATCH (:DesignNode {id: $cand})<-[:CANDIDATE]-(c:Comparison)-[:INCUMBENT]->(i:DesignNode) "
+        "WHERE i.id <> $inc AND c.decision <> 'superseded' SET c.decision = 'superseded' RETURN count(c) AS n",
+        {"cand": candidate, "inc": incumbent},
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
 def latest_comparison(store: GraphStore, candidate: str, incumbent: str) -> Comparison | None:
     """The last comparison of a candidate with an incumbent (a killed run may have recorded it)."""
     rows = store.read(

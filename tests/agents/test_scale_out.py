@@ -100,13 +100,30 @@ def accepted_against_stale_best(store: GraphStore) -> list[str]:
     return wrong
 
 
+def misjudged(store: GraphStore) -> list[str]:
+    """Designs decided more than once, or whose comparison with a replaced BEST was superseded without
+    a later judgement against the new one."""
+    twice = store.read(
+        "MATCH (c:Comparison)-[:CANDIDATE]->(d:DesignNode) WHERE c.decision IN ['accept', 'reject'] "
+        "WITH d, count(c) AS n WHERE n > 1 RETURN d.id AS id, n"
+    )
+    unjudged = store.read(  # (both backends: no existential subquery)
+        "MATCH (s:Comparison {decision: 'superseded'})-[:CANDIDATE]->(d:DesignNode) "
+        "OPTIONAL MATCH (c:Comparison)-[:CANDIDATE]->(d) WHERE c.decision <> 'superseded' "
+        "WITH d, max(s.decided_at) AS superseded, max(c.decided_at) AS judged "
+        "WHERE judged IS NULL OR judged < superseded RETURN d.id AS id"
+    )
+    return [f"{r['id']} decided {r['n']} times" for r in twice] + [f"{r['id']} never judged again" for r in unjudged]
+
+
 def assert_whole(store: GraphStore) -> None:
     """The graph's invariants (one design per program, runs linked, BEST accepted, the ledger the sum of
     its runs, nothing measured twice, decided designs released), no job recorded twice, every design
-    decided, every accepted design judged against the BEST it replaced."""
+    decided, every accepted design judged against the BEST it replaced, each design decided once."""
     assert violations(store) == []
     assert duplicated_jobs(store) == []
     assert accepted_against_stale_best(store) == []
+    assert misjudged(store) == []
     open_designs = store.read("MATCH (d:DesignNode) WHERE NOT d.status IN $done RETURN d.id AS id, d.status AS s",
                               {"done": sorted(TERMINAL)})  # fmt: skip
     assert open_designs == []  # the toy's default budget is never spent: every run decides all it starts

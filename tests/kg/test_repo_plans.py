@@ -114,6 +114,7 @@ HOT_PATHS: tuple[HotPath, ...] = (
         anchors=("DesignNode",),
     ),
     HotPath("runs.latest_comparison", lambda st, s: runs.latest_comparison(st, s.design, s.parent)),
+    HotPath("runs.supersede_comparisons", lambda st, s: runs.supersede_comparisons(st, s.design, s.parent)),
     HotPath("runs.last_accepted_ratio", lambda st, s: runs.last_accepted_ratio(st, s.kernel)),
     HotPath("runs.ledger_seconds", lambda st, s: runs.ledger_seconds(st, s.kernel)),
     HotPath("knowledge.measurements_of", lambda st, s: knowledge.measurements_of(st, s.param)),
