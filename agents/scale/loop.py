@@ -132,8 +132,9 @@ _turn = threading.local()  # the round and place of the design this thread works
 class _InTurn:
     """A kernel's decider, taken in turn: a design is judged after the designs proposed before it in
     its round, from when they were decided on the calendar. While it waits, a design compares itself
-    with the round's BEST (its comparison side by side with theirs, on another device); its turn
-    applies that verdict if BEST is still the same, and judges it against the new BEST if not."""
+    with the round's BEST when a device is idle (side by side with theirs; never holding up a job
+    that is not a guess); its turn applies that verdict if BEST is still the same, and judges it
+    against the new BEST if not."""
 
     inner: Decider
     run: _Run
@@ -143,7 +144,8 @@ class _InTurn:
         place: tuple[Turns, int, str | None] | None = getattr(_turn, "place", None)
         if place is not None:
             turns, index, incumbent = place
-            if index > 0 and incumbent is not None and isinstance(self.inner, JudgeAgainstBest):
+            if (index > 0 and incumbent is not None and isinstance(self.inner, JudgeAgainstBest)
+                    and self.run.slots.idle() > 0):  # fmt: skip
                 self.inner.prejudge(node, source, incumbent)
             with self.run.calendar.blocked():
                 decided_s = turns.wait(index)

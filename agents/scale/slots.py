@@ -69,6 +69,11 @@ class DeviceSlots:
         self._busy.add(device)
         return device
 
+    def idle(self) -> int:
+        """How many devices are free now."""
+        with self._changed:
+            return len(self._free)
+
     def live(self) -> int:
         with self._changed:
             return len(self._free) + len(self._busy)
