@@ -44,6 +44,7 @@ class PoolRunner(DeviceRunner):
         if getattr(self._local, "pinned", None) is not None:
             yield
             return
+        self.calendar.await_turn()  # taking a device for many jobs is itself due at this time
         self._local.pinned = self._take()
         try:
             yield
