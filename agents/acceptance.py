@@ -12,22 +12,22 @@ import statistics
 import uuid
 from dataclasses import dataclass
 
-from agents.callbacks import Events
-from agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
-from agents.lease import Lease
-from agents.runner import Runner
+from chiplore.agents.callbacks import Events
+from chiplore.agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
+from chiplore.agents.lease import Lease
+from chiplore.agents.runner import Runner
 from chiplore.core.ids import content_sha
-from kg.models import Activity, Comparison, DesignNode
-from kg.repo.designs import best_of, set_best, source_of, update_design
-from kg.repo.progress import pooled_cycles
-from kg.repo.runs import (
+from chiplore.kg.models import Activity, Comparison, DesignNode
+from chiplore.kg.repo.designs import best_of, set_best, source_of, update_design
+from chiplore.kg.repo.progress import pooled_cycles
+from chiplore.kg.repo.runs import (
     graded_runs,
     last_accepted_ratio,
     latest_comparison,
     record_comparison,
     supersede_comparisons,
 )
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 
 @dataclass

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents.screens import ScreenResult
+from chiplore.agents.screens import ScreenResult
 from chiplore.core.ids import content_sha
 from chiplore.core.target import DeviceJob, DeviceResult
-from kg.models import Activity, Screening
-from kg.repo.runs import device_run, record_device_runs, record_screening
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, Screening
+from chiplore.kg.repo.runs import device_run, record_device_runs, record_screening
+from chiplore.kg.store import GraphStore
 
 Note = Callable[[str, str], None]  # (kernel, message): progress for the user
 

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.stats import binomtest
 from scipy.stats import t as student_t
 
-from kg.models import Decision
+from chiplore.kg.models import Decision
 
 # Runs per side of an A/B pair: a job's fixed cost (loading, ~1.5 s) dwarfs its runs, and the median
 # of 25 halves the per-pair noise of a median of 5, so a real 2-3 % gain shows within a dozen pairs.

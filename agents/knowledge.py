@@ -12,12 +12,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.core.pack import Capability, Facts
 from chiplore.core.params import NOISE_SIGMA, ParamKey
-from kg.repo.measurements import measurements_under, stale_values
-from kg.schema import fact_id
-from kg.store import GraphStore
+from chiplore.kg.repo.measurements import measurements_under, stale_values
+from chiplore.kg.schema import fact_id
+from chiplore.kg.store import GraphStore
 
 
 @dataclass(frozen=True)

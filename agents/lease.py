@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chiplore.core.clock import to_iso
-from kg.processes import pid_alive
+from chiplore.kg.processes import pid_alive
 
 LEASE_S = 120.0  # a step (a device job, an A/B pair) takes seconds; a lease outlives many
 

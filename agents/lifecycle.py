@@ -5,7 +5,7 @@
 
 Every transition is written to the graph before the next step starts, so a killed run resumes a
 design from the state it reached (`advance` takes a design in any unfinished state). Each step is
-taken only while this process holds the design's claim (`agents.lease`), and renews it; a decided
+taken only while this process holds the design's claim (`chiplore.agents.lease`), and renews it; a decided
 design, or one a budget stopped, is released. What happens to a measured design is the decider's:
 the loop's judges it against BEST; an upgrade's accepts a repaired program as its predecessor's
 successor.
@@ -17,16 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agents.callbacks import Events
-from agents.lease import Lease
-from agents.runner import BudgetSpent, Runner
-from agents.screens import Candidate, Screener
+from chiplore.agents.callbacks import Events
+from chiplore.agents.lease import Lease
+from chiplore.agents.runner import BudgetSpent, Runner
+from chiplore.agents.screens import Candidate, Screener
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params
-from kg.models import DesignNode
-from kg.repo.designs import update_design
-from kg.repo.runs import graded_median
-from kg.store import GraphStore
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.designs import update_design
+from chiplore.kg.repo.runs import graded_median
+from chiplore.kg.store import GraphStore
 
 RELEASED = {"owner": "", "lease_until": ""}
 

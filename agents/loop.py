@@ -18,24 +18,24 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from agents.acceptance import JudgeAgainstBest
-from agents.callbacks import Events, Note, RecordRuns, RecordScreenings
-from agents.cost_model import CalibratedCostModel
-from agents.judge import Judge, SequentialJudge
-from agents.knowledge import Knowledge, read_knowledge
-from agents.lease import Lease
-from agents.lifecycle import DesignLifecycle
-from agents.proposers import BuiltinArchitect, BuiltinRefiner, DesignProposal, KernelView, Proposer
-from agents.repair import repair
-from agents.runner import BudgetSpent, DeviceRunner, RecordRun
-from agents.screens import Candidate, Screener, ScreenResult, standard_screens
+from chiplore.agents.acceptance import JudgeAgainstBest
+from chiplore.agents.callbacks import Events, Note, RecordRuns, RecordScreenings
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.judge import Judge, SequentialJudge
+from chiplore.agents.knowledge import Knowledge, read_knowledge
+from chiplore.agents.lease import Lease
+from chiplore.agents.lifecycle import DesignLifecycle
+from chiplore.agents.proposers import BuiltinArchitect, BuiltinRefiner, DesignProposal, KernelView, Proposer
+from chiplore.agents.repair import repair
+from chiplore.agents.runner import BudgetSpent, DeviceRunner, RecordRun
+from chiplore.agents.screens import Candidate, Screener, ScreenResult, standard_screens
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, TargetPack
 from chiplore.core.target import KernelSpec, Target
-from kg.models import Activity, DesignNode, Kernel, KernelVersion
-from kg.repo.designs import (
+from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
+from chiplore.kg.repo.designs import (
     ClaimLost,
     add_design,
     architected_under,
@@ -52,10 +52,10 @@ from kg.repo.designs import (
     unfinished_designs,
     update_design,
 )
-from kg.repo.knowledge import finish_activity, record_activity
-from kg.repo.nodes import Link, Ref, link
-from kg.repo.runs import graded_median, ledger_seconds
-from kg.store import GraphStore
+from chiplore.kg.repo.knowledge import finish_activity, record_activity
+from chiplore.kg.repo.nodes import Link, Ref, link
+from chiplore.kg.repo.runs import graded_median, ledger_seconds
+from chiplore.kg.store import GraphStore
 
 DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rule usually ends far sooner
 PATIENCE = 8  # proposals without an accepted change before a kernel stops
@@ -165,7 +165,7 @@ def optimize(store: GraphStore, target: Target, version: str, *, kernels: list[s
 
 class RunnerFactory(Protocol):
     """Makes a kernel's runner: `DeviceRunner` itself by default (the target's one device); the loop
-    on many devices (agents.scale) passes one that runs each job on a device of a pool."""
+    on many devices (chiplore.agents.scale) passes one that runs each job on a device of a pool."""
 
     def __call__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float,
                  charged: Callable[[], float]) -> DeviceRunner: ...  # fmt: skip

@@ -2,7 +2,7 @@
 toolchain is rewritten, one diagnostic at a time, by the target pack's rewrites (a renamed
 construct, a buffer too many), until the version compiles it or no rewrite applies any more. The
 repaired program is then screened and run like any design. A design written from a design space is
-regenerated from its knobs instead (see `agents.revalidate`); this is for any other program, an
+regenerated from its knobs instead (see `chiplore.agents.revalidate`); this is for any other program, an
 LLM's included.
 """
 

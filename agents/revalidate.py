@@ -15,24 +15,24 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agents.callbacks import Events, RecordScreenings
-from agents.cost_model import CalibratedCostModel
-from agents.knowledge import Knowledge
-from agents.lease import Lease
-from agents.lifecycle import DesignLifecycle
-from agents.loop import design_id
-from agents.repair import repair
-from agents.runner import DeviceRunner
-from agents.screens import Candidate, Screener, standard_screens
+from chiplore.agents.callbacks import Events, RecordScreenings
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.knowledge import Knowledge
+from chiplore.agents.lease import Lease
+from chiplore.agents.lifecycle import DesignLifecycle
+from chiplore.agents.loop import design_id
+from chiplore.agents.repair import repair
+from chiplore.agents.runner import DeviceRunner
+from chiplore.agents.screens import Candidate, Screener, standard_screens
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, points
 from chiplore.core.target import KernelSpec, Target
-from kg.models import Activity, DesignNode, KernelVersion, Revalidation
-from kg.repo.designs import add_design, claim_design, get_design, set_best, source_of, update_design
-from kg.repo.progress import pooled_cycles
-from kg.repo.runs import graded_median, graded_runs
-from kg.repo.upgrades import record_revalidation, revalidation_of
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, DesignNode, KernelVersion, Revalidation
+from chiplore.kg.repo.designs import add_design, claim_design, get_design, set_best, source_of, update_design
+from chiplore.kg.repo.progress import pooled_cycles
+from chiplore.kg.repo.runs import graded_median, graded_runs
+from chiplore.kg.repo.upgrades import record_revalidation, revalidation_of
+from chiplore.kg.store import GraphStore
 
 Say = Callable[[str], None]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agents.knowledge import Rule
+from chiplore.agents.knowledge import Rule
 from chiplore.core.pack import CompilerVocabulary, Params
 from chiplore.core.target import CheckResult, Diagnostic, Target
 

@@ -8,9 +8,9 @@ record the difference. Nothing is deleted; facts change status and gain links.
    The language summary is re-checked: every example of the old version's summary and every code
    block of the new docs compiled (and run on the host) under the new version; each construct that
    was renamed, added, removed, deprecated or changed in its constraints says so (SUPERSEDES).
-4. Measurements: re-measured within the budget, most important first (`ingest.remeasure`).
+4. Measurements: re-measured within the budget, most important first (`chiplore.ingest.remeasure`).
 5. Kernels: each kernel's baseline and BEST are re-validated under the new version
-   (`agents.revalidate`): measured again if they compile, repaired, screened and measured if not.
+   (`chiplore.agents.revalidate`): measured again if they compile, repaired, screened and measured if not.
 6. Designs that consulted a fact that changed or was retired are flagged.
 
 Each step is idempotent and the upgrade's state lives in its Upgrade node, so a second run of the
@@ -24,26 +24,32 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from agents.callbacks import RecordRuns
-from agents.knowledge import read_knowledge
-from agents.lease import Lease
-from agents.revalidate import Revalidator
-from agents.runner import BudgetSpent, DeviceRunner
+from chiplore.agents.callbacks import RecordRuns
+from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.lease import Lease
+from chiplore.agents.revalidate import Revalidator
+from chiplore.agents.runner import BudgetSpent, DeviceRunner
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
-from ingest.docs import DocsSummary, ingest_docs
-from ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
-from ingest.librarian import BuiltinLibrarian, Librarian
-from ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
-from ingest.rules import learn_rules, reconcile_rules
-from kg.models import Activity, Revalidation, Toolchain, Upgrade
-from kg.repo.designs import best_of, close_unfinished, flag_designs_consulting_changed, kernels_with_root, root_of
-from kg.repo.knowledge import record_activity
-from kg.repo.language import refresh_verdicts
-from kg.repo.rules import RuleDiff, rule_diff
-from kg.repo.targets import active_toolchain, set_active_toolchain
-from kg.repo.upgrades import (
+from chiplore.ingest.docs import DocsSummary, ingest_docs
+from chiplore.ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
+from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
+from chiplore.ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
+from chiplore.ingest.rules import learn_rules, reconcile_rules
+from chiplore.kg.models import Activity, Revalidation, Toolchain, Upgrade
+from chiplore.kg.repo.designs import (
+    best_of,
+    close_unfinished,
+    flag_designs_consulting_changed,
+    kernels_with_root,
+    root_of,
+)
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.language import refresh_verdicts
+from chiplore.kg.repo.rules import RuleDiff, rule_diff
+from chiplore.kg.repo.targets import active_toolchain, set_active_toolchain
+from chiplore.kg.repo.upgrades import (
     finish_upgrade,
     get_upgrade,
     learn_device_s,
@@ -53,7 +59,7 @@ from kg.repo.upgrades import (
     upgrade_device_s,
     upgrade_to,
 )
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 BUDGET_SHARE = 0.20  # of the device time learning the old version took
 Event = Callable[[str], None]

@@ -16,27 +16,23 @@ every kernel within 1.15x of its bound on the default chip, 1.20x on the other.
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import asdict, dataclass  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from chiplore.core.errors import ConfigError  # noqa: E402
-from chiplore.session import Session  # noqa: E402
-from kg.embedded_store import EmbeddedStore  # noqa: E402
-from simulator._truth import ENV_VAR  # noqa: E402
-from simulator.cost import NotCompiled, estimate  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
+from chiplore.core.errors import ConfigError
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.session import Session
+from chiplore.simulator._truth import ENV_VAR
+from chiplore.simulator.cost import NotCompiled, estimate
+from chiplore.simulator.target import SimRNGD
 
 PACKS = Path(__file__).resolve().parents[1] / "simulator" / "kernels" / "packs"
 OTHER_CHIP = {"engine_bw": 165.0, "dmn_bw": 190.0, "cluster_ingress": 215.0, "dma_startup": 460.0,

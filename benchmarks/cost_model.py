@@ -9,41 +9,37 @@ other DMA and decode values), it draws random designs: valid points of the kerne
 space (simulator/pack/generator), and the hand-written programs under simulator/kernels/
 (baselines, examples, the bug zoo). Each design is priced by the stats model
 (simulator/pack/estimate.py, from `analyze`'s statistics) and timed by the true cost model
-(simulator.cost, the harness's truth: only this benchmark reads it). The facts are what chiplore learnt of that chip
-(`--facts learnt`: ingest.learn on a scratch embedded store, about 10 s a chip) or its true values
+(chiplore.simulator.cost, the harness's truth: only this benchmark reads it). The facts are what chiplore learnt of
+that chip
+(`--facts learnt`: chiplore.ingest.learn on a scratch embedded store, about 10 s a chip) or its true values
 perturbed by up to 3 % (`--facts perturbed`). Prints Spearman's rank correlation and the median
 absolute relative error; the target is a Spearman of at least 0.9 for every kernel on both chips.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# benchmarks/simulator.py shares its name with the package: keep this folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
+from scipy.stats import spearmanr
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import asdict, dataclass  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
-
-from chiplore.core.pack import DesignSpace, Facts, points  # noqa: E402
-from chiplore.core.target import KernelSpec  # noqa: E402
-from simulator._truth import ENV_VAR, ChipTruth, load_truth  # noqa: E402
-from simulator.cost import estimate  # noqa: E402
-from simulator.dsl.parser import FerriteSyntaxError, parse  # noqa: E402
-from simulator.pack.estimate import predict_stats  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
-from simulator.toolchain.stats import analyze  # noqa: E402
+from chiplore.core.pack import DesignSpace, Facts, points
+from chiplore.core.target import KernelSpec
+from chiplore.simulator._truth import ENV_VAR, ChipTruth, load_truth
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.pack.estimate import predict_stats
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.stats import analyze
 
 KERNELS = Path(__file__).resolve().parents[1] / "simulator" / "kernels"
 OTHER_CHIP = {"engine_bw": 165.0, "dmn_bw": 190.0, "cluster_ingress": 215.0, "dma_startup": 460.0,
@@ -79,10 +75,10 @@ class Priced:
 
 def learnt_facts(version: str, seed: int) -> Facts:
     """What `chiplore learn` measures of the active chip, on a scratch embedded store."""
-    from ingest.learn import learn
-    from kg.embedded_store import EmbeddedStore
-    from kg.schema import ensure_schema
-    from simulator.device import DeviceConfig
+    from chiplore.ingest.learn import learn
+    from chiplore.kg.embedded_store import EmbeddedStore
+    from chiplore.kg.schema import ensure_schema
+    from chiplore.simulator.device import DeviceConfig
 
     with tempfile.TemporaryDirectory(prefix="cost-model-bench-") as folder:
         store = EmbeddedStore(Path(folder) / "data")
@@ -140,7 +136,7 @@ def programs(spec: KernelSpec) -> list[str]:
 
 
 def generated(spec: KernelSpec) -> DesignSpace | None:
-    from simulator.pack.generator.space import generated_space
+    from chiplore.simulator.pack.generator.space import generated_space
 
     return generated_space(spec)
 

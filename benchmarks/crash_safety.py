@@ -25,11 +25,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.integrity import violations
 
-from kg.embedded_store import EmbeddedStore  # noqa: E402
-from kg.repo.integrity import violations  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("learn 0.6.0", ("learn", "--json")),

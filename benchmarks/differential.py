@@ -11,24 +11,20 @@ Program i of seed s is the same program on every machine (`campaign.program(s, i
 
 from __future__ import annotations
 
+import argparse
+import json
+import statistics
 import sys
+import time
 from pathlib import Path
 
-# Keep this folder off the import path: a module here must not shadow a package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from simulator.execute.difftest.campaign import Tally, classes, program  # noqa: E402
-from simulator.execute.difftest.judges import DISAGREEMENTS, judge  # noqa: E402
-from simulator.execute.difftest.limits import LIMITS, check_limits  # noqa: E402
-from simulator.execute.difftest.program import VERSIONS  # noqa: E402
+from chiplore.simulator.execute.difftest.campaign import Tally, classes, program
+from chiplore.simulator.execute.difftest.judges import DISAGREEMENTS, judge
+from chiplore.simulator.execute.difftest.limits import LIMITS, check_limits
+from chiplore.simulator.execute.difftest.program import VERSIONS
 
 console = Console(width=150)
 

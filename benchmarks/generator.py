@@ -12,36 +12,32 @@ visits, and a random `--sample` of the others), the best true cycles a hill clim
 passes the host test. `--chip FILE` measures on another chip (a CHIPLORE_SIM_TRUTH file; the bound
 is that chip's).
 
-True cycles come from `simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
+True cycles come from `chiplore.simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
 measures the generator, which itself never calls it.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from chiplore.core.pack import DesignSpace, Facts, Params, points  # noqa: E402
-from simulator.cost import NotCompiled, estimate  # noqa: E402
-from simulator.cost.bound import weight_bound_cycles  # noqa: E402
-from simulator.execute.grading import host_test  # noqa: E402
-from simulator.pack.generator import generated_space, generation_problem  # noqa: E402
-from simulator.pack.generator.examples import ALL, example  # noqa: E402
-from simulator.pack.generator.learnt import compile_facts  # noqa: E402
-from simulator.toolchain.check import check  # noqa: E402
+from chiplore.core.pack import DesignSpace, Facts, Params, points
+from chiplore.simulator.cost import NotCompiled, estimate
+from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.execute.grading import host_test
+from chiplore.simulator.pack.generator import generated_space, generation_problem
+from chiplore.simulator.pack.generator.examples import ALL, example
+from chiplore.simulator.pack.generator.learnt import compile_facts
+from chiplore.simulator.toolchain.check import check
 
 console = Console(width=160)
 

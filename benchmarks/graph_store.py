@@ -3,10 +3,10 @@
     python benchmarks/graph_store.py [--backends embedded,neo4j] [--designs 100000] [--repeats 40]
 
 Neo4j: uses CHIPLORE_NEO4J_URI/_USER/_PASSWORD when CHIPLORE_NEO4J_URI is set, otherwise starts a
-local one with kg.neo4j_local (Java 17+ and Maven; instance CHIPLORE_BENCH_NEO4J_NAME, default `bench`).
+local one with chiplore.kg.neo4j_local (Java 17+ and Maven; instance CHIPLORE_BENCH_NEO4J_NAME, default `bench`).
 Prints one table; --json FILE also saves it. Each named query's cell gives its p95 and where its plan
 starts (the backend's own EXPLAIN: `seek Kernel` is an index seek on Kernel); `status` is what
-`chiplore status` reads from the graph (kg.repo.overview and kg.repo.progress).
+`chiplore status` reads from the graph (chiplore.kg.repo.overview and chiplore.kg.repo.progress).
 Targets (issues 2 and 25): bulk load >= 10k nodes/s on the embedded store; every named query p95
 <= 50 ms at 100k design nodes on both backends, and the interactive ones at 1M designs.
 """
@@ -29,16 +29,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-import queries
-from kg import neo4j_local
-from kg.embedded_store import EmbeddedStore
-from kg.neo4j_store import Neo4jStore
-from kg.plans import driving_summary
-from kg.repo.overview import overview
-from kg.repo.progress import kernel_progress
-from kg.sample import TARGET, build_sample_graph, sample_query_params
-from kg.schema import ensure_schema
-from kg.store import GraphStore
+from chiplore import queries
+from chiplore.kg import neo4j_local
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.plans import driving_summary
+from chiplore.kg.repo.overview import overview
+from chiplore.kg.repo.progress import kernel_progress
+from chiplore.kg.sample import TARGET, build_sample_graph, sample_query_params
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
 
 BULK_NODES = 50_000
 BULK_RELATIONSHIPS = 50_000
@@ -145,7 +145,7 @@ def query_latencies(
         results[name] = p95_ms(lambda query=query, bound=bound: store.read(query.text, bound), repeats)
     roof = summary.params[0]  # the sample's stand-in for the target pack's roof parameter
     results["status"] = p95_ms(lambda: (overview(store, TARGET), kernel_progress(store, roof)), repeats)
-    plans["status"] = "kg.repo.overview + kg.repo.progress"
+    plans["status"] = "chiplore.kg.repo.overview + chiplore.kg.repo.progress"
     info = {
         "designs": store.read("MATCH (d:DesignNode) RETURN count(d) AS n")[0]["n"],
         "nodes": store.read("MATCH (n) RETURN count(n) AS n")[0]["n"],
@@ -219,7 +219,7 @@ def main() -> None:
 
 
 def _short(plan_start: str) -> str:
-    return "repo reads" if plan_start.startswith("kg.repo") else plan_start
+    return "repo reads" if plan_start.startswith("chiplore.kg.repo") else plan_start
 
 
 if __name__ == "__main__":

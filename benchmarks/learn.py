@@ -5,30 +5,26 @@
 For each run: wall seconds, simulated device seconds, and what the graph holds afterwards (claims,
 contradicted claims, measured parameters, rules); then the same run again, which must add nothing.
 Medians over the seeds. Neo4j is the one CHIPLORE_NEO4J_URI names, or a local one started with
-kg.neo4j_local (Java 17+ and Maven). Targets (issue 6): <= 15 device-minutes and <= 2 wall-minutes.
+chiplore.kg.neo4j_local (Java 17+ and Maven). Targets (issue 6): <= 15 device-minutes and <= 2 wall-minutes.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import importlib.util
+import json
+import statistics
+import time
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from ingest.learn import learn  # noqa: E402
-from kg.repo.nodes import count_by_label  # noqa: E402
-from kg.repo.targets import register_target  # noqa: E402
-from kg.schema import ensure_schema  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
+from chiplore.ingest.learn import learn
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.simulator.target import SimRNGD
 
 console = Console(width=130)
 

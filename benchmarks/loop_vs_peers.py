@@ -14,42 +14,38 @@ design (smoke fixtures, 7 runs); the best is the fastest measured median. The ke
 pack has a design space for (all of them by default).
 
 Reported, medians over the seeds: the best design's *true* ratio to the bound (the harness knows
-true cycles: `simulator.cost.estimate`), device runs until the first run of a design within 1.25x of
+true cycles: `chiplore.simulator.cost.estimate`), device runs until the first run of a design within 1.25x of
 the bound (chiplore's baseline runs not counted: they are its starting point, not search), how many
-seeds got there, and device seconds. Then the judge (agents.judge.decide, as the loop calls it) on
+seeds got there, and device seconds. Then the judge (chiplore.agents.judge.decide, as the loop calls it) on
 `decisions` candidates from `--judge-kernel`'s space that are truly no faster than their incumbent:
 how often it accepts one.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import math
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import optuna
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-
-import optuna  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from agents.judge import AB_REPEATS, decide  # noqa: E402
-from agents.knowledge import read_knowledge  # noqa: E402
-from chiplore.core.pack import DesignSpace, Facts, Params, points  # noqa: E402
-from chiplore.core.target import DeviceJob, KernelSpec  # noqa: E402
-from chiplore.session import Session  # noqa: E402
-from kg.embedded_store import EmbeddedStore  # noqa: E402
-from kg.repo.runs import ledger_seconds  # noqa: E402
-from simulator.cost import NotCompiled, estimate  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
+from chiplore.agents.judge import AB_REPEATS, decide
+from chiplore.agents.knowledge import read_knowledge
+from chiplore.core.pack import DesignSpace, Facts, Params, points
+from chiplore.core.target import DeviceJob, KernelSpec
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.runs import ledger_seconds
+from chiplore.session import Session
+from chiplore.simulator.cost import NotCompiled, estimate
+from chiplore.simulator.target import SimRNGD
 
 VERSION = "0.6.0"
 WITHIN = 1.25

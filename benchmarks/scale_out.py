@@ -27,39 +27,35 @@ there (`CHIPLORE_DATA_DIR=DIR/ray-4 chiplore status` reads one).
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import math
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import ray
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from functools import partial  # noqa: E402
-
-import ray  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from agents.loop import DEFAULT_BUDGET_S, optimize  # noqa: E402
-from agents.scale.loop import optimize_on_devices  # noqa: E402
-from agents.scale.ray_engine import RayEngine, device_resource  # noqa: E402
-from chiplore.core.target import DeviceJob, DeviceResult, JobHandle  # noqa: E402
-from ingest.learn import learn  # noqa: E402
-from kg.embedded_store import EmbeddedStore  # noqa: E402
-from kg.repo.designs import best_of, source_of  # noqa: E402
-from kg.repo.integrity import violations  # noqa: E402
-from kg.repo.targets import register_target  # noqa: E402
-from kg.schema import ensure_schema  # noqa: E402
-from kg.store import GraphStore  # noqa: E402
-from simulator.cost import NotCompiled, estimate  # noqa: E402
-from simulator.device.pool import KIND  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
+from chiplore.agents.loop import DEFAULT_BUDGET_S, optimize
+from chiplore.agents.scale.loop import optimize_on_devices
+from chiplore.agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.core.target import DeviceJob, DeviceResult, JobHandle
+from chiplore.ingest.learn import learn
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.designs import best_of, source_of
+from chiplore.kg.repo.integrity import violations
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.cost import NotCompiled, estimate
+from chiplore.simulator.device.pool import KIND
+from chiplore.simulator.target import SimRNGD
 
 console = Console(width=220)
 QUALITY = 0.01  # "final quality within 1 %": a kernel's goal is the best final design of any run, plus this
@@ -138,7 +134,7 @@ def ratios(store: GraphStore, trace: list[tuple[str, float, str]], toolchain: st
 
 def duplicates(store: GraphStore) -> int:
     """The optimize's device jobs recorded more than once (a job id is unique on its device within a
-    run), and designs whose graded measurement was taken twice (kg.repo.integrity)."""
+    run), and designs whose graded measurement was taken twice (chiplore.kg.repo.integrity)."""
     runs = store.read(
         "MATCH (a:Activity {role: 'runner'}) WITH a ORDER BY a.started_at DESC LIMIT 1 "
         "MATCH (r:DeviceRun)-[:CREATED_BY]->(a) WITH r.job_id AS job, count(r) AS n WHERE n > 1 "

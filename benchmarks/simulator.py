@@ -12,32 +12,27 @@ lowering < 200 ms; the executor within 100 ms per (kernel, set).
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-# This file shares its name with the package it measures: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from chiplore.core.target import DeviceJob  # noqa: E402
-from simulator.cost import estimate  # noqa: E402
-from simulator.cost.estimate import _estimate  # noqa: E402
-from simulator.device import DeviceConfig, SimDevice  # noqa: E402
-from simulator.dsl.parser import _parse_small  # noqa: E402
-from simulator.execute import fixtures as fixture_module  # noqa: E402
-from simulator.execute import reference as reference_module  # noqa: E402
-from simulator.execute.executor import ExecutionError, execute  # noqa: E402
-from simulator.kernel_specs import input_bytes  # noqa: E402
-from simulator.toolchain.check import _check_cached  # noqa: E402
-from simulator.toolchain.lower import _lower_text  # noqa: E402
+from chiplore.core.target import DeviceJob
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.cost.estimate import _estimate
+from chiplore.simulator.device import DeviceConfig, SimDevice
+from chiplore.simulator.dsl.parser import _parse_small
+from chiplore.simulator.execute import fixtures as fixture_module
+from chiplore.simulator.execute import reference as reference_module
+from chiplore.simulator.execute.executor import ExecutionError, execute
+from chiplore.simulator.kernel_specs import input_bytes
+from chiplore.simulator.toolchain.check import _check_cached
+from chiplore.simulator.toolchain.lower import _lower_text
 
 KERNELS = Path(__file__).resolve().parents[1] / "simulator" / "kernels"
 NAMES = {"qkv": "sliding_project_qkv", "o": "sliding_attention_output", "ffn": "decoder_feedforward"}

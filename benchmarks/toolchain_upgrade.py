@@ -12,30 +12,26 @@ under the old version, right after the upgrade, and after the second optimize.
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import statistics
+import tempfile
+import time
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from rich.console import Console
+from rich.table import Table
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from agents.loop import optimize  # noqa: E402
-from agents.upgrade import upgrade  # noqa: E402
-from ingest.learn import learn  # noqa: E402
-from kg.embedded_store import EmbeddedStore  # noqa: E402
-from kg.repo.targets import register_target, set_active_toolchain  # noqa: E402
-from kg.schema import ensure_schema  # noqa: E402
-from kg.store import GraphStore  # noqa: E402
-from simulator.cost import estimate  # noqa: E402
-from simulator.target import SimRNGD  # noqa: E402
-from simulator.toolchain.versions import spec  # noqa: E402
+from chiplore.agents.loop import optimize
+from chiplore.agents.upgrade import upgrade
+from chiplore.ingest.learn import learn
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.targets import register_target, set_active_toolchain
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.versions import spec
 
 SHORT = {"sliding_project_qkv": "QKV", "sliding_attention_output": "O", "decoder_feedforward": "FFN"}
 # The ChipTruth fields a version overrides -> chiplore's parameter keys (what a correct upgrade flags).

@@ -11,17 +11,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from agents.llm.config import LLMConfig
-from agents.proposers import Proposer
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.proposers import Proposer
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 from chiplore.core.settings import Settings
 from chiplore.core.target import Target
+from chiplore.ingest.librarian import PageLibrarian
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.store import GraphStore
 from chiplore.session import Session
-from ingest.librarian import PageLibrarian
-from kg.embedded_store import EmbeddedStore
-from kg.neo4j_store import Neo4jStore
-from kg.store import GraphStore
 
 TARGET_GROUP = "chiplore.targets"  # entry points: name -> a factory taking the Settings
 TargetFactory = Callable[[Settings], Target]
@@ -111,7 +111,7 @@ class App:
         builtin ones are the loop's defaults."""
         if "llm" not in (architect, refiner):
             return {}
-        from agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
+        from chiplore.agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
 
         budget = TokenBudget(config.token_budget)
         return {role: LLMPolicy(role, config, session.store, session.target, budget) for role, chosen in
@@ -121,6 +121,6 @@ class App:
         """The LLM librarian when asked for (the builtin one is learn's default)."""
         if policy != "llm":
             return None
-        from agents.llm.librarian import LLMLibrarian  # LangChain loads only when a role needs it
+        from chiplore.agents.llm.librarian import LLMLibrarian  # LangChain loads only when a role needs it
 
         return LLMLibrarian(config, session.store, session.pack.params)

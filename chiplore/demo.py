@@ -12,13 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agents.loop import DEFAULT_BUDGET_S, PATIENCE
+from chiplore.agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.core.clock import utc_now
+from chiplore.kg.models import Activity
+from chiplore.kg.repo.knowledge import activity_ended, record_activity
+from chiplore.kg.repo.progress import geomean
+from chiplore.kg.repo.reporting import accepted_changes
 from chiplore.session import Session
-from kg.models import Activity
-from kg.repo.knowledge import activity_ended, record_activity
-from kg.repo.progress import geomean
-from kg.repo.reporting import accepted_changes
 
 Step = Callable[[str], Callable[[str], None]]  # start a step with a title -> a way to note its progress
 

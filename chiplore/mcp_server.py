@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError, WriteRefused
+from chiplore.kg.guard import QueryRefused, UntrustedLimits
 from chiplore.session import Session
-from kg.guard import QueryRefused, UntrustedLimits
 
 NAME = "chiplore"
 ROW_CAP = 200  # rows a call returns by default; a client may ask for up to MAX_ROWS

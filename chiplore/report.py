@@ -20,12 +20,11 @@ from pygments.lexers import DiffLexer, TextLexer
 matplotlib.use("Agg")  # no display: figures are rendered to SVG text
 import matplotlib.pyplot as plt
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.core.clock import utc_now
-from chiplore.results import unified_diff
-from kg.models import DesignNode
-from kg.repo.progress import KernelProgress, design_tree, geomean, kernel_progress
-from kg.repo.reporting import (
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.progress import KernelProgress, design_tree, geomean, kernel_progress
+from chiplore.kg.repo.reporting import (
     accepted_changes,
     accepted_steps,
     active_toolchains,
@@ -34,8 +33,9 @@ from kg.repo.reporting import (
     kernel_runs,
     measurements_with_claims,
 )
-from kg.repo.results import baseline_under, program_of
-from kg.store import GraphStore
+from chiplore.kg.repo.results import baseline_under, program_of
+from chiplore.kg.store import GraphStore
+from chiplore.results import unified_diff
 
 CODE_CLASS = "hl"  # the CSS class of highlighted programs
 

@@ -12,8 +12,8 @@ from importlib.metadata import version
 
 from pydantic import BaseModel
 
-from kg.models import DesignNode
-from kg.repo.progress import KernelProgress
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.progress import KernelProgress
 
 COMMENT_PREFIXES = ("//", "#", "--", ";", "%")
 

@@ -14,29 +14,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import queries as named_queries
-from agents.callbacks import Note
-from agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
-from agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
-from agents.proposers import BuiltinArchitect, Proposer
-from agents.proposers.search import SearchBudget
-from agents.upgrade import UpgradeSummary, upgrade
+from chiplore import queries as named_queries
+from chiplore.agents.callbacks import Note
+from chiplore.agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
+from chiplore.agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
+from chiplore.agents.proposers import BuiltinArchitect, Proposer
+from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
 from chiplore.core.pack import pack_lexer
 from chiplore.core.target import KernelSpec, Target
-from chiplore.results import BestProgram, DesignProgram, comment_prefix, with_header
-from ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
-from ingest.learn import LearnSummary, learn
-from ingest.librarian import Librarian, PageLibrarian
-from kg.cypher_script import export_cypher
-from kg.graph_io import Exported, Imported, copy_graph, export_jsonl, import_jsonl
-from kg.guard import GuardedResult, UntrustedLimits
-from kg.models import DesignNode
-from kg.repo.designs import any_best, lineage_ids
-from kg.repo.devices import DeviceUsage, device_usage
-from kg.repo.overview import Overview, overview
-from kg.repo.progress import KernelProgress, design_tree, kernel_progress
-from kg.repo.results import (
+from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
+from chiplore.ingest.learn import LearnSummary, learn
+from chiplore.ingest.librarian import Librarian, PageLibrarian
+from chiplore.kg.cypher_script import export_cypher
+from chiplore.kg.graph_io import Exported, Imported, copy_graph, export_jsonl, import_jsonl
+from chiplore.kg.guard import GuardedResult, UntrustedLimits
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.designs import any_best, lineage_ids
+from chiplore.kg.repo.devices import DeviceUsage, device_usage
+from chiplore.kg.repo.overview import Overview, overview
+from chiplore.kg.repo.progress import KernelProgress, design_tree, kernel_progress
+from chiplore.kg.repo.results import (
     Snapshot,
     baseline_under,
     designs_starting_with,
@@ -45,9 +44,10 @@ from kg.repo.results import (
     program_of,
     snapshot,
 )
-from kg.repo.targets import active_toolchain, register_target
-from kg.schema import SchemaReport, ensure_schema
-from kg.store import GraphStore, Record
+from chiplore.kg.repo.targets import active_toolchain, register_target
+from chiplore.kg.schema import SchemaReport, ensure_schema
+from chiplore.kg.store import GraphStore, Record
+from chiplore.results import BestProgram, DesignProgram, comment_prefix, with_header
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class Session:
         `workers > 1` (or a `ray_address`) runs every kernel and every design of a round at once on
         Ray: free screens on `workers` CPU workers, device jobs on one actor per device of the target
         (a local Ray is started unless `ray_address` names a cluster). The summary then also holds
-        the run's calendar, each device's use and when each BEST was decided (agents.scale)."""
+        the run's calendar, each device's use and when each BEST was decided (chiplore.agents.scale)."""
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
         if architect is None and self.search_predictions is not None:
             architect = BuiltinArchitect(SearchBudget(predictions=self.search_predictions))
@@ -158,8 +158,8 @@ class Session:
             raise ConfigError("optimize on several workers builds the target in each worker: open the session with "
                               "a target_factory (App.session does)")  # fmt: skip
         try:  # Ray loads only for --workers > 1
-            from agents.scale.loop import optimize_on_devices
-            from agents.scale.ray_engine import RayEngine
+            from chiplore.agents.scale.loop import optimize_on_devices
+            from chiplore.agents.scale.ray_engine import RayEngine
         except ImportError as error:
             raise ConfigError(f"--workers > 1 runs on Ray, which is not installed ({error}): "
                               "pip install 'chiplore[ray]'") from None  # fmt: skip
@@ -304,7 +304,7 @@ class Session:
     # -- the graph as a file -------------------------------------------------------------------------
 
     def export_graph(self, path: Path, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
-        """Write the whole graph to `path`: JSON lines (kg.graph_io's format, which `import_graph`
+        """Write the whole graph to `path`: JSON lines (chiplore.kg.graph_io's format, which `import_graph`
         reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place."""
         partial = path.with_name(path.name + ".partial")
         with partial.open("w", encoding="utf-8") as out:

@@ -16,13 +16,13 @@ from chiplore.core.clock import utc_now
 from chiplore.core.ids import content_sha
 from chiplore.core.target import DocPage as TargetPage
 from chiplore.core.target import Target
-from ingest.chunks import Chunk, chunk_page
-from ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
-from kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
-from kg.repo.docs import existing_claims, known_chunks, page_hashes, revive_claim
-from kg.repo.knowledge import record_activity, record_claim
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.store import GraphStore
+from chiplore.ingest.chunks import Chunk, chunk_page
+from chiplore.ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
+from chiplore.kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
+from chiplore.kg.repo.docs import existing_claims, known_chunks, page_hashes, revive_claim
+from chiplore.kg.repo.knowledge import record_activity, record_claim
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.store import GraphStore
 
 
 class DocsSummary(BaseModel):

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chiplore.core.pack import Construct
-from ingest.dsl_examples import Outcome
-from kg.models import Availability, EntryChange, EntryVerdict, LanguageExample
+from chiplore.ingest.dsl_examples import Outcome
+from chiplore.kg.models import Availability, EntryChange, EntryVerdict, LanguageExample
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import HostCase, HostRunner, LanguageGuide, TargetPack
 from chiplore.core.target import Diagnostic, Target
-from ingest.chunks import chunk_page
-from kg.models import Check, LanguageExample
+from chiplore.ingest.chunks import chunk_page
+from chiplore.kg.models import Check, LanguageExample
 
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)\n?```\s*$", re.S)
 Origin = Literal["doc", "pack", "llm"]

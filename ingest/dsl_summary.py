@@ -1,14 +1,14 @@
 """The DSL summary of a toolchain version: one checked entry per construct the version's docs name or
-show, written to the graph (`kg.repo.language`), for a model that has never seen the language to
+show, written to the graph (`chiplore.kg.repo.language`), for a model that has never seen the language to
 program from.
 
 `summarise` gathers the docs' code blocks (completed by the pack's `LanguageGuide`), adds the
 guide's program for a construct no block shows, and, when the graph holds an earlier version's
 summary, that summary's examples: every program is compiled, and run on the host where the guide
-states what it computes (`ingest.dsl_examples`). Each construct's entry then gets its syntax, its
+states what it computes (`chiplore.ingest.dsl_examples`). Each construct's entry then gets its syntax, its
 meaning (the docs' sentences that name it, cited; or an LLM librarian's prose, kept only when an
 example of its own backs it), its availability, its constraints (the legality rules on its keys),
-its verdict and, against the earlier version, how it changed (`ingest.dsl_entries`). Learning runs
+its verdict and, against the earlier version, how it changed (`chiplore.ingest.dsl_entries`). Learning runs
 it after the rules; an upgrade runs it on the new version. Idempotent: ids are content hashes and
 an entry is per construct and version, so a second run rewrites the same nodes.
 """
@@ -24,13 +24,13 @@ from pydantic import BaseModel
 
 from chiplore.core.pack import Construct, LanguageGuide, language_guide
 from chiplore.core.target import Target
-from ingest.chunks import chunk_page
-from ingest.dsl_entries import Standing, change, matches, standing, verdict
-from ingest.dsl_examples import Checker, Outcome, doc_examples, make_example
-from ingest.librarian import sentences
-from kg.models import Activity, LanguageEntry, LanguageExample
-from kg.repo.knowledge import record_activity
-from kg.repo.language import (
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.dsl_entries import Standing, change, matches, standing, verdict
+from chiplore.ingest.dsl_examples import Checker, Outcome, doc_examples, make_example
+from chiplore.ingest.librarian import sentences
+from chiplore.kg.models import Activity, LanguageEntry, LanguageExample
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.language import (
     EntryLinks,
     ExampleCheck,
     claims_under,
@@ -41,7 +41,7 @@ from kg.repo.language import (
     record_examples,
     rules_under,
 )
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 MEANING_SENTENCES = 2
 MEANING_CHARS = 400

@@ -18,17 +18,17 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from chiplore.core.target import Target
-from ingest.docs import DocsSummary, ingest_docs
-from ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
-from ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
-from ingest.measure import MeasureSummary, measure
-from ingest.remeasure import remeasure
-from ingest.rules import RulesSummary, learn_rules
-from kg.models import Activity
-from kg.repo.knowledge import learnt_counts
-from kg.repo.language import refresh_verdicts
-from kg.repo.upgrades import upgrade_to
-from kg.store import GraphStore
+from chiplore.ingest.docs import DocsSummary, ingest_docs
+from chiplore.ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
+from chiplore.ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
+from chiplore.ingest.measure import MeasureSummary, measure
+from chiplore.ingest.remeasure import remeasure
+from chiplore.ingest.rules import RulesSummary, learn_rules
+from chiplore.kg.models import Activity
+from chiplore.kg.repo.knowledge import learnt_counts
+from chiplore.kg.repo.language import refresh_verdicts
+from chiplore.kg.repo.upgrades import upgrade_to
+from chiplore.kg.store import GraphStore
 
 DEFAULT_BUDGET_S = 900.0  # fifteen device-minutes
 

@@ -12,7 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from chiplore.core.pack import DocPatterns, ParamPattern
-from ingest.chunks import Chunk
+from chiplore.ingest.chunks import Chunk
 
 ClaimKind = Literal["quantity", "limit", "rule"]
 

@@ -19,12 +19,12 @@ from pydantic import BaseModel
 from chiplore.core.ids import content_sha
 from chiplore.core.params import CLOCK_HZ, NOISE_SIGMA, ParamKey
 from chiplore.core.target import Target
-from ingest.fits import Estimate
-from ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeRecorder, ProbeSession
-from kg.models import Activity, HardwareParam, Measurement
-from kg.repo.knowledge import record_measurement
-from kg.repo.measurements import claims_about, documented_value, latest_value, measured_params
-from kg.store import GraphStore
+from chiplore.ingest.fits import Estimate
+from chiplore.ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeRecorder, ProbeSession
+from chiplore.kg.models import Activity, HardwareParam, Measurement
+from chiplore.kg.repo.knowledge import record_measurement
+from chiplore.kg.repo.measurements import claims_about, documented_value, latest_value, measured_params
+from chiplore.kg.store import GraphStore
 
 HEDGED = re.compile(r"\b(about|roughly|around|approximately|nearly)\b|~", re.IGNORECASE)
 HEDGE_SLACK = 0.10  # "about 280" agrees with anything within 10 %

@@ -17,12 +17,12 @@ from chiplore.core.ids import content_sha
 from chiplore.core.params import ParamKey
 from chiplore.core.probes import ProbeFit
 from chiplore.core.target import DeviceJob, DeviceResult, ProbeTemplate, Target
-from ingest.fits import Bench, Estimate, noise_sigma, run_fit
-from kg.models import Activity, KernelVersion
-from kg.repo.knowledge import record_activity
-from kg.repo.nodes import upsert
-from kg.repo.runs import device_run, record_device_runs
-from kg.store import GraphStore
+from chiplore.ingest.fits import Bench, Estimate, noise_sigma, run_fit
+from chiplore.kg.models import Activity, KernelVersion
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.nodes import upsert
+from chiplore.kg.repo.runs import device_run, record_device_runs
+from chiplore.kg.store import GraphStore
 
 NOISE_PROBE = "noise"
 NOISE_JOBS = 20  # x 50 runs of one long kernel: the noise within 5 %

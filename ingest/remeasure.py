@@ -23,12 +23,12 @@ from pydantic import BaseModel
 from chiplore.core.ids import content_sha
 from chiplore.core.params import CLOCK_HZ, NOISE_SIGMA
 from chiplore.core.target import Target
-from ingest.fits import Estimate
-from ingest.measure import agrees, in_unit, record_estimate, record_noise
-from ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeSession
-from kg.models import Activity, Check, Measurement
-from kg.repo.knowledge import confirm_measurement, supersede
-from kg.repo.measurements import (
+from chiplore.ingest.fits import Estimate
+from chiplore.ingest.measure import agrees, in_unit, record_estimate, record_noise
+from chiplore.ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeSession
+from chiplore.kg.models import Activity, Check, Measurement
+from chiplore.kg.repo.knowledge import confirm_measurement, supersede
+from chiplore.kg.repo.measurements import (
     carried_over,
     consulted_counts,
     device_seconds_behind,
@@ -39,8 +39,8 @@ from kg.repo.measurements import (
     unjudged_claims,
     values_under,
 )
-from kg.repo.nodes import Link, Ref, link
-from kg.store import GraphStore
+from chiplore.kg.repo.nodes import Link, Ref, link
+from chiplore.kg.store import GraphStore
 
 CONFIRM_Z = 3.0  # standard errors of the difference of the two estimates
 # Sweeps on different days differ by more than one sweep's bootstrap interval (the device drifts

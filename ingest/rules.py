@@ -20,12 +20,12 @@ from chiplore.core.ids import content_sha
 from chiplore.core.probes import LimitProbe, RuleProbes, Vocabulary, largest_accepted
 from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
-from kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
-from kg.repo.knowledge import confirm_rule, record_activity, record_rule
-from kg.repo.measurements import claims_about
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.repo.rules import retire_unreplaced_rules, same_rule, supersede_changed_rules
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
+from chiplore.kg.repo.knowledge import confirm_rule, record_activity, record_rule
+from chiplore.kg.repo.measurements import claims_about
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.repo.rules import retire_unreplaced_rules, same_rule, supersede_changed_rules
+from chiplore.kg.store import GraphStore
 
 
 class RulesSummary(BaseModel):

@@ -1,7 +1,7 @@
 """The graph as a Cypher script for Neo4j 5 (`cypher-shell -f graph.cypher`, or pasted into Neo4j
 Browser): the schema's unique constraints, then batched MERGE statements of literal rows, one
 statement per line ending in `;`. The same nodes and relationships, in the same order, as the
-JSON-lines export (kg.graph_io); values are written as Cypher literals, never as code."""
+JSON-lines export (chiplore.kg.graph_io); values are written as Cypher literals, never as code."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from chiplore.core.clock import utc_now
-from kg.graph_io import (
+from chiplore.kg.graph_io import (
     Exported,
     NodeLine,
     RelationshipLine,
@@ -19,7 +19,7 @@ from kg.graph_io import (
     iter_nodes,
     iter_relationships,
 )
-from kg.schema import FACT_KEY, FACT_LABEL, NODE_KEYS
+from chiplore.kg.schema import FACT_KEY, FACT_LABEL, NODE_KEYS
 
 ROWS_PER_STATEMENT = 500
 

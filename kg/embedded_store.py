@@ -16,9 +16,9 @@ from falkordb.helpers import stringify_param_value
 from falkordb.query_result import QueryResult
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
-from kg.dialect import FALKORDB
-from kg.falkordb_server import FalkorDBServer, client_name
-from kg.guard import (
+from chiplore.kg.dialect import FALKORDB
+from chiplore.kg.falkordb_server import FalkorDBServer, client_name
+from chiplore.kg.guard import (
     DEFAULT_LIMITS,
     GuardedResult,
     RowCap,
@@ -28,9 +28,9 @@ from kg.guard import (
     return_columns,
     vet_plan,
 )
-from kg.plans import PlanNode, plan_from_falkordb
-from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
-from kg.values import plain
+from chiplore.kg.plans import PlanNode, plan_from_falkordb
+from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
+from chiplore.kg.values import plain
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from chiplore.core.errors import StoreBusy, StoreUnavailable
-from kg.processes import pid_alive
+from chiplore.kg.processes import pid_alive
 
 log = logging.getLogger(__name__)
 

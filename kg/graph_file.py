@@ -1,6 +1,6 @@
 """The graph file's format: its lines as models, and a checked reader of them.
 
-One JSON object per line (kg.graph_io writes and imports them; docs/graph.md has the format):
+One JSON object per line (chiplore.kg.graph_io writes and imports them; docs/graph.md has the format):
 a header, the nodes, the relationships, and an end line with the counts. The reader refuses
 anything the schema does not name, lines out of order, and a file cut short.
 """
@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from chiplore.core.errors import StoreError
-from kg.repo.nodes import RELATIONSHIPS
-from kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS
+from chiplore.kg.repo.nodes import RELATIONSHIPS
+from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS
 
 FORMAT = "chiplore-graph"
 FORMAT_VERSION = 1

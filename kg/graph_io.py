@@ -1,6 +1,6 @@
 """The graph as a file: export any store to JSON lines (or a Cypher script), import it into another.
 
-Generic over the schema: a node is named by its schema label and key (kg.schema.NODE_KEYS), a
+Generic over the schema: a node is named by its schema label and key (chiplore.kg.schema.NODE_KEYS), a
 relationship by its type and its two nodes; labels and types are checked against the schema's
 allowlists on the way in, and every value travels as a parameter. The format (docs/graph.md has
 the same text), one JSON object per line:
@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
-from kg.graph_file import (
+from chiplore.kg.graph_file import (
     FORMAT,
     FORMAT_VERSION,
     KEY_PROPERTIES,
@@ -43,8 +43,8 @@ from kg.graph_file import (
     RelationshipLine,
     read_lines,
 )
-from kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
-from kg.store import GraphStore
+from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
+from chiplore.kg.store import GraphStore
 
 
 class GraphCounts(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from chiplore.core.errors import QueryError, WriteRefused
-from kg.plans import PlanNode
+from chiplore.kg.plans import PlanNode
 
 MAX_QUERY_CHARS = 20_000
 # FalkorDB's parser takes ~0.02 s at 12 levels and doubles per level after (minutes at 30).

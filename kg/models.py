@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from chiplore.core.clock import utc_now
-from kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
+from chiplore.kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
 
 FactStatus = Literal["current", "stale", "refuted", "superseded", "retired"]
 ToolchainStatus = Literal["active", "known", "stale"]

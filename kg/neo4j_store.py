@@ -24,11 +24,11 @@ from chiplore.core.errors import (
     WriteRefused,
 )
 from chiplore.core.secrets import redact, redact_uri, uri_password
-from kg.dialect import NEO4J
-from kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, vet_plan
-from kg.plans import PlanNode, plan_from_neo4j
-from kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
-from kg.values import plain
+from chiplore.kg.dialect import NEO4J
+from chiplore.kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, vet_plan
+from chiplore.kg.plans import PlanNode, plan_from_neo4j
+from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
+from chiplore.kg.values import plain
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from chiplore.core.clock import to_iso
 from chiplore.core.ids import content_sha
-from kg.models import (
+from chiplore.kg.models import (
     Activity,
     Check,
     Claim,
@@ -34,14 +34,14 @@ from kg.models import (
     Revalidation,
     Screening,
 )
-from kg.repo.design_counts import recount
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.repo.runs import record_device_runs
-from kg.repo.targets import register_target, set_active_toolchain
-from kg.repo.upgrades import record_revalidation
-from kg.sample_language import language_summary
-from kg.schema import fact_id
-from kg.store import GraphStore
+from chiplore.kg.repo.design_counts import recount
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.repo.runs import record_device_runs
+from chiplore.kg.repo.targets import register_target, set_active_toolchain
+from chiplore.kg.repo.upgrades import record_revalidation
+from chiplore.kg.sample_language import language_summary
+from chiplore.kg.schema import fact_id
+from chiplore.kg.store import GraphStore
 
 TARGET = "simrngd"
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")

@@ -1,12 +1,12 @@
-"""The sample graph's checked language summary (kg.sample): an entry per construct of the old and the
+"""The sample graph's checked language summary (chiplore.kg.sample): an entry per construct of the old and the
 new toolchain, with doc examples and their compile checks, an LLM statement whose example failed, the
 rule and claim each entry links to, and the new version's changed entries superseding the old ones."""
 
 from __future__ import annotations
 
 from chiplore.core.ids import content_sha
-from kg.models import Activity, Check, LanguageEntry, LanguageExample
-from kg.repo.nodes import Link, Ref
+from chiplore.kg.models import Activity, Check, LanguageEntry, LanguageExample
+from chiplore.kg.repo.nodes import Link, Ref
 
 # (construct, kind, syntax, how it changed from OLD to NEW): the language summary's entries
 CONSTRUCTS = (

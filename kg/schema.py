@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import StoreError
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from kg.dialect import Dialect
-from kg.guard import DEFAULT_LIMITS, GuardedResult, UntrustedLimits
-from kg.plans import PlanNode
+from chiplore.kg.dialect import Dialect
+from chiplore.kg.guard import DEFAULT_LIMITS, GuardedResult, UntrustedLimits
+from chiplore.kg.plans import PlanNode
 
 Record = dict[str, Any]
 Params = Mapping[str, Any]
@@ -49,7 +49,7 @@ class GraphStore(Protocol):
         self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
     ) -> GuardedResult:
         """Run a query a person or a model wrote: checked by the backend's planner first (a write,
-        LOAD CSV, an administration command or a procedure outside kg.guard's list raises
+        LOAD CSV, an administration command or a procedure outside chiplore.kg.guard's list raises
         WriteRefused or QueryRefused), then read-only under `limits`: the server stops it at
         `timeout_s`, and rows past `max_rows` or `max_bytes` are cut while they arrive (the result
         says so). Called by `chiplore cypher` and the LLM's Cypher tool."""

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from chiplore.core.errors import QueryError, QueryParameterError, UnknownQuery
-from kg.store import GraphStore, Record
+from chiplore.kg.store import GraphStore, Record
 
 ParamType = Literal["str", "int", "float", "bool"]
 _TRUE = {"true", "1", "yes", "on"}

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from chiplore.core.errors import ChiploreError
 from chiplore.core.settings import Settings
-from simulator.dsl.parser import MAX_SOURCE_BYTES
-from simulator.textfile import UnreadableFile, read_text_file
+from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES
+from chiplore.simulator.textfile import UnreadableFile, read_text_file
 
 USAGE_EXIT = 2  # bad input or configuration; 1 is kept for "the program failed its check or run"
 

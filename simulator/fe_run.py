@@ -1,7 +1,7 @@
 """`fe-run`: submit a Ferrite program to the simulated device and print what the device reports.
 
 The device lives on between calls: its clock, budget ledger, queue and random streams are kept in
-`<data dir>/device/<device id>.json` (simulator.device.state), so a sequence of fe-run calls is the
+`<data dir>/device/<device id>.json` (chiplore.simulator.device.state), so a sequence of fe-run calls is the
 same as one session, and concurrent calls sharing a data dir queue behind one lock.
 """
 
@@ -13,13 +13,13 @@ from pathlib import Path
 import click
 
 from chiplore.core.target import DeviceResult
-from simulator.cli_common import OneLineErrors, fail, package_version, read_source, settings
-from simulator.device import ALL_SETS, DeviceConfig, DeviceJob, InvalidJob, SimDevice
-from simulator.device.models import declared_kernels, unknown_kernel
-from simulator.device.state import DeviceStatus, DeviceStore, ResetReport
-from simulator.kernel_specs import input_bytes
-from simulator.target import grade_job
-from simulator.toolchain.rules import VERSIONS
+from chiplore.simulator.cli_common import OneLineErrors, fail, package_version, read_source, settings
+from chiplore.simulator.device import ALL_SETS, DeviceConfig, DeviceJob, InvalidJob, SimDevice
+from chiplore.simulator.device.models import declared_kernels, unknown_kernel
+from chiplore.simulator.device.state import DeviceStatus, DeviceStore, ResetReport
+from chiplore.simulator.kernel_specs import input_bytes
+from chiplore.simulator.target import grade_job
+from chiplore.simulator.toolchain.rules import VERSIONS
 
 CONFIG = DeviceConfig()
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import click
 
-from simulator.cli_common import OneLineErrors, fail, package_version, read_source
-from simulator.diagnostics import render
-from simulator.stats_table import stats_text
-from simulator.toolchain.capacity import dm_limit
-from simulator.toolchain.check import check
-from simulator.toolchain.rules import SEVERITY_NAMES, VERSIONS, Rule, lookup
-from simulator.toolchain.stats import analyze
-from simulator.toolchain.versions import DEFAULT_VERSION
+from chiplore.simulator.cli_common import OneLineErrors, fail, package_version, read_source
+from chiplore.simulator.diagnostics import render
+from chiplore.simulator.stats_table import stats_text
+from chiplore.simulator.toolchain.capacity import dm_limit
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.rules import SEVERITY_NAMES, VERSIONS, Rule, lookup
+from chiplore.simulator.toolchain.stats import analyze
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION
 
 
 @click.group(cls=OneLineErrors)

@@ -1,7 +1,7 @@
 """The built-in kernels as the harness offers them (docs/simrngd.md §3.1, §9.1, §11): signature, tolerances,
 weight bytes, the true weight-movement bound and the official baseline source, each read from its
 kernel pack (simulator/kernels/packs/<name>/). A target's own kernels (packs from the user's paths
-too) are `simulator.kernels.registry.KernelRegistry`'s.
+too) are `chiplore.simulator.kernels.registry.KernelRegistry`'s.
 
 Only the baseline programs are handed out; the optimised examples under kernels/examples are the
 simulator's own test fixtures.
@@ -13,12 +13,12 @@ import math
 from pathlib import Path
 
 from chiplore.core.target import KernelSpec
-from simulator.dsl import ir
-from simulator.dsl.parser import FerriteSyntaxError, parse
-from simulator.kernels.builtin import builtin_pack, builtin_packs
-from simulator.kernels.manifest import BASELINE
-from simulator.kernels.pack import KernelPack, param_bytes
-from simulator.toolchain.env import axis_system, term_digit
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.kernels.builtin import builtin_pack, builtin_packs
+from chiplore.simulator.kernels.manifest import BASELINE
+from chiplore.simulator.kernels.pack import KernelPack, param_bytes
+from chiplore.simulator.toolchain.env import axis_system, term_digit
 
 
 def kernel_specs() -> list[KernelSpec]:

@@ -29,16 +29,16 @@ from chiplore.core.target import (
     ProbeTemplate,
     TestResult,
 )
-from simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
-from simulator.bench import microbenchmarks
-from simulator.device import DeviceConfig, SimDevice
-from simulator.device.pool import DevicePool, pool_configs
-from simulator.kernels.registry import KernelRegistry
-from simulator.pack import SimRNGDPack
-from simulator.toolchain.check import check
-from simulator.toolchain.docs import render_docs
-from simulator.toolchain.stats import analyze
-from simulator.toolchain.versions import spec
+from chiplore.simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.device import DeviceConfig, SimDevice
+from chiplore.simulator.device.pool import DevicePool, pool_configs
+from chiplore.simulator.kernels.registry import KernelRegistry
+from chiplore.simulator.pack import SimRNGDPack
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.docs import render_docs
+from chiplore.simulator.toolchain.stats import analyze
+from chiplore.simulator.toolchain.versions import spec
 
 KERNELS_DIR = "kernels"  # installed packs: <data dir>/kernels/<name>/
 

@@ -1,7 +1,7 @@
 """Fixtures: a real Neo4j over Bolt (started once per session) and embedded FalkorDB stores.
 
 Set CHIPLORE_TEST_NEO4J_URI (and CHIPLORE_TEST_NEO4J_PASSWORD) to use a Neo4j you run yourself;
-otherwise the session starts one with kg.neo4j_local (Java 17+ and Maven needed), named by
+otherwise the session starts one with chiplore.kg.neo4j_local (Java 17+ and Maven needed), named by
 CHIPLORE_TEST_NEO4J_NAME (default `pytest`) so that concurrent sessions each get their own. A missing Neo4j
 fails the run: the Neo4j suite is never skipped.
 """
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from kg import neo4j_local
-from kg.embedded_store import EmbeddedStore
-from kg.neo4j_store import Neo4jStore
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
-from kg.store import GraphStore
-from simulator.target import SimRNGD
+from chiplore.kg import neo4j_local
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
 
 BACKENDS = ("embedded", "neo4j")
 TEST_PASSWORD = "chiplore-test-password"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.cost_model import CalibratedCostModel
-from agents.knowledge import Knowledge
-from agents.proposers import KernelView
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.knowledge import Knowledge
+from chiplore.agents.proposers import KernelView
 from chiplore.core.target import Target
 
 

@@ -21,19 +21,19 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import queries
-from agents.loop import OptimizeSummary
-from agents.repair import repair
-from agents.upgrade import UpgradeSummary
+from chiplore import queries
+from chiplore.agents.loop import OptimizeSummary
+from chiplore.agents.repair import repair
+from chiplore.agents.upgrade import UpgradeSummary
 from chiplore.cli import main
 from chiplore.core.pack import TargetPack, points
 from chiplore.core.target import DeviceJob, Target
+from chiplore.ingest.learn import LearnSummary
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.designs import best_of, source_of
+from chiplore.kg.repo.progress import KernelProgress
+from chiplore.kg.store import GraphStore
 from chiplore.session import Session
-from ingest.learn import LearnSummary
-from kg.embedded_store import EmbeddedStore
-from kg.repo.designs import best_of, source_of
-from kg.repo.progress import KernelProgress
-from kg.store import GraphStore
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
 from tests.toy import ToyChip
 from tests.toy.compiler import analyse

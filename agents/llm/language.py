@@ -15,9 +15,9 @@ from typing import Any
 
 from langchain_core.messages.utils import count_tokens_approximately
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 MEANING_CHARS = 160  # a meaning's share of its line, before the budget cuts it entirely
 NOT_SHOWN_NAMES = 60  # names listed for entries left out (the rest are counted)

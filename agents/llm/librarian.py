@@ -14,12 +14,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
-from agents.llm.config import LLMConfig
-from agents.llm.policy import Calls, TokenBudget, chat_model, run_agent, template
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.llm.policy import Calls, TokenBudget, chat_model, run_agent, template
 from chiplore.core.params import ParamRegistry
-from ingest.chunks import Chunk
-from ingest.librarian import NUMBER_WORDS, ExtractedClaim
-from kg.store import GraphStore
+from chiplore.ingest.chunks import Chunk
+from chiplore.ingest.librarian import NUMBER_WORDS, ExtractedClaim
+from chiplore.kg.store import GraphStore
 
 
 class CitedClaim(BaseModel):

@@ -30,22 +30,22 @@ from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-import queries as named_queries
-from agents.knowledge import Knowledge
-from agents.llm.config import LLMConfig
-from agents.llm.kernel import best_stats, kernel_reference
-from agents.llm.language import language_summary
-from agents.llm.tools import graph_tools
-from agents.proposers import DesignProposal, KernelView, Role
+from chiplore import queries as named_queries
+from chiplore.agents.knowledge import Knowledge
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.llm.kernel import best_stats, kernel_reference
+from chiplore.agents.llm.language import language_summary
+from chiplore.agents.llm.tools import graph_tools
+from chiplore.agents.proposers import DesignProposal, KernelView, Role
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ChiploreError
 from chiplore.core.target import Target
-from kg.models import Activity
-from kg.repo.designs import best_of, recent_failures, source_of
-from kg.repo.docs import claims_with_verdicts
-from kg.repo.knowledge import existing_fact_ids, record_activity
-from kg.repo.measurements import measurements_under
-from kg.store import GraphStore
+from chiplore.kg.models import Activity
+from chiplore.kg.repo.designs import best_of, recent_failures, source_of
+from chiplore.kg.repo.docs import claims_with_verdicts
+from chiplore.kg.repo.knowledge import existing_fact_ids, record_activity
+from chiplore.kg.repo.measurements import measurements_under
+from chiplore.kg.store import GraphStore
 
 
 class LLMUnavailable(ChiploreError):
@@ -242,7 +242,7 @@ def _last_words(messages: Sequence[Any]) -> str:
 
 
 def template(name: str) -> str:
-    return (resources.files("agents.llm") / "prompts" / f"{name}.md").read_text()
+    return (resources.files("chiplore.agents.llm") / "prompts" / f"{name}.md").read_text()
 
 
 def _measurements(store: GraphStore, knowledge: Knowledge) -> str:

@@ -12,13 +12,13 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError, WriteRefused
 from chiplore.core.target import Target
-from kg.guard import QueryRefused, UntrustedLimits
-from kg.repo.designs import best_of, source_of
-from kg.repo.docs import search_chunks
-from kg.store import GraphStore
+from chiplore.kg.guard import QueryRefused, UntrustedLimits
+from chiplore.kg.repo.designs import best_of, source_of
+from chiplore.kg.repo.docs import search_chunks
+from chiplore.kg.store import GraphStore
 
 ROW_CAP = 50
 QUERY_TIMEOUT_S = 10.0

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agents.cost_model import CalibratedCostModel
-from agents.knowledge import Knowledge
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.knowledge import Knowledge
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params
 from chiplore.core.target import KernelSpec
-from kg.models import DesignNode
+from chiplore.kg.models import DesignNode
 
 Role = Literal["architect", "refiner"]
 

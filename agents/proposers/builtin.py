@@ -11,8 +11,8 @@ import math
 import random
 from collections.abc import Iterable
 
-from agents.proposers.base import DesignProposal, KernelView, Role
-from agents.proposers.search import Priced, SearchBudget, search_space, setting_key
+from chiplore.agents.proposers.base import DesignProposal, KernelView, Role
+from chiplore.agents.proposers.search import Priced, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, neighbours, points
 

@@ -1,5 +1,5 @@
 """What the loop on many devices needs from an execution engine: a job run on a device it chose,
-and a candidate screened on a CPU worker. `agents.scale.ray_engine` implements it on Ray; a test or
+and a candidate screened on a CPU worker. `chiplore.agents.scale.ray_engine` implements it on Ray; a test or
 another engine (Dask, a queue) implements the same two methods."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agents.screens import Candidate, ScreenResult
+from chiplore.agents.screens import Candidate, ScreenResult
 from chiplore.core.target import DeviceInfo, DeviceJob, DeviceResult, Target
 
 TargetFactory = Callable[[], Target]  # builds the target in a worker's process (picklable: a module-level function)
@@ -47,7 +47,7 @@ class ScreenRequest:
 
     candidate: Candidate
     version: str
-    rules: tuple[object, ...]  # agents.knowledge.Rule, picklable
+    rules: tuple[object, ...]  # chiplore.agents.knowledge.Rule, picklable
     facts: dict[str, float]
     calibration: float  # the kernel's calibration factor for the cost model
 

@@ -1,6 +1,6 @@
 """The run's heartbeat: while designs wait for a device or a turn, their leases are renewed, so a
 live run's designs are never taken for abandoned; when the run dies, the heartbeat stops with it and
-its leases run out (or, on this machine, are taken over at once: agents.lease)."""
+its leases run out (or, on this machine, are taken over at once: chiplore.agents.lease)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import threading
 from collections.abc import Sequence
 from types import TracebackType
 
-from agents.lease import Lease
+from chiplore.agents.lease import Lease
 from chiplore.core.errors import ChiploreError
-from kg.repo.designs import renew_leases
-from kg.store import GraphStore
+from chiplore.kg.repo.designs import renew_leases
+from chiplore.kg.store import GraphStore
 
 log = logging.getLogger(__name__)
 

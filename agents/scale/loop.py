@@ -1,5 +1,5 @@
 """The loop on many devices (`optimize --workers N`): every kernel at once, and every design of a
-round at once, with the same schedule, lifecycle and judge as `agents.loop`.
+round at once, with the same schedule, lifecycle and judge as `chiplore.agents.loop`.
 
 Per kernel, a thread does what the sequential loop does: the baseline, the designs an earlier run
 left (all at once), then rounds of proposals. A round's designs are screened on CPU workers and
@@ -24,14 +24,14 @@ from functools import partial
 
 from pydantic import BaseModel
 
-from agents.acceptance import JudgeAgainstBest
-from agents.callbacks import Events, Note
-from agents.cost_model import CalibratedCostModel
-from agents.judge import Judge, SequentialJudge
-from agents.knowledge import Knowledge, read_knowledge
-from agents.lease import Lease
-from agents.lifecycle import Decider
-from agents.loop import (
+from chiplore.agents.acceptance import JudgeAgainstBest
+from chiplore.agents.callbacks import Events, Note
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.judge import Judge, SequentialJudge
+from chiplore.agents.knowledge import Knowledge, read_knowledge
+from chiplore.agents.lease import Lease
+from chiplore.agents.lifecycle import Decider
+from chiplore.agents.loop import (
     ARCHITECT_ROUND,
     DEFAULT_BUDGET_S,
     PATIENCE,
@@ -49,23 +49,23 @@ from agents.loop import (
     refresh_view,
     target_reached,
 )
-from agents.proposers import BuiltinArchitect, BuiltinRefiner, Proposer
-from agents.runner import BudgetSpent
-from agents.scale.calendar import Calendar, CalendarClosed, Turns
-from agents.scale.engine import Engine, NoDevices, Served
-from agents.scale.heartbeat import Heartbeat
-from agents.scale.pool_runner import FAILED, PoolRunner
-from agents.scale.screening import RemoteScreener
-from agents.scale.slots import DeviceSlots
+from chiplore.agents.proposers import BuiltinArchitect, BuiltinRefiner, Proposer
+from chiplore.agents.runner import BudgetSpent
+from chiplore.agents.scale.calendar import Calendar, CalendarClosed, Turns
+from chiplore.agents.scale.engine import Engine, NoDevices, Served
+from chiplore.agents.scale.heartbeat import Heartbeat
+from chiplore.agents.scale.pool_runner import FAILED, PoolRunner
+from chiplore.agents.scale.screening import RemoteScreener
+from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.core.clock import utc_now
 from chiplore.core.pack import TargetPack
 from chiplore.core.target import KernelSpec, SimulatedClock, Target
-from kg.models import Activity, DesignNode
-from kg.repo.designs import ClaimLost, architected_under, best_of, proposals_since_accept, unfinished_designs
-from kg.repo.devices import DeviceUsage, device_usage, record_device_job
-from kg.repo.knowledge import finish_activity, record_activity
-from kg.repo.runs import ledger_seconds
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, DesignNode
+from chiplore.kg.repo.designs import ClaimLost, architected_under, best_of, proposals_since_accept, unfinished_designs
+from chiplore.kg.repo.devices import DeviceUsage, device_usage, record_device_job
+from chiplore.kg.repo.knowledge import finish_activity, record_activity
+from chiplore.kg.repo.runs import ledger_seconds
+from chiplore.kg.store import GraphStore
 
 STOPS = (BudgetSpent, KernelStopped, NoDevices, CalendarClosed)  # what ends a kernel's run (the others go on)
 
@@ -161,7 +161,7 @@ def optimize_on_devices(store: GraphStore, target: Target, version: str, engine:
                         patience: int = PATIENCE, target_ratio: float = TARGET_RATIO,
                         architect: Proposer | None = None, refiner: Proposer | None = None,
                         judge: Judge | None = None, on_event: Note | None = None) -> PoolSummary:  # fmt: skip
-    """`agents.loop.optimize` on the engine's devices: the same arguments and stop rules."""
+    """`chiplore.agents.loop.optimize` on the engine's devices: the same arguments and stop rules."""
     specs = choose_kernels(target, kernels)
     pack = target.pack()
     devices = engine.devices()

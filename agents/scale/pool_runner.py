@@ -10,10 +10,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
-from agents.scale.calendar import Calendar
-from agents.scale.engine import DeviceLost, Engine, Served
-from agents.scale.slots import DeviceSlots
+from chiplore.agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
+from chiplore.agents.scale.calendar import Calendar
+from chiplore.agents.scale.engine import DeviceLost, Engine, Served
+from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.core.target import DeviceJob, DeviceResult, Target
 
 FAILED = ("fault", "timeout", "transient")

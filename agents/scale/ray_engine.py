@@ -21,9 +21,9 @@ import uuid
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from agents.scale.engine import DeviceLost, NoDevices, ScreenRequest, Served, TargetFactory
-from agents.scale.screening import screen_here
-from agents.screens import ScreenResult
+from chiplore.agents.scale.engine import DeviceLost, NoDevices, ScreenRequest, Served, TargetFactory
+from chiplore.agents.scale.screening import screen_here
+from chiplore.agents.screens import ScreenResult
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import DeviceInfo, DeviceJob, SimulatedClock, Target
 

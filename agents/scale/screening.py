@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.knowledge import Rule
-from agents.proposers import KernelView
-from agents.scale.engine import Engine, ScreenRequest
-from agents.screens import Candidate, Screener, ScreenResult, standard_screens
+from chiplore.agents.knowledge import Rule
+from chiplore.agents.proposers import KernelView
+from chiplore.agents.scale.engine import Engine, ScreenRequest
+from chiplore.agents.screens import Candidate, Screener, ScreenResult, standard_screens
 from chiplore.core.target import Target
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from agents.scale.engine import NoDevices
+from chiplore.agents.scale.engine import NoDevices
 
 
 class DeviceSlots:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.app import open_target
 from chiplore.core.settings import Settings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agents.loop import DEFAULT_BUDGET_S, PATIENCE
+from chiplore.agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.app import App
 from chiplore.cli.main import main
 from chiplore.cli.options import FiniteFloat, console, err_console, store_options

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from kg.repo.devices import DeviceUsage
+from chiplore.kg.repo.devices import DeviceUsage
 
 
 def devices_table(devices: Sequence[DeviceUsage]) -> Table:

@@ -10,7 +10,7 @@ from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
 from chiplore.cli.options import console, store_options
 from chiplore.cli.render import FORMATS, emit_records, kernels_table, progress_records, to_json
-from kg.schema import LATEST_VERSION, schema_version
+from chiplore.kg.schema import LATEST_VERSION, schema_version
 
 
 @main.command()

@@ -17,7 +17,7 @@ from chiplore.cli.progress import ProgressStyle, Reporter, progress_options
 from chiplore.cli.render import to_json
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
-from kg.graph_io import Imported
+from chiplore.kg.graph_io import Imported
 
 BROWSER_QUERY = "MATCH (k:Kernel)-[:BEST]->(d:DesignNode) RETURN k, d"
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from agents.llm.config import LLMConfig
+from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.cli.complete import toolchain_versions
 from chiplore.cli.main import main
 from chiplore.cli.options import POLICIES, FiniteFloat, console, err_console, llm_options, store_options
 from chiplore.cli.progress import ProgressStyle, Reporter, progress_options
 from chiplore.cli.render import to_json
-from ingest.learn import DEFAULT_BUDGET_S
+from chiplore.ingest.learn import DEFAULT_BUDGET_S
 
 
 @main.command()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from agents.llm.config import LLMConfig
-from agents.loop import DEFAULT_BUDGET_S, PATIENCE, TARGET_RATIO
-from agents.scale.loop import PoolSummary
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.loop import DEFAULT_BUDGET_S, PATIENCE, TARGET_RATIO
+from chiplore.agents.scale.loop import PoolSummary
 from chiplore.app import App
 from chiplore.cli.complete import kernel_names, toolchain_versions
 from chiplore.cli.devices import devices_table

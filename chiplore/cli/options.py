@@ -16,7 +16,7 @@ import click
 from pydantic import ValidationError
 from rich.console import Console, ConsoleDimensions
 
-from agents.llm.config import LLMConfig
+from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.core.errors import ConfigError
 from chiplore.core.settings import Settings

@@ -7,14 +7,14 @@ from typing import Any
 
 import click
 
-import queries as named_queries
+from chiplore import queries as named_queries
 from chiplore.app import App
 from chiplore.cli.complete import query_names, query_params
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
 from chiplore.cli.render import FORMATS, emit_records
 from chiplore.core.errors import QueryParameterError
-from kg.guard import UntrustedLimits
+from chiplore.kg.guard import UntrustedLimits
 
 # When a named query returns nothing for one of these parameters, what lists the values it takes.
 VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph holds",

@@ -14,12 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from agents.upgrade import UpgradeSummary
+from chiplore.agents.upgrade import UpgradeSummary
 from chiplore.demo import DemoResult
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.progress import KernelProgress
+from chiplore.kg.store import Record
 from chiplore.session import DesignTree
-from kg.models import DesignNode
-from kg.repo.progress import KernelProgress
-from kg.store import Record
 
 
 def to_json(value: Any) -> str:

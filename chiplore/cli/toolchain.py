@@ -10,7 +10,7 @@ from chiplore.cli.main import main
 from chiplore.cli.options import FiniteFloat, console, err_console, store_options
 from chiplore.cli.progress import ProgressStyle, Reporter, from_graph, progress_options
 from chiplore.cli.render import print_records, print_upgrade, to_json
-from kg.repo.targets import toolchains
+from chiplore.kg.repo.targets import toolchains
 
 
 @main.group()

@@ -1,6 +1,6 @@
 """The Target interface: everything chiplore knows of an accelerator comes through it and its pack
 (`chiplore.core.pack`). `agents/` and `ingest/` import only the core, never a target's internals;
-SimRNGD (`simulator.target`) is the default implementation, and another accelerator plugs in the
+SimRNGD (`chiplore.simulator.target`) is the default implementation, and another accelerator plugs in the
 same way (docs/targets.md).
 
 The models here are the boundary: pydantic, frozen, JSON-serialisable.

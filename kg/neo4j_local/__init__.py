@@ -1,7 +1,7 @@
 """A real Neo4j 5.26 without Docker: Maven fetches the embedded DBMS, a one-file launcher runs it.
 
 Used by the test suite, CI and laptops with Java 17+. `scripts/neo4j-local start|stop|status`
-is the command-line face of this module (`python -m kg.neo4j_local`).
+is the command-line face of this module (`python -m chiplore.kg.neo4j_local`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import platformdirs
 
 from chiplore.core.errors import ChiploreError
-from kg.processes import pid_alive
+from chiplore.kg.processes import pid_alive
 
 NEO4J_VERSION = "5.26.19"
 LAUNCHER = "Neo4jLocal"

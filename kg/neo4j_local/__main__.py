@@ -1,4 +1,4 @@
-"""`python -m kg.neo4j_local start|stop|status|install [--name N] [--fresh]`."""
+"""`python -m chiplore.kg.neo4j_local start|stop|status|install [--name N] [--fresh]`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kg import neo4j_local
+from chiplore.kg import neo4j_local
 
 
 @click.group()

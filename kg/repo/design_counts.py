@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import get_args
 
-from kg.models import DesignStatus
-from kg.store import GraphStore
+from chiplore.kg.models import DesignStatus
+from chiplore.kg.store import GraphStore
 
 STATUSES: tuple[str, ...] = get_args(DesignStatus)
 

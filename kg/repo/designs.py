@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
-from kg.repo.design_counts import moved, moved_if_found, recount_if_unmarked
-from kg.repo.nodes import upsert
-from kg.store import GraphStore
+from chiplore.kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
+from chiplore.kg.repo.design_counts import moved, moved_if_found, recount_if_unmarked
+from chiplore.kg.repo.nodes import upsert
+from chiplore.kg.store import GraphStore
 
 
 def register_kernel(store: GraphStore, kernel: Kernel) -> Kernel:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 
 class DeviceUsage(BaseModel):

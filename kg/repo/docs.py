@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.store import GraphStore
+from chiplore.kg.store import GraphStore
 
 
 def page_hashes(store: GraphStore, version: str) -> dict[str, str]:

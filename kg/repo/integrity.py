@@ -3,8 +3,8 @@ returns the violations it finds (empty when the graph is whole)."""
 
 from __future__ import annotations
 
-from kg.repo.design_counts import miscounted
-from kg.store import GraphStore
+from chiplore.kg.repo.design_counts import miscounted
+from chiplore.kg.store import GraphStore
 
 
 def violations(store: GraphStore) -> list[str]:

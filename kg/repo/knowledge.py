@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.models import (
+from chiplore.kg.models import (
     Activity,
     Check,
     Claim,
@@ -16,9 +16,9 @@ from kg.models import (
     ProbeProgram,
     Toolchain,
 )
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.schema import NODE_KEYS
-from kg.store import GraphStore
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.schema import NODE_KEYS
+from chiplore.kg.store import GraphStore
 
 
 def record_activity(store: GraphStore, activity: Activity) -> Activity:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kg.models import Activity, Check, LanguageEntry, LanguageExample, Toolchain
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, Check, LanguageEntry, LanguageExample, Toolchain
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.store import GraphStore
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.models import Measurement, Toolchain
-from kg.store import GraphStore
+from chiplore.kg.models import Measurement, Toolchain
+from chiplore.kg.store import GraphStore
 
 
 def measured_params(store: GraphStore, version: str) -> set[str]:

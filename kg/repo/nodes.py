@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kg.models import GraphNode
-from kg.schema import FACT_LABEL, FACT_LABELS, NODE_KEYS
-from kg.store import GraphStore
+from chiplore.kg.models import GraphNode
+from chiplore.kg.schema import FACT_LABEL, FACT_LABELS, NODE_KEYS
+from chiplore.kg.store import GraphStore
 
 RELATIONSHIPS = frozenset(
     {

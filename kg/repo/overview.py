@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kg.repo.design_counts import status_counts
-from kg.repo.nodes import count_by_label
-from kg.repo.targets import active_toolchain, toolchains
-from kg.schema import schema_version
-from kg.store import GraphStore
+from chiplore.kg.repo.design_counts import status_counts
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.repo.targets import active_toolchain, toolchains
+from chiplore.kg.schema import schema_version
+from chiplore.kg.store import GraphStore
 
 
 class KernelSummary(BaseModel):

@@ -6,10 +6,10 @@ import math
 
 from pydantic import BaseModel
 
-from kg.models import DesignNode
-from kg.repo.design_counts import status_counts
-from kg.repo.designs import best_of, root_of
-from kg.store import GraphStore
+from chiplore.kg.models import DesignNode
+from chiplore.kg.repo.design_counts import status_counts
+from chiplore.kg.repo.designs import best_of, root_of
+from chiplore.kg.store import GraphStore
 
 Z95 = 1.96
 

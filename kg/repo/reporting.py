@@ -3,7 +3,7 @@ the active toolchain's measurements with the claims they judge, and the finished
 
 from __future__ import annotations
 
-from kg.store import GraphStore, Record
+from chiplore.kg.store import GraphStore, Record
 
 
 def accepted_changes(store: GraphStore, kernel: str) -> int:

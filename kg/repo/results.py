@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kg.models import DesignNode
-from kg.store import GraphStore, Record
+from chiplore.kg.models import DesignNode
+from chiplore.kg.store import GraphStore, Record
 
 
 class Program(BaseModel):

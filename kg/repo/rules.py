@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kg.models import Toolchain
-from kg.store import GraphStore
+from chiplore.kg.models import Toolchain
+from chiplore.kg.store import GraphStore
 
 
 def same_rule(store: GraphStore, target: str, key: str, code: str, predicate: str) -> str | None:

@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from chiplore.core.target import DeviceJob, DeviceResult
-from kg.models import Activity, Comparison, DeviceRun, Screening
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.store import GraphStore, batches
+from chiplore.kg.models import Activity, Comparison, DeviceRun, Screening
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.store import GraphStore, batches
 
 
 def record_screening(store: GraphStore, screening: Screening, *, activity: Activity) -> Screening:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from kg.models import Target, Toolchain
-from kg.repo.nodes import Link, Ref, link, unlink_all, upsert
-from kg.store import GraphStore
+from chiplore.kg.models import Target, Toolchain
+from chiplore.kg.repo.nodes import Link, Ref, link, unlink_all, upsert
+from chiplore.kg.store import GraphStore
 
 
 def register_target(store: GraphStore, name: str, versions: Sequence[str], active: str, description: str = "") -> None:

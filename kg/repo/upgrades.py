@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kg.models import Activity, Revalidation, Toolchain, Upgrade
-from kg.repo.nodes import Link, Ref, link, upsert
-from kg.store import GraphStore
+from chiplore.kg.models import Activity, Revalidation, Toolchain, Upgrade
+from chiplore.kg.repo.nodes import Link, Ref, link, upsert
+from chiplore.kg.store import GraphStore
 
 # Facts that belong to a version by a link (label, the link to the Toolchain).
 VERSIONED_FACTS = (("Measurement", "UNDER"), ("LegalityRule", "HOLDS_UNDER"), ("Claim", "UNDER"))

@@ -1,6 +1,6 @@
 """The hidden true parameters of the simulated chip (docs/simrngd.md §2.2).
 
-Only `simulator.cost`, `simulator.device` and (for compile-time limits) `simulator.toolchain`
+Only `chiplore.simulator.cost`, `chiplore.simulator.device` and (for compile-time limits) `chiplore.simulator.toolchain`
 read this package; agents learn these numbers by measuring. `CHIPLORE_SIM_TRUTH=path` (TOML or
 JSON with any subset of the fields) simulates a different chip with the same code. Every field
 is finite and bounded to what a chip could be: a value outside its range is refused with one line
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import ErrorDetails
 
 from chiplore.core.errors import ConfigError
-from simulator.textfile import UnreadableFile, read_text_file
+from chiplore.simulator.textfile import UnreadableFile, read_text_file
 
 ENV_VAR = "CHIPLORE_SIM_TRUTH"
 MAX_TRUTH_BYTES = 64 * 1024  # a table of ~50 numbers; anything larger is not a truth file
@@ -119,7 +119,7 @@ def _load(path: str | None, version: str | None) -> ChipTruth:
         except ValidationError as error:
             raise TruthFileError(f"{ENV_VAR}={path}: {_describe(error)}") from None
     if version is not None:
-        from simulator.toolchain.versions import spec  # the version table lives with the toolchain
+        from chiplore.simulator.toolchain.versions import spec  # the version table lives with the toolchain
 
         fields.update(spec(version).truth_overrides)
     try:

@@ -4,7 +4,7 @@ cost model: agents compute their own bound from the roof they measured."""
 
 from __future__ import annotations
 
-from simulator._truth import ChipTruth, load_truth
+from chiplore.simulator._truth import ChipTruth, load_truth
 
 
 def weight_bound_cycles(weight_bytes: float, truth: ChipTruth | None = None) -> float:

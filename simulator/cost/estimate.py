@@ -11,15 +11,15 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
-from simulator._truth import ChipTruth, load_truth, truth_key
-from simulator.cost.scheduler import schedule
-from simulator.diagnostics import Diagnostic
-from simulator.dsl.parser import FerriteSyntaxError, parse
-from simulator.toolchain.check import check
-from simulator.toolchain.lower import lower
-from simulator.toolchain.lowered import LoweredProgram
-from simulator.toolchain.ordering import Ordering
-from simulator.toolchain.versions import DEFAULT_VERSION, SPECS
+from chiplore.simulator._truth import ChipTruth, load_truth, truth_key
+from chiplore.simulator.cost.scheduler import schedule
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.lower import lower
+from chiplore.simulator.toolchain.lowered import LoweredProgram
+from chiplore.simulator.toolchain.ordering import Ordering
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, SPECS
 
 
 class OpCost(BaseModel):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator._truth import ChipTruth
-from simulator.toolchain.lowered import DmaOp, Flow
+from chiplore.simulator._truth import ChipTruth
+from chiplore.simulator.toolchain.lowered import DmaOp, Flow
 
 HBM_READS = ("h2d", "gather")
 HBM_WRITES = ("d2h", "scatter")

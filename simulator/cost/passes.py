@@ -3,8 +3,8 @@ slowest stage of the busiest slice (every live slice runs the same sequencer).""
 
 from __future__ import annotations
 
-from simulator._truth import ChipTruth
-from simulator.toolchain.lowered import PassWork
+from chiplore.simulator._truth import ChipTruth
+from chiplore.simulator.toolchain.lowered import PassWork
 
 
 def pass_cycles(work: PassWork, truth: ChipTruth) -> tuple[float, str]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator._truth import ChipTruth
-from simulator.cost.flows import FlowModel, Resource, model_flow
-from simulator.cost.passes import pass_cycles
-from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from chiplore.simulator._truth import ChipTruth
+from chiplore.simulator.cost.flows import FlowModel, Resource, model_flow
+from chiplore.simulator.cost.passes import pass_cycles
+from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
 
 EPS = 1e-9
 

@@ -29,11 +29,11 @@ from chiplore.core.target import (
     ProfileEntry,
     RunSample,
 )
-from simulator._truth import ChipTruth, load_truth
-from simulator.cost import CostReport, NotCompiled, estimate
-from simulator.device.models import DeviceState, InvalidState, declared_kernels, fixture_sets, unknown_kernel
-from simulator.device.noise import MeasurementModel
-from simulator.toolchain.check import check
+from chiplore.simulator._truth import ChipTruth, load_truth
+from chiplore.simulator.cost import CostReport, NotCompiled, estimate
+from chiplore.simulator.device.models import DeviceState, InvalidState, declared_kernels, fixture_sets, unknown_kernel
+from chiplore.simulator.device.noise import MeasurementModel
+from chiplore.simulator.toolchain.check import check
 
 DAY_S = 86_400.0
 

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chiplore.core.target import DeviceJob
-from simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
 
 GRADED_SETS = tuple(f"g{i}" for i in range(7))
 ALL_SETS = (*GRADED_SETS, "exact", "cancel")

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from simulator._truth import ChipTruth
+from chiplore.simulator._truth import ChipTruth
 
 COUNTER_GRANULARITY = 8
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from chiplore.core.errors import TargetError
 from chiplore.core.target import DeviceInfo, DeviceJob, DeviceResult, JobHandle
-from simulator.device.device import DeviceConfig, Grader, SimDevice
+from chiplore.simulator.device.device import DeviceConfig, Grader, SimDevice
 
 KIND = "rngd-sim"
 MAX_DEVICES = 256

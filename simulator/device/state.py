@@ -20,9 +20,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from chiplore.core.errors import TargetError
-from simulator.device.device import DAY_S, DeviceConfig, SimDevice
-from simulator.device.models import DeviceState, InvalidState
-from simulator.textfile import UnreadableFile, read_text_file
+from chiplore.simulator.device.device import DAY_S, DeviceConfig, SimDevice
+from chiplore.simulator.device.models import DeviceState, InvalidState
+from chiplore.simulator.textfile import UnreadableFile, read_text_file
 
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a ledger of years of agent-days is a few MB
 RESET_HINT = "`fe-run reset` starts the device afresh (keeping the old file as a backup)"

@@ -9,8 +9,8 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
 
 MAX_SOURCE_BYTES = 10 * 1024 * 1024
 CACHED_SOURCE_BYTES = 256 * 1024  # larger texts are parsed each time rather than kept
@@ -34,7 +34,7 @@ class FerriteSyntaxError(Exception):
 
 @functools.cache
 def _parser() -> Lark:
-    grammar = resources.files("simulator.dsl").joinpath("grammar.lark").read_text()
+    grammar = resources.files("chiplore.simulator.dsl").joinpath("grammar.lark").read_text()
     return Lark(grammar, parser="lalr", start="start", propagate_positions=True, maybe_placeholders=True)
 
 

@@ -6,7 +6,7 @@ print(parse(.)); tests check both on the shipped programs and on generated IR.
 
 from __future__ import annotations
 
-from simulator.dsl import ir
+from chiplore.simulator.dsl import ir
 
 INDENT = "    "
 # Binding strength of expression forms, loosest first (the grammar's sum < product < unary < postfix).

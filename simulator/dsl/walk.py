@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from simulator.dsl import ir
+from chiplore.simulator.dsl import ir
 
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:

@@ -1,5 +1,5 @@
 """A kernel the executor can grade: its signature, how its inputs are drawn, its numpy reference and
-its tolerances. Every kernel pack makes one (`simulator.kernels.pack.KernelPack.case`); the built-in
+its tolerances. Every kernel pack makes one (`chiplore.simulator.kernels.pack.KernelPack.case`); the built-in
 kernels' are `harness_case`.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.signature import KernelSignature
-from simulator.execute.values import Inputs, Outputs
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.signature import KernelSignature
+from chiplore.simulator.execute.values import Inputs, Outputs
 
 Reference = Callable[[Inputs], Outputs]
 
@@ -51,6 +51,6 @@ class KernelCase:
 
 def harness_case(kernel: str) -> KernelCase:
     """A built-in kernel as a case (a KeyError for any other name)."""
-    from simulator.kernels.builtin import builtin_pack  # the packs build their cases from this module
+    from chiplore.simulator.kernels.builtin import builtin_pack  # the packs build their cases from this module
 
     return builtin_pack(kernel).case

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.dsl import ir
-from simulator.execute.factored import Array, ExecutionError, dense, from_table, lift_value, unary
-from simulator.execute.fixtures import fixture
-from simulator.execute.number_formats import holds_exactly, reinterpret_f32, round_to
-from simulator.execute.pass_stages import PassStages
-from simulator.execute.pass_stream import Stream, stage_cuts, stream_at
-from simulator.execute.signature import kernel_signature
-from simulator.execute.stored_tensor import Index, Stored, grid_index
-from simulator.execute.values import (
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.execute.factored import Array, ExecutionError, dense, from_table, lift_value, unary
+from chiplore.simulator.execute.fixtures import fixture
+from chiplore.simulator.execute.number_formats import holds_exactly, reinterpret_f32, round_to
+from chiplore.simulator.execute.pass_stages import PassStages
+from chiplore.simulator.execute.pass_stream import Stream, stage_cuts, stream_at
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.execute.stored_tensor import Index, Stored, grid_index
+from chiplore.simulator.execute.values import (
     InputError,
     Inputs,
     InputValue,
@@ -38,12 +38,12 @@ from simulator.execute.values import (
     decode,
     param_shape,
 )
-from simulator.execute.values import dense as dense_input
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lower import lower_semantics
-from simulator.toolchain.lower_dma import _aligned, cuts_of, dm_dims
-from simulator.toolchain.op_semantics import SemOp
-from simulator.toolchain.placement import Tensor, View
+from chiplore.simulator.execute.values import dense as dense_input
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.lower import lower_semantics
+from chiplore.simulator.toolchain.lower_dma import _aligned, cuts_of, dm_dims
+from chiplore.simulator.toolchain.op_semantics import SemOp
+from chiplore.simulator.toolchain.placement import Tensor, View
 
 
 class IndexOutOfRange(RuntimeError):
@@ -227,8 +227,8 @@ class Executor(PassStages):
 
 
 def _axes_of(source: str) -> AxisSystem:
-    from simulator.dsl.parser import parse
-    from simulator.toolchain.env import axis_system
+    from chiplore.simulator.dsl.parser import parse
+    from chiplore.simulator.toolchain.env import axis_system
 
     return axis_system(parse(source))
 

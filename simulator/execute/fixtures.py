@@ -19,9 +19,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.execute.recipe import FixtureRecipe, draw_inputs
-from simulator.execute.signature import KernelSignature
-from simulator.execute.values import InputValue, Periodic, RopeTable
+from chiplore.simulator.execute.recipe import FixtureRecipe, draw_inputs
+from chiplore.simulator.execute.signature import KernelSignature
+from chiplore.simulator.execute.values import InputValue, Periodic, RopeTable
 
 PERIOD = 509  # the distinct rows of the Gemma kernels' weights
 SETS = (*(f"g{i}" for i in range(7)), "exact", "cancel")
@@ -33,14 +33,14 @@ Fixture = dict[str, InputValue]
 
 def recipes() -> dict[str, FixtureRecipe]:
     """Each built-in kernel's fixture recipe, as its pack's `kernel.toml` declares it."""
-    from simulator.kernels.builtin import builtin_packs  # the packs' loader grades through this module
+    from chiplore.simulator.kernels.builtin import builtin_packs  # the packs' loader grades through this module
 
     return {name: pack.manifest.fixtures for name, pack in builtin_packs().items()}
 
 
 def harness_signature(kernel: str) -> KernelSignature:
     """The signature the harness passes to a built-in kernel: its baseline's (a KeyError for another)."""
-    from simulator.kernels.builtin import builtin_packs
+    from chiplore.simulator.kernels.builtin import builtin_packs
 
     pack = builtin_packs().get(kernel)
     if pack is None:

@@ -14,16 +14,16 @@ from functools import lru_cache
 import numpy as np
 
 from chiplore.core.target import Correctness, TestResult
-from simulator.execute.cases import KernelCase, harness_case
-from simulator.execute.criterion import grade_outputs
-from simulator.execute.executor import ExecutionError, IndexOutOfRange, execute_program
-from simulator.execute.fixtures import fixture
-from simulator.execute.recipe import draw_inputs
-from simulator.execute.signature import kernel_signature
-from simulator.execute.values import InputError, Inputs, Outputs, param_shape
-from simulator.toolchain.check import check
-from simulator.toolchain.harness import builtin_kernels
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator.execute.cases import KernelCase, harness_case
+from chiplore.simulator.execute.criterion import grade_outputs
+from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange, execute_program
+from chiplore.simulator.execute.fixtures import fixture
+from chiplore.simulator.execute.recipe import draw_inputs
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.execute.values import InputError, Inputs, Outputs, param_shape
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.harness import builtin_kernels
+from chiplore.simulator.toolchain.placement import LoweringError
 
 SMOKE_SET = "g0"
 

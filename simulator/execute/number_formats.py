@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.execute.numerics import F8_VALUES, bf16, f8
+from chiplore.simulator.execute.numerics import F8_VALUES, bf16, f8
 
 
 def reinterpret_f32(values: np.ndarray, dtype: str) -> np.ndarray:

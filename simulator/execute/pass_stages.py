@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.execute.factored import Array, ExecutionError, apply, reduce_over, unary
-from simulator.execute.number_formats import holds_exactly, round_to
-from simulator.execute.pass_stream import Stream
-from simulator.execute.stored_tensor import Index
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lower_dma import _aligned
-from simulator.toolchain.op_semantics import SemStage
-from simulator.toolchain.placement import View
+from chiplore.simulator.execute.factored import Array, ExecutionError, apply, reduce_over, unary
+from chiplore.simulator.execute.number_formats import holds_exactly, round_to
+from chiplore.simulator.execute.pass_stream import Stream
+from chiplore.simulator.execute.stored_tensor import Index
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.lower_dma import _aligned
+from chiplore.simulator.toolchain.op_semantics import SemStage
+from chiplore.simulator.toolchain.placement import View
 
 TRANSCENDENTAL = {
     "exp": np.exp, "erf": None, "tanh": np.tanh, "rsqrt": lambda x: 1.0 / np.sqrt(x), "recip": lambda x: 1.0 / x,
@@ -22,7 +22,7 @@ BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divid
 
 
 class PassStages:
-    """Applies a pass's stages to its stream; the executor (simulator.execute.executor) reads the operands."""
+    """Applies a pass's stages to its stream; the executor (chiplore.simulator.execute.executor) reads the operands."""
 
     axes: AxisSystem
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.execute.factored import Array, reduce_over, take
-from simulator.execute.stored_tensor import Index, grid_index
-from simulator.toolchain.digits import Digit
-from simulator.toolchain.op_semantics import SemStage
-from simulator.toolchain.placement import View
+from chiplore.simulator.execute.factored import Array, reduce_over, take
+from chiplore.simulator.execute.stored_tensor import Index, grid_index
+from chiplore.simulator.toolchain.digits import Digit
+from chiplore.simulator.toolchain.op_semantics import SemStage
+from chiplore.simulator.toolchain.placement import View
 
 
 @dataclass

@@ -29,9 +29,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chiplore.core.target import KernelParam
-from simulator.execute.numerics import bf16, f4_decode_nibbles, f4_encode, f4_pack, f8_decode, f8_encode
-from simulator.execute.signature import KernelSignature
-from simulator.execute.values import ROPE_THETA, InputError, InputValue, Periodic, RopeTable, param_shape
+from chiplore.simulator.execute.numerics import bf16, f4_decode_nibbles, f4_encode, f4_pack, f8_decode, f8_encode
+from chiplore.simulator.execute.signature import KernelSignature
+from chiplore.simulator.execute.values import ROPE_THETA, InputError, InputValue, Periodic, RopeTable, param_shape
 
 DEFAULT_SETS = (*(f"g{i}" for i in range(7)), "exact", "cancel")
 MAX_DRAWN = 1 << 26  # values one input may draw densely (256 MB of f32)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from chiplore.core.target import Correctness
-from simulator.execute.criterion import grade_outputs
-from simulator.execute.fixtures import Periodic, fixture
-from simulator.execute.numerics import bf16, f4_unpack, f8_decode
+from chiplore.simulator.execute.criterion import grade_outputs
+from chiplore.simulator.execute.fixtures import Periodic, fixture
+from chiplore.simulator.execute.numerics import bf16, f4_unpack, f8_decode
 
 if TYPE_CHECKING:
-    from simulator.kernels.pack import KernelPack
+    from chiplore.simulator.kernels.pack import KernelPack
 
 HEAD = 256  # the head width of the Gemma kernels (`rmsnorm_heads`, `rot`)
 EPS = 1e-6
@@ -83,7 +83,7 @@ def grade(kernel: str, outputs_by_set: dict[str, Outputs]) -> Correctness:
 
 
 def _packs() -> dict[str, KernelPack]:
-    from simulator.kernels.builtin import builtin_packs  # the packs' references import this module
+    from chiplore.simulator.kernels.builtin import builtin_packs  # the packs' references import this module
 
     return builtin_packs()
 

@@ -11,11 +11,11 @@ import functools
 from pydantic import BaseModel, ConfigDict
 
 from chiplore.core.target import KernelParam
-from simulator.dsl import ir
-from simulator.dsl.parser import parse
-from simulator.dsl.printer import print_mapping
-from simulator.execute.factored import ExecutionError
-from simulator.toolchain.env import axis_system, term_digit
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import parse
+from chiplore.simulator.dsl.printer import print_mapping
+from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.toolchain.env import axis_system, term_digit
 
 
 class KernelSignature(BaseModel):

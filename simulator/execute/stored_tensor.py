@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.execute.factored import (
+from chiplore.simulator.execute.factored import (
     MAX_ELEMENTS,
     Array,
     ExecutionError,
@@ -22,8 +22,8 @@ from simulator.execute.factored import (
     renumber,
     take,
 )
-from simulator.toolchain.digits import Digit
-from simulator.toolchain.placement import Tensor
+from chiplore.simulator.toolchain.digits import Digit
+from chiplore.simulator.toolchain.placement import Tensor
 
 Index = dict[str, np.ndarray]
 

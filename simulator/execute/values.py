@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from chiplore.core.target import KernelParam
-from simulator.execute.factored import ExecutionError
-from simulator.execute.numerics import F8_VALUES, bf16, bf16_from_bits, f4, f4_decode_nibbles, f8
+from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.execute.numerics import F8_VALUES, bf16, bf16_from_bits, f4, f4_decode_nibbles, f8
 
 ROPE_THETA = 10_000.0
 

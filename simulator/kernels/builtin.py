@@ -12,9 +12,9 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from simulator.kernels.manifest import MANIFEST, PackProblem
-from simulator.kernels.pack import KernelPack, read_pack
-from simulator.toolchain.harness import BUILTIN_PACKS, builtin_kernels
+from chiplore.simulator.kernels.manifest import MANIFEST, PackProblem
+from chiplore.simulator.kernels.pack import KernelPack, read_pack
+from chiplore.simulator.toolchain.harness import BUILTIN_PACKS, builtin_kernels
 
 
 @cache

@@ -9,7 +9,7 @@ and what it computes (docs/kernels.md).
     rtol = 0.01
     graded = ["residual"]                # optional: the outputs that count (default: all the reference returns)
 
-    [fixtures.inputs.x]                  # a FixtureRecipe (simulator.execute.recipe), one table per input
+    [fixtures.inputs.x]                  # a FixtureRecipe (chiplore.simulator.execute.recipe), one table per input
     dist = { kind = "uniform", low = -1.0, high = 1.0 }
 
     [[ops]]                              # the OpGraph (chiplore.core.ops), in order
@@ -29,7 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chiplore.core.ops import Op, OpGraph
-from simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.recipe import FixtureRecipe
 
 MANIFEST = "kernel.toml"
 BASELINE = "baseline.fe"

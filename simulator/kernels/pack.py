@@ -21,14 +21,14 @@ from typing import Literal
 
 from chiplore.core.errors import TargetError
 from chiplore.core.target import KernelParam, KernelSpec
-from simulator.cost.bound import weight_bound_cycles
-from simulator.dsl import ir
-from simulator.dsl.parser import FerriteSyntaxError
-from simulator.execute.cases import KernelCase, Reference
-from simulator.execute.factored import ExecutionError
-from simulator.execute.signature import KernelSignature, kernel_signature
-from simulator.execute.values import Inputs, Outputs
-from simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
+from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import FerriteSyntaxError
+from chiplore.simulator.execute.cases import KernelCase, Reference
+from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.execute.signature import KernelSignature, kernel_signature
+from chiplore.simulator.execute.values import Inputs, Outputs
+from chiplore.simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
 
 Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
 PACK_FILES = (MANIFEST, BASELINE, REFERENCE)
@@ -182,6 +182,11 @@ def load_reference(path: Path, kernel: str, digest: str) -> Reference:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
+        except ModuleNotFoundError as error:
+            hint = ""
+            if (error.name or "").split(".")[0] in ("simulator", "kg", "agents", "ingest", "queries"):
+                hint = f" (chiplore's modules are under chiplore.: import chiplore.{error.name})"
+            raise PackProblem(f"{REFERENCE} fails to import: ModuleNotFoundError: {error}{hint}") from None
         except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
             raise PackProblem(f"{REFERENCE} fails to import: {type(error).__name__}: {error}") from None
         sys.modules[module_name] = module

@@ -17,17 +17,17 @@ from pathlib import Path
 
 from chiplore.core.errors import TargetError
 from chiplore.core.target import Correctness, KernelSpec, TestResult
-from simulator.device import DeviceHang
-from simulator.execute.executor import ExecutionError, IndexOutOfRange
-from simulator.execute.grading import grade_case, host_test
-from simulator.kernel_specs import packed_input_bytes
-from simulator.kernels.builtin import builtin_packs, is_shipped
-from simulator.kernels.manifest import MANIFEST, PackProblem
-from simulator.kernels.pack import KernelPack, Origin, read_pack
-from simulator.kernels.validate import FactsFor, SpaceFor, validate_pack
-from simulator.toolchain.check import check
-from simulator.toolchain.harness import register_kernel
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator.device import DeviceHang
+from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
+from chiplore.simulator.execute.grading import grade_case, host_test
+from chiplore.simulator.kernel_specs import packed_input_bytes
+from chiplore.simulator.kernels.builtin import builtin_packs, is_shipped
+from chiplore.simulator.kernels.manifest import MANIFEST, PackProblem
+from chiplore.simulator.kernels.pack import KernelPack, Origin, read_pack
+from chiplore.simulator.kernels.validate import FactsFor, SpaceFor, validate_pack
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.harness import register_kernel
+from chiplore.simulator.toolchain.placement import LoweringError
 
 STAMP = ".chiplore-validated"  # in an installed pack: the digest it was validated with
 _validated: set[str] = set()  # digests validated in this process
@@ -173,6 +173,6 @@ def _validate(pack: KernelPack, space_for: SpaceFor | None, facts_for: FactsFor 
 
 def _forget_checks() -> None:
     """A program checked before a kernel's signature changed may hold a stale E0102 verdict."""
-    from simulator.toolchain import check as checker
+    from chiplore.simulator.toolchain import check as checker
 
     checker._check_cached.cache_clear()

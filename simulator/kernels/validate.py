@@ -15,14 +15,14 @@ import numpy as np
 
 from chiplore.core.pack import DesignSpace, Facts, points
 from chiplore.core.target import KernelSpec
-from simulator import TOOLCHAIN_VERSIONS
-from simulator.execute.executor import ExecutionError, IndexOutOfRange
-from simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
-from simulator.execute.values import InputError, param_shape
-from simulator.kernels.manifest import BASELINE, REFERENCE, PackProblem
-from simulator.kernels.pack import KernelPack
-from simulator.toolchain.check import check
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator import TOOLCHAIN_VERSIONS
+from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
+from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
+from chiplore.simulator.execute.values import InputError, param_shape
+from chiplore.simulator.kernels.manifest import BASELINE, REFERENCE, PackProblem
+from chiplore.simulator.kernels.pack import KernelPack
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.placement import LoweringError
 
 SpaceFor = Callable[[KernelSpec], DesignSpace | None]
 FactsFor = Callable[[str], Facts]

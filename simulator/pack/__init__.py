@@ -14,17 +14,17 @@ from __future__ import annotations
 from chiplore.core.pack import DesignSpace
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
-from simulator.pack.capabilities import CAPABILITIES
-from simulator.pack.compiler import FercRepairs, FercVocabulary
-from simulator.pack.doc_patterns import DOC_PATTERNS
-from simulator.pack.estimate import StatsCostModel
-from simulator.pack.fits import FITS
-from simulator.pack.generator import generated_space
-from simulator.pack.language import FerriteGuide
-from simulator.pack.lexer import FerriteLexer
-from simulator.pack.params import CHIP_ROOF, PARAMS
-from simulator.pack.rule_probes import RULE_PROBES
-from simulator.toolchain.stats import analyze
+from chiplore.simulator.pack.capabilities import CAPABILITIES
+from chiplore.simulator.pack.compiler import FercRepairs, FercVocabulary
+from chiplore.simulator.pack.doc_patterns import DOC_PATTERNS
+from chiplore.simulator.pack.estimate import StatsCostModel
+from chiplore.simulator.pack.fits import FITS
+from chiplore.simulator.pack.generator import generated_space
+from chiplore.simulator.pack.language import FerriteGuide
+from chiplore.simulator.pack.lexer import FerriteLexer
+from chiplore.simulator.pack.params import CHIP_ROOF, PARAMS
+from chiplore.simulator.pack.rule_probes import RULE_PROBES
+from chiplore.simulator.toolchain.stats import analyze
 
 
 class SimRNGDPack:
@@ -48,7 +48,7 @@ class SimRNGDPack:
 
     def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
         """The generator's space for the kernel's op graph (None without a graph, or with one it cannot
-        write: `simulator.pack.generator.generation_problem` says why). One per spec: a space keeps the
+        write: `chiplore.simulator.pack.generator.generation_problem` says why). One per spec: a space keeps the
         programs it wrote."""
         key = kernel.model_dump_json(include={"name", "baseline_source", "ops"})
         if key not in self._spaces:

@@ -1,6 +1,6 @@
 """How the builtin librarian reads SimRNGD's vendor docs: which words make a sentence state which
 parameter, the unit spellings the docs use, the yes/no facts, and the one sentence shape that
-states two values at once. The generic librarian (ingest.librarian) applies them."""
+states two values at once. The generic librarian (chiplore.ingest.librarian) applies them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 from chiplore.core.pack import DocPatterns, FlagPattern, ParamPattern, StatedValue
 from chiplore.core.params import CLOCK_HZ
-from simulator.pack import params as P
+from chiplore.simulator.pack import params as P
 
 PARAM_PATTERNS = (
     ParamPattern(P.DMA_QUEUED_START, (r"\bqueued\b", r"\bstart")),

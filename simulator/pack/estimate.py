@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from chiplore.core.pack import Facts, Params
 from chiplore.core.stats import ProgramStats
-from simulator.pack.prices import Prices
-from simulator.pack.timeline import makespan
+from chiplore.simulator.pack.prices import Prices
+from chiplore.simulator.pack.timeline import makespan
 
 
 def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:

@@ -2,7 +2,7 @@
 
 Each model sees the sweep's points and each point's median cycles, as an agent does, plus the
 values earlier fits found (`given`, by local name); each search finds an exact limit by compiling
-(or running) programs. The generic learner (ingest.measure) runs the sweeps, the bootstrap and the
+(or running) programs. The generic learner (chiplore.ingest.measure) runs the sweeps, the bootstrap and the
 recording; this module is the chip-specific part: which cycles isolate which parameter.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from chiplore.core.probes import Bench, ProbeFit, largest_accepted
 from chiplore.core.target import DeviceJob, ProbeTemplate
-from simulator.pack import params as P
+from chiplore.simulator.pack import params as P
 
 MIB = 1 << 20
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from chiplore.core.pack import Facts
 from chiplore.core.params import ParamKey
 from chiplore.core.stats import Counters
-from simulator.pack import params as P
+from chiplore.simulator.pack import params as P
 
 # What the model assumes for a parameter that is not measured yet and whose key declares no default:
 # the vendor docs' statement where they make one (a switch costs ring x flits x T + ring; a reducer

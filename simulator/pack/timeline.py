@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from chiplore.core.stats import OpStats, ProgramStats
-from simulator.pack.prices import Prices, flow_cap, pass_cycles
+from chiplore.simulator.pack.prices import Prices, flow_cap, pass_cycles
 
 EPS = 1e-9
 

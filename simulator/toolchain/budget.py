@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.walk import walk
-from simulator.toolchain.rules import emit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.walk import walk
+from chiplore.simulator.toolchain.rules import emit
 
 MAX_SOURCE_BYTES = 64 * 1024
 MAX_LOWERING_STEPS = 4096

@@ -7,11 +7,11 @@ Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (docs
 
 from __future__ import annotations
 
-from simulator._truth import load_truth
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.toolchain.env import Env
-from simulator.toolchain.rules import emit
+from chiplore.simulator._truth import load_truth
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.env import Env
+from chiplore.simulator.toolchain.rules import emit
 
 TRF_PER_SLICE = 64 * 1024
 TRF_PER_LANE = 8 * 1024

@@ -11,18 +11,18 @@ import logging
 import os
 
 from chiplore.core.target import CheckResult
-from simulator._truth import ENV_VAR as TRUTH_ENV
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
-from simulator.toolchain.budget import source_over_budget, steps_over_budget
-from simulator.toolchain.capacity import check_capacity
-from simulator.toolchain.coverage import check_reads_written
-from simulator.toolchain.env import Env, axis_system
-from simulator.toolchain.harness import check_harness_signature
-from simulator.toolchain.lower import lower_semantics
-from simulator.toolchain.lowered_rules import check_lowered
-from simulator.toolchain.mappings import (
+from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
+from chiplore.simulator.toolchain.budget import source_over_budget, steps_over_budget
+from chiplore.simulator.toolchain.capacity import check_capacity
+from chiplore.simulator.toolchain.coverage import check_reads_written
+from chiplore.simulator.toolchain.env import Env, axis_system
+from chiplore.simulator.toolchain.harness import check_harness_signature
+from chiplore.simulator.toolchain.lower import lower_semantics
+from chiplore.simulator.toolchain.lowered_rules import check_lowered
+from chiplore.simulator.toolchain.mappings import (
     check_atom_cuts,
     check_dma_coverage,
     check_dma_types,
@@ -32,10 +32,10 @@ from simulator.toolchain.mappings import (
     check_type_digits,
     check_vrf_operands,
 )
-from simulator.toolchain.names import check_names
-from simulator.toolchain.placement import LoweringError
-from simulator.toolchain.rules import emit
-from simulator.toolchain.statics import (
+from chiplore.simulator.toolchain.names import check_names
+from chiplore.simulator.toolchain.placement import LoweringError
+from chiplore.simulator.toolchain.rules import emit
+from chiplore.simulator.toolchain.statics import (
     check_def_use,
     check_digit_operands,
     check_dma_arguments,
@@ -43,9 +43,9 @@ from simulator.toolchain.statics import (
     check_outputs_written,
     check_tile_extents,
 )
-from simulator.toolchain.streams import check_streams
-from simulator.toolchain.versions import DEFAULT_VERSION, SPECS, spec
-from simulator.toolchain.vocabulary import check_vocabulary
+from chiplore.simulator.toolchain.streams import check_streams
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, SPECS, spec
+from chiplore.simulator.toolchain.vocabulary import check_vocabulary
 
 log = logging.getLogger(__name__)
 

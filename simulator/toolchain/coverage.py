@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lower_dma import _aligned
-from simulator.toolchain.lowered import LoweredProgram
-from simulator.toolchain.op_semantics import SemOp
-from simulator.toolchain.placement import Tensor, View
-from simulator.toolchain.rules import emit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.lower_dma import _aligned
+from chiplore.simulator.toolchain.lowered import LoweredProgram
+from chiplore.simulator.toolchain.op_semantics import SemOp
+from chiplore.simulator.toolchain.placement import Tensor, View
+from chiplore.simulator.toolchain.rules import emit
 
 MAX_GRID = 1 << 20  # merged cells per tensor beyond which it is left unchecked
 REDUCERS = {"contract", "reduce_slices", "allreduce_slices", "reduce_clusters", "vector"}

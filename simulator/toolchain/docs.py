@@ -14,12 +14,12 @@ from pathlib import Path
 
 import jinja2
 
-from simulator._truth import ChipTruth, load_truth, truth_key
-from simulator.docs.facts import FACTS, VERSIONS, Fact
-from simulator.toolchain.rule_examples import example
-from simulator.toolchain.rules import RULES, SEVERITY_NAMES
+from chiplore.simulator._truth import ChipTruth, load_truth, truth_key
+from chiplore.simulator.docs.facts import FACTS, VERSIONS, Fact
+from chiplore.simulator.toolchain.rule_examples import example
+from chiplore.simulator.toolchain.rules import RULES, SEVERITY_NAMES
 
-SOURCE = Path(str(resources.files("simulator"))) / "docs" / "_src"
+SOURCE = Path(str(resources.files("chiplore.simulator"))) / "docs" / "_src"
 PAGES = (
     "index.md", "ferrite-basics.md", "layouts.md", "dma.md", "memory-performance.md", "fetch-and-adapters.md",
     "contraction.md", "vector-engine.md", "switch-and-reduce.md", "register-files.md", "scheduling.md",
@@ -123,6 +123,6 @@ def write_docs(root: Path | None = None) -> list[Path]:
     return written
 
 
-if __name__ == "__main__":  # python -m simulator.toolchain.docs: refresh the shipped pages
+if __name__ == "__main__":  # python -m chiplore.simulator.toolchain.docs: refresh the shipped pages
     for path in write_docs():
         print(path)

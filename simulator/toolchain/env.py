@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from simulator.dsl import ir
-from simulator.dsl.walk import viewed_name, walk
-from simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.walk import viewed_name, walk
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 
 
 def axis_system(program: ir.Program) -> AxisSystem:

@@ -7,7 +7,7 @@ to a signature.
 
 The harness runs the built-in kernels (the packs `simulator/kernels/packs/harness.toml` names, each
 `packs/<name>/baseline.fe`) and those a target loads from other packs (`register_kernel`, called by
-`simulator.kernels.registry`): one process serves one target's kernels, so the compiler holds them
+`chiplore.simulator.kernels.registry`): one process serves one target's kernels, so the compiler holds them
 in one table.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.parser import parse
-from simulator.dsl.printer import print_mapping
-from simulator.toolchain.digits import AxisSystem, normalise
-from simulator.toolchain.env import axis_system, term_digit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import parse
+from chiplore.simulator.dsl.printer import print_mapping
+from chiplore.simulator.toolchain.digits import AxisSystem, normalise
+from chiplore.simulator.toolchain.env import axis_system, term_digit
 
 BUILTIN_PACKS = Path(__file__).resolve().parents[1] / "kernels" / "packs"
 OFFERED = BUILTIN_PACKS / "harness.toml"  # which of the shipped packs are the built-in kernels

@@ -16,16 +16,16 @@ import math
 
 import numpy as np
 
-from simulator.dsl import ir
-from simulator.dsl.parser import CACHED_SOURCE_BYTES, parse
-from simulator.toolchain.budget import MAX_LOWERING_STEPS
-from simulator.toolchain.env import Env
-from simulator.toolchain.lower_names import AxisRef, Frame, LayoutRef, LoweringState
-from simulator.toolchain.lower_ops import OpLowering
-from simulator.toolchain.lowered import LoweredProgram, OutputCoverage
-from simulator.toolchain.op_semantics import SemOp
-from simulator.toolchain.placement import LoweringError, Tensor, View
-from simulator.toolchain.versions import DEFAULT_VERSION, spec
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import CACHED_SOURCE_BYTES, parse
+from chiplore.simulator.toolchain.budget import MAX_LOWERING_STEPS
+from chiplore.simulator.toolchain.env import Env
+from chiplore.simulator.toolchain.lower_names import AxisRef, Frame, LayoutRef, LoweringState
+from chiplore.simulator.toolchain.lower_ops import OpLowering
+from chiplore.simulator.toolchain.lowered import LoweredProgram, OutputCoverage
+from chiplore.simulator.toolchain.op_semantics import SemOp
+from chiplore.simulator.toolchain.placement import LoweringError, Tensor, View
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, spec
 
 MAX_OUTPUT_ELEMENTS = 1 << 28  # an output beyond this is refused rather than exhausting memory
 VIEW_METHODS = {"tile", "roll", "at", "rename"}

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.dsl import ir
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.lowered import DmaKind, Flow
-from simulator.toolchain.placement import Constraint, LoweringError, View, admitted_values
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.lowered import DmaKind, Flow
+from chiplore.simulator.toolchain.placement import Constraint, LoweringError, View, admitted_values
 
 MAX_PACKET = 4096
 HBM_UNIT = 256

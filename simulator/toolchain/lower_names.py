@@ -1,20 +1,20 @@
 """The lowerer's scopes and names: frames of bound values, axis and layout references, mapping terms
 as places, types resolved to tensors, and the buffers those tensors occupy. `NameResolution` is the
-base of the lowerer (simulator.toolchain.lower); it holds the state every part of lowering shares."""
+base of the lowerer (chiplore.simulator.toolchain.lower); it holds the state every part of lowering shares."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from simulator.dsl import ir
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.env import Env
-from simulator.toolchain.lower_dma import dm_base, dm_dims
-from simulator.toolchain.lowered import BufferInfo, DmaOp, PassOp
-from simulator.toolchain.op_semantics import SemOp
-from simulator.toolchain.placement import LoweringError, Place, Tensor, View, range_restrictions
-from simulator.toolchain.versions import VersionSpec
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.env import Env
+from chiplore.simulator.toolchain.lower_dma import dm_base, dm_dims
+from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, PassOp
+from chiplore.simulator.toolchain.op_semantics import SemOp
+from chiplore.simulator.toolchain.placement import LoweringError, Place, Tensor, View, range_restrictions
+from chiplore.simulator.toolchain.versions import VersionSpec
 
 SLICES = 256  # per cluster
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import math
 
-from simulator.dsl import ir
-from simulator.toolchain.digits import Digit
-from simulator.toolchain.lower_dma import plan_dma
-from simulator.toolchain.lower_names import Frame, LayoutRef, live_clusters
-from simulator.toolchain.lower_pass import plan_pass
-from simulator.toolchain.lower_views import ViewLowering
-from simulator.toolchain.lowered import DmaOp, PartialDigit, PassOp, PassWork
-from simulator.toolchain.op_semantics import SemOp, SemStage, StageArg
-from simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import Digit
+from chiplore.simulator.toolchain.lower_dma import plan_dma
+from chiplore.simulator.toolchain.lower_names import Frame, LayoutRef, live_clusters
+from chiplore.simulator.toolchain.lower_pass import plan_pass
+from chiplore.simulator.toolchain.lower_views import ViewLowering
+from chiplore.simulator.toolchain.lowered import DmaOp, PartialDigit, PassOp, PassWork
+from chiplore.simulator.toolchain.op_semantics import SemOp, SemStage, StageArg
+from chiplore.simulator.toolchain.placement import LoweringError, Place, Tensor, View, live_positions
 
 PASS_ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
 

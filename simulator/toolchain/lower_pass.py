@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.dsl import ir
-from simulator.toolchain.digits import AxisSystem, Digit, normalise
-from simulator.toolchain.lowered import PassShape, PassWork
-from simulator.toolchain.placement import Place, Tensor, View, admitted_values, live_count
-from simulator.toolchain.streams import positional_dtype
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit, normalise
+from chiplore.simulator.toolchain.lowered import PassShape, PassWork
+from chiplore.simulator.toolchain.placement import Place, Tensor, View, admitted_values, live_count
+from chiplore.simulator.toolchain.streams import positional_dtype
 
 FLIT = 32
 READ_CAP = {"main": 32, "sub": 8}

@@ -1,16 +1,16 @@
 """Views in lowering: `.tile`, `.roll`, `.at` and `.rename` of a tensor as restrictions, shifts,
-gathers, rolls and renames of the view (simulator.toolchain.placement's View)."""
+gathers, rolls and renames of the view (chiplore.simulator.toolchain.placement's View)."""
 
 from __future__ import annotations
 
-from simulator.dsl import ir
-from simulator.toolchain.digits import Digit
-from simulator.toolchain.lower_names import Frame, NameResolution
-from simulator.toolchain.placement import LoweringError, View, range_restrictions
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.digits import Digit
+from chiplore.simulator.toolchain.lower_names import Frame, NameResolution
+from chiplore.simulator.toolchain.placement import LoweringError, View, range_restrictions
 
 
 class ViewLowering(NameResolution):
-    """Expressions that make a view of a tensor; the lowerer (simulator.toolchain.lower) evaluates the rest."""
+    """Expressions that make a view of a tensor; the lowerer (chiplore.simulator.toolchain.lower) evaluates the rest."""
 
     def _value(self, expr: ir.Expr, frame: Frame, ttype: ir.DevType | None, name: str | None) -> object:
         raise NotImplementedError  # the lowerer evaluates expressions

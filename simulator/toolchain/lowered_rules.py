@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.toolchain.capacity import TRF_PER_SLICE, VRF_PER_SLICE, dm_limit
-from simulator.toolchain.lowered import DmaOp, LoweredProgram, PartialDigit, PassOp
-from simulator.toolchain.ordering import Ordering
-from simulator.toolchain.rules import emit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.toolchain.capacity import TRF_PER_SLICE, VRF_PER_SLICE, dm_limit
+from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PartialDigit, PassOp
+from chiplore.simulator.toolchain.ordering import Ordering
+from chiplore.simulator.toolchain.rules import emit
 
 MAX_LOOP_ENTRIES = 8
 BANK_RUN_LIMIT = 63  # consecutive same-bank reads a pass may make while DMA writes its cluster

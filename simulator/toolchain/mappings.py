@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.printer import print_mapping
-from simulator.dsl.walk import viewed_name, walk
-from simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
-from simulator.toolchain.env import Env, term_digit
-from simulator.toolchain.rules import emit
-from simulator.toolchain.streams import passes
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.printer import print_mapping
+from chiplore.simulator.dsl.walk import viewed_name, walk
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit, NoCommonRefinement, normalise, overlapping, refine
+from chiplore.simulator.toolchain.env import Env, term_digit
+from chiplore.simulator.toolchain.rules import emit
+from chiplore.simulator.toolchain.streams import passes
 
 
 def mapping_digits(mappings: Iterable[ir.Mapping], axes: AxisSystem) -> list[Digit] | None:

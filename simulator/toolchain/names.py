@@ -6,9 +6,9 @@ import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.walk import walk
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.walk import walk
 
 PIPELINE_CALLS = frozenset({"main", "sub"})
 VECTOR_OPS = frozenset(

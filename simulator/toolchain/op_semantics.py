@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.toolchain.placement import Place, View
+from chiplore.simulator.toolchain.placement import Place, View
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ model's exclusive passes both ask this question.
 
 from __future__ import annotations
 
-from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
 
 
 class Ordering:

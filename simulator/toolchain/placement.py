@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 
 
 class LoweringError(ValueError):

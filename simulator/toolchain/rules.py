@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from simulator.diagnostics import Diagnostic
+from chiplore.simulator.diagnostics import Diagnostic
 
 Level = Literal["E", "W", "N"]
 SEVERITY_NAMES: dict[str, Literal["error", "warning", "note"]] = {"E": "error", "W": "warning", "N": "note"}

@@ -8,14 +8,14 @@ import itertools
 import math
 from collections.abc import Iterable
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.printer import print_mapping
-from simulator.dsl.walk import viewed_name, walk
-from simulator.toolchain.digits import AxisSystem, Digit
-from simulator.toolchain.env import Env
-from simulator.toolchain.placement import LoweringError, range_restrictions
-from simulator.toolchain.rules import emit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.printer import print_mapping
+from chiplore.simulator.dsl.walk import viewed_name, walk
+from chiplore.simulator.toolchain.digits import AxisSystem, Digit
+from chiplore.simulator.toolchain.env import Env
+from chiplore.simulator.toolchain.placement import LoweringError, range_restrictions
+from chiplore.simulator.toolchain.rules import emit
 
 MAX_DMA_PACKET_BYTES = 4096
 ENGINES = range(8)

@@ -30,15 +30,15 @@ from collections import defaultdict
 import numpy as np
 
 from chiplore.core.stats import Counters, OpPart, OpStats, ProgramStats
-from simulator import NAME
-from simulator._truth import ENV_VAR as TRUTH_ENV
-from simulator.diagnostics import Diagnostic
-from simulator.dsl.parser import FerriteSyntaxError, parse
-from simulator.toolchain.check import check
-from simulator.toolchain.lower import lower
-from simulator.toolchain.lowered import BufferInfo, DmaOp, Flow, LoweredProgram, PassOp
-from simulator.toolchain.ordering import Ordering
-from simulator.toolchain.versions import spec
+from chiplore.simulator import NAME
+from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.lower import lower
+from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, Flow, LoweredProgram, PassOp
+from chiplore.simulator.toolchain.ordering import Ordering
+from chiplore.simulator.toolchain.versions import spec
 
 HBM_READS = ("h2d", "gather")
 HBM_WRITES = ("d2h", "scatter")

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.walk import walk
-from simulator.toolchain.digits import Digit
-from simulator.toolchain.env import Env, term_digit
-from simulator.toolchain.rules import emit
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.walk import walk
+from chiplore.simulator.toolchain.digits import Digit
+from chiplore.simulator.toolchain.env import Env, term_digit
+from chiplore.simulator.toolchain.rules import emit
 
 MAX_VECTOR_OPS = 6
 MAX_CONTRACT_PACKET = 64  # bytes per contraction step

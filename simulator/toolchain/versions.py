@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from simulator.toolchain.rules import RULES, VERSIONS, Level
+from chiplore.simulator.toolchain.rules import RULES, VERSIONS, Level
 
 DEFAULT_VERSION = "0.6.0"  # the harness default when a program names none (3.1)
 
@@ -48,7 +48,7 @@ class VersionSpec(BaseModel):
         return {rule.number: rule.level(self.version) for rule in RULES}
 
     def docs_path(self) -> Path:
-        return Path(str(resources.files("simulator"))) / self.docs_dir
+        return Path(str(resources.files("chiplore.simulator"))) / self.docs_dir
 
 
 def _spec(

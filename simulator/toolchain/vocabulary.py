@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from simulator.diagnostics import Diagnostic
-from simulator.dsl import ir
-from simulator.dsl.walk import walk
-from simulator.toolchain.rules import SEVERITY_NAMES, lookup
-from simulator.toolchain.versions import ALL_CONSTRUCTS, CONSTRUCTS, VersionSpec
+from chiplore.simulator.diagnostics import Diagnostic
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.walk import walk
+from chiplore.simulator.toolchain.rules import SEVERITY_NAMES, lookup
+from chiplore.simulator.toolchain.versions import ALL_CONSTRUCTS, CONSTRUCTS, VersionSpec
 
 
 def check_vocabulary(program: ir.Program, spec: VersionSpec) -> list[Diagnostic]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kg.embedded_store import EmbeddedStore
-from kg.repo.integrity import violations
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.integrity import violations
 
 pytestmark = pytest.mark.slow  # the fast tier leaves this module out
 

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from agents.scale.calendar import Calendar, CalendarClosed, Turns
-from agents.scale.engine import NoDevices
-from agents.scale.slots import DeviceSlots
+from chiplore.agents.scale.calendar import Calendar, CalendarClosed, Turns
+from chiplore.agents.scale.engine import NoDevices
+from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.core.errors import TargetError
 from chiplore.core.target import DeviceJob, SimulatedClock, Target
-from simulator.device.device import DeviceConfig, SimDevice
-from simulator.device.pool import pool_configs
-from simulator.target import SimRNGD
+from chiplore.simulator.device.device import DeviceConfig, SimDevice
+from chiplore.simulator.device.pool import pool_configs
+from chiplore.simulator.target import SimRNGD
 from tests.toy import ToyChip
 
 O_PROJ = "sliding_attention_output"

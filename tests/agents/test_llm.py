@@ -12,22 +12,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import queries
-from agents.knowledge import read_knowledge
-from agents.llm.config import LLMConfig
-from agents.llm.librarian import LLMLibrarian
-from agents.llm.policy import LLMPolicy, TokenBudget
-from agents.loop import optimize
-from agents.proposers import BuiltinArchitect
+from chiplore import queries
+from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.llm.librarian import LLMLibrarian
+from chiplore.agents.llm.policy import LLMPolicy, TokenBudget
+from chiplore.agents.loop import optimize
+from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.cli import main
-from ingest.chunks import chunk_page
-from ingest.docs import ingest_docs
-from ingest.learn import learn
-from ingest.librarian import BuiltinLibrarian
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
-from kg.store import GraphStore
-from simulator.target import SimRNGD
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.docs import ingest_docs
+from chiplore.ingest.learn import learn
+from chiplore.ingest.librarian import BuiltinLibrarian
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
 from tests.helpers import kernel_view
 from tests.llm_server import ScriptedOpenAI, Turn, call, say
 

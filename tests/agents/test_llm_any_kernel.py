@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 
-import queries
-from agents.knowledge import read_knowledge
-from agents.llm.config import LLMConfig
-from agents.llm.kernel import render_stats
-from agents.llm.policy import LLMPolicy, TokenBudget
-from agents.loop import optimize
-from agents.proposers import BuiltinArchitect
-from agents.proposers.search import SearchBudget
+from chiplore import queries
+from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.llm.kernel import render_stats
+from chiplore.agents.llm.policy import LLMPolicy, TokenBudget
+from chiplore.agents.loop import optimize
+from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.proposers.search import SearchBudget
 from chiplore.core.pack import language_guide
-from ingest.learn import learn
-from kg.store import GraphStore
-from simulator.kernels.builtin import BUILTIN_PACKS
-from simulator.target import SimRNGD
+from chiplore.ingest.learn import learn
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.kernels.builtin import BUILTIN_PACKS
+from chiplore.simulator.target import SimRNGD
 from tests.helpers import kernel_view
 from tests.llm_server import ScriptedOpenAI, call
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.llm.kernel import best_stats, kernel_reference, render_stats
-from agents.llm.language import render_summary, tokens
-from agents.llm.tools import graph_tools
-from kg.embedded_store import EmbeddedStore
-from simulator.target import SimRNGD
+from chiplore.agents.llm.kernel import best_stats, kernel_reference, render_stats
+from chiplore.agents.llm.language import render_summary, tokens
+from chiplore.agents.llm.tools import graph_tools
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.simulator.target import SimRNGD
 from tests.toy import ToyChip
 
 VERSION = "0.6.0"

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from agents.loop import optimize
-from ingest.learn import learn
-from kg.embedded_store import EmbeddedStore
-from kg.repo.integrity import violations
-from kg.repo.progress import kernel_progress
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
-from kg.store import GraphStore
-from simulator.device.device import DeviceConfig
-from simulator.pack.params import CHIP_ROOF
-from simulator.target import SimRNGD
+from chiplore.agents.loop import optimize
+from chiplore.ingest.learn import learn
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.integrity import violations
+from chiplore.kg.repo.progress import kernel_progress
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.device.device import DeviceConfig
+from chiplore.simulator.pack.params import CHIP_ROOF
+from chiplore.simulator.target import SimRNGD
 
 pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
 

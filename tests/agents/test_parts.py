@@ -9,20 +9,20 @@ import math
 import numpy as np
 import pytest
 
-from agents.callbacks import RecordRuns
-from agents.judge import PairRunner, ab_test, early
-from agents.knowledge import read_knowledge
-from agents.proposers import BuiltinArchitect
-from agents.proposers.search import SearchBudget
-from agents.runner import BudgetSpent, DeviceRunner
-from agents.screens import violated
+from chiplore.agents.callbacks import RecordRuns
+from chiplore.agents.judge import PairRunner, ab_test, early
+from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.runner import BudgetSpent, DeviceRunner
+from chiplore.agents.screens import violated
 from chiplore.core.ids import content_sha
-from ingest.rules import learn_rules
-from kg.models import Activity, KernelVersion
-from kg.repo.knowledge import record_activity
-from kg.repo.nodes import upsert
-from kg.store import GraphStore
-from simulator.target import SimRNGD
+from chiplore.ingest.rules import learn_rules
+from chiplore.kg.models import Activity, KernelVersion
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.nodes import upsert
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
 from tests.helpers import kernel_view
 
 VERSION = "0.6.0"

@@ -1,7 +1,7 @@
 """`optimize --workers N` on a local Ray (2 CPUs): a pool of devices finishes an optimize; a device
 actor killed mid-job has its job run by another device; a flaky device loses and duplicates nothing;
 two optimize processes on one graph share the work; kill -9 of the driver, then --resume, loses
-nothing. Both stores; every test ends with the graph's invariants (kg.repo.integrity) and checks
+nothing. Both stores; every test ends with the graph's invariants (chiplore.kg.repo.integrity) and checks
 that no device job was recorded twice and no design measured twice."""
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 import ray
 
-from agents.scale.loop import PoolSummary, optimize_on_devices
-from agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.agents.scale.loop import PoolSummary, optimize_on_devices
+from chiplore.agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.integrity import violations
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
 from chiplore.session import Session
-from kg.embedded_store import EmbeddedStore
-from kg.repo.integrity import violations
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
-from kg.store import GraphStore
-from simulator.device.pool import KIND
+from chiplore.simulator.device.pool import KIND
 from tests.agents.scale_targets import SlowToyChip
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
 from tests.toy import ToyChip

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from agents.cost_model import CalibratedCostModel
-from agents.knowledge import Knowledge
-from agents.proposers import BuiltinArchitect, KernelView
-from agents.proposers.search import SearchBudget, search_space, setting_key
+from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.knowledge import Knowledge
+from chiplore.agents.proposers import BuiltinArchitect, KernelView
+from chiplore.agents.proposers.search import SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, points
 from tests.toy.pack.params import LANE_BUFFER

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from chiplore.cli import main
 from chiplore.core.secrets import redact
-from kg.embedded_store import EmbeddedStore
+from chiplore.kg.embedded_store import EmbeddedStore
 from tests.llm_server import ScriptedOpenAI, Turn
 
 O_PROJ = "sliding_attention_output"

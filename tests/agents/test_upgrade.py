@@ -19,20 +19,20 @@ from typing import Any
 
 import pytest
 
-import queries
-from agents.loop import optimize
-from agents.proposers import BuiltinArchitect
-from agents.proposers.search import SearchBudget
-from agents.upgrade import UpgradeRefused, UpgradeSummary, upgrade
-from ingest.learn import learn
-from ingest.remeasure import recheck_state
-from kg.embedded_store import EmbeddedStore
-from kg.repo.targets import register_target, set_active_toolchain
-from kg.schema import NODE_KEYS, ensure_schema
-from kg.store import GraphStore
-from simulator.cost.estimate import estimate
-from simulator.target import SimRNGD
-from simulator.toolchain.versions import spec
+from chiplore import queries
+from chiplore.agents.loop import optimize
+from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.upgrade import UpgradeRefused, UpgradeSummary, upgrade
+from chiplore.ingest.learn import learn
+from chiplore.ingest.remeasure import recheck_state
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.targets import register_target, set_active_toolchain
+from chiplore.kg.schema import NODE_KEYS, ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.cost.estimate import estimate
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.versions import spec
 
 # learn + optimize + upgrade + optimize is one module fixture: minutes, not the default 300 s
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]  # the fast tier leaves this module out

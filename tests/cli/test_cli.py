@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
-from kg.embedded_store import EmbeddedStore
-from kg.models import Activity, DesignNode, Kernel, KernelVersion
-from kg.processes import pid_alive
-from kg.repo.designs import add_design, register_kernel, set_best
-from kg.repo.knowledge import record_activity
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
+from chiplore.kg.processes import pid_alive
+from chiplore.kg.repo.designs import add_design, register_kernel, set_best
+from chiplore.kg.repo.knowledge import record_activity
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 

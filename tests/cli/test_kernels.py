@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
-from simulator.toolchain.harness import BUILTIN_PACKS
+from chiplore.simulator.toolchain.harness import BUILTIN_PACKS
 
 GEMMA = ["sliding_project_qkv", "sliding_attention_output", "decoder_feedforward"]
 GQA = "gqa_project_qkv"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.target import Target
-from ingest.chunks import chunk_page
-from ingest.docs import ingest_docs
-from ingest.librarian import BuiltinLibrarian, constructs
-from kg.repo.nodes import count_by_label
-from kg.store import GraphStore
-from simulator.target import SimRNGD
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.docs import ingest_docs
+from chiplore.ingest.librarian import BuiltinLibrarian, constructs
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
 
 PAGE = """# Title
 
@@ -98,7 +98,7 @@ def test_a_paragraph_two_versions_share_is_one_chunk_and_its_claims_hold_under_b
 
 
 def test_a_run_cut_short_is_finished_by_the_next(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingest import docs as docs_module
+    from chiplore.ingest import docs as docs_module
 
     real = docs_module.record_claim
     calls = {"n": 0}

@@ -13,26 +13,26 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import queries
-from agents.upgrade import upgrade
+from chiplore import queries
+from chiplore.agents.upgrade import upgrade
 from chiplore.cli import main
 from chiplore.core.pack import HostRunner, language_guide
 from chiplore.core.target import Target
-from ingest.chunks import chunk_page
-from ingest.docs import ingest_docs
-from ingest.dsl_examples import FENCE, compare
-from ingest.dsl_summary import LanguageSummary, summarise
-from ingest.librarian import BuiltinLibrarian
-from ingest.rules import learn_rules, reconcile_rules
-from kg.embedded_store import EmbeddedStore
-from kg.repo.nodes import count_by_label
-from kg.repo.targets import register_target
-from kg.schema import ensure_schema
-from kg.store import GraphStore
-from simulator.pack.language import FerriteGuide
-from simulator.pack.language.examples import WRITERS
-from simulator.target import SimRNGD
-from simulator.toolchain.check import check
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.docs import ingest_docs
+from chiplore.ingest.dsl_examples import FENCE, compare
+from chiplore.ingest.dsl_summary import LanguageSummary, summarise
+from chiplore.ingest.librarian import BuiltinLibrarian
+from chiplore.ingest.rules import learn_rules, reconcile_rules
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.pack.language import FerriteGuide
+from chiplore.simulator.pack.language.examples import WRITERS
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.check import check
 from tests.conftest import Neo4jServer
 from tests.toy import ToyChip
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import queries
+from chiplore import queries
 from chiplore.cli import main
-from ingest import probe_loop as probe_loop_module
-from ingest.learn import learn
-from kg.repo.nodes import count_by_label
-from kg.store import GraphStore
-from simulator._truth import ChipTruth, load_truth
-from simulator.pack.fits import FITS
-from simulator.target import SimRNGD
+from chiplore.ingest import probe_loop as probe_loop_module
+from chiplore.ingest.learn import learn
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.store import GraphStore
+from chiplore.simulator._truth import ChipTruth, load_truth
+from chiplore.simulator.pack.fits import FITS
+from chiplore.simulator.target import SimRNGD
 from tests.simulator.test_fits import empty_kernel, truth_of
 
 pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
@@ -130,7 +130,7 @@ def test_the_learn_command_prints_a_json_summary(tmp_path: Path) -> None:
 def test_ctrl_c_during_the_microbenchmarks_leaves_a_graph_the_next_run_finishes(
     graph: GraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ingest.fits import Bench
+    from chiplore.ingest.fits import Bench
 
     real = Bench.run
     calls = {"n": 0}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-import queries
-from ingest.rules import learn_rules
-from kg.repo.nodes import count_by_label
-from kg.store import GraphStore
-from simulator._truth import load_truth
-from simulator.target import SimRNGD
+from chiplore import queries
+from chiplore.ingest.rules import learn_rules
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.store import GraphStore
+from chiplore.simulator._truth import load_truth
+from chiplore.simulator.target import SimRNGD
 
 
 def test_the_probes_yield_twenty_rules_with_predicates_and_provenance(graph: GraphStore) -> None:

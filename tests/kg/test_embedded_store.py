@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from chiplore.core.errors import StoreBusy, StoreUnavailable
-from kg.embedded_store import EmbeddedStore
-from kg.falkordb_server import ServerPaths
-from kg.processes import pid_alive
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.falkordb_server import ServerPaths
+from chiplore.kg.processes import pid_alive
 
 WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from kg.embedded_store import EmbeddedStore
+    from chiplore.kg.embedded_store import EmbeddedStore
 
     store = EmbeddedStore(Path(sys.argv[1]))
     print("attached", flush=True)
@@ -82,7 +82,7 @@ def test_second_process_attaches_and_the_last_one_out_stops_the_server(tmp_path:
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from kg.embedded_store import EmbeddedStore\n"
+            "import sys; from pathlib import Path; from chiplore.kg.embedded_store import EmbeddedStore\n"
             "with EmbeddedStore(Path(sys.argv[1])) as s:\n"
             "    print(s.started_server, s.read('MATCH (c:Concept) RETURN c.key AS k')[0]['k'])",
             str(data_dir),
@@ -107,7 +107,7 @@ def test_owner_leaves_the_server_running_for_an_attached_process(tmp_path: Path)
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from kg.embedded_store import EmbeddedStore\n"
+            "import sys, time; from pathlib import Path; from chiplore.kg.embedded_store import EmbeddedStore\n"
             "s = EmbeddedStore(Path(sys.argv[1])); print('in', flush=True); sys.stdin.readline()\n"
             "print(s.read('RETURN 7 AS x')[0]['x'], flush=True); s.close()",
             str(data_dir),

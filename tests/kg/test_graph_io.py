@@ -1,4 +1,4 @@
-"""The graph as a file (kg.graph_io, kg.cypher_script): a graph exported from one backend and imported
+"""The graph as a file (chiplore.kg.graph_io, chiplore.kg.cypher_script): a graph exported from one backend and imported
 into an empty store of the other has the same counts per label and relationship type and the same
 named-query answers, both ways; the Cypher script loads into Neo4j the same; a bad file is refused
 whole, with the line that is wrong, before anything is written."""
@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-import queries as named_queries
-from kg.cypher_script import export_cypher, literal, statements
-from kg.embedded_store import EmbeddedStore
-from kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
-from kg.neo4j_store import Neo4jStore
-from kg.sample import SampleSummary, build_sample_graph, sample_query_params
-from kg.schema import ensure_schema
-from kg.store import GraphStore
+from chiplore import queries as named_queries
+from chiplore.kg.cypher_script import export_cypher, literal, statements
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.sample import SampleSummary, build_sample_graph, sample_query_params
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
 
 pytestmark = pytest.mark.neo4j
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from agents.llm.tools import ROW_CAP, graph_tools
-from kg.embedded_store import EmbeddedStore
-from kg.store import GraphStore
-from simulator.target import SimRNGD
+from chiplore.agents.llm.tools import ROW_CAP, graph_tools
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
 
 
 def _cypher(store: GraphStore, refusals: list[str]) -> Callable[[str], str]:

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from chiplore.core.errors import StoreAuthError, StoreUnavailable
-from kg.neo4j_store import Neo4jStore
+from chiplore.kg.neo4j_store import Neo4jStore
 from tests.conftest import Neo4jServer
 
 

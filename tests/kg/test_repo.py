@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.ids import content_sha
-from kg.models import (
+from chiplore.kg.models import (
     Activity,
     Claim,
     Concept,
@@ -20,8 +20,8 @@ from kg.models import (
     ProbeProgram,
     Screening,
 )
-from kg.repo.design_counts import miscounted, status_counts
-from kg.repo.designs import (
+from chiplore.kg.repo.design_counts import miscounted, status_counts
+from chiplore.kg.repo.designs import (
     add_design,
     best_of,
     children_of,
@@ -31,12 +31,12 @@ from kg.repo.designs import (
     set_design_status,
     update_design,
 )
-from kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
-from kg.repo.nodes import Link, Ref, count_by_label, link
-from kg.repo.runs import record_device_run, record_device_runs, record_screening
-from kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
-from kg.schema import ensure_schema
-from kg.store import GraphStore
+from chiplore.kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
+from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link
+from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
+from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
 
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
 

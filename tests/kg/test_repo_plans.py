@@ -1,5 +1,5 @@
 """The repository queries on hot paths (the loop's every step, `chiplore status`, `tree`) start from an
-index seek, on both backends. Each entry of HOT_PATHS is one call of a kg.repo function; the test
+index seek, on both backends. Each entry of HOT_PATHS is one call of a chiplore.kg.repo function; the test
 runs it on the sample graph through a store that notes every statement, then reads each statement's
 plan from the backend (EXPLAIN / GRAPH.EXPLAIN) and fails on a scan or a cartesian product.
 
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from kg.embedded_store import EmbeddedStore
-from kg.models import Activity, Comparison, DesignNode, DeviceRun, KernelVersion
-from kg.neo4j_store import Neo4jStore
-from kg.plans import AllowedScan, plan_problems
-from kg.repo import designs, docs, knowledge, measurements, overview, progress, runs, targets
-from kg.sample import KERNELS, NEW, PARAMS, TARGET, build_sample_graph
-from kg.schema import ensure_schema
-from kg.store import DEFAULT_BATCH_SIZE, GraphStore, Params, Record
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.models import Activity, Comparison, DesignNode, DeviceRun, KernelVersion
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.plans import AllowedScan, plan_problems
+from chiplore.kg.repo import designs, docs, knowledge, measurements, overview, progress, runs, targets
+from chiplore.kg.sample import KERNELS, NEW, PARAMS, TARGET, build_sample_graph
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import DEFAULT_BATCH_SIZE, GraphStore, Params, Record
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 pytestmark = pytest.mark.slow  # two sample graphs, then every hot-path statement explained on each

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.errors import QueryError, StoreError
-from kg.schema import FACT_KEY, FACT_LABEL, INDEXES, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
-from kg.store import GraphStore
+from chiplore.kg.schema import FACT_KEY, FACT_LABEL, INDEXES, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
+from chiplore.kg.store import GraphStore
 
 
 def test_fresh_graph_gets_every_key_and_index(store: GraphStore) -> None:
@@ -49,9 +49,9 @@ def test_the_graph_page_names_every_label_relationship_index_and_query() -> None
     """docs/graph.md is the schema's page: whatever the schema holds, the page names."""
     from pathlib import Path
 
-    import queries
-    from kg.repo.nodes import RELATIONSHIPS
-    from kg.schema import ANCHOR_INDEXES, INDEXES, NODE_KEYS
+    from chiplore import queries
+    from chiplore.kg.repo.nodes import RELATIONSHIPS
+    from chiplore.kg.schema import ANCHOR_INDEXES, INDEXES, NODE_KEYS
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "graph.md").read_text()
     missing = [f"label {label}" for label in NODE_KEYS if f"`{label}`" not in page]

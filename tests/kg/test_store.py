@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
-from kg.store import GraphStore, batches
+from chiplore.kg.store import GraphStore, batches
 
 
 def test_both_backends_implement_the_interface(store: GraphStore) -> None:

@@ -19,11 +19,11 @@ import redis
 
 from chiplore.core.errors import StoreBusy, StoreError, StoreUnavailable
 from chiplore.core.secrets import redact_uri
-from kg.embedded_store import EmbeddedStore
-from kg.falkordb_server import ServerPaths
-from kg.neo4j_store import Neo4jStore
-from kg.processes import pid_alive
-from kg.schema import ensure_schema
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.falkordb_server import ServerPaths
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.processes import pid_alive
+from chiplore.kg.schema import ensure_schema
 
 
 def _aof_bytes(data_dir: Path) -> int:

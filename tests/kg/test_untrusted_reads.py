@@ -1,6 +1,6 @@
 """Queries a person or a model writes (issue 21, items 2 and 3): the read-only path is a guarantee
 from the backend's planner, every query is bounded in time, rows and bytes, and a store error reaches
-the model as a message. Neo4j is the real server (kg.neo4j_local, with the bundled configuration)."""
+the model as a message. Neo4j is the real server (chiplore.kg.neo4j_local, with the bundled configuration)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import time
 import pytest
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
-from kg.embedded_store import EmbeddedStore
-from kg.guard import QueryRefused, UntrustedLimits, check_text, return_columns
-from kg.neo4j_store import Neo4jStore
-from kg.store import GraphStore
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.guard import QueryRefused, UntrustedLimits, check_text, return_columns
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.store import GraphStore
 
 NESTED_1000 = "RETURN " + "[" * 1000 + "1" + "]" * 1000 + " AS x"
 LOAD_HOST_FILE = "LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row"
@@ -81,7 +81,7 @@ def test_schema_procedures_stay_readable(store: GraphStore) -> None:
 
 
 def test_the_bundled_neo4j_refuses_file_urls_even_on_the_write_path(neo4j_store: Neo4jStore) -> None:
-    # kg.neo4j_local disables file URLs for LOAD CSV (dbms.security.allow_csv_import_from_file_urls).
+    # chiplore.kg.neo4j_local disables file URLs for LOAD CSV (dbms.security.allow_csv_import_from_file_urls).
     with pytest.raises(QueryError) as refused:
         neo4j_store.write(LOAD_HOST_FILE)
     assert "root:" not in str(refused.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import queries
+from chiplore import queries
 from chiplore.core.errors import QueryError, QueryParameterError, UnknownQuery
 
 REQUIRED = {

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-import queries
-from kg.embedded_store import EmbeddedStore
-from kg.models import FactStatus
-from kg.neo4j_store import Neo4jStore
-from kg.plans import AllowedScan, plan_problems
-from kg.sample import build_sample_graph, sample_query_params
-from kg.schema import ensure_schema
-from kg.store import GraphStore
+from chiplore import queries
+from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.models import FactStatus
+from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.plans import AllowedScan, plan_problems
+from chiplore.kg.sample import build_sample_graph, sample_query_params
+from chiplore.kg.schema import ensure_schema
+from chiplore.kg.store import GraphStore
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 # The only whole-label scans a named query may make, each with why its label stays tiny.

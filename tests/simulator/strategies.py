@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from simulator.dsl import ir
+from chiplore.simulator.dsl import ir
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True).map(lambda s: f"v{s}")
 type_names = st.from_regex(r"[A-Z][A-Za-z0-9]{0,5}", fullmatch=True).map(lambda s: f"T{s}")

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from chiplore.core.target import KernelParam
-from simulator.execute.cases import KernelCase
-from simulator.execute.executor import execute_program
-from simulator.execute.grading import grade_case, host_test
-from simulator.execute.numerics import F8_VALUES, bf16, f8_encode
-from simulator.execute.recipe import FixtureRecipe, draw_inputs
-from simulator.execute.signature import kernel_signature
-from simulator.execute.values import InputError, Inputs, Periodic, decode
-from simulator.toolchain.check import check
+from chiplore.simulator.execute.cases import KernelCase
+from chiplore.simulator.execute.executor import execute_program
+from chiplore.simulator.execute.grading import grade_case, host_test
+from chiplore.simulator.execute.numerics import F8_VALUES, bf16, f8_encode
+from chiplore.simulator.execute.recipe import FixtureRecipe, draw_inputs
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.execute.values import InputError, Inputs, Periodic, decode
+from chiplore.simulator.toolchain.check import check
 
 HALF_TILE = """#![toolchain = "0.6.0"]
 axes! { H = 8, K = 64 }

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator._truth import ENV_VAR, ChipTruth, TruthFileError, load_truth
-from simulator.cost import NotCompiled, estimate
-from simulator.cost.passes import pass_cycles
-from simulator.toolchain.lowered import PassWork
+from chiplore.simulator._truth import ENV_VAR, ChipTruth, TruthFileError, load_truth
+from chiplore.simulator.cost import NotCompiled, estimate
+from chiplore.simulator.cost.passes import pass_cycles
+from chiplore.simulator.toolchain.lowered import PassWork
 from tests.simulator.ports import port
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator._truth import load_truth
-from simulator.cost import estimate
-from simulator.device import DeviceConfig, DeviceJob, InvalidJob, InvalidState, SimDevice
-from simulator.device.noise import MeasurementModel, noise_cdf
+from chiplore.simulator._truth import load_truth
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.device import DeviceConfig, DeviceJob, InvalidJob, InvalidState, SimDevice
+from chiplore.simulator.device.noise import MeasurementModel, noise_cdf
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 O_BASELINE = (KERNELS / "baseline" / "o_baseline.fe").read_text()
@@ -235,7 +235,7 @@ def test_a_damaged_saved_state_is_refused_and_changes_nothing() -> None:
 
 def test_a_job_that_can_never_finish_hangs_until_the_cap() -> None:
     """A run-time index outside its axis (the executor finds it) is a HANG, not a wrong answer."""
-    from simulator.device import DeviceHang
+    from chiplore.simulator.device import DeviceHang
 
     def grader(program: str, kernel: str, version: str, sets: tuple[str, ...]) -> None:
         raise DeviceHang("kv_pos = 5000 selects outside Ts (size 1024)")

@@ -8,12 +8,12 @@ import random
 import numpy as np
 import pytest
 
-from simulator.execute.difftest import family_gemv, family_map, family_reduce
-from simulator.execute.difftest.campaign import Tally, program, run
-from simulator.execute.difftest.judges import AGREEMENTS, DISAGREEMENTS, judge
-from simulator.execute.difftest.program import VERSIONS, Generated
-from simulator.execute.executor import execute_program
-from simulator.toolchain.check import check
+from chiplore.simulator.execute.difftest import family_gemv, family_map, family_reduce
+from chiplore.simulator.execute.difftest.campaign import Tally, program, run
+from chiplore.simulator.execute.difftest.judges import AGREEMENTS, DISAGREEMENTS, judge
+from chiplore.simulator.execute.difftest.program import VERSIONS, Generated
+from chiplore.simulator.execute.executor import execute_program
+from chiplore.simulator.toolchain.check import check
 
 FAMILIES = {"map": family_map, "gemv": family_gemv, "reduce": family_reduce}
 
@@ -171,7 +171,7 @@ def test_reading_what_nothing_wrote() -> None:
 def test_every_limit_the_docs_state_is_enforced_at_its_value() -> None:
     """Issue 20: a limit the docs state is enforced by a coded rule (or the docs state it wrongly on
     purpose, and the fact table says so). The TRF's 8 KB per lane was stated and not enforced."""
-    from simulator.execute.difftest.limits import LIMITS, check_limits
+    from chiplore.simulator.execute.difftest.limits import LIMITS, check_limits
 
     checks = check_limits()
     assert len(checks) == len(LIMITS) * len(VERSIONS)
@@ -221,8 +221,8 @@ kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {
 
 def test_an_output_too_large_to_follow_is_a_clean_refusal() -> None:
     """A mutant's output of 2^30 elements (refused, E0204) made the executor ask for 24 GiB."""
-    from simulator.execute.factored import ExecutionError
-    from simulator.toolchain.placement import LoweringError
+    from chiplore.simulator.execute.factored import ExecutionError
+    from chiplore.simulator.toolchain.placement import LoweringError
 
     source = """#![toolchain = "0.7.0"]
 axes! { C = 4, S = 256, B = 2048 }

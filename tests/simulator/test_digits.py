@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.toolchain.digits import (
+from chiplore.simulator.toolchain.digits import (
     AxisSystem,
     Digit,
     NoCommonRefinement,

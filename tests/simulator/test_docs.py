@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from simulator._truth import ChipTruth, load_truth
-from simulator.docs.facts import FACTS, VERSIONS
-from simulator.target import SimRNGD
-from simulator.toolchain.check import check
-from simulator.toolchain.docs import PAGES, chip_values, render_docs
-from simulator.toolchain.rule_examples import example
-from simulator.toolchain.rules import RULES
+from chiplore.simulator._truth import ChipTruth, load_truth
+from chiplore.simulator.docs.facts import FACTS, VERSIONS
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.docs import PAGES, chip_values, render_docs
+from chiplore.simulator.toolchain.rule_examples import example
+from chiplore.simulator.toolchain.rules import RULES
 
 SHIPPED = Path(__file__).resolve().parents[2] / "simulator" / "docs"
 CODE = re.compile(r"```rust([^\n]*)\n(.*?)```", re.S)
@@ -105,7 +105,7 @@ def test_the_diagnostics_page_covers_every_code_of_its_version(version: str) -> 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_shipped_pages_are_the_rendered_ones(version: str) -> None:
-    """`python -m simulator.toolchain.docs` refreshes simulator/docs/<version>/ after a template change."""
+    """`python -m chiplore.simulator.toolchain.docs` refreshes simulator/docs/<version>/ after a template change."""
     rendered = render_docs(version, default_chip(version))
     assert set(rendered) == {*PAGES, "CHANGES.md"}
     for name, text in rendered.items():

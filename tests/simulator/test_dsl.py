@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from simulator.bench import microbenchmarks
-from simulator.diagnostics import render
-from simulator.dsl import ir
-from simulator.dsl.parser import MAX_SOURCE_BYTES, FerriteSyntaxError, parse
-from simulator.dsl.printer import print_program
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.diagnostics import render
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES, FerriteSyntaxError, parse
+from chiplore.simulator.dsl.printer import print_program
 from tests.simulator.strategies import programs
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.execute.executor import Executor, IndexOutOfRange, execute, execute_program
-from simulator.execute.factored import Rows
-from simulator.execute.fixtures import fixture
-from simulator.execute.reference import grade, reference
-from simulator.toolchain.check import check
+from chiplore.simulator.execute.executor import Executor, IndexOutOfRange, execute, execute_program
+from chiplore.simulator.execute.factored import Rows
+from chiplore.simulator.execute.fixtures import fixture
+from chiplore.simulator.execute.reference import grade, reference
+from chiplore.simulator.toolchain.check import check
 from tests.simulator.ports import port
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.execute.factored import (
+from chiplore.simulator.execute.factored import (
     MAX_ELEMENTS,
     ExecutionError,
     Rows,

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from simulator.bench import microbenchmarks
-from simulator.device import DeviceConfig, DeviceJob, DeviceStore, SimDevice
-from simulator.dsl.parser import MAX_SOURCE_BYTES
-from simulator.fe_run import main as fe_run
-from simulator.ferc import main as ferc
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.device import DeviceConfig, DeviceJob, DeviceStore, SimDevice
+from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES
+from chiplore.simulator.fe_run import main as fe_run
+from chiplore.simulator.ferc import main as ferc
 from tests.simulator.one_line import refused
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
@@ -66,7 +66,7 @@ def test_ferc_check_refuses_a_device_file_too() -> None:
 
 def test_fe_run_submit_dev_zero_as_a_user_types_it(tmp_path: Path) -> None:
     """The command line of the finding, in a real process: it ends at once instead of reading forever."""
-    command = [sys.executable, "-m", "simulator.fe_run", "submit", "/dev/zero", "--kernel", "k",
+    command = [sys.executable, "-m", "chiplore.simulator.fe_run", "submit", "/dev/zero", "--kernel", "k",
                "--data-dir", str(tmp_path)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr

@@ -11,13 +11,13 @@ from functools import cache
 
 import pytest
 
-from ingest.fits import Bench, Estimate, run_fit
-from simulator._truth import ChipTruth, load_truth
-from simulator.bench import microbenchmarks
-from simulator.cost import estimate
-from simulator.device import DeviceConfig
-from simulator.pack.fits import FITS, search_bank_run
-from simulator.target import SimRNGD
+from chiplore.ingest.fits import Bench, Estimate, run_fit
+from chiplore.simulator._truth import ChipTruth, load_truth
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.device import DeviceConfig
+from chiplore.simulator.pack.fits import FITS, search_bank_run
+from chiplore.simulator.target import SimRNGD
 
 
 def empty_kernel(chip: ChipTruth) -> float:

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.execute.fixtures import PERIOD, SETS, Periodic, RopeTable, fixture
-from simulator.execute.numerics import F8_VALUES, bf16, f4_unpack, f8, f8_decode, f8_encode
-from simulator.execute.reference import (
+from chiplore.simulator.execute.fixtures import PERIOD, SETS, Periodic, RopeTable, fixture
+from chiplore.simulator.execute.numerics import F8_VALUES, bf16, f4_unpack, f8, f8_decode, f8_encode
+from chiplore.simulator.execute.reference import (
     HEAD,
     TOLERANCES,
     f4_with_block_scales,

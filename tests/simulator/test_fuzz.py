@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.toolchain.check import check
-from simulator.toolchain.rules import VERSIONS
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.rules import VERSIONS
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
 MUTANTS = 2_500  # a sample: benchmarks/differential.py sweeps 10,000 programs and their mutants

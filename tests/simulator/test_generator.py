@@ -11,17 +11,17 @@ import pytest
 
 from chiplore.core.ops import OpGraph
 from chiplore.core.pack import DesignSpace, points
-from simulator.execute.grading import expected_outputs, host_test
-from simulator.pack import capabilities as C
-from simulator.pack import params as P
-from simulator.pack.generator import generated_space, generation_problem
-from simulator.pack.generator.examples import ALL, GEMMA, NEW, example
-from simulator.pack.generator.geometry import even_cut
-from simulator.pack.generator.graph import analyse
-from simulator.pack.generator.lanes import fuse
-from simulator.pack.generator.learnt import compile_facts
-from simulator.pack.generator.signature import read_signature
-from simulator.toolchain.check import check
+from chiplore.simulator.execute.grading import expected_outputs, host_test
+from chiplore.simulator.pack import capabilities as C
+from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.generator import generated_space, generation_problem
+from chiplore.simulator.pack.generator.examples import ALL, GEMMA, NEW, example
+from chiplore.simulator.pack.generator.geometry import even_cut
+from chiplore.simulator.pack.generator.graph import analyse
+from chiplore.simulator.pack.generator.lanes import fuse
+from chiplore.simulator.pack.generator.learnt import compile_facts
+from chiplore.simulator.pack.generator.signature import read_signature
+from chiplore.simulator.toolchain.check import check
 
 OLD = {C.WIDEN: 0.0, C.DECODE: 1.0, C.ALLREDUCE: 0.0, C.BRIDGE: 0.0, C.F8_STREAM: 1.0, C.F4_STREAM: 0.0}
 NEWER = {C.WIDEN: 1.0, C.DECODE: 1.0, C.ALLREDUCE: 1.0, C.BRIDGE: 1.0, C.F8_STREAM: 1.0, C.F4_STREAM: 1.0}

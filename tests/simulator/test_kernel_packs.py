@@ -13,18 +13,18 @@ import pytest
 from chiplore.core.errors import TargetError
 from chiplore.core.settings import Settings
 from chiplore.core.target import DeviceJob
-from simulator.cost.bound import weight_bound_cycles
-from simulator.cost.estimate import estimate
-from simulator.execute.fixtures import SETS
-from simulator.execute.grading import case_inputs, grade_case
-from simulator.kernels.builtin import builtin_packs, shipped_folders
-from simulator.kernels.manifest import PackProblem
-from simulator.kernels.pack import param_bytes, read_pack
-from simulator.kernels.registry import STAMP
-from simulator.kernels.validate import validate_pack
-from simulator.pack import SimRNGDPack
-from simulator.target import SimRNGD, from_settings
-from simulator.toolchain.harness import BUILTIN_PACKS
+from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.cost.estimate import estimate
+from chiplore.simulator.execute.fixtures import SETS
+from chiplore.simulator.execute.grading import case_inputs, grade_case
+from chiplore.simulator.kernels.builtin import builtin_packs, shipped_folders
+from chiplore.simulator.kernels.manifest import PackProblem
+from chiplore.simulator.kernels.pack import param_bytes, read_pack
+from chiplore.simulator.kernels.registry import STAMP
+from chiplore.simulator.kernels.validate import validate_pack
+from chiplore.simulator.pack import SimRNGDPack
+from chiplore.simulator.target import SimRNGD, from_settings
+from chiplore.simulator.toolchain.harness import BUILTIN_PACKS
 
 GEMMA = ("sliding_project_qkv", "sliding_attention_output", "decoder_feedforward")
 NEW = ("gqa_project_qkv", "swiglu_feedforward", "vocab_projection")

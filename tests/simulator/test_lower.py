@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.toolchain.lower import lower
-from simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator.toolchain.lower import lower
+from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
+from chiplore.simulator.toolchain.placement import LoweringError
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 H, L, QS, PS = 3840, 15360, 4096, 2048

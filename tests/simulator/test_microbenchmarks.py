@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.target import ProbeTemplate
-from simulator.bench import microbenchmarks
-from simulator.cost import CostReport, estimate
-from simulator.toolchain.check import check
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.cost import CostReport, estimate
+from chiplore.simulator.toolchain.check import check
 
 PROBES = {p.id: p for p in microbenchmarks()}
 STARTUP = 340.0
@@ -160,7 +160,7 @@ def test_mb07_reads_cost_the_hbm_units_they_touch(index: int, units: int) -> Non
 
 
 def test_mb07_partial_row_stores_pay_read_modify_write() -> None:
-    from simulator.toolchain.lower import lower
+    from chiplore.simulator.toolchain.lower import lower
 
     whole = pass_cycles(run("MB07", 4), "out<-r")  # 16 x 256 rows of 256 B: one whole unit each
     assert close(whole, STARTUP + 16 * 256 * (256 / 224 + 2))

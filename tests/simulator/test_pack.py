@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.repair import repair
+from chiplore.agents.repair import repair
 from chiplore.core.pack import DesignSpace, TargetPack, points
 from chiplore.core.target import KernelSpec
-from simulator.pack import SimRNGDPack
-from simulator.pack import capabilities as C
-from simulator.pack import params as P
-from simulator.target import SimRNGD
+from chiplore.simulator.pack import SimRNGDPack
+from chiplore.simulator.pack import capabilities as C
+from chiplore.simulator.pack import params as P
+from chiplore.simulator.target import SimRNGD
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERIC = ("agents", "ingest")

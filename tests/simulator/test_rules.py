@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.toolchain.check import RULES_CHECKED, check
-from simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, WHOLE, contraction, example
-from simulator.toolchain.rule_examples import example_source as _source
-from simulator.toolchain.rules import BY_NUMBER, VERSIONS
+from chiplore.simulator.toolchain.check import RULES_CHECKED, check
+from chiplore.simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, WHOLE, contraction, example
+from chiplore.simulator.toolchain.rule_examples import example_source as _source
+from chiplore.simulator.toolchain.rules import BY_NUMBER, VERSIONS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "simulator"
 
@@ -247,8 +247,8 @@ def test_programs_inside_the_budget_compile_and_recursion_does_not() -> None:
 
 @pytest.mark.parametrize("path", sorted((SHIPPED / "kernels").glob("**/*.fe")), ids=lambda p: p.name)
 def test_shipped_programs_are_well_inside_the_budget(path: Path) -> None:
-    from simulator.dsl.parser import parse
-    from simulator.toolchain.budget import MAX_LOWERING_STEPS, MAX_SOURCE_BYTES, lowering_steps
+    from chiplore.simulator.dsl.parser import parse
+    from chiplore.simulator.toolchain.budget import MAX_LOWERING_STEPS, MAX_SOURCE_BYTES, lowering_steps
 
     source = path.read_text()
     assert lowering_steps(parse(source)) <= MAX_LOWERING_STEPS // 4 and len(source) <= MAX_SOURCE_BYTES // 4

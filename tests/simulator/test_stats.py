@@ -15,16 +15,16 @@ from click.testing import CliRunner
 from chiplore.core.ops import MatVec
 from chiplore.core.stats import ProgramStats
 from chiplore.core.target import Target
-from simulator._truth import ChipTruth, load_truth
-from simulator.cost import estimate
-from simulator.ferc import main as ferc
-from simulator.pack import SimRNGDPack
-from simulator.pack import params as P
-from simulator.pack.estimate import StatsCostModel, predict_stats
-from simulator.target import SimRNGD
-from simulator.toolchain.capacity import dm_limit
-from simulator.toolchain.check import check
-from simulator.toolchain.stats import analyze
+from chiplore.simulator._truth import ChipTruth, load_truth
+from chiplore.simulator.cost import estimate
+from chiplore.simulator.ferc import main as ferc
+from chiplore.simulator.pack import SimRNGDPack
+from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.estimate import StatsCostModel, predict_stats
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.toolchain.capacity import dm_limit
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.stats import analyze
 from tests.toy.target import ToyChip
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
@@ -179,9 +179,20 @@ def test_the_model_prices_any_program_and_ranks_the_shipped_ones() -> None:
 
 
 def test_the_model_never_reads_the_truth_or_the_true_cost_model() -> None:
-    graph = grimp.build_graph("simulator", "chiplore")
-    for module in ("simulator.pack.estimate", "simulator.pack.prices", "simulator.pack.timeline"):
+    graph = grimp.build_graph("chiplore")
+    for module in (
+        "chiplore.simulator.pack.estimate",
+        "chiplore.simulator.pack.prices",
+        "chiplore.simulator.pack.timeline",
+    ):
         upstream = graph.find_upstream_modules(module)
-        assert not {m for m in upstream if m.startswith(("simulator._truth", "simulator.cost"))}, (module, upstream)
+        assert not {m for m in upstream if m.startswith(("chiplore.simulator._truth", "chiplore.simulator.cost"))}, (
+            module,
+            upstream,
+        )
         direct = graph.find_modules_directly_imported_by(module)
-        assert not {m for m in direct if m.startswith(("simulator.toolchain", "simulator.cost", "simulator._truth"))}
+        assert not {
+            m
+            for m in direct
+            if m.startswith(("chiplore.simulator.toolchain", "chiplore.simulator.cost", "chiplore.simulator._truth"))
+        }

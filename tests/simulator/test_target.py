@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from chiplore.core.target import CheckResult, DeviceJob, KernelSpec, Target
-from simulator.device import DeviceConfig, SimDevice
-from simulator.fe_run import main as fe_run
-from simulator.kernel_specs import input_bytes
-from simulator.target import SimRNGD
+from chiplore.simulator.device import DeviceConfig, SimDevice
+from chiplore.simulator.fe_run import main as fe_run
+from chiplore.simulator.kernel_specs import input_bytes
+from chiplore.simulator.target import SimRNGD
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from simulator.ferc import main as ferc
-from simulator.toolchain.check import RULES_CHECKED, check
-from simulator.toolchain.rules import RULES, VERSIONS, lookup
-from simulator.toolchain.versions import SPECS, spec
+from chiplore.simulator.ferc import main as ferc
+from chiplore.simulator.toolchain.check import RULES_CHECKED, check
+from chiplore.simulator.toolchain.rules import RULES, VERSIONS, lookup
+from chiplore.simulator.toolchain.versions import SPECS, spec
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
 

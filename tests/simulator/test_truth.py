@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from chiplore.core.errors import ConfigError
-from simulator._truth import ENV_VAR, MAX_TRUTH_BYTES, ChipTruth, TruthFileError, load_truth
-from simulator.fe_run import main as fe_run
-from simulator.ferc import main as ferc
+from chiplore.simulator._truth import ENV_VAR, MAX_TRUTH_BYTES, ChipTruth, TruthFileError, load_truth
+from chiplore.simulator.fe_run import main as fe_run
+from chiplore.simulator.ferc import main as ferc
 from tests.simulator.one_line import refused
 
 KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"

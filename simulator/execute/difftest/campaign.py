@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from simulator.execute.difftest import family_gemv, family_map, family_reduce
-from simulator.execute.difftest.judges import AGREEMENTS, DISAGREEMENTS, Verdict, judge
-from simulator.execute.difftest.mutate import default_recipe, mutate, variant
-from simulator.execute.difftest.program import VERSIONS, Generated
-from simulator.execute.signature import kernel_signature
-from simulator.toolchain.docs import render_docs
+from chiplore.simulator.execute.difftest import family_gemv, family_map, family_reduce
+from chiplore.simulator.execute.difftest.judges import AGREEMENTS, DISAGREEMENTS, Verdict, judge
+from chiplore.simulator.execute.difftest.mutate import default_recipe, mutate, variant
+from chiplore.simulator.execute.difftest.program import VERSIONS, Generated
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.toolchain.docs import render_docs
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 FAMILIES = {"map": family_map.generate, "gemv": family_gemv.generate, "reduce": family_reduce.generate}

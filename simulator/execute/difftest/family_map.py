@@ -8,10 +8,10 @@ import random
 
 import numpy as np
 
-from simulator.execute.difftest.layouts import Digit, Placement, cut, fetch, packet_size, place
-from simulator.execute.difftest.program import Generated, dense, engines, header, narrow, stored, widen
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.values import Inputs, Outputs
+from chiplore.simulator.execute.difftest.layouts import Digit, Placement, cut, fetch, packet_size, place
+from chiplore.simulator.execute.difftest.program import Generated, dense, engines, header, narrow, stored, widen
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.values import Inputs, Outputs
 
 CONSTANTS = ("0.5", "2.0", "1.5", "-1.0", "0.25", "3.0")
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}

@@ -7,10 +7,10 @@ import random
 
 import numpy as np
 
-from simulator.execute.difftest.layouts import Digit, Placement, cut
-from simulator.execute.difftest.program import Generated, dense, engines, header, widen
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.values import Inputs, Outputs
+from chiplore.simulator.execute.difftest.layouts import Digit, Placement, cut
+from chiplore.simulator.execute.difftest.program import Generated, dense, engines, header, widen
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.values import Inputs, Outputs
 
 WIDTH = {"bf16": 2, "f32": 4}
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.execute.difftest.mutate import default_recipe
-from simulator.execute.difftest.program import Generated
-from simulator.execute.executor import IndexOutOfRange, execute_program
-from simulator.execute.factored import ExecutionError
-from simulator.execute.recipe import draw_inputs
-from simulator.execute.signature import kernel_signature
-from simulator.execute.values import InputError, InputValue, Outputs, decode
-from simulator.toolchain.check import _check_guarded
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator.execute.difftest.mutate import default_recipe
+from chiplore.simulator.execute.difftest.program import Generated
+from chiplore.simulator.execute.executor import IndexOutOfRange, execute_program
+from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.execute.recipe import draw_inputs
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.execute.values import InputError, InputValue, Outputs, decode
+from chiplore.simulator.toolchain.check import _check_guarded
+from chiplore.simulator.toolchain.placement import LoweringError
 
 # Rules about where data lives and whether all of it is there: a program they refuse, run anyway,
 # must compute garbage or nothing (hardware-shape, type and capacity rules are not judged this way).

@@ -7,7 +7,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from simulator.dsl.ir import DTYPE_BYTES
+from chiplore.simulator.dsl.ir import DTYPE_BYTES
 
 SLICES = 256
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulator.execute.difftest.program import VERSIONS
-from simulator.toolchain.check import check
-from simulator.toolchain.docs import render_docs
+from chiplore.simulator.execute.difftest.program import VERSIONS
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.docs import render_docs
 
 TEMPLATE = """#![toolchain = "{version}"]
 axes! {{ H = 64, L = {size} }}

@@ -9,10 +9,10 @@ import random
 import re
 from collections.abc import Callable
 
-from simulator.dsl.ir import DTYPES
-from simulator.execute.difftest.program import Generated
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.signature import KernelSignature
+from chiplore.simulator.dsl.ir import DTYPES
+from chiplore.simulator.execute.difftest.program import Generated
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.signature import KernelSignature
 
 TOKEN = re.compile(r"//[^\n]*|\s+|\d+\.\d+|\d+|[A-Za-z_][A-Za-z0-9_]*!?|::|\.\.|->|#!\[|#\[|&mut|\S")
 Mutation = Callable[[list[str], random.Random], bool]

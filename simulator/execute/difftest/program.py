@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.execute.numerics import bf16, f8
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.values import Inputs, Outputs, Periodic
+from chiplore.simulator.execute.numerics import bf16, f8
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.values import Inputs, Outputs, Periodic
 
 Meaning = Callable[[Inputs], Outputs]
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")

@@ -9,7 +9,7 @@ chunks, contracted), `rows` with `lanes` and `operands` (the epilogue, fused acr
 `frame` (passes over values), `build` (one program), `space` (the knobs).
 """
 
-from simulator.pack.generator.graph import Unsupported
-from simulator.pack.generator.space import GeneratedSpace, generated_space, generation_problem
+from chiplore.simulator.pack.generator.graph import Unsupported
+from chiplore.simulator.pack.generator.space import GeneratedSpace, generated_space, generation_problem
 
 __all__ = ["GeneratedSpace", "Unsupported", "generated_space", "generation_problem"]

@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chiplore.core.pack import Facts
-from simulator.pack.generator.frame import Frame, FrameEmitter, Value
-from simulator.pack.generator.geometry import Geometry
-from simulator.pack.generator.graph import Analysis, Member
-from simulator.pack.generator.inputs import Inputs
-from simulator.pack.generator.operands import RowOperands
-from simulator.pack.generator.program import Engines, Program
-from simulator.pack.generator.rows import Rows
-from simulator.pack.generator.signature import Signature
-from simulator.pack.generator.stream import Stream
+from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Value
+from chiplore.simulator.pack.generator.geometry import Geometry
+from chiplore.simulator.pack.generator.graph import Analysis, Member
+from chiplore.simulator.pack.generator.inputs import Inputs
+from chiplore.simulator.pack.generator.operands import RowOperands
+from chiplore.simulator.pack.generator.program import Engines, Program
+from chiplore.simulator.pack.generator.rows import Rows
+from chiplore.simulator.pack.generator.signature import Signature
+from chiplore.simulator.pack.generator.stream import Stream
 
 
 @dataclass(frozen=True)

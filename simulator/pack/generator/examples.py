@@ -19,14 +19,14 @@ import numpy as np
 
 from chiplore.core.ops import OpGraph
 from chiplore.core.target import KernelSpec
-from simulator.cost.bound import weight_bound_cycles
-from simulator.execute.cases import KernelCase, harness_case
-from simulator.execute.numerics import bf16, f8_decode
-from simulator.execute.recipe import FixtureRecipe
-from simulator.execute.reference import EPS, project, rmsnorm
-from simulator.execute.signature import kernel_signature
-from simulator.execute.values import Inputs, Outputs, Periodic
-from simulator.kernel_specs import kernel_spec
+from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.execute.cases import KernelCase, harness_case
+from chiplore.simulator.execute.numerics import bf16, f8_decode
+from chiplore.simulator.execute.recipe import FixtureRecipe
+from chiplore.simulator.execute.reference import EPS, project, rmsnorm
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.execute.values import Inputs, Outputs, Periodic
+from chiplore.simulator.kernel_specs import kernel_spec
 
 PERIOD = 509
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from simulator.pack.generator import vocab
-from simulator.pack.generator.program import Program, float_text
+from chiplore.simulator.pack.generator import vocab
+from chiplore.simulator.pack.generator.program import Program, float_text
 
 
 @dataclass(frozen=True)

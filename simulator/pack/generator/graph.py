@@ -29,7 +29,7 @@ from chiplore.core.ops import (
     Store,
 )
 from chiplore.core.ops import Op as GraphOp
-from simulator.pack.generator.signature import Dim, Param, Signature
+from chiplore.simulator.pack.generator.signature import Dim, Param, Signature
 
 SINKS = (Store, CacheWrite)
 

@@ -10,12 +10,12 @@ replicating DMA (ingress bytes, no ring), as the design says.
 from __future__ import annotations
 
 from chiplore.core.ops import Activation, Elementwise, RmsNorm, Scale
-from simulator.pack.generator.frame import Frame, FrameEmitter, Value
-from simulator.pack.generator.geometry import Geometry, digit
-from simulator.pack.generator.graph import Group, Member, Unsupported, activation_ops
-from simulator.pack.generator.operands import input_vrf
-from simulator.pack.generator.program import float_text
-from simulator.pack.generator.signature import Signature
+from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Value
+from chiplore.simulator.pack.generator.geometry import Geometry, digit
+from chiplore.simulator.pack.generator.graph import Group, Member, Unsupported, activation_ops
+from chiplore.simulator.pack.generator.operands import input_vrf
+from chiplore.simulator.pack.generator.program import float_text
+from chiplore.simulator.pack.generator.signature import Signature
 
 
 def input_frame(geo: Geometry) -> Frame:

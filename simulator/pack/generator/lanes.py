@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from chiplore.core.ops import Activation, Elementwise, HeadNorm, RmsNorm, Rope, Scale
 from chiplore.core.ops import Op as GraphOp
-from simulator.pack.generator.graph import Analysis, Group, Member, is_sink
-from simulator.pack.generator.operands import Operand, Part
+from chiplore.simulator.pack.generator.graph import Analysis, Group, Member, is_sink
+from chiplore.simulator.pack.generator.operands import Operand, Part
 
 ANCHORS = ("act", "head_norm", "rms_norm")  # ops with no identity: every member has them, in one place
 

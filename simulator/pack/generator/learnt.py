@@ -10,13 +10,13 @@ from functools import cache
 
 from chiplore.core.pack import Facts
 from chiplore.core.target import DeviceJob, DeviceResult
-from simulator.bench import microbenchmarks
-from simulator.pack import capabilities as C
-from simulator.pack import params as P
-from simulator.pack.fits import search_dm_capacity, search_vector_chain
-from simulator.pack.generator.vocab import BUFFERS
-from simulator.pack.rule_probes import CONSTRUCTS, PAIRS, vocabulary
-from simulator.toolchain.check import check
+from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.pack import capabilities as C
+from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.fits import search_dm_capacity, search_vector_chain
+from chiplore.simulator.pack.generator.vocab import BUFFERS
+from chiplore.simulator.pack.rule_probes import CONSTRUCTS, PAIRS, vocabulary
+from chiplore.simulator.toolchain.check import check
 
 FLAGS = {"widen": C.WIDEN, "decode": C.DECODE, "allreduce_slices": C.ALLREDUCE, "reduce_clusters": C.BRIDGE,
          "buffers": BUFFERS}  # fmt: skip

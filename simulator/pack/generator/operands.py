@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.pack.generator.frame import Frame, FrameEmitter
-from simulator.pack.generator.geometry import Geometry
-from simulator.pack.generator.graph import Group, Member
-from simulator.pack.generator.program import float_text
-from simulator.pack.generator.signature import Signature
+from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter
+from chiplore.simulator.pack.generator.geometry import Geometry
+from chiplore.simulator.pack.generator.graph import Group, Member
+from chiplore.simulator.pack.generator.program import float_text
+from chiplore.simulator.pack.generator.signature import Signature
 
 Shape = Literal["row", "head", "scalar", "table"]
 
@@ -145,7 +145,7 @@ class RowOperands:
 
 
 def _committed(frame: Frame, tensor: str, dtype: str):  # type: ignore[no-untyped-def]
-    from simulator.pack.generator.frame import Value
+    from chiplore.simulator.pack.generator.frame import Value
 
     return Value(frame, tensor=tensor, dtype=dtype, uses=1)
 

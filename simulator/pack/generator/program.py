@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from chiplore.core.pack import Facts
-from simulator.pack.generator import vocab
+from chiplore.simulator.pack.generator import vocab
 
 
 @dataclass

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from chiplore.core.ops import Activation, CacheWrite, Elementwise, HeadNorm, MatVec, RmsNorm, Rope, Scale, Store
 from chiplore.core.ops import Op as GraphOp
-from simulator.pack.generator.frame import Frame, FrameEmitter, Pass, Value
-from simulator.pack.generator.geometry import Geometry
-from simulator.pack.generator.graph import Analysis, Group, Member, Unsupported, activation_ops
-from simulator.pack.generator.lanes import FusedStep, Lane, fuse
-from simulator.pack.generator.operands import Operand, Part, RowOperands
-from simulator.pack.generator.program import float_text
-from simulator.pack.generator.signature import Signature
+from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Pass, Value
+from chiplore.simulator.pack.generator.geometry import Geometry
+from chiplore.simulator.pack.generator.graph import Analysis, Group, Member, Unsupported, activation_ops
+from chiplore.simulator.pack.generator.lanes import FusedStep, Lane, fuse
+from chiplore.simulator.pack.generator.operands import Operand, Part, RowOperands
+from chiplore.simulator.pack.generator.program import float_text
+from chiplore.simulator.pack.generator.signature import Signature
 
 
 class Rows:

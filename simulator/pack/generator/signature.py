@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from simulator.dsl import ir
-from simulator.dsl.parser import parse
-from simulator.dsl.printer import print_mapping
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import parse
+from chiplore.simulator.dsl.printer import print_mapping
 
 
 class SignatureError(ValueError):

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from chiplore.core.ops import CacheWrite, Store
 from chiplore.core.pack import Facts, Knob, Params
 from chiplore.core.target import KernelSpec
-from simulator.pack.generator import vocab
-from simulator.pack.generator.build import Design, RowSpace, program_text, write
-from simulator.pack.generator.geometry import SLICES, Geometry, RowAxis
-from simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
-from simulator.pack.generator.program import Program, dtype_bytes
-from simulator.pack.generator.signature import Signature, SignatureError, read_signature
-from simulator.pack.generator.stream import contraction, stream_dtype
+from chiplore.simulator.pack.generator import vocab
+from chiplore.simulator.pack.generator.build import Design, RowSpace, program_text, write
+from chiplore.simulator.pack.generator.geometry import SLICES, Geometry, RowAxis
+from chiplore.simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
+from chiplore.simulator.pack.generator.program import Program, dtype_bytes
+from chiplore.simulator.pack.generator.signature import Signature, SignatureError, read_signature
+from chiplore.simulator.pack.generator.stream import contraction, stream_dtype
 
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.pack.generator import vocab
-from simulator.pack.generator.geometry import Geometry, digit
-from simulator.pack.generator.graph import Group, Member, Unsupported
-from simulator.pack.generator.program import Program, dtype_bytes
-from simulator.pack.generator.signature import Signature
+from chiplore.simulator.pack.generator import vocab
+from chiplore.simulator.pack.generator.geometry import Geometry, digit
+from chiplore.simulator.pack.generator.graph import Group, Member, Unsupported
+from chiplore.simulator.pack.generator.program import Program, dtype_bytes
+from chiplore.simulator.pack.generator.signature import Signature
 
 CONTRACT_PACKET_BYTES = 32  # one fetch read per step on the main context
 

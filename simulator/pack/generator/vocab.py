@@ -7,8 +7,8 @@ refuses the construct, 1 when none does) with the default a 0.6.0-era program wo
 from __future__ import annotations
 
 from chiplore.core.pack import Facts
-from simulator.pack import capabilities as C
-from simulator.pack import params as P
+from chiplore.simulator.pack import capabilities as C
+from chiplore.simulator.pack import params as P
 
 BUFFERS = C.BUFFERS  # `buffers: N` in a tensor type instead of `#[pipeline(depth = N)]`, where the rules allow
 

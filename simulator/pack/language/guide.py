@@ -12,9 +12,9 @@ from typing import Any
 
 from chiplore.core.pack import Construct, DocExample, HostCase, HostRun, Unavailable
 from chiplore.core.target import Diagnostic
-from simulator.pack.language import complete, examples, host
-from simulator.pack.language.catalogue import CATALOGUE, MENTIONS
-from simulator.pack.language.usage import used_in
+from chiplore.simulator.pack.language import complete, examples, host
+from chiplore.simulator.pack.language.catalogue import CATALOGUE, MENTIONS
+from chiplore.simulator.pack.language.usage import used_in
 
 DEPRECATED = re.compile(r"^'(?P<construct>.+?)' is deprecated in toolchain \S+; (?P<instead>.*)$")
 

@@ -17,12 +17,12 @@ from scipy.special import erf
 
 from chiplore.core.pack import HostCase, HostRun
 from chiplore.core.target import KernelParam
-from simulator.dsl.parser import FerriteSyntaxError
-from simulator.execute.executor import Executor, IndexOutOfRange
-from simulator.execute.factored import ExecutionError
-from simulator.execute.numerics import bf16, f4, f8
-from simulator.execute.signature import kernel_signature
-from simulator.toolchain.placement import LoweringError
+from chiplore.simulator.dsl.parser import FerriteSyntaxError
+from chiplore.simulator.execute.executor import Executor, IndexOutOfRange
+from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.execute.numerics import bf16, f4, f8
+from chiplore.simulator.execute.signature import kernel_signature
+from chiplore.simulator.toolchain.placement import LoweringError
 
 Arrays = dict[str, np.ndarray]
 Expect = Callable[[Arrays], Arrays]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from simulator.dsl import ir
-from simulator.dsl.parser import FerriteSyntaxError, parse
-from simulator.dsl.walk import walk
-from simulator.pack.language.catalogue import BY_NAME, DTYPES
+from chiplore.simulator.dsl import ir
+from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.dsl.walk import walk
+from chiplore.simulator.pack.language.catalogue import BY_NAME, DTYPES
 
 ITEMS = {ir.AxesDecl: "axes", ir.LayoutDecl: "layout", ir.TypeDecl: "type", ir.FnDecl: "fn", ir.KernelDecl: "kernel"}
 RESULT_ALL = "result_all"

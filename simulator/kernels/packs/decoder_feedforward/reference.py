@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.execute.numerics import bf16
-from simulator.execute.reference import f4_with_block_scales, gelu, project, rmsnorm
-from simulator.execute.values import Inputs, Periodic
+from chiplore.simulator.execute.numerics import bf16
+from chiplore.simulator.execute.reference import f4_with_block_scales, gelu, project, rmsnorm
+from chiplore.simulator.execute.values import Inputs, Periodic
 
 
 def reference(inputs: Inputs) -> dict[str, np.ndarray]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.execute.numerics import bf16, f8_decode
-from simulator.execute.reference import project, rmsnorm, rmsnorm_heads
-from simulator.execute.values import Inputs, Periodic
+from chiplore.simulator.execute.numerics import bf16, f8_decode
+from chiplore.simulator.execute.reference import project, rmsnorm, rmsnorm_heads
+from chiplore.simulator.execute.values import Inputs, Periodic
 
 HEAD = 128
 

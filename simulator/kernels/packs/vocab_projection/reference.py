@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.execute.reference import project, rmsnorm
-from simulator.execute.values import Inputs, Periodic
+from chiplore.simulator.execute.reference import project, rmsnorm
+from chiplore.simulator.execute.values import Inputs, Periodic
 
 LOGIT_SCALE = 0.0625
 
