@@ -43,7 +43,7 @@ class BuiltinArchitect:
                 if len(fresh) >= count:
                     break
         order = {setting_key(p.params): i for i, p in enumerate(fresh)}
-        ranked = [p.params for p in sorted(fresh, key=lambda p: (round(p.cycles), order[setting_key(p.params)]))]
+        ranked = [p.params for p in sorted(fresh, key=lambda p: (_rank(p.cycles), order[setting_key(p.params)]))]
         first = space.knobs[0].name
         chosen: list[Params] = []
         for p in ranked:  # the best of each value of the first knob, then the rest in rank order
@@ -94,7 +94,15 @@ def _ranked(view: KernelView, space: DesignSpace, candidates: Iterable[Params]) 
     random.Random(view.seed).shuffle(order)
     tie = {key: order[i] for i, (key, _, _) in enumerate(unseen)}
     price = {key: view.predicted(src, p) for key, p, src in unseen}
-    return [p for key, p, _ in sorted(unseen, key=lambda item: (round(price[item[0]] or 0.0), tie[item[0]]))]
+    return [p for key, p, _ in sorted(unseen, key=lambda item: (_rank(price[item[0]]), tie[item[0]]))]
+
+
+def _rank(cycles: float | None) -> tuple[bool, int]:
+    """Predicted cycles as a sort key: priced settings first, cheapest first; a setting the model cannot
+    price (its program does not compile, say) last, where the screens record why."""
+    if cycles is None or not math.isfinite(cycles):
+        return True, 0
+    return False, round(cycles)
 
 
 def _proposal(view: KernelView, space: DesignSpace, p: Params, role: Role, change: str) -> DesignProposal:

@@ -54,7 +54,17 @@ def row_frame(geo: Geometry) -> Frame:
 def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design: Design, facts: Facts,
           version: str) -> Program:  # fmt: skip
     """The program of `design` (its text is `program_text`), with its budgets accounted."""
-    program = Program(facts, Engines(design.engines, design.stagger))
+    reserved = frozenset(
+        {
+            sig.kernel,
+            *(p.name for p in sig.params),
+            *sig.atoms,
+            *sig.composites,
+            *sig.extra_atoms,
+            *sig.extra_composites,
+        }
+    )
+    program = Program(facts, Engines(design.engines, design.stagger), reserved)
     emitter = FrameEmitter(program, recompute=design.recompute)
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:

@@ -39,7 +39,7 @@ class Inputs:
     def run(self) -> str:
         """Write the input's passes; the TRF the contraction reads."""
         g, geo = self.group.index, self.geo
-        trf = f"x{g}"
+        trf = self.e.p.name(f"x{g}")
         rep = f"XRep{g}"
         trf_type = f"trf<bf16>{{..{rep}, lane: [1], elem: [{geo.k_elem()}]}}"
         fetch = f".fetch(time = [{geo.k_digit(16)}], packet = [{digit(geo.k_axis, 1, 16, geo.k)}])"
@@ -62,8 +62,9 @@ class Inputs:
     def _source(self, rep: str) -> str:
         """The bf16 input on the k-leaders (a DM tensor), or `=name` when it was loaded replicated."""
         geo = self.geo
-        name = f"x{self.group.index}_k"
+        stem = f"x{self.group.index}_k"
         if self.chained is not None:
+            name = self.e.p.name(stem)
             value, member, producer = self.chained
             offset = member.offset if member is not None else 0
             view = f"{value.tensor}{value.view}"
@@ -78,6 +79,7 @@ class Inputs:
             return f"={name}" if not self.broadcast else name
         params = {p.name for p in self.sig.params}
         if self.group.input in params and self.sig.param(self.group.input).dtype == "bf16":
+            name = self.e.p.name(stem)
             layout = rep if not self.broadcast else f"KIn{self.group.index}"
             param = self.sig.param(self.group.input)
             self.e.p.emit(f"    let {name}: dm<bf16>{{..{layout}, elem: [{geo.k_elem()}]}} = {param.name}"
@@ -87,7 +89,7 @@ class Inputs:
             self.e.p.dm(geo.width, "bf16")
             return f"={name}" if not self.broadcast else name
         value = self._lower()
-        self.e.commit(value, "bf16", stem=name)
+        self.e.commit(value, "bf16", stem=stem)
         return str(value.tensor)
 
     def _engines(self) -> str:

@@ -69,8 +69,9 @@ class Engines:
 class Program:
     """Statements of the kernel body in order, with `early` loads that go before everything else."""
 
-    def __init__(self, facts: Facts, engines: Engines) -> None:
+    def __init__(self, facts: Facts, engines: Engines, reserved: frozenset[str] = frozenset()) -> None:
         self.facts = facts
+        self.reserved = reserved  # names the program may not define: the kernel's parameters, its name, its axes
         self.engines = engines
         self.early: list[str] = []
         self.body: list[str] = []
@@ -80,17 +81,31 @@ class Program:
         self.layouts: dict[str, str] = {}
         self.budget = Budget()
         self._names: dict[str, itertools.count[int]] = {}
+        self._issued: set[str] = set()
+        self._loop_vars: dict[str, str] = {}
         self._turn = itertools.count()
         self._loop_turn = itertools.count()
         self.preloading = False
-        self.preloaded: set[str] = set()  # a later group's block scales are loaded whole, up front
+        self.preloaded: dict[str, str] = {}  # weight -> its block scales, loaded whole, up front (a later group's)
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
 
     def name(self, stem: str) -> str:
+        """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no
+        other local: a kernel may call its parameters `out`, `acc` or `x0_k`."""
         counter = self._names.setdefault(stem, itertools.count())
-        index = next(counter)
-        return stem if index == 0 else f"{stem}_{index}"
+        while True:
+            index = next(counter)
+            name = stem if index == 0 else f"{stem}_{index}"
+            if name not in self.reserved and name not in self._issued:
+                self._issued.add(name)
+                return name
+
+    def loop_var(self, stem: str) -> str:
+        """The loop variable named from `stem`: one name for every loop that uses the stem."""
+        if stem not in self._loop_vars:
+            self._loop_vars[stem] = self.name(stem)
+        return self._loop_vars[stem]
 
     def aux_engines(self, clusters: tuple[int, ...] = (0, 1)) -> str:
         """Engines of a small load issued before the weight streams."""

@@ -65,7 +65,7 @@ class Stream:
         keys = [m.index for m in self.group.members] if self.group.stacked else [-1]
         out = {}
         for key in keys:
-            name = f"acc{g}" if key < 0 else f"acc{g}_{key}"
+            name = self.p.name(f"acc{g}" if key < 0 else f"acc{g}_{key}")
             self.p.emit(f"    let mut {name}: dm<f32>{{..Grid{g}, elem: [{geo.rows_elem()}]}} = dm::empty();\n")
             self.p.dm(geo.rows_per_slice, "f32")
             out[key] = name
@@ -83,10 +83,11 @@ class Stream:
         # One block-scaled stream alternates two chunks per step: a VRF is not rotated by the pipeline,
         # so the next chunk's scales load into the other one while this chunk contracts.
         pairs = len(units) == 1 and units[0][0].op.scale_kind == "block" and chunks > 1
+        var = self.p.loop_var("s" if pairs else "c")
         steps = (
-            [("c", f"c * {cr}", "")]
+            [(var, f"{var} * {cr}", "")]
             if not pairs
-            else [("s", f"s * {2 * cr}", "_a"), ("s", f"s * {2 * cr} + {cr}", "_b")]
+            else [(var, f"{var} * {2 * cr}", "_a"), (var, f"{var} * {2 * cr} + {cr}", "_b")]
         )
         depth = max(2, -(-geo.depth // 2)) if pairs else geo.depth
         head = "" if buffers else f"    #[pipeline(depth = {depth})]\n"
@@ -102,8 +103,8 @@ class Stream:
         for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
             self.p.vrf_defined(name, elements)
             self.p.vrf_used(name)
-        variable, count = ("s", chunks // 2) if pairs else ("c", chunks)
-        self.p.emit(f"{head}    for {variable} in 0..{count} {{\n" + "".join(body) + "    }\n")
+        count = chunks // 2 if pairs else chunks
+        self.p.emit(f"{head}    for {var} in 0..{count} {{\n" + "".join(body) + "    }\n")
         if pairs and chunks % 2:  # the odd last chunk
             text, size = self._chunk(
                 units[0],
@@ -132,7 +133,7 @@ class Stream:
         rows = geo.rows_elem(cr)
         rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
         stem = (first.op.weight if len(members) == 1 else f"w{g}") + suffix
-        buf = f"{stem}_c"
+        buf = self.p.name(f"{stem}_c")
         chunk_type = f"dm<{first.dtype}>{{..Grid{g}, elem: [{rows}, {geo.k_elem()}]{rotate}}}"
         tile = f".tile({geo.row_mod(geo.rows_per_slice)}, {offset}, {cr})"
         packet = f", packet = {self.packet}" if self.packet else ""
@@ -156,7 +157,7 @@ class Stream:
         decode = f"\n            .{vocab.lookup(self.p.facts)}({plan.decode})" if plan.decode else ""
         target = f"{accumulator}{tile}"
         if first.op.scale_kind == "block":
-            scale, scale_bytes = self._block_scales(members, buffers, tile, rows, stem, depth)
+            scale, scale_bytes, scales = self._block_scales(members, buffers, tile, rows, stem, depth)
             lines.append(scale)
             size += scale_bytes
             block = first.op.block
@@ -170,7 +171,7 @@ class Stream:
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
                          f"            .contract(trf = {self.trf}, "
                          f"reduce = [{digit(geo.k_axis, 1, block, geo.k)}]{fold})\n"
-                         f"            .vector(mul(vrf = {stem}_s){sums}, sum_packet())\n"
+                         f"            .vector(mul(vrf = {scales}){sums}, sum_packet())\n"
                          f"            .transpose(time = [1], packet = [{rows}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
         else:
@@ -209,10 +210,11 @@ class Stream:
 
     def _block_scales(
         self, members: tuple[Member, ...], buffers: bool, tile: str, rows: str, stem: str, depth: int
-    ) -> tuple[str, int]:
-        """Each chunk's block scales in a VRF: DMA'd per chunk on a spare engine, or, for a group
-        whose stream starts after another's (and an engine to spare), read from all of the group's
-        scales loaded up front while the earlier streams run (their short rows are slow per packet)."""
+    ) -> tuple[str, int, str]:
+        """Each chunk's block scales in a VRF: DMA'd per chunk on a spare engine, or, for a group whose
+        stream starts after another's (and an engine to spare), read from all of the group's scales
+        loaded up front while the earlier streams run (their short rows are slow per packet). Gives the
+        statements, their DM bytes and the VRF's name."""
         geo, g = self.geo, self.group.index
         m = members[0]
         if len(members) > 1:
@@ -223,23 +225,25 @@ class Stream:
         rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
         blocks = f"{geo.k_axis} % {geo.width} / {block}" if geo.kgroups > 1 else f"{geo.k_axis} / {block}"
         scale_rows = f"{scale.name}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
-        widen = f".{vocab.widen(self.p.facts)}(f32).to_vrf();\n"
+        widen = (f".{vocab.widen(self.p.facts)}(f32)" if dtype != "f32" else "") + ".to_vrf();\n"
         vrf_type = f"vrf<f32>{{..Grid{g}, elem: [{rows}, {blocks}]}}"
-        self.loop_vrfs.append((f"{stem}_s", geo.chunk_rows * geo.width // block))
+        vrf = self.p.name(f"{stem}_s")
+        self.loop_vrfs.append((vrf, geo.chunk_rows * geo.width // block))
         preload = self.p.preload_engine()
         if self.group.index > 0 and preload is not None:
-            whole = f"{m.op.weight}_sa"
             engines = "[" + ", ".join(str(4 * c + preload) for c in self._clusters(members)) + "]"
-            if whole not in self.p.preloaded:
-                self.p.preloaded.add(whole)
+            whole = self.p.preloaded.get(m.op.weight)
+            if whole is None:
+                whole = self.p.preloaded[m.op.weight] = self.p.name(f"{m.op.weight}_sa")
                 self.p.emit(f"    let {whole}: dm<{dtype}>{{..Grid{g}, elem: [{geo.rows_elem()}, {blocks}]}} = "
                             f"{scale_rows}.dma(engines = {engines});\n", early=True)  # fmt: skip
                 self.p.dm(geo.rows_per_slice * geo.width // block, dtype)
-            return (f"        let {stem}_s: {vrf_type} = sub({whole}{tile})\n"
-                    f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}"), 0  # fmt: skip
+            return (f"        let {vrf}: {vrf_type} = sub({whole}{tile})\n"
+                    f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}"), 0, vrf  # fmt: skip
         engines = self.p.loop_engines(self._clusters(members))
-        text = (f"        let {stem}_sd: dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}} =\n"
+        loaded = self.p.name(f"{stem}_sd")
+        text = (f"        let {loaded}: dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}} =\n"
                 f"            {scale_rows}{tile}.dma(engines = {engines});\n"
-                f"        let {stem}_s: {vrf_type} = sub({stem}_sd)\n"
+                f"        let {vrf}: {vrf_type} = sub({loaded})\n"
                 f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}")  # fmt: skip
-        return text, int(geo.chunk_rows * geo.width // block * dtype_bytes(dtype))
+        return text, int(geo.chunk_rows * geo.width // block * dtype_bytes(dtype)), vrf
