@@ -8,6 +8,13 @@ a 2-D HBM parameter `[N, K]` (rows are outputs). Arithmetic is f32 unless a roun
 (`round_bf16` on ops whose result a reference rounds), so a generator knows where narrowing is
 exact and where it is not.
 
+Rounding points: every op that defines a value takes `round_bf16` (default false). When true, the
+value is rounded to bf16 (round to nearest even, chiplore.simulator.execute.numerics.bf16) once the
+op has computed it in full, scales included; later ops read the rounded value. A value written to a
+bf16 output parameter is rounded there as well (a `store` or `cache_write` rounds to its output's
+dtype). A reference derived from the graph (SimRNGD's is chiplore.simulator.execute.graph_reference)
+accumulates in f64 between these points: the ideal a device approximates, within the kernel's tolerances.
+
 Semantics, with `x` the op's input:
 - `rms_norm`:   x / sqrt(mean(x^2) + eps) [* weight]
 - `head_norm`:  rms_norm applied to each contiguous block of `head_dim` elements [* weight, per block]
@@ -16,7 +23,9 @@ Semantics, with `x` the op's input:
 - `rope`:       per head of `head_dim`: x * cos[p] + swap_halves(x) * sin[p], p = the `position`
                 input's value; the sign convention is the table's (a table whose low half is negated
                 gives the usual rotation)
-- `gelu_tanh`, `gelu`, `silu`: element-wise activations
+- `gelu_tanh`:  element-wise, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+- `gelu`:       element-wise, 0.5 x (1 + erf(x / sqrt(2)))
+- `silu`:       element-wise, x / (1 + exp(-x))
 - `mul`, `add`: element-wise on two values of one length (`b` may be a length-1 input: a scalar)
 - `scale`:      x * `by` (a number)
 - `store`:      the value written to an output parameter of the same length
@@ -48,6 +57,7 @@ class RmsNorm(_Op):
     weight: str | None = None
     eps: float = 1e-6
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.input, *([self.weight] if self.weight else []))
@@ -60,6 +70,7 @@ class HeadNorm(_Op):
     weight: str | None = None  # [head_dim], the same for every head
     eps: float = 1e-6
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.input, *([self.weight] if self.weight else []))
@@ -74,6 +85,7 @@ class MatVec(_Op):
     block: int = Field(16, gt=0)  # elements of K per block scale
     global_scale: str | None = None  # a [1] input
     out: str
+    round_bf16: bool = False
 
     @model_validator(mode="after")
     def _scaled(self) -> MatVec:
@@ -93,6 +105,7 @@ class Rope(_Op):
     position: str  # an i32 [1] input
     head_dim: int = Field(gt=0)
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.input, self.cos, self.sin, self.position)
@@ -102,6 +115,7 @@ class Activation(_Op):
     op: Literal["gelu_tanh", "gelu", "silu"]
     input: str
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.input,)
@@ -112,6 +126,7 @@ class Elementwise(_Op):
     a: str
     b: str
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.a, self.b)
@@ -122,6 +137,7 @@ class Scale(_Op):
     input: str
     by: float
     out: str
+    round_bf16: bool = False
 
     def reads(self) -> tuple[str, ...]:
         return (self.input,)

@@ -4,7 +4,9 @@ A recipe names, per parameter, a distribution (`dist`) and a few modifiers, and 
 a named fixture set (`sets.exact`, `sets.cancel`, ...). `draw_inputs(recipe, signature, set, seed)`
 draws every parameter from its own generator, seeded by sha256(f"{seed}/{set}/{key}") where `key`
 is the parameter's name (or its `seed_key`), so adding a parameter never changes another's values
-and the same recipe, set and seed always give the same bytes.
+and the same recipe, set and seed always give the same bytes. Every set the device may ask for
+(g0..g6, exact, cancel) can be drawn from any recipe: an input a set does not change is drawn from
+its plain recipe under that set's own seed, so a recipe changes only the sets it has a use for.
 
 Drawing one parameter, in this order:
 1. `dist` fills the tensor, or only its first `distinct_rows` rows (a `Periodic` weight: row r of
@@ -152,15 +154,21 @@ class InputRecipe(_Model):
 
 
 class FixtureRecipe(_Model):
-    """Per parameter, how to draw it; `sets` lists the fixture sets the recipe defines."""
+    """Per parameter, how to draw it; `sets` lists the fixture sets the recipe names (the device's sets
+    can be drawn whether listed or not: `drawable`)."""
 
     inputs: dict[str, InputRecipe]
     sets: tuple[str, ...] = DEFAULT_SETS
 
+    @property
+    def drawable(self) -> tuple[str, ...]:
+        """The sets `draw_inputs` draws: the device's, then any other the recipe lists."""
+        return tuple(dict.fromkeys((*DEFAULT_SETS, *self.sets)))
+
     @model_validator(mode="after")
     def _known_sets(self) -> FixtureRecipe:
         for name, recipe in self.inputs.items():
-            unknown = sorted(set(recipe.sets) - set(self.sets))
+            unknown = sorted(set(recipe.sets) - set(self.drawable))
             if unknown:
                 raise ValueError(f"input {name} changes sets {', '.join(unknown)} that the recipe does not list")
             for other in (recipe.divide_by, *(c.divide_by for c in recipe.sets.values())):
@@ -181,8 +189,8 @@ def draw_inputs(
     """Every parameter of `signature` drawn for one fixture set (an InputError when the recipe and
     the signature disagree: a parameter without a recipe, a recipe without a parameter, a code
     distribution for another dtype)."""
-    if fixture_set not in recipe.sets:
-        raise InputError(f"unknown fixture set {fixture_set!r}; sets are {', '.join(recipe.sets)}")
+    if fixture_set not in recipe.drawable:
+        raise InputError(f"unknown fixture set {fixture_set!r}; sets are {', '.join(recipe.drawable)}")
     params = {p.name: p for p in signature.params}
     unknown = sorted(set(recipe.inputs) - set(params))
     missing = [p.name for p in signature.params if p.name not in recipe.inputs and not p.mutable]

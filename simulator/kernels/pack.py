@@ -1,10 +1,12 @@
-"""A kernel pack read from its folder: `kernel.toml`, `baseline.fe` and `reference.py` (docs/kernels.md).
+"""A kernel pack read from its folder: `kernel.toml`, `baseline.fe` and, optionally, `reference.py`
+(docs/kernels.md).
 
-`read_pack(folder, origin)` reads the three files and checks what needs no compiler and no run: the
+`read_pack(folder, origin)` reads the files and checks what needs no compiler and no run: the
 manifest's fields, the baseline's one kernel (named as the manifest says, its parameter shapes known),
 the reference's `reference` function, the fixture recipe against the baseline's parameters, and the
-op graph against them. What needs the compiler or the executor is `validate.validate_pack`'s.
-Every problem is a `PackProblem` of one line.
+op graph against them. A pack without a reference.py is graded by its op graph's reference
+(`chiplore.simulator.execute.graph_reference`). What needs the compiler or the executor is
+`validate.validate_pack`'s. Every problem is a `PackProblem` of one line.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.parser import FerriteSyntaxError
 from chiplore.simulator.execute.cases import KernelCase, Reference
 from chiplore.simulator.execute.factored import ExecutionError
+from chiplore.simulator.execute.graph_reference import graph_reference
 from chiplore.simulator.execute.signature import KernelSignature, kernel_signature
 from chiplore.simulator.execute.values import Inputs, Outputs
 from chiplore.simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
 
 Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
-PACK_FILES = (MANIFEST, BASELINE, REFERENCE)
-DEVICE_SETS = (*(f"g{i}" for i in range(7)), "exact", "cancel")  # the sets a device job may ask for
+PACK_FILES = (MANIFEST, BASELINE, REFERENCE)  # what a pack may hold
+REQUIRED_FILES = (MANIFEST, BASELINE)  # without a reference.py, the op graph's reference grades
+DERIVED_REFERENCE = "the op graph's reference"  # how messages name a reference derived from the graph
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +49,13 @@ class KernelPack:
     baseline: str
     signature: KernelSignature
     reference: Reference
-    digest: str  # sha256 over the pack's three files: the same digest grades the same way
+    digest: str  # sha256 over the pack's files: the same digest grades the same way
+    derived_reference: bool = False  # no reference.py: the reference is the op graph's
+
+    @property
+    def reference_label(self) -> str:
+        """The reference as messages name it: reference.py, or the op graph's reference."""
+        return DERIVED_REFERENCE if self.derived_reference else REFERENCE
 
     @property
     def name(self) -> str:
@@ -96,7 +106,7 @@ class KernelPack:
         try:
             return self.reference(inputs)
         except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
-            raise TargetError(f"kernel pack {self.name} ({self.folder}): {REFERENCE} raises "
+            raise TargetError(f"kernel pack {self.name} ({self.folder}): {self.reference_label} raises "
                               f"{type(error).__name__}: {error}") from None  # fmt: skip
 
 
@@ -110,7 +120,7 @@ def read_pack(folder: Path, origin: Origin) -> KernelPack:
     folder = folder.resolve()
     if not folder.is_dir():
         raise PackProblem("not a folder")
-    missing = [name for name in PACK_FILES if not (folder / name).is_file()]
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
         raise PackProblem(f"not a kernel pack: it lacks {', '.join(missing)}")
     manifest = read_manifest(folder)
@@ -119,9 +129,13 @@ def read_pack(folder: Path, origin: Origin) -> KernelPack:
     _check_fixtures(manifest, signature)
     _check_graph(manifest, signature)
     digest = _digest(folder)
-    reference = load_reference(folder / REFERENCE, manifest.name, digest)
+    derived = not (folder / REFERENCE).is_file()
+    if derived:
+        reference: Reference = graph_reference(manifest.graph, signature)
+    else:
+        reference = load_reference(folder / REFERENCE, manifest.name, digest)
     return KernelPack(folder=folder, origin=origin, manifest=manifest, baseline=baseline, signature=signature,
-                      reference=reference, digest=digest)  # fmt: skip
+                      reference=reference, digest=digest, derived_reference=derived)  # fmt: skip
 
 
 def _text(path: Path) -> str:
@@ -154,10 +168,6 @@ def _check_fixtures(manifest: Manifest, signature: KernelSignature) -> None:
     missing = [p.name for p in signature.params if not p.mutable and p.name not in recipe.inputs]
     if missing:
         raise PackProblem(f"fixtures: no recipe for input {', '.join(missing)}")
-    absent = [s for s in DEVICE_SETS if s not in recipe.sets]
-    if absent:
-        raise PackProblem(f"fixtures.sets lacks {', '.join(absent)}: the device may ask for any of "
-                          f"{', '.join(DEVICE_SETS)}")  # fmt: skip
 
 
 def _check_graph(manifest: Manifest, signature: KernelSignature) -> None:
@@ -203,5 +213,6 @@ def load_reference(path: Path, kernel: str, digest: str) -> Reference:
 def _digest(folder: Path) -> str:
     sha = hashlib.sha256()
     for name in PACK_FILES:
-        sha.update(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0")
+        if (folder / name).is_file():  # a pack of all three files digests as it did before reference.py was optional
+            sha.update(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0")
     return sha.hexdigest()

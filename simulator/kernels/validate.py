@@ -1,10 +1,11 @@
 """A kernel pack validated with the compiler and the executor (docs/kernels.md, "Validation").
 
 On top of what reading checks (`pack.read_pack`): the toolchain is one this ferc has; the baseline
-compiles under it; the reference runs on the smoke fixtures and returns, for every output it grades,
-an array of the output's shape and kind; the baseline passes that reference on the smoke fixtures;
-and where the target has a design space for the kernel, the program written from its first point
-passes too. Each failure is one `PackProblem` line.
+compiles under it; the reference (reference.py, or the op graph's where the pack has none) runs on
+the smoke fixtures and returns, for every output it grades, an array of the output's shape and kind;
+the baseline passes that reference on the smoke fixtures; and where the target has a design space
+for the kernel, the program written from its first point passes too. Each failure is one
+`PackProblem` line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from chiplore.simulator import TOOLCHAIN_VERSIONS
 from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
 from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
 from chiplore.simulator.execute.values import InputError, param_shape
-from chiplore.simulator.kernels.manifest import BASELINE, REFERENCE, PackProblem
+from chiplore.simulator.kernels.manifest import BASELINE, PackProblem
 from chiplore.simulator.kernels.pack import KernelPack
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.placement import LoweringError
@@ -56,34 +57,35 @@ def check_reference(pack: KernelPack) -> None:
     """The reference on the smoke fixtures: every graded output there, in its parameter's shape, a
     finite array of numbers (integers for an integer output), and nothing that is not an output."""
     inputs = case_inputs(pack.case, SMOKE_SET)
+    label = pack.reference_label
     try:
         outputs = pack.reference(inputs)
     except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
-        raise PackProblem(f"{REFERENCE} raises {type(error).__name__} on the smoke fixtures: {error}") from None
+        raise PackProblem(f"{label} raises {type(error).__name__} on the smoke fixtures: {error}") from None
     if not isinstance(outputs, Mapping):
-        raise PackProblem(f"{REFERENCE}: reference returns {type(outputs).__name__}, not a dict of outputs")
+        raise PackProblem(f"{label}: reference returns {type(outputs).__name__}, not a dict of outputs")
     params = {p.name: p for p in pack.signature.outputs}
     strangers = sorted(str(name) for name in outputs if name not in params)
     if strangers:
-        raise PackProblem(f"{REFERENCE} returns {', '.join(strangers)}, not an output of kernel {pack.name} "
+        raise PackProblem(f"{label} returns {', '.join(strangers)}, not an output of kernel {pack.name} "
                           f"(outputs: {', '.join(params)})")  # fmt: skip
     missing = [name for name in pack.manifest.graded or params if name not in outputs]
     if missing and pack.manifest.graded is not None:
-        raise PackProblem(f"{REFERENCE} does not return graded output {', '.join(missing)}")
+        raise PackProblem(f"{label} does not return graded output {', '.join(missing)}")
     if not outputs:
-        raise PackProblem(f"{REFERENCE} returns no output")
+        raise PackProblem(f"{label} returns no output")
     for name, value in outputs.items():
         param = params[name]
         array = np.asarray(value)
         if array.shape != param_shape(param):
-            raise PackProblem(f"{REFERENCE}: output {name} has shape {array.shape}, but the baseline declares "
+            raise PackProblem(f"{label}: output {name} has shape {array.shape}, but the baseline declares "
                               f"{param.type} of shape {param_shape(param)}")  # fmt: skip
         integer = param.dtype in INTEGER_DTYPES
         if not (np.issubdtype(array.dtype, np.integer) if integer else np.issubdtype(array.dtype, np.floating)):
             kind = "integers" if integer else "floats"
-            raise PackProblem(f"{REFERENCE}: output {name} is {array.dtype}, but {param.dtype} holds {kind}")
+            raise PackProblem(f"{label}: output {name} is {array.dtype}, but {param.dtype} holds {kind}")
         if not integer and not np.isfinite(array).all():
-            raise PackProblem(f"{REFERENCE}: output {name} holds NaN or infinity on the smoke fixtures")
+            raise PackProblem(f"{label}: output {name} holds NaN or infinity on the smoke fixtures")
 
 
 def _compiles(source: str, toolchain: str, what: str) -> None:

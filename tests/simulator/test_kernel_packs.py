@@ -1,13 +1,16 @@
 """Kernel packs (docs/kernels.md): the shipped packs load and validate; a malformed pack is one clear
 error that installs nothing; a pack added to a target is offered, host-tested, graded by the device
-and held to its signature by the compiler, and stays installed for the next target on that data dir."""
+and held to its signature by the compiler, and stays installed for the next target on that data dir;
+a pack without reference.py is graded by its op graph, and changes only the fixture sets it uses."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chiplore.core.errors import TargetError
@@ -17,6 +20,8 @@ from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.execute.fixtures import SETS
 from chiplore.simulator.execute.grading import case_inputs, grade_case
+from chiplore.simulator.execute.recipe import draw_inputs
+from chiplore.simulator.execute.values import Periodic, RopeTable
 from chiplore.simulator.kernels.builtin import builtin_packs, shipped_folders
 from chiplore.simulator.kernels.manifest import PackProblem
 from chiplore.simulator.kernels.pack import param_bytes, read_pack
@@ -135,7 +140,10 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
                          ("reference.py raises KeyError",)),
     "no reference function": (lambda p: edit(p / "reference.py", "def reference(", "def expected("),
                               ("defines no function `reference(inputs)`",)),
-    "missing file": (lambda p: (p / "reference.py").unlink(), ("lacks reference.py",)),
+    "missing file": (lambda p: (p / "baseline.fe").unlink(), ("lacks baseline.fe",)),
+    "a set the device never asks for": (lambda p: edit(p / "kernel.toml", "sets.cancel = { block_offsets",
+                                                       "sets.g7 = { block_offsets"),
+                                        ("fixtures: input x changes sets g7 that the recipe does not list",)),
 }  # fmt: skip
 
 
@@ -258,3 +266,87 @@ def test_a_reference_that_fails_on_a_graded_set_is_one_line_from_the_device(tmp_
     with pytest.raises(TargetError) as error:
         target.result(target.submit(job))
     one_line(error.value, f"kernel pack {GQA}", "reference.py raises ValueError: only the smoke set")
+
+
+# ---- a pack without reference.py, and fixture sets a pack need not change -------------------------
+
+
+def test_a_pack_without_reference_py_is_graded_by_its_op_graph(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    (folder / "reference.py").unlink()
+    target = SimRNGD(kernels_dir=tmp_path / "kernels")
+    spec = target.add_kernel(folder)
+    assert not (tmp_path / "kernels" / GQA / "reference.py").exists()
+    tested = target.host_test(spec.baseline_source, GQA, "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
+    wrong = spec.baseline_source.replace("mul(0.0078125)", "mul(0.015625)")
+    tested = target.host_test(wrong, GQA, "0.6.0")
+    assert tested.correctness is not None and not tested.correctness.passed
+
+
+def test_a_derived_reference_the_inputs_do_not_fit_is_one_line_naming_the_op(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path, "sliding_project_qkv")
+    (folder / "reference.py").unlink()
+    text = (folder / "kernel.toml").read_text()
+    rope = 'op = "rope"\ninput = "qn"\ncos = "cos"\nsin = "sin"\nposition = "rope_pos"\nhead_dim = 256'
+    edit(folder / "kernel.toml", rope, rope.replace("256", "128"))
+    assert text != (folder / "kernel.toml").read_text()
+    with pytest.raises(PackProblem) as error:
+        validate_pack(read_pack(folder, "installed"))
+    one_line(error.value, "the op graph's reference raises GraphReferenceError on the smoke fixtures: "
+                          "op 8 (rope qr): cos has rows of 256, the heads are 128 wide")  # fmt: skip
+
+
+def test_a_pack_changes_only_the_fixture_sets_it_has_a_use_for(tmp_path: Path) -> None:
+    """Without `sets.exact` and `sets.cancel`, and listing no set, a pack still draws every set the
+    device asks for: the plain recipe under each set's own seed."""
+    folder = copy_pack(tmp_path)
+    text = (folder / "kernel.toml").read_text()
+    plain = "\n".join(line for line in text.splitlines() if not line.startswith(("sets.exact", "sets.cancel")))
+    (folder / "kernel.toml").write_text(plain.replace("rtol = 0.01\n", "rtol = 0.01\n\n[fixtures]\nsets = []\n", 1))
+    pack, shipped = read_pack(folder, "installed"), read_pack(BUILTIN_PACKS / GQA, "installed")
+    for fixture_set in ("g0", "cancel"):
+        drawn, before = case_inputs(pack.case, fixture_set), case_inputs(shipped.case, fixture_set)
+        assert np.array_equal(np.asarray(drawn["input_norm_weight"]), np.asarray(before["input_norm_weight"]))
+    drawn, before = case_inputs(pack.case, "cancel"), case_inputs(shipped.case, "cancel")
+    assert not np.array_equal(np.asarray(drawn["x"]), np.asarray(before["x"]))  # the shipped pack changes it
+    assert np.abs(np.asarray(drawn["x"])).max() <= 1.0  # the plain recipe: uniform in [-1, 1]
+
+
+def test_round_bf16_belongs_to_ops_that_define_a_value(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    edit(folder / "kernel.toml", 'op = "store"\ninput = "qn"', 'op = "store"\nround_bf16 = true\ninput = "qn"')
+    with pytest.raises(PackProblem) as error:
+        read_pack(folder, "installed")
+    one_line(error.value, "ops[7].round_bf16: unknown field")
+
+
+def fixture_digest(values: dict[str, object]) -> str:
+    sha = hashlib.sha256()
+    for name in sorted(values):
+        value = values[name]
+        sha.update(name.encode())
+        if isinstance(value, RopeTable):
+            sha.update(repr((value.positions, value.width, value.kind, value.theta, value.negate_low_half)).encode())
+        elif isinstance(value, Periodic):
+            sha.update(f"{value.rows}{value.distinct.dtype}".encode() + np.ascontiguousarray(value.distinct).tobytes())
+        else:
+            array = np.asarray(value)
+            sha.update(f"{array.dtype}{array.shape}".encode() + np.ascontiguousarray(array).tobytes())
+    return sha.hexdigest()[:16]
+
+
+# sha256 over each set's digest (g0..g6, exact, cancel), drawn before fixture sets became optional
+DRAWN_BEFORE = {
+    "decoder_feedforward": "4fa567622f3a237e", "gqa_project_qkv": "1547cd7dbf58fc0f",
+    "sliding_attention_output": "ecf45f346d1ab063", "sliding_project_qkv": "c5829277ab41c467",
+    "swiglu_feedforward": "1d07bfa800161c87", "vocab_projection": "113b80a858b2af01",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DRAWN_BEFORE))
+def test_the_shipped_packs_draw_the_same_bytes_as_before_sets_were_optional(name: str) -> None:
+    pack = read_pack(BUILTIN_PACKS / name, "installed")
+    digests = [fixture_digest(draw_inputs(pack.manifest.fixtures, pack.signature, s, name)) for s in SETS]
+    assert hashlib.sha256(" ".join(digests).encode()).hexdigest()[:16] == DRAWN_BEFORE[name]

@@ -1,0 +1,130 @@
+"""The reference derived from a kernel's op graph (simulator/execute/graph_reference.py): it agrees
+with each shipped pack's hand-written reference.py on every fixture set, computes each op as
+chiplore/core/ops.py says (codes decoded, one dot product per distinct row, rounding where the graph
+rounds), and names the op when the inputs do not fit the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chiplore.core.ops import OpGraph
+from chiplore.core.target import KernelParam
+from chiplore.simulator.execute.criterion import grade_outputs
+from chiplore.simulator.execute.fixtures import SETS
+from chiplore.simulator.execute.grading import case_inputs
+from chiplore.simulator.execute.graph_reference import GraphReferenceError, graph_reference
+from chiplore.simulator.execute.numerics import bf16, f4_unpack, f8_decode
+from chiplore.simulator.execute.signature import KernelSignature
+from chiplore.simulator.execute.values import Periodic, RopeTable
+from chiplore.simulator.kernels.pack import read_pack
+from chiplore.simulator.toolchain.harness import BUILTIN_PACKS
+
+SHIPPED = ("sliding_attention_output", "sliding_project_qkv", "decoder_feedforward", "gqa_project_qkv",
+           "swiglu_feedforward", "vocab_projection")  # fmt: skip
+
+
+def agreement(name: str, sets: tuple[str, ...]) -> None:
+    pack = read_pack(BUILTIN_PACKS / name, "installed")
+    derived = graph_reference(pack.manifest.graph, pack.signature)
+    for fixture_set in sets:
+        inputs = case_inputs(pack.case, fixture_set)
+        written, derived_outputs = pack.reference(inputs), derived(inputs)
+        assert set(derived_outputs) == set(written)
+        result = grade_outputs({fixture_set: derived_outputs}, {fixture_set: written}, pack.manifest.atol,
+                               pack.manifest.rtol)  # fmt: skip
+        assert result.passed, (name, fixture_set, result.message)
+        for output, value in derived_outputs.items():
+            assert value.shape == np.shape(written[output]) and value.dtype == np.float32
+
+
+def test_the_derived_reference_of_a_shipped_pack_agrees_with_its_reference_py_on_the_smoke_and_cancel_sets() -> None:
+    agreement("sliding_attention_output", ("g0", "cancel"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_pack_s_derived_reference_agrees_with_its_reference_py_on_every_fixture_set(name: str) -> None:
+    agreement(name, SETS)
+
+
+# ---- each op as ops.py says -------------------------------------------------------------------------
+
+
+def param(name: str, dtype: str, *shape: int, mutable: bool = False) -> KernelParam:
+    dims = tuple((f"A{i}", size) for i, size in enumerate(shape))
+    ref = "&mut " if mutable else "&"
+    return KernelParam(name=name, type=f"{ref}hbm<{dtype}>[...]", mutable=mutable, dtype=dtype, shape=dims)
+
+
+def run(ops: list[dict[str, object]], params: list[KernelParam], inputs: dict[str, object]) -> dict[str, np.ndarray]:
+    signature = KernelSignature(name="k", params=tuple(params), axes={})
+    return graph_reference(OpGraph.model_validate({"ops": ops}), signature)(inputs)  # type: ignore[arg-type]
+
+
+def test_a_matvec_decodes_its_codes_and_scales_them_per_block_row_and_tensor_on_distinct_rows_only() -> None:
+    rng = np.random.default_rng(0)
+    rows, k, block = 60, 64, 16
+    codes = rng.integers(0, 256, size=(7, k // 2), dtype=np.uint8)  # f4: two codes a byte, 7 distinct rows
+    blocks = rng.integers(0x30, 0x48, size=(5, k // block), dtype=np.uint8)  # f8 block scales, 5 distinct rows
+    row_scale = rng.uniform(0.5, 1.5, size=rows).astype(np.float32)
+    x = bf16(rng.uniform(-1, 1, size=k).astype(np.float32))
+    params = [param("x", "bf16", k), param("w", "f4e2m1", rows, k), param("s", "f8e4m3", rows, k // block),
+              param("t", "f32", 1), param("g", "f32", 1), param("r", "f32", rows),
+              param("y", "f32", rows, mutable=True), param("z", "f32", rows, mutable=True)]  # fmt: skip
+    inputs = {"x": x, "w": Periodic(codes, rows), "s": Periodic(blocks, rows), "t": np.array([0.5], np.float32),
+              "g": np.array([0.25], np.float32), "r": row_scale}  # fmt: skip
+    ops = [{"op": "matvec", "input": "x", "weight": "w", "scale": "s", "scale_kind": "block", "block": block,
+            "global_scale": "g", "out": "blocked"},
+           {"op": "matvec", "input": "x", "weight": "w", "scale": "r", "scale_kind": "row", "out": "by_row"},
+           {"op": "store", "input": "blocked", "to": "y"}, {"op": "store", "input": "by_row", "to": "z"}]  # fmt: skip
+    out = run(ops, params, inputs)
+    dense_w = f4_unpack(codes)[np.arange(rows) % 7].astype(np.float64)
+    dense_s = np.repeat(f8_decode(blocks)[np.arange(rows) % 5], block, axis=1).astype(np.float64)
+    np.testing.assert_allclose(out["y"], ((dense_w * dense_s) @ x * 0.25).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(out["z"], (dense_w @ x * row_scale).astype(np.float32), rtol=1e-6)
+
+
+def test_rounding_happens_where_the_graph_says_and_where_a_bf16_output_stores() -> None:
+    x = np.array([1.0 + 2.0**-10, 3.0], dtype=np.float32)  # 1 + 2^-10 is no bf16 value
+    params = [param("x", "f32", 2), param("a", "f32", 2, mutable=True), param("b", "f32", 2, mutable=True),
+              param("c", "bf16", 2, mutable=True)]  # fmt: skip
+    ops = [{"op": "scale", "input": "x", "by": 1.0, "out": "kept"},
+           {"op": "scale", "input": "x", "by": 1.0, "out": "narrowed", "round_bf16": True},
+           {"op": "store", "input": "kept", "to": "a"}, {"op": "store", "input": "narrowed", "to": "b"},
+           {"op": "store", "input": "kept", "to": "c"}]  # fmt: skip
+    out = run(ops, params, {"x": x})
+    assert out["a"][0] == np.float32(1.0 + 2.0**-10) and out["b"][0] == 1.0 and out["c"][0] == 1.0
+
+
+def test_rope_rotates_each_head_with_the_table_s_row_and_a_cache_write_keeps_the_other_rows() -> None:
+    head, positions = 8, 16
+    q = np.arange(16, dtype=np.float32) / 10  # two heads
+    cos, sin = RopeTable(positions, head, "cos"), RopeTable(positions, head, "sin", negate_low_half=True)
+    cache = np.full((4, 16), 7.0, dtype=np.float32)
+    params = [param("q", "bf16", 16), param("cos", "bf16", positions, head), param("sin", "bf16", positions, head),
+              param("p", "i32", 1), param("row", "i32", 1), param("cache", "bf16", 4, 16, mutable=True)]  # fmt: skip
+    ops = [{"op": "rope", "input": "q", "cos": "cos", "sin": "sin", "position": "p", "head_dim": head, "out": "r"},
+           {"op": "cache_write", "input": "r", "cache": "cache", "position": "row"}]  # fmt: skip
+    out = run(ops, params, {"q": q, "cos": cos, "sin": sin, "p": np.array([5]), "row": np.array([2]), "cache": cache})
+    c, s = cos[5].astype(np.float64), sin[5].astype(np.float64)
+    heads = bf16(q).reshape(2, head).astype(np.float64)  # a bf16 parameter holds its values rounded
+    rotated = heads * c + np.concatenate([heads[:, 4:], heads[:, :4]], axis=1) * s
+    np.testing.assert_array_equal(out["cache"][2], bf16(rotated.reshape(-1).astype(np.float32)))
+    assert (np.delete(out["cache"], 2, axis=0) == 7.0).all()
+    angles = 5 * 10000.0 ** (-np.arange(4) * 2 / head)  # a table whose low half is negated: the usual rotation
+    usual = np.concatenate([heads[:, :4] * np.cos(angles) - heads[:, 4:] * np.sin(angles),
+                            heads[:, 4:] * np.cos(angles) + heads[:, :4] * np.sin(angles)], axis=1)  # fmt: skip
+    np.testing.assert_allclose(rotated, usual, atol=0.02)  # the table holds bf16 values
+
+
+def test_inputs_that_do_not_fit_the_graph_name_the_op() -> None:
+    params = [param("q", "bf16", 16), param("cos", "bf16", 4, 8), param("sin", "bf16", 4, 8), param("p", "i32", 1),
+              param("o", "bf16", 16, mutable=True)]  # fmt: skip
+    ops = [{"op": "rope", "input": "q", "cos": "cos", "sin": "sin", "position": "p", "head_dim": 16, "out": "qr"},
+           {"op": "store", "input": "qr", "to": "o"}]  # fmt: skip
+    inputs = {"q": np.ones(16, np.float32), "cos": RopeTable(4, 8, "cos"), "sin": RopeTable(4, 8, "sin"),
+              "p": np.array([1])}  # fmt: skip
+    with pytest.raises(GraphReferenceError) as error:
+        run(ops, params, inputs)
+    assert str(error.value) == "op 1 (rope qr): cos has rows of 8, the heads are 16 wide"
