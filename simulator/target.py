@@ -35,6 +35,7 @@ from chiplore.simulator.device import DeviceConfig, SimDevice
 from chiplore.simulator.device.pool import DevicePool, pool_configs
 from chiplore.simulator.kernels.registry import KernelRegistry
 from chiplore.simulator.pack import SimRNGDPack
+from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.docs import render_docs
 from chiplore.simulator.toolchain.stats import analyze
@@ -55,7 +56,10 @@ class SimRNGD:
         problem is a one-line TargetError here. `devices`: how many devices, each configured like
         `device` (`device_configs` configures each one instead: a flaky one, say)."""
         self._pack = SimRNGDPack()
-        self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=self._pack.design_space)
+        # a pack's generated program is validated as its toolchain's compiler allows (a 0.7.0 pack's
+        # is written without the .cast that 0.7.0 removed): the facts learning would record, by compiling
+        self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=self._pack.design_space,
+                                       facts_for=compile_facts)  # fmt: skip
         self._pool = DevicePool(seed, device_configs or pool_configs(devices, device),
                                 input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)  # fmt: skip
         self.device: SimDevice = self._pool.first  # the default device (a one-device target's only one)
