@@ -2,7 +2,7 @@
 the compiler and the host test, and what goes wrong, counted.
 
     python benchmarks/unseen_kernels.py [--packs 300] [--seed 0] [--points 40] [--jobs 1]
-                                        [--results FILE] [--fresh] [--show SEED] [--json]
+                                        [--results FILE] [--fresh] [--show SEED [--files]] [--json]
 
 Pack i is `chiplore.simulator.testing.random_pack(seed * 1,000,000 + i)`: a random op graph over the
 whole vocabulary (its kind is the seed mod 6), random shapes, dtypes, scales and clashing names, no
@@ -14,7 +14,8 @@ numbers generalised) with how many packs show it and the seed of the smallest on
 
 Resumable: each pack's outcome is a line of `--results` (default
 benchmarks/results/unseen_kernels-seed<S>-points<P>.jsonl); a rerun skips the seeds it holds
-(`--fresh` starts over). `--show SEED` writes that pack's kernel.toml and baseline.fe to stdout.
+(`--fresh` starts over). `--show SEED` prints that pack in brief (its axes, signature and ops;
+`--files`: its kernel.toml and baseline.fe as well).
 """
 
 from __future__ import annotations
@@ -119,11 +120,11 @@ def report(outcomes: list[PackOutcome], as_json: bool) -> None:
     console.print(reasons_table)
 
 
-def show(seed: int) -> None:
+def show(seed: int, files: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         build = random_pack(seed, Path(folder))
-        print(f"# seed {seed}: {build.status} {build.reason}")
-        for name in ("kernel.toml", "baseline.fe"):
+        print(f"# seed {seed}: {build.status} {build.reason}\n{build.sketch.summary()}")
+        for name in ("kernel.toml", "baseline.fe") if files else ():
             print(f"# ---- {name}\n{(build.folder / name).read_text()}")
 
 
@@ -135,11 +136,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="packs tried at once (one process each)")
     parser.add_argument("--results", type=Path, help="the JSON-lines file of outcomes (resumed from)")
     parser.add_argument("--fresh", action="store_true", help="forget the outcomes in --results")
-    parser.add_argument("--show", type=int, metavar="SEED", help="print one pack's files and stop")
+    parser.add_argument("--show", type=int, metavar="SEED", help="print one pack in brief and stop")
+    parser.add_argument("--files", action="store_true", help="with --show: its kernel.toml and baseline.fe too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.show is not None:
-        show(args.show)
+        show(args.show, args.files)
         return
     results = args.results or RESULTS / f"unseen_kernels-seed{args.seed}-points{args.points}.jsonl"
     if args.fresh and results.exists():

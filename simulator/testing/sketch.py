@@ -54,6 +54,16 @@ class PackSketch:
         value = self.axes[axis]
         return value if isinstance(value, int) else math.prod(self.size(part) for part in value)
 
+    def summary(self) -> str:
+        """The kernel in a few lines: its axes, its signature and its ops (a failure's minimal example)."""
+        axes = ", ".join(f"{n}={v if isinstance(v, int) else '(' + ','.join(v) + ')'}" for n, v in self.axes.items())
+        lines = [f"{self.name} ({self.toolchain}): axes {axes}", "  " + "; ".join(p.text() for p in self.params)]
+        for op in self.ops:
+            fields = {k: v for k, v in op.items() if k not in ("op", "out")}
+            args = ", ".join(f"{k}={v}" for k, v in fields.items())
+            lines.append(f"  {str(op['out']) + ' = ' if 'out' in op else ''}{op['op']}({args})")
+        return "\n".join(lines)
+
     def elements(self, param: Param) -> int:
         """How many elements the parameter holds."""
         count = 1
