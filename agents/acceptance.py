@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from chiplore.agents.callbacks import Events
 from chiplore.agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
 from chiplore.agents.lease import Lease
+from chiplore.agents.lifecycle import Decider
 from chiplore.agents.runner import Runner
 from chiplore.core.ids import content_sha
 from chiplore.kg.models import Activity, Comparison, DesignNode
@@ -31,7 +32,7 @@ from chiplore.kg.store import GraphStore
 
 
 @dataclass
-class JudgeAgainstBest:
+class JudgeAgainstBest(Decider):
     store: GraphStore
     kernel: str
     version: str
@@ -41,6 +42,7 @@ class JudgeAgainstBest:
     activity: Activity
     events: Events
     lease: Lease
+    check_sets: tuple[str, ...] = ()  # graded once before a design becomes BEST (KernelSpec.check_sets)
 
     def decide(self, node: DesignNode, source: str) -> bool:
         store, me = self.store, self.lease.owner
@@ -56,6 +58,11 @@ class JudgeAgainstBest:
         # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
         update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))
         interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+        if verdict.decision == "accept" and (wrong := self._fails_checks(node, source)):
+            why = f"{interval} ({verdict.method}, accept), but incorrect on the check sets: {wrong}"
+            update_design(store, node.id, held_by=me, status="failed", reason=why[:500], owner="", lease_until="")
+            self.events.note(self.kernel, f"failed {node.id}: {why}")
+            return False
         if verdict.decision == "accept":
             why = f"{interval} ({verdict.method})"
             set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
@@ -66,6 +73,21 @@ class JudgeAgainstBest:
         update_design(store, node.id, held_by=me, status="rejected", reason=why, owner="", lease_until="")
         self.events.note(self.kernel, f"rejected {node.id}: {why}")
         return False
+
+    def _fails_checks(self, node: DesignNode, source: str) -> str:
+        """Why the design is wrong on the kernel's check sets ("" when it is right, or there are none):
+        one job on every check set, before the design becomes BEST."""
+        if not self.check_sets:
+            return ""
+        update_design(self.store, node.id, held_by=self.lease.owner, lease_until=self.lease.until())
+        outcome = self.runner.run(self.kernel, content_sha(source), source, self.version, fixtures=self.check_sets,
+                                  repeats=1)  # fmt: skip
+        correctness = outcome.result.correctness
+        if correctness is not None and not correctness.passed:
+            return correctness.message or "wrong outputs"
+        if not outcome.ok and correctness is None:
+            return f"{outcome.result.status}: {outcome.result.message}"
+        return ""
 
     def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
         """Compare the design with `incumbent` now, while it is BEST, and record the verdict without

@@ -43,6 +43,10 @@ class CalibratedCostModel:
                 self._raw.popitem(last=False)
         return None if raw is None else raw * self.factors.get(kernel, 1.0)
 
+    def explain(self, kernel: str, source: str, params: Params | None, facts: Facts) -> str:
+        """What bounds the design, as the pack's model says ("" when it cannot say)."""
+        return self.model.explain(kernel, source, params, facts)
+
     def update(self, kernel: str, pairs: Sequence[tuple[float, float]]) -> None:
         """Recalibrate from every (predicted, measured) pair of the kernel's designs so far."""
         self.factors[kernel] = calibration(pairs)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from chiplore.agents.callbacks import Events
 from chiplore.agents.lease import Lease
-from chiplore.agents.runner import BudgetSpent, Runner
+from chiplore.agents.runner import BudgetExhausted, Runner
 from chiplore.agents.screens import Candidate, Screener
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params
@@ -31,11 +30,17 @@ from chiplore.kg.store import GraphStore
 RELEASED = {"owner": "", "lease_until": ""}
 
 
-class Decider(Protocol):
-    """What becomes of a measured design; True when it became BEST. Called while the lease holds;
-    it releases the design with the decision it writes."""
+class Decider:
+    """What becomes of a measured design. `decide` is called while the lease holds; it releases the
+    design with the decision it writes."""
 
-    def decide(self, node: DesignNode, source: str) -> bool: ...
+    def decide(self, node: DesignNode, source: str) -> bool:
+        """Decide the design; True when it became BEST."""
+        raise NotImplementedError
+
+    def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
+        """Called before the design's turn, while `incumbent` is BEST and a device is idle (the designs
+        of one round side by side): record a verdict `decide` may apply later. By default nothing."""
 
 
 @dataclass
@@ -57,7 +62,7 @@ class DesignLifecycle:
         became BEST. ClaimLost when another process took it over meanwhile."""
         try:
             return self._advance(node, source, params)
-        except BudgetSpent:
+        except BudgetExhausted:
             self._step(node.id, **RELEASED)  # the next run, of any process, takes it from here
             raise
 

@@ -19,7 +19,7 @@ from chiplore.agents.callbacks import Events, RecordScreenings
 from chiplore.agents.cost_model import CalibratedCostModel
 from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.lease import Lease
-from chiplore.agents.lifecycle import DesignLifecycle
+from chiplore.agents.lifecycle import Decider, DesignLifecycle
 from chiplore.agents.loop import design_id
 from chiplore.agents.repair import repair
 from chiplore.agents.runner import DeviceRunner
@@ -38,7 +38,7 @@ Say = Callable[[str], None]
 
 
 @dataclass
-class AcceptRepair:
+class AcceptRepair(Decider):
     """The upgrade's decider: a measured repair succeeds its broken predecessor."""
 
     store: GraphStore

@@ -13,16 +13,13 @@ from typing import Literal, Protocol
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
+from chiplore.core.errors import BudgetExhausted
 from chiplore.core.target import DeviceJob, DeviceResult, Target
 
 ATTEMPTS = 3
-Fixtures = Literal["graded", "smoke"]
+Fixtures = Literal["graded", "smoke"] | tuple[str, ...]  # tuple: the fixture sets by name
 # (the job, the sha of the program it ran, the result) -> the id the run is recorded under
 RecordRun = Callable[[DeviceJob, str, DeviceResult], str]
-
-
-class BudgetSpent(Exception):
-    """The loop's device budget is spent: no further job is submitted."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,7 @@ class Runner(Protocol):
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
             repeats: int = 7) -> Outcome:  # fmt: skip
-        """One job (retried as the faults allow); raises BudgetSpent once the budget is used up."""
+        """One job (retried as the faults allow); raises BudgetExhausted once the budget is used up."""
         ...
 
     def same_device(self) -> AbstractContextManager[None]:
@@ -79,7 +76,7 @@ class DeviceRunner:
 
         def attempt() -> DeviceResult:
             if self.exhausted():
-                raise BudgetSpent(f"device budget of {self.budget_s:.0f} s spent")
+                raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent")
             result = self._submit(job)
             self.spent_s += result.device_s
             runs.append(self.record(job, sha, result))
@@ -110,7 +107,7 @@ class DeviceRunner:
             if result.status != "queue_rejected":
                 return result
             if "budget" in result.message:  # the device's own allowance is spent: no design is to blame
-                raise BudgetSpent(result.message)
+                raise BudgetExhausted(result.message)
             time.sleep(self.backoff_s * 2**backoff)
         return result
 

@@ -28,7 +28,7 @@ from chiplore.agents.callbacks import RecordRuns
 from chiplore.agents.knowledge import read_knowledge
 from chiplore.agents.lease import Lease
 from chiplore.agents.revalidate import Revalidator
-from chiplore.agents.runner import BudgetSpent, DeviceRunner
+from chiplore.agents.runner import BudgetExhausted, DeviceRunner
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
@@ -199,7 +199,7 @@ def _revalidate_kernels(store: GraphStore, target: Target, specs: dict[str, Kern
             out.append(check.design(root, "baseline", is_best=best is not None and best.id == root.id))
             if best is not None and best.id != root.id:
                 out.append(check.design(best, "best", is_best=True))
-        except BudgetSpent as spent:
+        except BudgetExhausted as spent:
             pending.append(kernel)
             say(f"{kernel}: not re-validated: {spent}; rerun with a larger --budget")
     return out, pending

@@ -42,9 +42,10 @@ import ray
 from rich.console import Console
 from rich.table import Table
 
-from chiplore.agents.loop import DEFAULT_BUDGET_S, optimize
-from chiplore.agents.scale.loop import optimize_on_devices
+from chiplore.agents.loop import OptimizeContext, optimize
+from chiplore.agents.scale.loop import PooledExecutor
 from chiplore.agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.agents.schedule import DEFAULT_BUDGET_S, OptimizeConfig
 from chiplore.core.target import DeviceJob, DeviceResult, JobHandle
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
@@ -164,8 +165,8 @@ def sequential(data: Path, args: argparse.Namespace, kernels: list[str], bound: 
                     trace.append((kernel, target.device.now, best.id))
 
         start = time.perf_counter()
-        summary = optimize(store, target, args.toolchain, kernels=kernels, budget_s=args.budget, seed=args.seed,
-                           on_event=heard)  # type: ignore[arg-type]  # fmt: skip
+        config = OptimizeConfig(kernels=tuple(kernels), budget_s=args.budget, seed=args.seed)
+        summary = optimize(OptimizeContext(store, target, args.toolchain), config, on_event=heard)
         wall = time.perf_counter() - start
         clock = target.device.now
         return Row("sequential (--workers 1)", 1, ratios(store, trace, args.toolchain, bound),
@@ -178,8 +179,8 @@ def on_ray(data: Path, args: argparse.Namespace, kernels: list[str], bound: dict
     with EmbeddedStore(data) as store, RayEngine(partial(SimRNGD, seed=args.seed, devices=devices), target.devices(),
                                                  workers=args.workers) as engine:  # fmt: skip
         start = time.perf_counter()
-        summary = optimize_on_devices(store, target, args.toolchain, engine, kernels=kernels, budget_s=args.budget,
-                                      seed=args.seed)  # fmt: skip
+        config = OptimizeConfig(kernels=tuple(kernels), budget_s=args.budget, seed=args.seed)
+        summary = optimize(OptimizeContext(store, target, args.toolchain), config, executor=PooledExecutor(engine))
         wall = time.perf_counter() - start
         trace = [(b.kernel, b.clock_s, b.design) for b in summary.progress]
         used = [d.utilisation for d in summary.devices]

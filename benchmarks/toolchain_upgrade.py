@@ -22,7 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from chiplore.agents.loop import optimize
+from chiplore.agents.loop import OptimizeContext, optimize
+from chiplore.agents.schedule import OptimizeConfig
 from chiplore.agents.upgrade import upgrade
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
@@ -56,13 +57,13 @@ def one_seed(seed: int, old: str, new: str) -> dict[str, object]:
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
         set_active_toolchain(store, target.name, old)
         learnt = learn(store, target, old)
-        optimize(store, target, old, seed=seed)
+        optimize(OptimizeContext(store, target, old), OptimizeConfig(seed=seed))
         before = best_ratios(store, target, old)
         started = time.perf_counter()
         summary = upgrade(store, target, new)
         upgrade_wall = time.perf_counter() - started
         repaired = best_ratios(store, target, new)
-        optimize(store, target, new, seed=seed)
+        optimize(OptimizeContext(store, target, new), OptimizeConfig(seed=seed))
         after = best_ratios(store, target, new)
     changed = {r.param for r in summary.measurements.changed}
     return {

@@ -4,15 +4,17 @@ singletons: a test builds its own App from its own Settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import Any
 
 from chiplore.agents.llm.config import LLMConfig
-from chiplore.agents.proposers import Proposer
+from chiplore.agents.schedule import Roles
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 from chiplore.core.settings import Settings
@@ -32,15 +34,22 @@ def target_factories() -> dict[str, TargetFactory]:
     return {point.name: point.load() for point in entry_points(group=TARGET_GROUP)}
 
 
+def load_object(reference: str, what: str) -> Any:
+    """The object a `module:attribute` reference names (a factory of a target, a judge or a screen)."""
+    module, colon, attribute = reference.partition(":")
+    if not colon or not module or not attribute:
+        raise ConfigError(f"{what} {reference!r} is not module:attribute")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"cannot load {what} {reference!r}: {error}") from None
+
+
 def open_target(settings: Settings) -> Target:
     """The configured target: a registered name, or `module:factory` for one not installed as a package."""
     name = settings.target
     if ":" in name:
-        module, _, attribute = name.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module), attribute)
-        except (ImportError, AttributeError) as error:
-            raise ConfigError(f"cannot load target {name!r}: {error}") from None
+        factory = load_object(name, "target")
     else:
         factories = target_factories()
         if name not in factories:
@@ -63,6 +72,18 @@ def check_bolt_uri(uri: str) -> None:
     browser = " (http is Neo4j Browser's port; Bolt's is usually 7687)" if scheme.lower() in ("http", "https") else ""
     raise ConfigError(f"CHIPLORE_NEO4J_URI {redact_uri(uri)!r} is not a Bolt address{browser}: use "
                       "bolt://HOST:7687 or neo4j://HOST:7687 (+s or +ssc for TLS)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RoleChoice:
+    """Who designs, screens and judges, as a user names them: each proposer's policy ("builtin" or
+    "llm"), the LLM's config, and `module:factory` references of a judge and extra screens."""
+
+    architect: str = "builtin"
+    refiner: str = "builtin"
+    llm: LLMConfig = dataclasses.field(default_factory=LLMConfig)
+    judge: str = ""
+    screens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,16 +127,24 @@ class App:
                 search_predictions=self.settings.search_predictions,
             )
 
-    def proposers(self, session: Session, config: LLMConfig, architect: str, refiner: str) -> dict[str, Proposer]:
-        """The architect and refiner the options ask for (LLM roles share one token budget); the
-        builtin ones are the loop's defaults."""
-        if "llm" not in (architect, refiner):
-            return {}
-        from chiplore.agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
+    def roles(self, session: Session, choice: RoleChoice) -> Roles:
+        """The roles the options ask for: the session's builtin ones, with the LLM policy where chosen
+        (the LLM roles share one token budget), a judge and screens from `module:factory` references
+        (each factory called with no argument)."""
+        roles = session.default_roles()
+        changes: dict[str, Any] = {}
+        if "llm" in (choice.architect, choice.refiner):
+            from chiplore.agents.llm.policy import LLMPolicy, TokenBudget  # LangChain loads only when a role needs it
 
-        budget = TokenBudget(config.token_budget)
-        return {role: LLMPolicy(role, config, session.store, session.target, budget) for role, chosen in
-                (("architect", architect), ("refiner", refiner)) if chosen == "llm"}  # type: ignore[misc]  # fmt: skip
+            budget = TokenBudget(choice.llm.token_budget)
+            for role in ("architect", "refiner"):
+                if getattr(choice, role) == "llm":
+                    changes[role] = LLMPolicy(role, choice.llm, session.store, session.target, budget)  # type: ignore[arg-type]
+        if choice.judge:
+            changes["judge"] = load_object(choice.judge, "judge")()
+        if choice.screens:
+            changes["screens"] = tuple(load_object(reference, "screen")() for reference in choice.screens)
+        return dataclasses.replace(roles, **changes)
 
     def librarian(self, session: Session, policy: str, config: LLMConfig) -> PageLibrarian | None:
         """The LLM librarian when asked for (the builtin one is learn's default)."""

@@ -7,12 +7,11 @@ and every step below it is idempotent, so a rerun after Ctrl-C or a kill continu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-from chiplore.agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.core.clock import utc_now
 from chiplore.kg.models import Activity
 from chiplore.kg.repo.knowledge import activity_ended, record_activity
@@ -28,9 +27,9 @@ class DemoResult(BaseModel):
     geomean_speedup: float | None
 
 
-def run_demo(session: Session, *, budget_s: float = DEFAULT_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
-             step: Step | None = None) -> DemoResult:  # fmt: skip
+def run_demo(session: Session, config: Mapping[str, Any] | None = None, *, step: Step | None = None) -> DemoResult:
     """Learn, optimize, upgrade to the newest toolchain, optimize again; the results of every kernel.
+    `config`: OptimizeConfig's fields for each optimize round (`budget_s`, `seed`, `patience`, ...).
     A rerun after an interruption continues where the last one stopped."""
     step = step or (lambda title: lambda note: None)
     version = session.toolchain()
@@ -39,7 +38,7 @@ def run_demo(session: Session, *, budget_s: float = DEFAULT_BUDGET_S, seed: int 
     note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
     newest = session.target.toolchains()[-1]
     for round_version in dict.fromkeys([version, newest]):
-        _round(session, round_version, step, budget_s=budget_s, seed=seed, patience=patience)
+        _round(session, round_version, step, dict(config or {}))
     return results(session)
 
 
@@ -52,7 +51,7 @@ def results(session: Session) -> DemoResult:
     return DemoResult(kernels=rows, geomean_speedup=mean)
 
 
-def _round(session: Session, version: str, step: Step, *, budget_s: float, seed: int, patience: int) -> None:
+def _round(session: Session, version: str, step: Step, config: dict[str, Any]) -> None:
     """Upgrade to `version` when it is not the active toolchain, then optimize under it (once)."""
     if version != session.active_toolchain():
         note = step(f"toolchain upgrade to {version}")
@@ -64,8 +63,8 @@ def _round(session: Session, version: str, step: Step, *, budget_s: float, seed:
     if _done(session, version):
         note("done in an earlier run")
         return
-    summary = session.optimize(toolchain=version, budget_s=budget_s, seed=seed, patience=patience,
-                               on_event=lambda kernel, message: note(f"{kernel}: {message}"))  # fmt: skip
+    summary = session.optimize(toolchain=version, on_event=lambda kernel, message: note(f"{kernel}: {message}"),
+                               **config)  # fmt: skip
     record_activity(session.store, Activity(id=_round_id(version), role="demo", policy="builtin", ended_at=utc_now()))
     note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
 

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from chiplore import queries as named_queries
 from chiplore.agents.callbacks import Note
-from chiplore.agents.loop import DEFAULT_BUDGET_S as OPTIMIZE_BUDGET_S
-from chiplore.agents.loop import PATIENCE, TARGET_RATIO, OptimizeSummary, choose_kernels, optimize
-from chiplore.agents.proposers import BuiltinArchitect, Proposer
+from chiplore.agents.loop import OptimizeContext, OptimizeSummary, choose_kernels, optimize
+from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
 from chiplore.core.pack import pack_lexer
@@ -48,6 +50,19 @@ from chiplore.kg.repo.targets import active_toolchain, register_target
 from chiplore.kg.schema import SchemaReport, ensure_schema
 from chiplore.kg.store import GraphStore, Record
 from chiplore.results import BestProgram, DesignProgram, comment_prefix, with_header
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Where optimize runs: `count` CPU workers for the free screens; more than one (or a Ray address)
+    runs every kernel and every design of a round at once on Ray, one actor per device."""
+
+    count: int = 1
+    ray_address: str | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.count > 1 or bool(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -121,22 +136,31 @@ class Session:
         version = self.toolchain(toolchain)
         return learn(self.store, self.target, version, budget_s=budget_s, librarian=librarian, on_probe=on_probe)
 
+    def default_roles(self) -> Roles:
+        """The builtin roles, the architect searching within the session's budget of predictions."""
+        if self.search_predictions is None:
+            return Roles()
+        return Roles(architect=BuiltinArchitect(SearchBudget(predictions=self.search_predictions)))
+
     def optimize(self, kernels: Sequence[str] | None = None, *, toolchain: str | None = None,
-                 budget_s: float = OPTIMIZE_BUDGET_S, seed: int = 0, patience: int = PATIENCE,
-                 target_ratio: float = TARGET_RATIO, architect: Proposer | None = None,
-                 refiner: Proposer | None = None, on_event: Note | None = None, workers: int = 1,
-                 ray_address: str | None = None) -> OptimizeSummary:  # fmt: skip
+                 roles: Roles | None = None, on_event: Note | None = None, workers: Workers | None = None,
+                 **config: Any) -> OptimizeSummary:  # fmt: skip
         """Propose, screen, run and judge designs of the kernels (all by default) against BEST. The
         designs an earlier run left unfinished (killed, or stopped by its budget) are finished first;
         another live run's are left to it, so several runs may share a graph.
 
-        `workers > 1` (or a `ray_address`) runs every kernel and every design of a round at once on
-        Ray: free screens on `workers` CPU workers, device jobs on one actor per device of the target
-        (a local Ray is started unless `ray_address` names a cluster). The summary then also holds
-        the run's calendar, each device's use and when each BEST was decided (chiplore.agents.scale)."""
+        `config` holds OptimizeConfig's fields (`budget_s`, `seed`, `patience`, `target_ratio`, ...);
+        `roles` who designs, screens and judges (default: `default_roles()`). `workers` with more
+        than one worker (or a Ray address) runs every kernel and every design of a round at once on
+        Ray: free screens on its CPU workers, device jobs on one actor per device of the target (a
+        local Ray is started unless it names a cluster); the summary then also holds the run's
+        calendar, each device's use and when each BEST was decided (chiplore.agents.scale)."""
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
-        if architect is None and self.search_predictions is not None:
-            architect = BuiltinArchitect(SearchBudget(predictions=self.search_predictions))
+        try:
+            settings = OptimizeConfig.model_validate({**config, "kernels": tuple(chosen)})
+        except ValidationError as error:
+            problem = error.errors()[0]
+            raise ConfigError(f"optimize: {'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
         version = self.toolchain(toolchain)
         active = self.active_toolchain()
         if active and version != active and any_best(self.store):
@@ -144,27 +168,22 @@ class Session:
                 f"the graph's kernels are on toolchain {active}: run `chiplore toolchain upgrade {version}` first "
                 "(it re-validates each BEST and re-checks the graph's facts)"
             )
-        if workers <= 1 and not ray_address:
-            return optimize(self.store, self.target, version, kernels=chosen, budget_s=budget_s, seed=seed,
-                            patience=patience, target_ratio=target_ratio, architect=architect, refiner=refiner,
-                            on_event=on_event)  # fmt: skip
-        return self._optimize_on_ray(version, workers, ray_address, kernels=chosen, budget_s=budget_s, seed=seed,
-                                     patience=patience, target_ratio=target_ratio, architect=architect,
-                                     refiner=refiner, on_event=on_event)  # fmt: skip
-
-    def _optimize_on_ray(self, version: str, workers: int, ray_address: str | None,
-                         **loop: Any) -> OptimizeSummary:  # fmt: skip
+        context = OptimizeContext(self.store, self.target, version)
+        roles = roles or self.default_roles()
+        if workers is None or not workers.pooled:
+            return optimize(context, settings, roles, on_event)
         if self.target_factory is None:
             raise ConfigError("optimize on several workers builds the target in each worker: open the session with "
                               "a target_factory (App.session does)")  # fmt: skip
         try:  # Ray loads only for --workers > 1
-            from chiplore.agents.scale.loop import optimize_on_devices
+            from chiplore.agents.scale.loop import PooledExecutor
             from chiplore.agents.scale.ray_engine import RayEngine
         except ImportError as error:
             raise ConfigError(f"--workers > 1 runs on Ray, which is not installed ({error}): "
                               "pip install 'chiplore[ray]'") from None  # fmt: skip
-        with RayEngine(self.target_factory, self.target.devices(), workers=workers, address=ray_address) as engine:
-            return optimize_on_devices(self.store, self.target, version, engine, **loop)
+        with RayEngine(self.target_factory, self.target.devices(), workers=workers.count,
+                       address=workers.ray_address) as engine:  # fmt: skip
+            return optimize(context, settings, roles, on_event, PooledExecutor(engine))
 
     def devices(self) -> list[DeviceUsage]:
         """Each device's use in the last run on several devices (none after `--workers 1` runs only)."""

@@ -101,3 +101,16 @@ def graph(store: GraphStore) -> GraphStore:
     target = SimRNGD()
     register_target(store, target.name, target.toolchains(), target.default_toolchain())
     return store
+
+
+SERVER_FIXTURES = frozenset({"neo4j_server", "neo4j_store", "embedded_store", "store", "graph"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that reaches the Neo4j server is marked `neo4j`; a `unit` test may use no server."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "neo4j_server" in fixtures:
+            item.add_marker(pytest.mark.neo4j)
+        if item.get_closest_marker("unit") is not None and fixtures & SERVER_FIXTURES:
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {sorted(fixtures & SERVER_FIXTURES)}")

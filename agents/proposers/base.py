@@ -78,6 +78,10 @@ class KernelView:
     def predicted(self, source: str, params: Params | None) -> float | None:
         return self.model.predict(self.kernel, source, params, self.knowledge.facts)
 
+    def bottleneck(self, source: str, params: Params | None) -> str:
+        """What bounds the design, as the cost model says ("" when it cannot say)."""
+        return self.model.explain(self.kernel, source, params, self.knowledge.facts)
+
 
 class Proposer(Protocol):
     """One role's policy: `propose` is called once per round of the role, with the kernel's view."""

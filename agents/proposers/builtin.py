@@ -110,7 +110,8 @@ def _proposal(view: KernelView, space: DesignSpace, p: Params, role: Role, chang
     source = space.source(p, facts, view.version)
     predicted = view.predicted(source, p)
     used = tuple(key for key in space.consults if key in view.knowledge.sources)
+    rationale = "; ".join(filter(None, (space.rationale(p, facts, predicted or 0.0), view.bottleneck(source, p))))
     return DesignProposal(
-        role=role, policy="builtin", source=source, rationale=space.rationale(p, facts, predicted or 0.0),
+        role=role, policy="builtin", source=source, rationale=rationale,
         change=change, params=p, predicted_cycles=predicted, consulted=tuple(view.knowledge.fact_ids(used)),
     )  # fmt: skip

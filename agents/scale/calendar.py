@@ -24,10 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from chiplore.core.errors import KernelStop
+
 ACTIVE, WAITING, BLOCKED = "active", "waiting", "blocked"
 
 
-class CalendarClosed(Exception):
+class CalendarClosed(KernelStop):
     """The run is stopping: no further job is sent."""
 
 

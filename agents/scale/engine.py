@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chiplore.agents.screens import Candidate, ScreenResult
+from chiplore.core.errors import KernelStop
 from chiplore.core.target import DeviceInfo, DeviceJob, DeviceResult, Target
 
 TargetFactory = Callable[[], Target]  # builds the target in a worker's process (picklable: a module-level function)
@@ -19,7 +20,7 @@ class DeviceLost(Exception):
     so it runs again on another device."""
 
 
-class NoDevices(Exception):
+class NoDevices(KernelStop):
     """Every device's runner is gone: no job can run."""
 
 

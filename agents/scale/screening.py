@@ -4,12 +4,12 @@ order, as the local screener would."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from chiplore.agents.knowledge import Rule
 from chiplore.agents.proposers import KernelView
 from chiplore.agents.scale.engine import Engine, ScreenRequest
-from chiplore.agents.screens import Candidate, Screener, ScreenResult, standard_screens
+from chiplore.agents.screens import Candidate, Screen, Screener, ScreenResult, standard_screens
 from chiplore.core.target import Target
 
 
@@ -35,8 +35,9 @@ class RemoteScreener(Screener):
     """A kernel's screener whose screens run on the engine's CPU workers; each result is reported to
     the callbacks here (the graph's Screening), as `Screener` reports them."""
 
-    def __init__(self, engine: Engine, view: KernelView, on_result: list[Callable[[str, ScreenResult], None]]) -> None:
-        super().__init__([], on_result)
+    def __init__(self, engine: Engine, view: KernelView, on_result: list[Callable[[str, ScreenResult], None]],
+                 local: Sequence[Screen] = ()) -> None:  # fmt: skip
+        super().__init__(list(local), on_result)  # `local`: screens run here once the worker's have passed
         self.engine, self.view = engine, view
 
     def screen(self, candidate: Candidate) -> ScreenResult:
@@ -47,4 +48,8 @@ class RemoteScreener(Screener):
         for result in results:
             for callback in self.on_result:
                 callback(candidate.design_id, result)
+        if results and not results[-1].passed:
+            return results[-1]
+        if self.screens:
+            return super().screen(candidate)
         return results[-1] if results else ScreenResult(True, "none")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from chiplore.agents.loop import DEFAULT_BUDGET_S, PATIENCE
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import FiniteFloat, console, err_console, store_options
+from chiplore.cli.options import console, err_console, store_options
 from chiplore.cli.progress import ProgressStyle, Reporter, from_graph, progress_options
 from chiplore.cli.render import FORMATS, demo_records, demo_table, emit_records, to_json
+from chiplore.cli.run_options import Schedule, schedule_options
 from chiplore.demo import run_demo
 
 
@@ -31,11 +31,7 @@ def report(app: App, out: Path) -> None:
 
 @main.command()
 @store_options
-@click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
-              help="Device seconds of each optimize round (before and after the upgrade).")  # fmt: skip
-@click.option("--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed].")
-@click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
-              help="Stop a kernel after this many proposals without an accepted change.")  # fmt: skip
+@schedule_options("Device seconds of each optimize round (before and after the upgrade).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("chiplore-report"),
               show_default=True, help="The folder the report is written to.")  # fmt: skip
 @click.option("--resume", is_flag=True, hidden=True,
@@ -44,10 +40,9 @@ def report(app: App, out: Path) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results (json: every field, as `status --json` has them).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (the same as --format json).")
-def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, resume: bool,
-         progress_style: ProgressStyle, fmt: str, as_json: bool) -> None:  # fmt: skip
+def demo(app: App, schedule: Schedule, out: Path, resume: bool, progress_style: ProgressStyle, fmt: str,
+         as_json: bool) -> None:  # fmt: skip
     """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
-    seed = app.settings.seed if seed is None else seed
     fmt = "json" if as_json else fmt
     with app.session(create=True) as session:
         kernels = {spec.name for spec in session.target.kernels()}
@@ -62,7 +57,7 @@ def demo(app: App, budget_s: float, seed: int | None, patience: int, out: Path, 
 
                 return note
 
-            result = run_demo(session, budget_s=budget_s, seed=seed, patience=patience, step=step)
+            result = run_demo(session, schedule.config(app.settings.seed), step=step)
             reporter.step("report")
             html = session.report()
     out.mkdir(parents=True, exist_ok=True)

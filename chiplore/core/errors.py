@@ -47,5 +47,9 @@ class TargetError(ChiploreError):
     """The target (compiler, device, docs) failed."""
 
 
-class BudgetExhausted(ChiploreError):
+class KernelStop(ChiploreError):
+    """What ends one kernel's optimization while the others go on: its budget, its baseline, the devices."""
+
+
+class BudgetExhausted(KernelStop):
     """The device-time budget is spent."""

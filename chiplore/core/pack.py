@@ -199,13 +199,20 @@ def _moves(space: DesignSpace, params: Params, facts: Facts,
                 yield moved
 
 
-class CostModel(Protocol):
+class CostModel:
     """The structure of the chip's cost: cycles predicted from a design and the learnt parameters
-    only (never the target's truth). The generic loop calibrates it against the device."""
+    only (never the target's truth). The generic loop calibrates it against the device. A chip's
+    model subclasses this and implements `predict`; `explain` is optional."""
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
-        """Predicted cycles of one run, or None when this model cannot price the program."""
-        ...
+        """Predicted cycles of one run, or None when this model cannot price the program. Called for
+        every design a proposer considers and every design the estimate screen sees."""
+        raise NotImplementedError
+
+    def explain(self, kernel: str, source: str, params: Params | None, facts: Facts) -> str:
+        """What bounds the design, in a line (e.g. "bound by the Tensor Unit's main queue, 91 % busy;
+        DMA engines 60 %"); called when a proposal's rationale is written. "" when the model cannot say."""
+        return ""
 
 
 # ---- the language guide (optional): how the docs' code becomes checked language facts ---------

@@ -102,6 +102,9 @@ class KernelSpec(Frozen):
     bound_cycles: float  # weight bytes over the chip's weight ingress (its roof)
     baseline_source: str  # the official baseline program
     ops: OpGraph | None = None  # what it computes (chiplore.core.ops); a design generator writes programs from it
+    # fixture sets beyond the graded ones, built to catch what they may miss (a bf16 partial sum, a
+    # cancellation): acceptance grades a design on them once, before it becomes BEST
+    check_sets: tuple[str, ...] = ()
 
 
 class ProbeTemplate(Frozen):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chiplore.core.pack import Facts, Params
+from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.core.stats import ProgramStats
 from chiplore.simulator.pack.prices import Prices
-from chiplore.simulator.pack.timeline import makespan
+from chiplore.simulator.pack.timeline import makespan, schedule
 
 
 def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
@@ -26,15 +26,40 @@ def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
     return None if span is None else prices.launch + span
 
 
+def bottleneck(stats: ProgramStats, facts: Facts) -> str:
+    """What bounds a compiled program, in a line: the busiest of the Tensor Unit's queues (main, sub),
+    the DMA engines (the busiest one) and both clusters' ingress ports (the bytes HBM sends into DM
+    over what the ports move in the makespan: the weight bound's resource), each as a share of the
+    makespan; "" when the program does not compile or its ops cannot all run."""
+    if not stats.compiled:
+        return ""
+    prices = Prices.of(facts)
+    planned = schedule(stats, prices)
+    if planned is None or planned.makespan <= 0:
+        return ""
+    span = planned.makespan
+    engines = max((busy for queue, busy in planned.busy.items() if queue not in ("main", "sub")), default=0.0)
+    inbound = sum(op.counters.get("bytes", 0.0) for op in stats.ops if op.kind == "dma.h2d")
+    shares = {
+        "the Tensor Unit's main queue": planned.busy.get("main", 0.0) / span,
+        "the sub queue": planned.busy.get("sub", 0.0) / span,
+        "the busiest DMA engine": engines / span,
+        "the clusters' ingress": inbound / (2 * prices.cluster_port) / span,
+    }
+    ranked = sorted(shares.items(), key=lambda item: -item[1])
+    rest = ", ".join(f"{name} {share:.0%}" for name, share in ranked[1:])
+    return f"bound by {ranked[0][0]}, {ranked[0][1]:.0%} busy ({rest})"
+
+
 # ---- the pack's cost model -------------------------------------------------------------------
 
 
-class StatsCostModel:
-    """Prices any program from its lowering statistics (chiplore.core.pack.CostModel): a generated
-    design, a hand-written program and an LLM's the same way. `analyze` is the toolchain's (source,
-    version or None for the program's own) -> ProgramStats, cached by source. A program's statistics
-    cost its compile (0.1 to 1 s cold), so the builtin proposers price a budgeted search of a space,
-    never the whole of it. An empty source gets no price."""
+class StatsCostModel(CostModel):
+    """Prices any program from its lowering statistics: a generated design, a hand-written program and
+    an LLM's the same way. `analyze` is the toolchain's (source, version or None for the program's
+    own) -> ProgramStats, cached by source. A program's statistics cost its compile (0.1 to 1 s cold),
+    so the builtin proposers price a budgeted search of a space, never the whole of it. An empty
+    source gets no price."""
 
     def __init__(self, analyze: Callable[[str, str | None], ProgramStats]) -> None:
         self.analyze = analyze
@@ -43,3 +68,6 @@ class StatsCostModel:
         if not source.strip():
             return None
         return predict_stats(self.analyze(source, None), facts)
+
+    def explain(self, kernel: str, source: str, params: Params | None, facts: Facts) -> str:
+        return bottleneck(self.analyze(source, None), facts) if source.strip() else ""

@@ -36,11 +36,27 @@ class _Running:
     transferring: bool
     until: float  # end of the start-up or of the pass
     left: float = 0.0
+    started: float = 0.0
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A program's predicted schedule: its makespan and each queue's busy cycles (start-ups included)."""
+
+    makespan: float
+    busy: dict[str, float]
 
 
 def makespan(stats: ProgramStats, p: Prices) -> float | None:
     """Cycles from the first op's start to the last op's end; None when the ops cannot all run."""
     return _Timeline(stats, p).run()
+
+
+def schedule(stats: ProgramStats, p: Prices) -> Schedule | None:
+    """The predicted schedule (None when the ops cannot all run)."""
+    timeline = _Timeline(stats, p)
+    span = timeline.run()
+    return None if span is None else Schedule(span, dict(timeline.busy))
 
 
 class _Timeline:
@@ -65,6 +81,7 @@ class _Timeline:
         self.last_end: dict[str, float] = {}
         self.running: dict[str, _Running] = {}
         self.memo: dict[tuple, list[float]] = {}
+        self.busy: dict[str, float] = {}  # queue -> cycles it ran a part (start-ups included)
         self.t = 0.0
 
     def run(self) -> float | None:
@@ -113,11 +130,11 @@ class _Timeline:
             if when is None or when > t + EPS:
                 continue
             if not part.flow:
-                self.running[name] = _Running(part, False, t + part.duration)
+                self.running[name] = _Running(part, False, t + part.duration, started=t)
                 continue
             chained = self.heads[name] > 0 and when <= self.last_end.get(name, -1.0) + EPS
             startup = p.dma_queued_start if chained else p.dma_start
-            self.running[name] = _Running(part, True, t + startup, part.left)
+            self.running[name] = _Running(part, True, t + startup, part.left, started=t)
 
     def _next_event(self, rates: dict[str, float]) -> float:
         """The next time something ends: a start-up, a pass, a flow, or a wait for a queue's head."""
@@ -142,6 +159,7 @@ class _Timeline:
             if state.until > t + EPS or (state.transferring and state.left > 1e-6):
                 continue
             del self.running[name]
+            self.busy[name] = self.busy.get(name, 0.0) + t - state.started
             self.heads[name] += 1
             self.last_end[name] = t
             i = state.part.op

@@ -17,8 +17,9 @@ from chiplore.agents.knowledge import read_knowledge
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.llm.librarian import LLMLibrarian
 from chiplore.agents.llm.policy import LLMPolicy, TokenBudget
-from chiplore.agents.loop import optimize
+from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.cli import main
 from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.docs import ingest_docs
@@ -65,8 +66,10 @@ def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure
         )  # fmt: skip
         config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=1.0, retries=2)
         architect = LLMPolicy("architect", config, graph, target, TokenBudget(config.token_budget))
-        summary = optimize(graph, target, VERSION, kernels=[O_PROJ], patience=2, architect=architect,
-                           refiner=LLMPolicy("refiner", config, graph, target, architect.budget))  # fmt: skip
+        roles = Roles(architect=architect, refiner=LLMPolicy("refiner", config, graph, target, architect.budget))
+        summary = optimize(
+            OptimizeContext(graph, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), patience=2), roles
+        )
         sent = [json.dumps(body) for body in server.requests]
     assert summary.accepted == 1 and summary.proposals == 3
     # the prompt states what the graph holds: measurements with intervals, checked claims, rules

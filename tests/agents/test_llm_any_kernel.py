@@ -17,9 +17,10 @@ from chiplore.agents.knowledge import read_knowledge
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.llm.kernel import render_stats
 from chiplore.agents.llm.policy import LLMPolicy, TokenBudget
-from chiplore.agents.loop import optimize
+from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.core.pack import language_guide
 from chiplore.ingest.learn import learn
 from chiplore.kg.store import GraphStore
@@ -68,7 +69,11 @@ def test_the_model_writes_a_program_for_a_pack_kernel_from_the_summary(graph: Gr
         # each role's budget ends its round: the architect's after its three calls, the refiner's after one
         architect = LLMPolicy("architect", config, graph, target, TokenBudget(3 * (120 + 40)))
         refiner = LLMPolicy("refiner", config, graph, target, TokenBudget(120 + 40))
-        result = optimize(graph, target, VERSION, kernels=[GQA], architect=architect, refiner=refiner)
+        result = optimize(
+            OptimizeContext(graph, target, VERSION),
+            OptimizeConfig(kernels=(GQA,)),
+            Roles(architect=architect, refiner=refiner),
+        )
         requests = list(server.requests)
     assert len(requests) == 4 and result.proposals == 2 and "token budget" in result.stopped[GQA], result
     prompt = user_prompt(requests[0])

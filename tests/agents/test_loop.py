@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chiplore.agents.loop import optimize
+from chiplore.agents.loop import OptimizeContext, optimize
+from chiplore.agents.schedule import OptimizeConfig
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
@@ -63,7 +64,7 @@ def assert_consistent_tree(store: GraphStore, kernel: str) -> None:
 def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: GraphStore) -> None:
     target = SimRNGD(seed=21)
     learn(graph, target, VERSION)
-    summary = optimize(graph, target, VERSION, kernels=[O_PROJ], budget_s=2000, seed=0)
+    summary = optimize(OptimizeContext(graph, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=2000))
     assert summary.accepted >= 1 and summary.device_s <= 2000
     [progress] = kernel_progress(graph, ROOF)
     assert progress.ratio_to_bound is not None and progress.ratio_to_bound <= 1.2
@@ -113,7 +114,10 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
         learn(store, target, VERSION)
-        optimize(store, target, VERSION, kernels=[O_PROJ, "sliding_project_qkv"], budget_s=3000, seed=1)
+        optimize(
+            OptimizeContext(store, target, VERSION),
+            OptimizeConfig(kernels=(O_PROJ, "sliding_project_qkv"), budget_s=3000, seed=1),
+        )
         progress = kernel_progress(store, ROOF)
     assert {k.kernel for k in progress} == {O_PROJ, "sliding_project_qkv"}
     for kernel in progress:
@@ -173,12 +177,15 @@ def test_a_baseline_the_device_cannot_run_stops_its_kernel_and_is_recorded(tmp_p
     with EmbeddedStore(tmp_path / "data") as store:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
-        summary = optimize(store, target, VERSION, kernels=[O_PROJ], budget_s=600)
+        summary = optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=600))
         assert "baseline did not run" in summary.stopped[O_PROJ]
         root = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s, d.reason AS reason")
         assert root[0]["s"] == "failed" and "cap" in root[0]["reason"]
         runs = store.read("MATCH (r:DeviceRun) RETURN r.status AS s")
         assert runs and all(row["s"] == "timeout" for row in runs)
-        again = optimize(store, SimRNGD(seed=9), VERSION, kernels=[O_PROJ], budget_s=600, patience=1)
+        again = optimize(
+            OptimizeContext(store, SimRNGD(seed=9), VERSION),
+            OptimizeConfig(kernels=(O_PROJ,), budget_s=600, patience=1),
+        )
         assert again.accepted >= 1
         assert store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s") == [{"s": "accepted"}]

@@ -14,7 +14,7 @@ from chiplore.agents.judge import PairRunner, ab_test, early
 from chiplore.agents.knowledge import read_knowledge
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
-from chiplore.agents.runner import BudgetSpent, DeviceRunner
+from chiplore.agents.runner import BudgetExhausted, DeviceRunner
 from chiplore.agents.screens import violated
 from chiplore.core.ids import content_sha
 from chiplore.ingest.rules import learn_rules
@@ -121,7 +121,7 @@ def test_the_runner_submits_nothing_past_its_budget(graph: GraphStore) -> None:
     activity = Activity(id="runner-budget", role="runner", policy="builtin")
     record_activity(graph, activity)
     runner = DeviceRunner(target, RecordRuns(graph, activity), budget_s=10.0, spent_s=10.0)
-    with pytest.raises(BudgetSpent):
+    with pytest.raises(BudgetExhausted):
         runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
     assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 0}]
 

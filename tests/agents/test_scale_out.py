@@ -20,14 +20,16 @@ from pathlib import Path
 import pytest
 import ray
 
-from chiplore.agents.scale.loop import PoolSummary, optimize_on_devices
+from chiplore.agents.loop import OptimizeContext, optimize
+from chiplore.agents.scale.loop import PooledExecutor
 from chiplore.agents.scale.ray_engine import RayEngine, device_resource
+from chiplore.agents.schedule import OptimizeConfig
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
-from chiplore.session import Session
+from chiplore.session import Session, Workers
 from chiplore.simulator.device.pool import KIND
 from tests.agents.scale_targets import SlowToyChip
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
@@ -137,8 +139,8 @@ def test_a_pool_of_devices_finishes_an_optimize_and_gives_every_device_work(toy_
     Session(toy_graph, ToyChip()).learn()  # on one device, at once
     chip = SlowToyChip(devices=3, job_s=0.3)
     session = Session(toy_graph, chip, target_factory=functools.partial(SlowToyChip, devices=3, job_s=0.3))
-    summary = session.optimize(workers=2)
-    assert isinstance(summary, PoolSummary) and summary.accepted >= 1
+    summary = session.optimize(workers=Workers(2))
+    assert summary.calendar_s is not None and summary.accepted >= 1
     assert_whole(toy_graph)
     used = {d.device: d for d in summary.devices}
     assert set(used) <= {"toy-0", "toy-1", "toy-2"} and len(used) >= 2  # a round's designs ran side by side
@@ -174,7 +176,7 @@ def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_gra
 
         killer = threading.Thread(target=kill_mid_job)
         killer.start()
-        summary = optimize_on_devices(toy_graph, chip, chip.default_toolchain(), engine)
+        summary = optimize(OptimizeContext(toy_graph, chip, chip.default_toolchain()), executor=PooledExecutor(engine))
         killer.join()
         restarted = ray.get(engine.actor("toy-1").ping.remote())  # type: ignore[attr-defined]
     assert killed, "toy-1 never ran a job"
@@ -194,7 +196,11 @@ def test_a_device_that_faults_loses_and_duplicates_nothing(toy_graph: GraphStore
     make = functools.partial(SlowToyChip, devices=3, job_s=0.2, flaky={"toy-1": 1.0})
     chip = make()
     with RayEngine(make, chip.devices(), workers=2) as engine:
-        summary = optimize_on_devices(toy_graph, chip, chip.default_toolchain(), engine, patience=12)
+        summary = optimize(
+            OptimizeContext(toy_graph, chip, chip.default_toolchain()),
+            OptimizeConfig(patience=12),
+            executor=PooledExecutor(engine),
+        )
     assert_whole(toy_graph)
     assert summary.accepted >= 1 and summary.stopped[GEMV].startswith("no accepted change")
     flaky = next(d for d in summary.devices if d.device == "toy-1")

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from chiplore import queries
-from chiplore.agents.loop import optimize
+from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeRefused, UpgradeSummary, upgrade
 from chiplore.ingest.learn import learn
 from chiplore.ingest.remeasure import recheck_state
@@ -114,7 +115,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())
         learnt = learn(store, target, OLD)
-        optimize(store, target, OLD, seed=0, patience=4, architect=BuiltinArchitect(QUICK))
+        optimize(OptimizeContext(store, target, OLD), OptimizeConfig(patience=4), Roles(BuiltinArchitect(QUICK)))
         before, inventory_before = best_sources(store), inventory(store)
     shutil.copytree(data, snapshot)
     with EmbeddedStore(data) as store:
@@ -124,7 +125,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         first = fingerprint(store)
         again = upgrade(store, target, NEW)
         second = fingerprint(store)
-        optimize(store, target, NEW, seed=0, patience=4, architect=BuiltinArchitect(QUICK))
+        optimize(OptimizeContext(store, target, NEW), OptimizeConfig(patience=4), Roles(BuiltinArchitect(QUICK)))
         after, inventory_after = best_sources(store), inventory(store)
     yield Campaign(learnt.device_s, before, inventory_before, upgraded, diff, again, (first, second), state, after,
                    inventory_after, snapshot)  # fmt: skip
@@ -257,7 +258,7 @@ def test_the_chain_from_050_on_both_stores(graph: GraphStore) -> None:
     target = SimRNGD(seed=3)
     set_active_toolchain(graph, target.name, "0.5.0")  # a campaign that started on 0.5.0
     learn(graph, target, "0.5.0")
-    optimize(graph, target, "0.5.0", kernels=[O_PROJ], patience=1, seed=1)
+    optimize(OptimizeContext(graph, target, "0.5.0"), OptimizeConfig(kernels=(O_PROJ,), patience=1, seed=1))
     root = graph.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.change AS c, d.status AS s")[0]
     assert root["s"] == "accepted" and ".decode -> .lut" in root["c"]
     first = upgrade(graph, target, "0.6.0")

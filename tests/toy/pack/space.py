@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from chiplore.core.pack import Facts, Knob, Params
+from chiplore.core.pack import CostModel, Facts, Knob, Params
 from chiplore.core.params import ParamKey
 from tests.toy.pack import params as P
 from tests.toy.pack.probes import MAC
@@ -68,7 +68,7 @@ class GemvSpace:
                 f"predicted {predicted_cycles:,.0f} cycles")  # fmt: skip
 
 
-class GemvCostModel:
+class GemvCostModel(CostModel):
     """Prices GEMV designs from their knobs; a program without knobs has no price."""
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:

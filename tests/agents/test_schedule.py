@@ -1,0 +1,132 @@
+"""The one schedule every executor runs (chiplore.agents.schedule): which role proposes next, and when
+a kernel stops. Far from the bound, patience opens new whole designs instead of ending the kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from chiplore.agents.proposers import DesignProposal, KernelView
+from chiplore.agents.schedule import ARCHITECT_ROUND, REFINER_ROUND, KernelSchedule, OptimizeConfig, Roles
+from chiplore.core.errors import BudgetExhausted
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Scripted:
+    """A proposer that proposes `left` more designs, then nothing (and says why)."""
+
+    role: str
+    left: int = 10_000
+    name: str = "scripted"
+    asked: list[int] = field(default_factory=list)
+
+    def propose(self, view: KernelView, count: int) -> list[DesignProposal]:
+        self.asked.append(count)
+        made = min(count, self.left)
+        self.left -= made
+        return [DesignProposal(role=self.role, policy="scripted", source=f"{self.role}{self.left + i}",  # type: ignore[arg-type]
+                               rationale="", change="") for i in range(made)]  # fmt: skip
+
+    def why_empty(self, view: KernelView) -> str:
+        return f"the {self.role} has nothing left"
+
+
+@dataclass
+class Kernel:
+    """The schedule's view of a kernel whose BEST stays at `ratio` of its bound."""
+
+    ratio: float | None = 1.05
+    roles_asked: list[str] = field(default_factory=list)
+
+    def view(self) -> KernelView:
+        return None  # type: ignore[return-value]  # the scripted proposers do not look
+
+    def ratio_to_bound(self) -> float | None:
+        return self.ratio
+
+    def designing(self, role: str) -> None:
+        self.roles_asked.append(role)
+
+
+def run(schedule: KernelSchedule, outcome: bool = False, rounds: int = 1000) -> int:
+    """Drive the schedule as an executor would, every proposal ending in `outcome`; the rounds run."""
+    for done in range(rounds):
+        batch = schedule.next_batch()
+        if not batch:
+            return done
+        schedule.notify([outcome] * len(batch))
+    return rounds
+
+
+def test_the_architect_designs_first_then_the_refiner_until_patience() -> None:
+    kernel = Kernel(ratio=1.05)
+    architect, refiner = Scripted("architect"), Scripted("refiner")
+    schedule = KernelSchedule(kernel, Roles(architect, refiner), OptimizeConfig(patience=7), architected=False,
+                              since_accept=0)  # fmt: skip
+    run(schedule)
+    assert kernel.roles_asked[:3] == ["architect", "refiner", "refiner"]
+    assert architect.asked == [ARCHITECT_ROUND] and set(refiner.asked) == {REFINER_ROUND}
+    assert schedule.stopped == "no accepted change in 7 proposals" and schedule.proposals == 7
+
+
+def test_a_resumed_run_that_had_its_architect_round_goes_on_with_the_refiner() -> None:
+    kernel = Kernel()
+    schedule = KernelSchedule(kernel, Roles(Scripted("architect"), Scripted("refiner")), OptimizeConfig(patience=3),
+                              architected=True, since_accept=2)  # fmt: skip
+    run(schedule)
+    assert kernel.roles_asked == ["refiner"] and schedule.proposals == 2  # 2 + 2 >= 3
+
+
+def test_far_from_the_bound_patience_opens_new_architect_branches_before_stopping() -> None:
+    kernel = Kernel(ratio=2.5)
+    architect, refiner = Scripted("architect"), Scripted("refiner")
+    config = OptimizeConfig(patience=4, far_ratio=1.15, far_branches=2)
+    schedule = KernelSchedule(kernel, Roles(architect, refiner), config, architected=False, since_accept=0)
+    run(schedule)
+    # first round, then each time patience runs out a new architect round, twice, then the stop
+    assert kernel.roles_asked.count("architect") == 3
+    assert schedule.stopped.startswith("no accepted change in")
+    near = KernelSchedule(Kernel(ratio=1.10), Roles(Scripted("architect"), Scripted("refiner")), config,
+                          architected=False, since_accept=0)  # fmt: skip
+    run(near)
+    assert near.proposals < schedule.proposals  # near the bound, patience ends it at once
+
+
+def test_an_accepted_change_renews_patience_and_the_branches() -> None:
+    kernel = Kernel(ratio=2.0)
+    config = OptimizeConfig(patience=2, far_branches=1)
+    schedule = KernelSchedule(kernel, Roles(Scripted("architect"), Scripted("refiner")), config, architected=False,
+                              since_accept=0)  # fmt: skip
+    schedule.next_batch()
+    schedule.notify([False, False, False])  # patience spent, far: a branch
+    assert schedule.branches == 1 and not schedule.stopped
+    schedule.next_batch()
+    schedule.notify([False, False, True])  # accepted: patience and branches anew
+    assert schedule.branches == 0 and schedule.since_accept == 0 and not schedule.stopped
+
+
+def test_the_target_ratio_ends_a_kernel() -> None:
+    schedule = KernelSchedule(Kernel(ratio=1.01), Roles(Scripted("architect"), Scripted("refiner")),
+                              OptimizeConfig(), architected=False, since_accept=0)  # fmt: skip
+    run(schedule)
+    assert schedule.stopped == "target reached: 1.010x of the measured bound"
+
+
+def test_an_empty_refiner_falls_back_to_one_whole_design_then_the_space_is_exhausted() -> None:
+    architect, refiner = Scripted("architect", left=4), Scripted("refiner", left=0)
+    schedule = KernelSchedule(Kernel(), Roles(architect, refiner), OptimizeConfig(patience=100), architected=False,
+                              since_accept=0)  # fmt: skip
+    run(schedule)
+    assert architect.asked == [3, 1, 1] and schedule.proposals == 4
+    assert schedule.stopped == "the refiner has nothing left"
+
+
+def test_a_stop_ends_the_kernel_with_its_reason() -> None:
+    schedule = KernelSchedule(Kernel(), Roles(Scripted("architect"), Scripted("refiner")), OptimizeConfig(),
+                              architected=False, since_accept=0)  # fmt: skip
+    schedule.next_batch()
+    schedule.notify([False, BudgetExhausted("device budget of 10 s spent")])
+    assert schedule.stopped == "device budget of 10 s spent" and schedule.next_batch() == []
