@@ -2,7 +2,7 @@
 the compiler and the host test, and what goes wrong, counted.
 
     python benchmarks/unseen_kernels.py [--packs 300] [--seed 0] [--points 40] [--jobs 1]
-                                        [--results FILE] [--fresh] [--show SEED [--files]] [--json]
+                                        [--results FILE] [--fresh] [--show SEED [--files] [--shrink]] [--json]
 
 Pack i is `chiplore.simulator.testing.random_pack(seed * 1,000,000 + i)`: a random op graph over the
 whole vocabulary (its kind is the seed mod 6), random shapes, dtypes, scales and clashing names, no
@@ -15,7 +15,8 @@ numbers generalised) with how many packs show it and the seed of the smallest on
 Resumable: each pack's outcome is a line of `--results` (default
 benchmarks/results/unseen_kernels-seed<S>-points<P>.jsonl); a rerun skips the seeds it holds
 (`--fresh` starts over). `--show SEED` prints that pack in brief (its axes, signature and ops;
-`--files`: its kernel.toml and baseline.fe as well).
+`--files`: its kernel.toml and baseline.fe as well; `--shrink`: the smallest pack that fails to build
+as it does, `chiplore.simulator.testing.shrink`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rich.table import Table
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import COLUMNS, PackOutcome, failure_reasons, tabulate, try_pack
+from chiplore.simulator.testing.shrink import shrink
 
 console = Console(width=200)
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -120,9 +122,11 @@ def report(outcomes: list[PackOutcome], as_json: bool) -> None:
     console.print(reasons_table)
 
 
-def show(seed: int, files: bool) -> None:
+def show(seed: int, files: bool, smallest: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         build = random_pack(seed, Path(folder))
+        if smallest and not build.built:
+            build = shrink(build.sketch, Path(folder) / "shrink")[1]
         print(f"# seed {seed}: {build.status} {build.reason}\n{build.sketch.summary()}")
         for name in ("kernel.toml", "baseline.fe") if files else ():
             print(f"# ---- {name}\n{(build.folder / name).read_text()}")
@@ -138,10 +142,11 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="forget the outcomes in --results")
     parser.add_argument("--show", type=int, metavar="SEED", help="print one pack in brief and stop")
     parser.add_argument("--files", action="store_true", help="with --show: its kernel.toml and baseline.fe too")
+    parser.add_argument("--shrink", action="store_true", help="with --show: the smallest pack failing as it does")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.show is not None:
-        show(args.show, args.files)
+        show(args.show, args.files, args.shrink)
         return
     results = args.results or RESULTS / f"unseen_kernels-seed{args.seed}-points{args.points}.jsonl"
     if args.fresh and results.exists():

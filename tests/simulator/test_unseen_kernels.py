@@ -15,6 +15,7 @@ from chiplore.simulator.kernels.validate import check_reference
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import KINDS, PackSketch, Param, build_pack, random_pack, random_sketch
 from chiplore.simulator.testing.campaign import INTERNAL_ERROR, PackOutcome, failure_reasons, tabulate, try_pack
+from chiplore.simulator.testing.shrink import shrink
 
 SKETCHED = range(120)  # sketches are cheap: enough of them to meet every op, dtype and scale
 QUICK = (7000004, 7000030)  # two small packs the generator writes today: an MLP chain, an attention output
@@ -67,9 +68,9 @@ def test_two_random_packs_load_design_compile_and_pass_their_host_test(tmp_path:
         assert outcome.name in {k.name for k in target.kernels()}
 
 
-def test_a_pack_the_generator_cannot_write_says_why_and_is_not_a_crash(tmp_path: Path) -> None:
+def rope_first() -> PackSketch:
     """RoPE on the input vector, before the projection: a graph the generator does not write (docs/kernels.md)."""
-    sketch = PackSketch(
+    return PackSketch(
         name="rope_first", kind="projection", description="RoPE before a projection", toolchain="0.6.0",
         atol=0.05, rtol=0.02, axes={"H": 256, "N": 512, "E": 16, "Dh": 64},
         params=[Param("x", "bf16", ("H",)), Param("cos", "bf16", ("E", "Dh")), Param("sin", "bf16", ("E", "Dh")),
@@ -81,9 +82,19 @@ def test_a_pack_the_generator_cannot_write_says_why_and_is_not_a_crash(tmp_path:
         ops=[{"op": "rope", "input": "x", "cos": "cos", "sin": "sin", "position": "pos", "head_dim": 64, "out": "xr"},
              {"op": "matvec", "input": "xr", "weight": "w", "out": "y"}, {"op": "store", "input": "y", "to": "out"}],
     )  # fmt: skip
-    build = build_pack(sketch, tmp_path)
+
+
+def test_a_pack_the_generator_cannot_write_says_why_and_is_not_a_crash(tmp_path: Path) -> None:
+    build = build_pack(rope_first(), tmp_path)
     assert build.status == "generator_gap" and "rope" in build.reason and "\n" not in build.reason, build
     check_reference(read_pack(build.folder, "installed"))  # a pack all the same: its reference runs
+
+
+@pytest.mark.slow
+def test_a_failing_pack_shrinks_to_the_smallest_that_fails_the_same_way(tmp_path: Path) -> None:
+    smaller, build = shrink(rope_first(), tmp_path)  # without its rope the generator writes it: the rope stays
+    assert build.status == "generator_gap" and "rope v1 on the input side" in build.reason, build.reason
+    assert [op["op"] for op in smaller.ops] == ["rope", "matvec", "store"] and smaller.params[0].name == "p1"
 
 
 @pytest.mark.slow
