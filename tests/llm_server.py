@@ -4,6 +4,15 @@ LLM-path tests point chiplore's production LangChain code at (no network, no moc
 Each request takes the next scripted turn: a plain answer, tool calls, an HTTP error, or a delay
 longer than the client's timeout. Every request body is kept, so a test can see what the model was
 sent (the tool results fed back, the prompts).
+
+It plays an endpoint with the features of a real one: `supports` says which structured outputs it
+honours (function calling, JSON mode with a schema, any JSON object); a request asking for another
+is refused with HTTP 400 (`unsupported="refuse"`, as vLLM or a proxy does) or served as if it had
+not asked (`unsupported="ignore"`, as llama.cpp serves tools to a model whose chat template has
+none). The policy's probes of those features (`chiplore.agents.llm.output`) are answered as that
+endpoint would, outside the script: they take no turn, are kept apart (`probes`) and report no
+tokens, so the scripted turns and token budgets of a test stay as they were. `status` answers every
+request with that HTTP status (401: an endpoint that wants another key).
 """
 
 from __future__ import annotations
@@ -13,7 +22,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
+
+from chiplore.agents.llm.output import PROBE_MARK
+
+FEATURES = frozenset({"tools", "json_schema", "json_object"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,10 @@ class ScriptedOpenAI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)  # each request's Authorization header
     model: str = "scripted-1"
+    supports: frozenset[str] = FEATURES  # the structured outputs the endpoint honours
+    unsupported: Literal["refuse", "ignore"] = "refuse"  # a request for another: HTTP 400, or served as plain
+    status: int = 200  # every request answered with this status when not 200
+    probes: list[dict[str, Any]] = field(default_factory=list)  # the feature probes, answered outside the script
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -71,6 +88,15 @@ class ScriptedOpenAI:
             if not self.turns:
                 return Turn(content="(the script has no more answers)", status=500)
             return self.turns.pop(0)
+
+    def _probe(self, body: dict[str, Any], asked: set[str]) -> Turn:
+        """A probe answered as the endpoint would: a call of its tool, the JSON asked for, or prose."""
+        if "tools" in asked and "tools" in self.supports:
+            name = body["tools"][0]["function"]["name"]
+            return Turn(tool_calls=((name, {"word": "ready"}),), prompt_tokens=0, completion_tokens=0)
+        if asked & self.supports:
+            return Turn(content='{"word": "ready"}', prompt_tokens=0, completion_tokens=0)
+        return Turn(content="Ready! How can I help you today?", prompt_tokens=0, completion_tokens=0)
 
     def _answer(self, turn: Turn) -> dict[str, Any]:
         with self._lock:
@@ -104,8 +130,23 @@ class ScriptedOpenAI:
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
-                turn = outer._next(body)
                 outer.authorizations.append(self.headers.get("authorization", ""))
+                if outer.status != 200:
+                    outer.requests.append(body)
+                    self._send(outer.status, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                    return
+                asked = requested_features(body)
+                if is_probe(body):
+                    with outer._lock:
+                        outer.probes.append(body)
+                if asked - outer.supports and outer.unsupported == "refuse":
+                    what = ", ".join(sorted(asked - outer.supports))
+                    self._send(400, {"error": {"message": f"{what} not supported", "type": "invalid_request_error"}})
+                    return
+                if is_probe(body):
+                    self._send(200, outer._answer(outer._probe(body, asked)))
+                    return
+                turn = outer._next(body)
                 if turn.echo_auth:
                     message = f"invalid credentials: {self.headers.get('authorization', '')}"
                     self._send(401, {"error": {"message": message, "type": "invalid_request_error"}})
@@ -131,3 +172,14 @@ class ScriptedOpenAI:
                     pass
 
         return Handler
+
+
+def requested_features(body: dict[str, Any]) -> set[str]:
+    """The structured outputs a chat-completions request asks for."""
+    asked = {"tools"} if body.get("tools") else set()
+    kind = (body.get("response_format") or {}).get("type")
+    return asked | ({kind} if kind in FEATURES else set())
+
+
+def is_probe(body: dict[str, Any]) -> bool:
+    return any(PROBE_MARK in str(m.get("content") or "") for m in body.get("messages", []) if m["role"] == "system")

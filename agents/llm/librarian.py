@@ -1,24 +1,35 @@
 """The LLM librarian (`chiplore learn --policy llm`): one model call per doc page, answering with a
 ClaimSet whose every claim cites the paragraph it comes from. A claim counts only when its citation
 checks out: its text is in the cited paragraph (and so is its number, when it states one). The
-rest are dropped and counted; the measurements judge what stays, as they judge the builtin's."""
+rest are dropped and counted; the measurements judge what stays, as they judge the builtin's.
+
+The ClaimSet comes in the best structured output the endpoint supports (`output.py`): the ClaimSet
+tool, a JSON object, or the JSON object in a fenced block. A malformed answer, or a page the
+endpoint refuses (a page past the model's context), gives that page no claims and is recorded as an
+Activity (policy `llm-answer`) with the reason; the other pages go on."""
 
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Literal
 
 from langchain.agents import create_agent
 from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from chiplore.agents.llm.config import LLMConfig
-from chiplore.agents.llm.policy import Calls, TokenBudget, chat_model, run_agent, template
+from chiplore.agents.llm.config import LLMConfig, OutputMode
+from chiplore.agents.llm.endpoint import LLMRefused
+from chiplore.agents.llm.output import Malformed, instructions, json_answer, output_mode, structured, text_of
+from chiplore.agents.llm.policy import Calls, TokenBudget, ask, chat_model, run_agent, template
+from chiplore.core.clock import utc_now
 from chiplore.core.params import ParamRegistry
 from chiplore.ingest.chunks import Chunk
 from chiplore.ingest.librarian import NUMBER_WORDS, ExtractedClaim
+from chiplore.kg.models import Activity
+from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.store import GraphStore
 
 
@@ -35,7 +46,10 @@ class CitedClaim(BaseModel):
 class ClaimSet(BaseModel):
     """Every checkable statement of the page: quantities with units, limits, must/cannot rules."""
 
-    claims: list[CitedClaim]
+    claims: list[CitedClaim] = Field(description='the claims, each {"text": the sentence copied exactly, '
+                                     '"paragraph": its number, "kind": "quantity" or "limit" or "rule", '
+                                     '"concept": what it is about, "param": a parameter key or null, '
+                                     '"value": a number or null, "unit": a unit or null}')  # fmt: skip
 
 
 def _flat(text: str) -> str:
@@ -65,19 +79,27 @@ class LLMLibrarian:
         self.model = model or chat_model(config)
         self.rejected: list[str] = []  # claims whose citation did not check out
 
+    @property
+    def mode(self) -> OutputMode:
+        return output_mode(self.model, self.config, self.store)
+
     def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
         prose = [chunk for chunk in chunks if not chunk.code]
         if not prose or self.budget.spent:
             return []
         calls = Calls(self.store, "librarian", self.config, self.budget)
         keys = "\n".join(f"- {p.key} ({p.unit}): {p.meaning}" for p in self.params.values())
-        agent = create_agent(self.model, tools=[], system_prompt=template("librarian").format(params=keys),
-                             response_format=ToolStrategy(ClaimSet))  # fmt: skip
+        system = template("librarian").format(params=keys)
         numbered = "\n\n".join(f"[{i}] {chunk.text}" for i, chunk in enumerate(prose))
-        state = run_agent(agent, [HumanMessage(f"Page: {page_title}\n\n{numbered}")], calls, self.config)
-        answer: ClaimSet | None = state.get("structured_response")
+        page = HumanMessage(f"Page: {page_title}\n\n{numbered}")
+        try:
+            answer = self._answer(system, page, calls)
+        except (Malformed, LLMRefused) as error:
+            what = "malformed answer" if isinstance(error, Malformed) else "the endpoint refused the request"
+            self._failed(f"{what} for page {page_title!r}: {error}")
+            return []
         out = []
-        for claim in answer.claims if answer else []:
+        for claim in answer.claims:
             chunk = prose[claim.paragraph] if 0 <= claim.paragraph < len(prose) else None
             if chunk is None or not cited(claim, chunk):
                 self.rejected.append(claim.text)
@@ -85,3 +107,23 @@ class LLMLibrarian:
             out.append((chunk, ExtractedClaim(text=claim.text, kind=claim.kind, concept=claim.concept,
                                               param=claim.param, value=claim.value, unit=claim.unit)))  # fmt: skip
         return out
+
+    def _answer(self, system: str, page: HumanMessage, calls: Calls) -> ClaimSet:
+        """The page's ClaimSet in the endpoint's mode (Malformed when there is none)."""
+        mode = self.mode
+        if mode == "tools":
+            agent = create_agent(self.model, tools=[], system_prompt=system, response_format=ToolStrategy(ClaimSet))
+            state = run_agent(agent, [page], calls, self.config)
+            answer: ClaimSet | None = state.get("structured_response")
+            if answer is None:
+                raise Malformed("no ClaimSet")
+            return answer
+        system = system.replace("Answer with the ClaimSet tool.", instructions(mode, ClaimSet))
+        said = ask(structured(self.model, mode, ClaimSet), [SystemMessage(system), page], calls, self.config)
+        return json_answer(text_of(said), ClaimSet, strict=False)
+
+    def _failed(self, what: str) -> None:
+        """A page without claims because of the model: recorded, as every failure is."""
+        record_activity(self.store, Activity(id=f"answer-{uuid.uuid4().hex[:16]}", role="librarian",
+                                             policy="llm-answer", model=self.config.model, ended_at=utc_now(),
+                                             outcome=self.config.redact(what)[:300]))  # fmt: skip

@@ -1,55 +1,58 @@
-"""The LLM policy of the architect and the refiner: a LangChain agent (create_agent) on any
-OpenAI-compatible chat model, with the graph tools, answering with a pydantic Proposal.
+"""The LLM policy of the architect and the refiner: a chat model on any OpenAI-compatible endpoint,
+answering with a pydantic Proposal in the best structured output the endpoint supports
+(`output.py`): with function calling, a LangChain agent (create_agent) with the graph tools that
+answers by calling the Proposal tool; in a JSON mode, one JSON object per answer; otherwise a fenced
+program with prose around it. Without function calling there are no tools: the prompt carries the
+knowledge, and the policy compiles each answer and sends the diagnostics back itself.
 
 A malformed answer (no Proposal, or one that does not validate) and an illegal program (the
 compiler's errors) go back to the model with the diagnostic, up to `attempts` times; then the
-proposal is returned with its error and the loop records a failed design with the reason. A timed
-out or failing endpoint is retried with backoff; one that never answers raises LLMUnavailable, a
-one-line error. Every model call is an Activity with its tokens, latency and cost estimate.
+proposal is returned with its error and the loop records a failed design with the reason. A request
+the endpoint refuses (a prompt past its context) fails that proposal the same way. A timed out or
+failing endpoint is retried with backoff; one that never answers raises LLMUnavailable, one that
+refuses the credentials LLMAuthFailed: one-line errors. Every model call is an Activity with its
+tokens, latency and cost estimate.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import time
 import uuid
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 from uuid import UUID
 
-import openai
 from langchain.agents import create_agent
 from langchain.agents.structured_output import ToolStrategy
 from langchain.chat_models import init_chat_model
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, Field
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from chiplore import queries as named_queries
-from chiplore.agents.knowledge import Knowledge
-from chiplore.agents.llm.config import LLMConfig
-from chiplore.agents.llm.kernel import best_stats, kernel_reference
-from chiplore.agents.llm.language import language_summary
+from chiplore.agents.llm import endpoint, output
+from chiplore.agents.llm.config import LLMConfig, OutputMode
+from chiplore.agents.llm.endpoint import LLMAuthFailed, LLMRefused, LLMUnavailable
+from chiplore.agents.llm.output import Malformed, fenced_program, instructions, json_answer, text_of, unfenced
+from chiplore.agents.llm.prompt import role_prompt, template
 from chiplore.agents.llm.tools import graph_tools
 from chiplore.agents.proposers import DesignProposal, KernelView, Role
 from chiplore.core.clock import utc_now
-from chiplore.core.errors import ChiploreError
 from chiplore.core.target import Target
 from chiplore.kg.models import Activity
-from chiplore.kg.repo.designs import best_of, recent_failures, source_of
-from chiplore.kg.repo.docs import claims_with_verdicts
 from chiplore.kg.repo.knowledge import existing_fact_ids, record_activity
-from chiplore.kg.repo.measurements import measurements_under
 from chiplore.kg.store import GraphStore
 
+__all__ = ["LLMAuthFailed", "LLMPolicy", "LLMRefused", "LLMUnavailable", "Proposal", "TokenBudget", "template"]
 
-class LLMUnavailable(ChiploreError):
-    """The model endpoint did not answer (closed port, dead server, timeouts past the retries)."""
+FACT_ID = re.compile(r"\b(?:Measurement|LegalityRule|Claim|LanguageEntry):[0-9a-f]{8,}\b")
+FENCED_ANSWER = """Answer with the whole program in one fenced block: a line of three backticks, the program
+from its first line to its last, a line of three backticks. After the block, one line
+`Change: <what it changes against the best design, in a few words>`, then your rationale (which
+measurements and rules decided it, with their values and fact ids)."""
 
 
 class Proposal(BaseModel):
@@ -108,35 +111,30 @@ class Calls(BaseCallbackHandler):
 
 
 def chat_model(config: LLMConfig) -> BaseChatModel:
-    """The configured model through LangChain (retries are ours, so each failed call is recorded)."""
+    """The configured model through LangChain (retries are ours, so each failed call is recorded). The
+    endpoint is always named, so the client follows no endpoint of its own from the environment."""
     kwargs: dict[str, Any] = {"temperature": config.temperature, "timeout": config.timeout_s, "max_retries": 0,
                               "api_key": config.api_key()}  # fmt: skip
-    if config.base_url:
-        kwargs["base_url"] = config.base_url
+    url = config.endpoint_for_client()
+    if url:
+        kwargs["base_url"] = url
+    if config.max_tokens:
+        kwargs["max_tokens"] = config.max_tokens
+    if config.seed is not None:
+        kwargs["seed"] = config.seed
     return init_chat_model(config.model, **kwargs)
 
 
 def run_agent(agent: Any, messages: Sequence[Any], calls: Calls, config: LLMConfig) -> dict[str, Any]:
-    """One agent run, retried with backoff while the endpoint times out or fails; LLMUnavailable after."""
-    retrying = Retrying(retry=retry_if_exception(_transient), stop=stop_after_attempt(config.retries + 1),
-                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)  # fmt: skip
-    try:
-        for attempt in retrying:
-            with attempt:
-                run_config = {"callbacks": [calls], "recursion_limit": 2 * config.max_steps}
-                return agent.invoke({"messages": list(messages)}, config=run_config)
-    except (openai.APIConnectionError, openai.APIStatusError) as error:
-        where = config.base_url or config.model
-        raise LLMUnavailable(
-            config.redact(f"the model at {where} did not answer: {type(error).__name__}: {error}")
-        ) from None
-    raise AssertionError("unreachable")
+    """One agent run, retried with backoff while the endpoint times out or fails (`endpoint.call`)."""
+    run_config = {"callbacks": [calls], "recursion_limit": 2 * config.max_steps}
+    return endpoint.call(lambda: agent.invoke({"messages": list(messages)}, config=run_config), config)
 
 
-def _transient(error: BaseException) -> bool:
-    if isinstance(error, openai.APIConnectionError):  # refused, reset, timed out
-        return True
-    return isinstance(error, openai.APIStatusError) and (error.status_code >= 500 or error.status_code == 429)
+def ask(model: Any, messages: Sequence[Any], calls: Calls, config: LLMConfig) -> AIMessage:
+    """One model call without tools, retried as `run_agent` is."""
+    answer = endpoint.call(lambda: model.invoke(list(messages), config={"callbacks": [calls]}), config)
+    return answer if isinstance(answer, AIMessage) else AIMessage(content=text_of(answer))
 
 
 class LLMPolicy:
@@ -151,6 +149,14 @@ class LLMPolicy:
         self.pack = target.pack()
         self.budget = budget or TokenBudget(config.token_budget)
         self.model = model or chat_model(config)
+        self._mode: OutputMode | None = None
+
+    @property
+    def mode(self) -> OutputMode:
+        """How the endpoint answers with structure (discovered on first use, once per model)."""
+        if self._mode is None:
+            self._mode = output.output_mode(self.model, self.config, self.store)
+        return self._mode
 
     def why_empty(self, view: KernelView) -> str:
         """Why `propose` returned nothing (the loop's stop reason)."""
@@ -166,26 +172,32 @@ class LLMPolicy:
 
     def _one(self, view: KernelView) -> DesignProposal:
         calls = Calls(self.store, self.role, self.config, self.budget)
-        tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused,
-                            language=self.pack.language)  # fmt: skip
+        mode = self.mode
         system = template("system").format(role=self.role, target=self.target.name, language=self.pack.language,
                                            version=view.version)  # fmt: skip
-        agent = create_agent(self.model, tools=tools, system_prompt=system, response_format=ToolStrategy(Proposal))
-        messages: list[Any] = [HumanMessage(self._prompt(view))]
+        messages: list[Any] = [HumanMessage(role_prompt(self.role, view, self.store, self.target, self.config))]
+        if mode == "tools":
+            tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused,
+                                language=self.pack.language, withheld=self.config.withhold)  # fmt: skip
+            agent = create_agent(self.model, tools=tools, system_prompt=system,
+                                 response_format=ToolStrategy(Proposal))  # fmt: skip
+        else:
+            system = _without_tools(system) + "\n\n" + instructions(mode, Proposal, FENCED_ANSWER)
+            messages.insert(0, SystemMessage(system))
+            runnable = output.structured(self.model, mode, Proposal)
         answer: Proposal | None = None
         problem = ""
         for _ in range(self.config.attempts):
             try:
-                state = self._invoke(agent, messages, calls)
-            except GraphRecursionError:
-                problem = f"no answer within {self.config.max_steps} steps"
-                messages.append(HumanMessage(f"{problem}: answer now with the Proposal tool."))
-                continue
-            messages = list(state["messages"])
-            answer = state.get("structured_response")
+                if mode == "tools":
+                    answer, messages, problem = self._agent_turn(agent, messages, calls)
+                else:
+                    answer, messages, problem = self._plain_turn(runnable, mode, messages, calls)
+            except LLMRefused as error:  # the same request would be refused again
+                problem = f"the endpoint refused the request: {error}"
+                answer = None
+                break
             if answer is None:
-                problem = "malformed answer: no Proposal"
-                messages.append(HumanMessage("Answer by calling the Proposal tool with the whole program."))
                 continue
             errors = [d for d in self.target.check(answer.source, view.version).diagnostics if d.is_error]
             if not errors:
@@ -199,13 +211,37 @@ class LLMPolicy:
                               error=f"{problem} (after {self.config.attempts} attempts)",
                               activities=tuple(calls.ids))  # fmt: skip
 
+    def _agent_turn(self, agent: Any, messages: list[Any], calls: Calls) -> tuple[Proposal | None, list[Any], str]:
+        """One agent run: it ends with a Proposal, or without one (the model is told how to answer)."""
+        try:
+            state = run_agent(agent, messages, calls, self.config)
+        except GraphRecursionError:
+            problem = f"no answer within {self.config.max_steps} steps"
+            return None, [*messages, HumanMessage(f"{problem}: answer now with the Proposal tool.")], problem
+        messages = list(state["messages"])
+        answer = state.get("structured_response")
+        if answer is None:
+            again = HumanMessage("Answer by calling the Proposal tool with the whole program.")
+            return None, [*messages, again], "malformed answer: no Proposal"
+        return answer.model_copy(update={"source": unfenced(answer.source)}), messages, ""
+
+    def _plain_turn(self, runnable: Any, mode: OutputMode, messages: list[Any],
+                    calls: Calls) -> tuple[Proposal | None, list[Any], str]:  # fmt: skip
+        """One model call in a JSON or the fenced mode, and its answer parsed."""
+        said = ask(runnable, messages, calls, self.config)
+        messages = [*messages, said]
+        try:
+            answer = _parse(text_of(said), mode)
+        except Malformed as error:
+            problem = f"malformed answer: {error}"
+            again = instructions(mode, Proposal, FENCED_ANSWER)
+            return None, [*messages, HumanMessage(f"That answer is malformed: {error}.\n{again}")], problem
+        return answer, messages, ""
+
     def _refused(self, what: str) -> None:
         """A write the model tried through a tool: recorded, as the loop records every failure."""
         record_activity(self.store, Activity(id=f"tool-{uuid.uuid4().hex[:16]}", role=self.role, policy="llm-tool",
                                              ended_at=utc_now(), outcome=what[:300]))  # fmt: skip
-
-    def _invoke(self, agent: Any, messages: Sequence[Any], calls: Calls) -> dict[str, Any]:
-        return run_agent(agent, messages, calls, self.config)
 
     def _proposal(self, answer: Proposal, activities: list[str]) -> DesignProposal:
         known = existing_fact_ids(self.store, list(answer.consulted))  # ids the model made up are dropped
@@ -213,24 +249,26 @@ class LLMPolicy:
                               change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
 
     def _prompt(self, view: KernelView) -> str:
-        """The role's prompt: the kernel as its pack states it, what the graph holds under the version
-        (measurements, checked claims, rules, the checked language summary), BEST with its statistics.
-        The bound is the measured one only: the kernel's true bound is hidden truth."""
-        spec = view.spec
-        best = best_of(self.store, view.kernel)
-        best_source = source_of(self.store, best.id) if best is not None else ""
-        bound = view.knowledge.measured_bound(spec.weight_bytes, self.pack.roof)
-        return template(self.role).format(
-            kernel=view.kernel, description=spec.description, weight_bytes=spec.weight_bytes,
-            bound=f"{bound:,.0f}" if bound else "(the roof is not measured yet)",
-            best_cycles=f"{best.measured_cycles:,.0f}" if best and best.measured_cycles else "(none yet)",
-            version=view.version, measurements=_measurements(self.store, view.knowledge),
-            rules=_rules(view.knowledge), failures=_failures(self.store, view.kernel), baseline=spec.baseline_source,
-            best_source=best_source, lineage=_lineage(self.store, view.kernel),
-            claims=_claims(self.store, view.version), language=self.pack.language,
-            summary=language_summary(self.store, view.version, self.config.summary_tokens),
-            reference=kernel_reference(spec), best_stats=best_stats(self.target, best_source, view.version),
-        )  # fmt: skip
+        return role_prompt(self.role, view, self.store, self.target, self.config)
+
+
+def _parse(text: str, mode: OutputMode) -> Proposal:
+    """A Proposal from an answer in a JSON mode or the fenced one."""
+    if mode != "fenced":
+        answer = json_answer(text, Proposal, strict=False)
+        if not answer.source.strip():
+            raise Malformed("the source is empty")
+        return answer.model_copy(update={"source": unfenced(answer.source)})
+    source, prose = fenced_program(text)
+    change = re.search(r"(?im)^\W*change\W*:\s*(.+)$", prose)
+    return Proposal(source=source, rationale=prose[:4000], change=change.group(1).strip()[:200] if change else
+                    "(no change line)", consulted=sorted(set(FACT_ID.findall(prose))))  # fmt: skip
+
+
+def _without_tools(system: str) -> str:
+    """The system prompt for a model without tools: the paragraphs about the tools go."""
+    paragraphs = system.split("\n\n")
+    return "\n\n".join(p for p in paragraphs if not re.search(r"\btools?\b", p)).strip()
 
 
 def _last_words(messages: Sequence[Any]) -> str:
@@ -239,38 +277,3 @@ def _last_words(messages: Sequence[Any]) -> str:
         if isinstance(message, AIMessage) and isinstance(message.content, str) and message.content.strip():
             return message.content
     return ""
-
-
-def template(name: str) -> str:
-    return (resources.files("chiplore.agents.llm") / "prompts" / f"{name}.md").read_text()
-
-
-def _measurements(store: GraphStore, knowledge: Knowledge) -> str:
-    rows = sorted(measurements_under(store, knowledge.version), key=lambda r: str(r["param"]))
-    lines = [f"- {r['param']} = {r['value']:.4g} {r['unit']} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] ({r['fact']})"
-             for r in rows]  # fmt: skip
-    stale = sorted(knowledge.stale)
-    if stale:
-        lines.append(f"- not re-checked since the last upgrade (old values): {', '.join(stale)}")
-    return "\n".join(lines) or "(nothing measured yet)"
-
-
-def _rules(knowledge: Knowledge) -> str:
-    lines = [f"- {rule.code} {json.dumps(rule.predicate, sort_keys=True)} ({rule.fact})" for rule in knowledge.rules]
-    return "\n".join(lines) or "(none learnt)"
-
-
-def _claims(store: GraphStore, version: str, limit: int = 40) -> str:
-    """The docs' checkable claims with the graph's verdict on each (a contradicted one is wrong)."""
-    rows = claims_with_verdicts(store, version, limit)
-    return "\n".join(f"- [{r['verdict']}] {r['text']} ({r['f']})" for r in rows) or "(no claims)"
-
-
-def _lineage(store: GraphStore, kernel: str) -> str:
-    rows = named_queries.run(store, "best-lineage", {"kernel": kernel})
-    return " -> ".join(f"{row['change']} ({row['role']}, {row['policy']})" for row in rows) or "(no BEST yet)"
-
-
-def _failures(store: GraphStore, kernel: str, limit: int = 6) -> str:
-    rows = recent_failures(store, kernel, limit)
-    return "\n".join(f"- {r['change']}: {r['reason']}" for r in rows) or "(none)"

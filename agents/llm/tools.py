@@ -2,17 +2,25 @@
 ask the compiler and the host executor, and see BEST. Every answer is text the model can act on; a
 refused query, a failed query or a store that stopped answering comes back as a message, never as an
 exception (a run does not end because the model wrote a bad query). The model's Cypher goes through
-GraphStore.read_untrusted: checked by the backend's planner, read-only, with a timeout and caps."""
+GraphStore.read_untrusted: checked by the backend's planner, read-only, with a timeout and caps.
+
+Knowledge a run withholds (the benchmark's ablation) stays out of the tools too: the docs search is
+gone without the docs, and a query (Cypher or named) that names a label of a withheld kind is
+refused with a message. (A query that reaches such nodes without naming their label still reads
+them: the ablation withholds what the prompt and the tools offer, not the graph.)"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 
 from chiplore import queries as named_queries
+from chiplore.agents.llm.config import KnowledgeKind
+from chiplore.agents.llm.prompt import LABELS
 from chiplore.core.errors import ChiploreError, WriteRefused
 from chiplore.core.target import Target
 from chiplore.kg.guard import QueryRefused, UntrustedLimits
@@ -35,18 +43,30 @@ def _rows(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def withheld_label(text: str, withheld: Collection[KnowledgeKind]) -> str:
+    """The first label of a withheld kind that a query names ("" when none)."""
+    for kind in withheld:
+        for label in LABELS[kind]:
+            if re.search(rf":\s*`?{label}\b", text):
+                return label
+    return ""
+
+
 def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
                 on_refusal: Callable[[str], None] = lambda what: None,
-                language: str = "") -> list[BaseTool]:  # fmt: skip
+                language: str = "", withheld: Collection[KnowledgeKind] = ()) -> list[BaseTool]:  # fmt: skip
     """The tools; `on_refusal` hears of every write the model attempted (the policy records it);
     `language` is what the target's programs are written in, as the tools' descriptions name it
-    (the target pack's name for it by default)."""
+    (the target pack's name for it by default); `withheld`: the kinds of knowledge this run leaves out."""
     language = language or target.pack().language
 
     @tool
     def cypher(query: str) -> str:
         """Run a read-only Cypher query on chiplore's knowledge graph (Measurement, LegalityRule, Claim,
         DocChunk, DesignNode, KernelVersion, DeviceRun, Comparison ...). At most 50 rows come back."""
+        label = withheld_label(query, withheld)
+        if label:
+            return f"refused: {label} is withheld in this run"
         try:
             result = store.read_untrusted(query, limits=MODEL_LIMITS)
         except WriteRefused:
@@ -68,6 +88,9 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         known = named_queries.load_all()
         if name not in known:
             return f"unknown query {name!r}; known: {', '.join(sorted(known))}"
+        label = withheld_label(known[name].text, withheld)
+        if label:
+            return f"refused: {name} reads {label}, which is withheld in this run"
         try:
             return _rows(named_queries.run(store, name, params or {}))
         except ChiploreError as error:
@@ -117,4 +140,5 @@ def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
         except ChiploreError as error:
             return f"failed: {error}"
 
-    return [cypher, named_query, search_docs, check, host_test, best_design]
+    tools = [cypher, named_query, search_docs, check, host_test, best_design]
+    return [t for t in tools if not (t is search_docs and "docs" in withheld)]

@@ -1,0 +1,88 @@
+"""Which endpoint the LLM roles call and with which key, and what its failures say: OPENAI_BASE_URL in
+the environment is another endpoint, which gets OPENAI_API_KEY only when the user names that variable
+for it; an endpoint that refuses the credentials says so (not that it did not answer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from chiplore.agents.llm.config import OPENAI_ENDPOINT, LLMConfig
+from chiplore.cli import main
+from chiplore.core.errors import ConfigError
+from tests.llm_server import ScriptedOpenAI, Turn
+
+O_PROJ = "sliding_attention_output"
+PROVIDER_KEY = "sk-provider-0123456789abcdef"
+
+
+def _init(tmp_path: Path) -> dict[str, str]:
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
+    return env
+
+
+@pytest.mark.unit
+def test_openai_base_url_is_another_endpoint_that_the_providers_key_does_not_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    hosted = LLMConfig(model="openai:gpt-5")
+    assert hosted.endpoint_for_client() == OPENAI_ENDPOINT and hosted.api_key() == PROVIDER_KEY
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    redirected = LLMConfig(model="openai:gpt-5")
+    assert redirected.endpoint_for_client() == "http://127.0.0.1:9/v1"
+    assert redirected.key_variable() is None and redirected.api_key() == "not-needed"
+    named = LLMConfig(model="openai:gpt-5", api_key_env="OPENAI_API_KEY")  # the user sends it there on purpose
+    assert named.api_key() == PROVIDER_KEY
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"\$MY_KEY"):
+        LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY").api_key()
+
+
+@pytest.mark.unit
+def test_every_setting_can_come_from_the_environment_and_the_command_line_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHIPLORE_LLM_PROMPT_TOKENS", "3000")
+    monkeypatch.setenv("CHIPLORE_LLM_WITHHOLD", '["docs", "rules"]')
+    monkeypatch.setenv("CHIPLORE_LLM_TIMEOUT_S", "600")
+    config = LLMConfig(model="openai:m", timeout_s=5.0)
+    assert (config.prompt_tokens, config.withhold, config.timeout_s) == (3000, ("docs", "rules"), 5.0)
+
+
+def test_openai_base_url_in_the_environment_gets_the_calls_but_not_the_providers_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _init(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    with ScriptedOpenAI() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        server.script(Turn(echo_auth=True))
+        result = CliRunner().invoke(main, ["optimize", O_PROJ, "--budget", "30", "--architect", "llm", "--model",
+                                           "openai:any"], env=env)  # fmt: skip
+    assert server.authorizations, "the calls went elsewhere"
+    assert all(PROVIDER_KEY not in header for header in server.authorizations)
+    assert PROVIDER_KEY not in result.output
+
+
+def test_refused_credentials_are_reported_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _init(tmp_path)
+    monkeypatch.setenv("MY_ENDPOINT_KEY", "an-expired-key-0042")
+    with ScriptedOpenAI(status=401) as server:
+        result = CliRunner().invoke(main, ["optimize", O_PROJ, "--budget", "30", "--architect", "llm", "--model",
+                                           "openai:any", "--base-url", server.base_url, "--api-key-env",
+                                           "MY_ENDPOINT_KEY"], env=env)  # fmt: skip
+    assert result.exit_code == 1, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert "refused the credentials (HTTP 401: invalid api key)" in last and "$MY_ENDPOINT_KEY" in last, last
+    assert "did not answer" not in last and "Traceback" not in result.output
+    # without a key named for it, the hint says why none was sent
+    with ScriptedOpenAI(status=401) as server:
+        result = CliRunner().invoke(main, ["optimize", O_PROJ, "--budget", "30", "--architect", "llm", "--model",
+                                           "openai:any", "--base-url", server.base_url], env=env)  # fmt: skip
+    assert "a custom endpoint gets one only from the variable --api-key-env names" in result.stderr
