@@ -14,6 +14,7 @@ duplicated or lost.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -61,6 +62,8 @@ from chiplore.kg.repo.knowledge import finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds
 from chiplore.kg.store import GraphStore
+
+ROOT_POLL_S = 1.0  # how often a run waiting for another's baseline looks again
 
 
 class UnknownKernel(ConfigError):
@@ -251,9 +254,10 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
             for result in executor.run_round(kernel, kernel.resume_jobs(), None):
                 if isinstance(result, BaseException):
                     raise result
+            store, version = run.context.store, run.context.version
             schedule = KernelSchedule(kernel, run.roles, run.config,
-                                      architected=architected_under(run.context.store, spec.name, run.context.version),
-                                      since_accept=proposals_since_accept(run.context.store, spec.name))  # fmt: skip
+                                      architected=architected_under(store, spec.name, version) > 0,
+                                      since_accept=proposals_since_accept(store, spec.name))  # fmt: skip
             while True:
                 with executor.proposing():
                     batch = schedule.next_batch()
@@ -309,6 +313,7 @@ class KernelRun:
         view = self._view
         view.tried = lambda shas: tried(self.store, self.name, shas)
         view.best = best_of(self.store, self.name)
+        view.architect_designs = architected_under(self.store, self.name, self.run.context.version)
         view.model.update(self.name, prediction_pairs(self.store, self.name))
         return view
 
@@ -341,14 +346,12 @@ class KernelRun:
         another toolchain, it is ported first, from the compiler's diagnostics."""
         store, target, version = self.store, self.run.context.target, self.run.context.version
         spec, lease = self.spec, self.run.lease
-        root = root_of(store, spec.name)
+        root = self._root_measured_or_free()
         if root is not None and root.status == "accepted":
             if best_of(store, spec.name) is None:
                 set_best(store, spec.name, root.id)
             return
         if root is not None:  # a root a killed or faulted run left unmeasured
-            if not claim(store, root, lease):
-                raise KernelStopped(f"another run ({root.owner}) is measuring the baseline")
             root_id, source = root.id, source_of(store, root.id)
             update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
         else:
@@ -364,8 +367,9 @@ class KernelRun:
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                           toolchain=version),
                        parent=None, activity=self.run.activity)  # fmt: skip
-            if not holds(store, root_id, lease):
-                raise KernelStopped("another run is measuring the baseline")
+            if not holds(store, root_id, lease):  # another run added it a moment earlier: it measures it
+                self.measure_root()
+                return
         recorded = graded_median(store, root_id, version)  # measured before a kill: not measured again
         if recorded is not None:
             set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
@@ -384,6 +388,19 @@ class KernelRun:
         set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
                  measured_cycles=float(outcome.result.median_cycles))  # fmt: skip
         self.run.events.note(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
+
+    def _root_measured_or_free(self) -> DesignNode | None:
+        """The kernel's root once it is measured or this run holds it (None: no root yet). While another
+        live run measures it, this run waits and then joins the work from its BEST."""
+        store, lease, said = self.store, self.run.lease, False
+        while True:
+            root = root_of(store, self.name)
+            if root is None or root.status == "accepted" or claim(store, root, lease):
+                return root
+            if not said:
+                self.run.events.note(self.name, f"waiting for another run ({root.owner}) to measure the baseline")
+                said = True
+            time.sleep(ROOT_POLL_S)
 
     def resume_jobs(self) -> list[Callable[[], bool]]:
         """The designs an earlier run left half-way (killed, or stopped by its budget) that no live

@@ -62,6 +62,7 @@ class KernelView:
     seed: int
     tried: Callable[[Sequence[str]], set[str]] = lambda shas: set()  # which of these shas the tree has
     best: DesignNode | None = None
+    architect_designs: int = 0  # whole designs the architect proposed for the kernel under this version
 
     @property
     def kernel(self) -> str:

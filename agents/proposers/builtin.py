@@ -30,7 +30,9 @@ class BuiltinArchitect:
             return []
         facts = view.knowledge.facts
         valid = list(points(space, facts))
-        priced = search_space(space, valid, facts, view.version, view.predicted, self.budget, view.seed)
+        # a later architect round (a new branch far from the bound) searches from another seeded sample
+        priced = search_space(space, valid, facts, view.version, view.predicted, self.budget,
+                              view.seed + view.architect_designs)  # fmt: skip
         fresh = _fresh(view, priced.values())
         if len(fresh) < count:  # the tree holds what the search found: the rest of the space, in seeded order
             rest = [p for p in valid if setting_key(p) not in priced]

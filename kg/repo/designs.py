@@ -210,14 +210,14 @@ def proposals_since_accept(store: GraphStore, kernel: str) -> int:
     return int(rows[0]["n"]) if rows else 0
 
 
-def architected_under(store: GraphStore, kernel: str, version: str) -> bool:
-    """Whether the architect already proposed designs for a kernel under a toolchain version."""
+def architected_under(store: GraphStore, kernel: str, version: str) -> int:
+    """How many designs the architect proposed for a kernel under a toolchain version."""
     rows = store.read(
         "MATCH (d:DesignNode {kernel: $k, role: 'architect'})-[:HAS_VERSION]->(:KernelVersion {toolchain: $v}) "
         "RETURN count(d) AS n",
         {"k": kernel, "v": version},
     )
-    return bool(rows and rows[0]["n"])
+    return int(rows[0]["n"]) if rows else 0
 
 
 def kernels_with_root(store: GraphStore) -> list[str]:

@@ -39,6 +39,10 @@ def test_two_optimize_runs_on_one_graph_share_the_work_and_corrupt_nothing(tmp_p
     for run, (out, err) in zip(runs, outputs, strict=True):
         assert run.returncode == 0, err
         assert json.loads(out)["kernels"][0]["kernel"] == O_PROJ
+    # the run that found the other measuring the baseline waited for it and joined the work
+    summaries = [json.loads(out) for out, _ in outputs]
+    assert all("measuring the baseline" not in reason for s in summaries for reason in s["stopped"].values())
+    assert all(s["proposals"] > 0 for s in summaries), summaries
     with EmbeddedStore(tmp_path / "data") as store:
         assert violations(store) == []
         spent = store.read("MATCH (l:DeviceLedger {consumer: $k}) RETURN l.device_s AS s", {"k": O_PROJ})[0]["s"]

@@ -179,6 +179,12 @@ def _member(index: int, op: MatVec, k: int, sig: Signature) -> Member:
         scale = sig.param(str(op.scale))
         if sig.elements(scale.name) * op.block != sig.elements(op.weight):
             raise Unsupported(f"matvec {op.out}: block scale {scale.name} is not [rows, columns / {op.block}]")
+        # the scales are renamed onto the weight's axes with it: their columns must be the weight's K over the block
+        columns = (*k_dims[:-1], Dim(k_dims[-1].axis, op.block))
+        if scale.dims != (*row_dims, *columns):
+            wanted = ", ".join(_dim_text(d) for d in (*row_dims, *columns))
+            raise Unsupported(f"matvec {op.out}: block scale {scale.name} is declared over other axes than "
+                              f"{op.weight}'s: write its shape as [{wanted}]")  # fmt: skip
     rows = sig.elements(op.weight) // k
     return Member(index, op, rows, 0, sig.axis_of(row_dims), sig.axis_of(k_dims), weight.dtype)
 
@@ -288,3 +294,9 @@ def activation_ops(op: Activation) -> tuple[str, ...]:
     if op.op in ("gelu", "gelu_tanh"):
         return ("stash()", f"mul({1 / math.sqrt(2):.8f})", "erf()", "add(1.0)", "mul(stash)", "mul(0.5)")
     return ("stash()", "neg()", "exp()", "add(1.0)", "recip()", "mul(stash)")
+
+
+def _dim_text(dim: Dim) -> str:
+    if dim.axis is None:
+        return "1"
+    return dim.axis if dim.divisor == 1 else f"{dim.axis} / {dim.divisor}"

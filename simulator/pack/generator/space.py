@@ -69,6 +69,8 @@ class GeneratedSpace:
         else:
             knobs.append(Knob("chunk", tuple(range(len(CHUNK_TARGETS)))))
         knobs += [Knob("depth", DEPTHS), Knob("engines", ENGINES), Knob("stagger", (0, 1))]
+        if any(self._spreads(g) for g in range(len(self.shapes))):
+            knobs.append(Knob("spread", (0, 1)))
         if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
             knobs.append(Knob("direct", (1, 0)))
         self.knobs = tuple(knobs)
@@ -137,8 +139,9 @@ class GeneratedSpace:
         return row.name
 
     def _geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
-                  unit: int) -> Geometry | None:  # fmt: skip
-        """The geometry of a group for these choices, or None when none fits."""
+                  unit: int, spread: bool = False) -> Geometry | None:  # fmt: skip
+        """The geometry of a group for these choices, or None when none fits. `spread`: the rows over
+        the most row-groups even when they are stored (a small kernel's passes then share the slices)."""
         k = group.k
         if k % kg or SLICES % kg:
             return None
@@ -158,12 +161,20 @@ class GeneratedSpace:
         # stored rows fill whole HBM units (a partial unit is read, modified and written back) unless
         # that leaves under an eighth of the row-groups; other rows take the most slices
         aligned = [r for r in fits if (2 * r) % unit == 0 and per_cluster // r >= per_cluster // fits[0] / 8]
-        r = aligned[0] if shape.stored and aligned else fits[0]
+        r = aligned[0] if shape.stored and aligned and not spread else fits[0]
         crows = self._chunk_rows(group, shape, r, width, chunk_level)
         if crows is None:
             return None
         geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim)
         return None if geo.legal() else geo
+
+    def _spreads(self, g: int) -> bool:
+        """Whether spreading group g's rows over the most row-groups is another design for some k-groups."""
+        group, shape = self.analysis.groups[g], self.shapes[g]
+        return any(
+            self._geometry(group, shape, kg, 0, 2, 256, spread=True) != self._geometry(group, shape, kg, 0, 2, 256)
+            for kg in shape.kgroups
+        )
 
     def _fits(self, group: Group, shape: GroupShape, per_cluster: int, pad: int) -> list[int]:
         """Rows per slice that split a cluster's rows into at most `pad` row-groups, ascending."""
@@ -214,14 +225,17 @@ class GeneratedSpace:
         """The design a knob setting names, or why it names none."""
         unit = vocab.hbm_unit(facts)
         depth = params.get("depth", DEPTHS[0])
+        spread = bool(params.get("spread", 0))
+        spread_out = False  # whether spreading changed some group's rows (else it is the unspread design)
         geometries: list[Geometry] = []
         for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
             kg, level = self._value(params, "kgroups", g), self._value(params, "chunk", g)
-            geo = self._geometry(group, shape, kg, level, depth, unit)
+            geo = self._geometry(group, shape, kg, level, depth, unit, spread)
             if geo is None:
                 return f"group {g}: no geometry for {kg} k-groups at chunk level {level}"
+            spread_out = spread_out or (spread and geo != self._geometry(group, shape, kg, level, depth, unit))
             for lower in range(level):  # no two levels may write the same program
-                if self._geometry(group, shape, kg, lower, depth, unit) == geo:
+                if self._geometry(group, shape, kg, lower, depth, unit, spread) == geo:
                     return f"group {g}: chunk level {level} chooses what level {lower} does"
             if g == 0 and geo.depth > geo.chunks and geo.depth != DEPTHS[0]:
                 return f"group {g}: depth {geo.depth} over {geo.chunks} chunk(s)"
@@ -231,6 +245,8 @@ class GeneratedSpace:
                 wanted = math.ceil(held / self._chunk_bytes(group, geo))
                 geo = dataclasses.replace(geo, depth=max(DEPTHS[0], min(geo.chunks, max(depth, wanted))))
             geometries.append(geo)
+        if spread and not spread_out:
+            return "spread: every group's rows already take the most row-groups"
         broadcast = tuple(bool(params.get("bcast", 1)) for _ in geometries)
         direct = bool(params.get("direct", 1))
         for group in self.analysis.groups:
