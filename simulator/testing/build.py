@@ -98,15 +98,14 @@ def _baseline(sketch: PackSketch, folder: Path) -> tuple[Status, str]:
         return "no_valid_point", f"no valid point under {sketch.toolchain}"
     source = space.source(first, facts, sketch.toolchain)
     (folder / BASELINE).write_text(source, encoding="utf-8")
+    errors = [d for d in check(source, sketch.toolchain).diagnostics if d.is_error]  # a syntax error too
+    if errors:
+        where = f" (line {errors[0].span.line})" if errors[0].span is not None else ""
+        return "baseline_does_not_compile", f"error[{errors[0].code}]{where}: {errors[0].message}"
     return _passes(read_pack(folder, "installed"), sketch.toolchain)
 
 
 def _passes(pack: KernelPack, version: str) -> tuple[Status, str]:
-    errors = [d for d in check(pack.baseline, version).diagnostics if d.is_error]
-    if errors:
-        first = errors[0]
-        where = f" (line {first.span.line})" if first.span is not None else ""
-        return "baseline_does_not_compile", f"error[{first.code}]{where}: {first.message}"
     try:
         result = grade_case(pack.baseline, pack.case, version, (SMOKE_SET,))
     except (ExecutionError, IndexOutOfRange, LoweringError) as error:

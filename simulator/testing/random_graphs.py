@@ -32,6 +32,7 @@ ROWS = (8, 24, 96, 200, 256, 1000, 1536, 2048, 3000, 3840, 4096, 5120, 11008, 14
 PLAIN_HIDDEN = (1024, 2048, 3072, 4096)
 PLAIN_ROWS = (1024, 2048, 4096, 8192, 14336)
 HEAD_DIMS = (64, 128, 256)
+GQA_HEADS = ((32, 8), (16, 8), (8, 8), (32, 4), (64, 8), (16, 4), (8, 2), (32, 32))  # (query, key-value) heads
 PERIODS = (31, 61, 127, 251, 509)  # distinct rows of a weight: primes, so no tiling bug hides behind them
 BLOCKS = (16, 32, 64, 128)
 ACTIVATIONS = ("gelu_tanh", "gelu", "silu")
@@ -166,21 +167,22 @@ class _Draw:
         return self.op("rms_norm", "normed", rounded, input=value, weight=weight, eps=eps)
 
     def matvec(self, value: str, k_axis: str, rows: tuple[str, ...], stem: str, period: int | None = None,
-               dtype: str | None = None, scale_kind: str | None = "draw") -> str:  # fmt: skip
-        """A matvec of `value` by a new weight [*rows, k_axis], with a random dtype and scales (unless
-        given) that keep its outputs about as large as its input."""
-        rng = self.rng
+               style: random.Random | None = None) -> str:  # fmt: skip
+        """A matvec of `value` by a new weight [*rows, k_axis], with a random dtype and scales that keep
+        its outputs about as large as its input. `style` draws the formats (dtype, scale kind and
+        dtype, block, global scale): matvecs given generators seeded alike have the same formats."""
+        rng = style or self.rng
         k = self.size(k_axis)
-        dtype = dtype or rng.choice(["bf16", "f8e4m3", "f8e4m3", "f4e2m1"])
+        dtype = rng.choice(["bf16", "f8e4m3", "f8e4m3", "f4e2m1"])
         if dtype == "f4e2m1" and k % 2:
             dtype = "f8e4m3"
         kinds = ["row", "block", "tensor", None] if dtype != "bf16" else [None, None, "row", "tensor"]
-        kind = scale_kind if scale_kind != "draw" else rng.choice(kinds)
+        kind = rng.choice(kinds)
         blocks = [b for b in BLOCKS if k % b == 0]
         if kind == "block" and not blocks:
             kind = "row"
         period = period or rng.choice(PERIODS)
-        weight_recipe, spread = self._weight(dtype, period, k if kind is None else None)
+        weight_recipe, spread = self._weight(dtype, period, k if kind is None else None, rng)
         target = 1.0 / (spread * math.sqrt(k))  # what all the scales together multiply by
         weight = self.param(f"{stem}_weight", dtype, (*rows, k_axis), weight_recipe)
         fields: dict[str, Scalar | None] = {"input": value, "weight": weight}
@@ -213,16 +215,17 @@ class _Draw:
                                                 {"dist": {"kind": "constant", "value": global_value}})  # fmt: skip
         return self.op("matvec", stem, 0.5, **fields)
 
-    def _weight(self, dtype: str, period: int, unscaled_k: int | None) -> tuple[dict[str, Any], float]:
+    @staticmethod
+    def _weight(dtype: str, period: int, unscaled_k: int | None, rng: random.Random) -> tuple[dict[str, Any], float]:
         """A weight's recipe and the root mean square of its values (bf16 weights without a scale
         are drawn small enough to need none)."""
         if dtype == "bf16":
-            std = 1.0 / math.sqrt(unscaled_k) if unscaled_k else self.rng.choice([1.0, 0.05])
+            std = 1.0 / math.sqrt(unscaled_k) if unscaled_k else rng.choice([1.0, 0.05])
             return {"dist": {"kind": "normal", "std": std}, "distinct_rows": period}, std
         if dtype == "f4e2m1":
             spread = float(np.sqrt(np.mean(F4_MAGNITUDES.astype(np.float64) ** 2)))
             return {"dist": {"kind": "f4_codes"}, "distinct_rows": period}, spread
-        low = self.rng.choice([5, 6, 7])
+        low = rng.choice([5, 6, 7])
         codes = np.array([(e << 3) | m for e in range(low, low + 4) for m in range(8)], dtype=np.uint8)
         spread = float(np.sqrt(np.mean(f8_decode(codes).astype(np.float64) ** 2)))
         recipe = {"dist": {"kind": "f8_codes", "exponent_low": low, "exponent_high": low + 3}, "distinct_rows": period}
@@ -275,7 +278,7 @@ class _Draw:
 
     def gated_ffn(self) -> None:
         h_axis = self.axis(self.hidden(large=False), "H")
-        l_axis = self.axis(self.rng.choice([n for n in (*ROWS, 2880, 6912) if 96 <= n <= 16384]), "L")
+        l_axis = self.axis(self.rows_size(small=True), "L")
         residual = self.vector("residual", h_axis, mutable=True)
         h = self.norm(residual, h_axis)
         period = self.rng.choice(PERIODS)
@@ -307,8 +310,11 @@ class _Draw:
     def attention_qkv(self) -> None:
         head_dim = self.rng.choice(HEAD_DIMS)
         h_axis = self.axis(self.hidden(large=False), "H")
-        q_heads = self.rng.choice([1, 2, 4, 8, 12, 16, 32, 40, 64])
-        kv_heads = self.rng.choice([h for h in (1, 2, 4, 8, 16) if h <= q_heads] or [1])
+        if self.odd:
+            q_heads = self.rng.choice([1, 2, 4, 8, 12, 16, 32, 40, 64])
+            kv_heads = self.rng.choice([h for h in (1, 2, 4, 8, 16) if h <= q_heads] or [1])
+        else:  # the head counts models have
+            q_heads, kv_heads = self.rng.choice(GQA_HEADS)
         dh = self.axis(head_dim, "Dh")
         nq, nk = self.axis(q_heads, "Nq"), self.axis(kv_heads, "Nk")
         q_rows = (self.composite((nq, dh), "Q"),) if self.rng.random() < 0.6 else (nq, dh)
@@ -316,14 +322,16 @@ class _Draw:
         x = self.vector("x", h_axis)
         h = self.norm(x, h_axis)
         period = self.rng.choice(PERIODS)
-        same = self.rng.random() < 0.75  # q, k and v alike, as models have them (or each its own)
-        dtype = self.rng.choice(["bf16", "f8e4m3", "f8e4m3", "f4e2m1"]) if same else None
-        kind = self.rng.choice(["row", "tensor", None] if dtype == "bf16" else ["row", "block", "tensor", None]) \
-            if same else "draw"  # fmt: skip
-        q = self.matvec(h, h_axis, q_rows, "q", period, dtype, kind)
-        k = self.matvec(h, h_axis, kv_rows, "k", period, dtype, kind)
+        alike = self.rng.random() < 0.75  # q, k and v in one format, as models have them (or each its own)
+        style = self.rng.random()
+
+        def formats() -> random.Random | None:
+            return random.Random(style) if alike else None
+
+        q = self.matvec(h, h_axis, q_rows, "q", period, formats())
+        k = self.matvec(h, h_axis, kv_rows, "k", period, formats())
         with_v = self.rng.random() < 0.75
-        v = self.matvec(h, h_axis, kv_rows, "v", period, dtype, kind) if with_v else None
+        v = self.matvec(h, h_axis, kv_rows, "v", period, formats()) if with_v else None
         q = self.head_norm(q, head_dim, dh) if self.rng.random() < 0.7 else q
         k = self.head_norm(k, head_dim, dh) if self.rng.random() < 0.7 else k
         if v is not None and self.rng.random() < 0.3:
