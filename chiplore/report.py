@@ -187,7 +187,7 @@ def report_data(store: GraphStore, roof: str, labels: dict[str, str], lexer: Any
 
 def render_report(store: GraphStore, roof: str, labels: dict[str, str], *, lexer: Any | None = None) -> str:
     """The report page as one self-contained HTML string; programs are highlighted with `lexer`
-    (the target pack's, `chiplore.core.pack.pack_lexer`) when there is one."""
+    (the target pack's `lexer()`) when there is one."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     environment.filters["num"] = lambda v, digits=0: "-" if v is None else f"{v:,.{digits}f}"
     template = environment.from_string((resources.files("chiplore") / "templates" / "report.html.j2").read_text())

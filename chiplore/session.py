@@ -24,7 +24,6 @@ from chiplore.agents.proposers.search import SearchBudget
 from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError
-from chiplore.core.pack import pack_lexer
 from chiplore.core.target import KernelSpec, Target
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
@@ -114,7 +113,7 @@ class Session:
         if self._schema is None:
             self._schema = ensure_schema(self.store)
             register_target(self.store, self.target.name, self.target.toolchains(), self.target.default_toolchain(),
-                            getattr(self.target, "description", self.target.name))  # fmt: skip
+                            self.target.description or self.target.name)  # fmt: skip
         return self._schema
 
     def active_toolchain(self) -> str | None:
@@ -266,7 +265,7 @@ class Session:
             checked = self.target.check(source, version)
             return checked.ok, tuple(sorted(d.code for d in checked.diagnostics))
 
-        prefix = comment_prefix(pack_lexer(self.pack))
+        prefix = comment_prefix(self.pack.lexer())
         return with_header(program.source, program.header(), prefix, verdict) or program.source
 
     def _not_optimized(self, kernel: str, what: str) -> str:
@@ -278,8 +277,7 @@ class Session:
     def kernels(self) -> list[KernelListing]:
         """The kernels the target offers, each with where it comes from (a target that does not say:
         "target"). Reads nothing from the graph."""
-        origins_of = getattr(self.target, "kernel_origins", None)
-        origins: dict[str, str] = origins_of() if callable(origins_of) else {}
+        origins = self.target.kernel_origins()
         return [KernelListing(spec, origins.get(spec.name, "target")) for spec in self.target.kernels()]
 
     def add_kernel(self, folder: Path) -> KernelSpec:
@@ -295,7 +293,7 @@ class Session:
         """One self-contained HTML page of what the graph holds."""
         from chiplore.report import render_report  # matplotlib loads only for a report
 
-        return render_report(self.store, self.pack.roof.key, self.labels(), lexer=pack_lexer(self.pack))
+        return render_report(self.store, self.pack.roof.key, self.labels(), lexer=self.pack.lexer())
 
     # -- asking the graph ----------------------------------------------------------------------------
 

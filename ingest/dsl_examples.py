@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import HostCase, HostRunner, LanguageGuide, TargetPack
+from chiplore.core.pack import HostCase, LanguageGuide, TargetPack
 from chiplore.core.target import Diagnostic, Target
 from chiplore.ingest.chunks import chunk_page
 from chiplore.kg.models import Check, LanguageExample
@@ -151,9 +151,9 @@ class Checker:
             if result.correctness is None:
                 return False, f"not executed: {result.message}"
             return result.correctness.passed, result.correctness.message
-        if not isinstance(self.guide, HostRunner) or case.inputs is None or case.expected is None:
+        run = self.guide.run(source, case.inputs, version) if case.inputs is not None else None
+        if run is None or case.expected is None:
             return False, "the pack states what it computes but cannot run it on the host"
-        run = self.guide.run(source, case.inputs, version)
         if run.outputs is None:
             return False, f"did not run: {run.error}"
         return compare(case, run.outputs)

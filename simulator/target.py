@@ -27,6 +27,7 @@ from chiplore.core.target import (
     JobHandle,
     KernelSpec,
     ProbeTemplate,
+    Target,
     TestResult,
 )
 from chiplore.simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
@@ -44,7 +45,7 @@ from chiplore.simulator.toolchain.versions import spec
 KERNELS_DIR = "kernels"  # installed packs: <data dir>/kernels/<name>/
 
 
-class SimRNGD:
+class SimRNGD(Target):
     name = NAME
     description = DESCRIPTION
 
@@ -115,6 +116,10 @@ class SimRNGD:
     def device_clock(self, device: str) -> float:
         """The simulated clock of one device (chiplore.core.target.SimulatedClock)."""
         return self._pool.clock(device)
+
+    def simulated_clock(self) -> SimRNGD:
+        """Its devices keep simulated time (chiplore.core.target.SimulatedClock)."""
+        return self
 
     def wait_until(self, device: str, clock_s: float) -> None:
         """Let one device's simulated clock run on to `clock_s` (its tenants keep arriving)."""

@@ -35,7 +35,7 @@ from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.agents.schedule import Result
 from chiplore.agents.screens import Screener, ScreenResult
 from chiplore.core.errors import KernelStop
-from chiplore.core.target import KernelSpec, SimulatedClock, Target
+from chiplore.core.target import KernelSpec, Target
 from chiplore.kg.models import DesignNode
 from chiplore.kg.repo.designs import best_of
 from chiplore.kg.repo.devices import device_usage, record_device_job
@@ -61,7 +61,7 @@ class PooledExecutor(Executor):
     def session(self, run: OptimizeRun, specs: Sequence[KernelSpec]) -> Iterator[None]:
         self._run = run
         # on simulated devices, jobs go out in calendar order (a conservative discrete-event order)
-        self.calendar = Calendar(ordered=isinstance(run.context.target, SimulatedClock))
+        self.calendar = Calendar(ordered=run.context.target.simulated_clock() is not None)
         with Heartbeat(run.context.store, run.lease, [spec.name for spec in specs]):
             yield
 

@@ -25,7 +25,7 @@ from chiplore.agents.scale.engine import DeviceLost, NoDevices, ScreenRequest, S
 from chiplore.agents.scale.screening import screen_here
 from chiplore.agents.screens import ScreenResult
 from chiplore.core.errors import ConfigError
-from chiplore.core.target import DeviceInfo, DeviceJob, SimulatedClock, Target
+from chiplore.core.target import DeviceInfo, DeviceJob, Target
 
 RESTART_WAIT_S = 60.0  # how long a lost device's actor gets to come back before the device is retired
 _TARGETS: dict[str, Target] = {}  # a worker process's targets, by engine
@@ -48,10 +48,11 @@ class DeviceActor:
 
     def __init__(self, factory: TargetFactory, device: str, epoch: float) -> None:
         self.target, self.device, self.epoch = factory(), device, epoch
+        self.clock = self.target.simulated_clock()  # None: the device lives on the wall clock
 
     def serve(self, job: DeviceJob, arrive_s: float) -> Served:
-        if isinstance(self.target, SimulatedClock):
-            self.target.wait_until(self.device, arrive_s)
+        if self.clock is not None:
+            self.clock.wait_until(self.device, arrive_s)
         arrived = self._clock()
         result = self.target.result(self.target.submit(job, device=self.device))
         return Served(self.device, result, arrived, self._clock())
@@ -60,8 +61,8 @@ class DeviceActor:
         return os.getpid()
 
     def _clock(self) -> float:
-        if isinstance(self.target, SimulatedClock):
-            return self.target.device_clock(self.device)
+        if self.clock is not None:
+            return self.clock.device_clock(self.device)
         return time.time() - self.epoch
 
 

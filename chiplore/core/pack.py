@@ -263,38 +263,46 @@ class HostRun:
     error: str = ""
 
 
-class LanguageGuide(Protocol):
+class LanguageGuide:
     """What is chip-specific in summarising the language from its docs: which constructs exist,
     which a paragraph or a program names, how a doc code block becomes a checkable program, and
-    what a program computes. The generic summariser (`ingest/dsl_summary.py`) does the rest."""
+    what a program computes. The generic summariser (`ingest/dsl_summary.py`) does the rest. A
+    chip's guide subclasses it and implements every method that raises NotImplementedError; `run`
+    is optional."""
 
     constructs: Sequence[Construct]
 
     def named_in(self, text: str) -> frozenset[str]:
         """The constructs a prose paragraph or sentence names (names of `constructs`)."""
-        ...
+        raise NotImplementedError
 
     def used_in(self, program: str) -> frozenset[str]:
         """The constructs a program (or one line of it) uses."""
-        ...
+        raise NotImplementedError
 
     def complete(self, info: str, body: str, version: str, context: str) -> DocExample | None:
         """A fenced block (its info string and text) as a whole program under `version`: itself when
         complete, a fragment wrapped in what it lacks (`context`: the version's doc text, where
         its declarations may be found); None when the block is not code of this language."""
-        ...
+        raise NotImplementedError
 
     def deprecated(self, diagnostic: Diagnostic) -> Unavailable | None:
         """The construct a diagnostic says is deprecated (still accepted), and what replaces it."""
-        ...
+        raise NotImplementedError
 
     def example(self, construct: str, version: str) -> str | None:
         """A minimal program that uses `construct`, for one the docs name in no code block."""
-        ...
+        raise NotImplementedError
 
     def host_case(self, program: str, version: str) -> HostCase | None:
         """What the program computes, when it is one whose result the team can state; else None."""
-        ...
+        raise NotImplementedError
+
+    def run(self, program: str, inputs: Mapping[str, Any], version: str) -> HostRun | None:
+        """Optional: the program run on the host on given inputs (SimRNGD's executor), so that an
+        example whose result the team states without naming a kernel can be checked; None (the
+        default) when the guide cannot run programs."""
+        return None
 
 
 @runtime_checkable
@@ -307,9 +315,10 @@ class HostRunner(Protocol):
 # ---- the pack ------------------------------------------------------------------------------
 
 
-@runtime_checkable
-class TargetPack(Protocol):
-    """Everything chip-specific the generic layers use. Read once per command (`Target.pack()`)."""
+class TargetPack:
+    """Everything chip-specific the generic layers use. Read once per command (`Target.pack()`). A
+    chip's pack subclasses it, sets the attributes and implements `design_space`; `lexer` and
+    `language_guide` are optional."""
 
     language: str  # what the chip's programs are written in, as prompts and messages name it
     params: ParamRegistry
@@ -322,30 +331,24 @@ class TargetPack(Protocol):
     repairs: Repairs
     cost_model: CostModel
 
+    # optional: how the docs' code blocks become checked language facts (the DSL summary); None: the
+    # summary is written from the docs' text alone
+    language_guide: LanguageGuide | None = None
+
     def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
         """The builtin proposers' space for a kernel, written from what its spec declares (its op
         graph, its baseline's signature), or None (then only other proposers design it). Called when
         a kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
-        ...
+        raise NotImplementedError
 
-    # Optional, so not declared here (a runtime-checked protocol would refuse every pack without it):
-    #     def lexer(self) -> pygments.lexer.Lexer | None
-    # the Pygments lexer of the chip's language; the report highlights programs with it, and the
-    # header `chiplore best` writes above a program uses its line-comment syntax. `pack_lexer`
-    # reads it.
-    #     language_guide: LanguageGuide
-    # how the docs' code blocks become checked language facts (the DSL summary); `language_guide`
-    # reads it.
+    def lexer(self) -> Any | None:
+        """Optional: the Pygments lexer of the chip's language (None by default). The report highlights
+        programs with it, and the header `chiplore best` writes above a program uses its line-comment
+        syntax."""
+        return None
 
 
-def pack_lexer(pack: object) -> Any | None:
-    """The Pygments lexer a pack offers for its language (its optional `lexer()` member), or None
-    when it offers none. Called by the report and `chiplore best`."""
-    make = getattr(pack, "lexer", None)
-    return make() if callable(make) else None
-
-
-def language_guide(pack: object) -> LanguageGuide | None:
-    """The pack's language guide (its optional `language_guide` member), or None when it has none.
-    Called by the DSL summariser when a version is learnt or upgraded to."""
-    return getattr(pack, "language_guide", None)
+def language_guide(pack: TargetPack) -> LanguageGuide | None:
+    """The pack's language guide, or None when it has none. Called by the DSL summariser when a
+    version is learnt or upgraded to."""
+    return pack.language_guide

@@ -9,7 +9,7 @@ The models here are the boundary: pydantic, frozen, JSON-serialisable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -234,40 +234,42 @@ class DeviceResult(Frozen):
     message: str = ""
 
 
-@runtime_checkable
-class Target(Protocol):
+class Target:
     """An accelerator as chiplore sees it: the way a user sees real hardware (its docs, its compiler,
     its device), plus the pack its chip team wrote for chiplore. `agents/` and `ingest/` reach a chip
-    only through this protocol and `TargetPack`."""
+    only through this class and `TargetPack`. A chip's target subclasses it and implements every
+    method that raises NotImplementedError here; the others are optional, with the defaults below
+    (the way Optuna's BaseSampler offers its hooks)."""
 
     name: str
+    description: str = ""  # optional: a line on what the chip is (the graph's Target node); the name when empty
 
     def toolchains(self) -> list[str]:
         """Known toolchain versions, oldest first; the last is the newest. Read by `init` and upgrades."""
-        ...
+        raise NotImplementedError
 
     def default_toolchain(self) -> str:
         """The version a fresh graph starts on (`chiplore init`)."""
-        ...
+        raise NotImplementedError
 
     def docs(self, version: str) -> list[DocPage]:
         """The vendor pages of one toolchain version, changelog included; read by the librarian."""
-        ...
+        raise NotImplementedError
 
     def kernels(self) -> list[KernelSpec]:
         """The kernels to optimize: signature, tolerances, weight bytes, bound, baseline source."""
-        ...
+        raise NotImplementedError
 
     def add_kernel(self, folder: Path) -> KernelSpec:
         """Validate a kernel pack and install it where this target finds its kernels, so `kernels`
         offers it from then on (`chiplore kernel add`); a one-line TargetError, with nothing
         installed, when it is not valid or the target takes no packs."""
-        ...
+        raise NotImplementedError
 
     def check(self, source: str, version: str) -> CheckResult:
         """Parse and legality rules with coded diagnostics; free. Called by the rule probes, the
         screener and the repairs."""
-        ...
+        raise NotImplementedError
 
     def analyze(self, source: str, version: str) -> ProgramStats:
         """The program's static lowering statistics (`chiplore.core.stats`): its ops, their queues,
@@ -275,44 +277,56 @@ class Target(Protocol):
         What the screens and the pack's cost model read (it predicts cycles from them). A program
         that does not compile is not an exception: its stats say `compiled = False` and carry the
         diagnostics `check` gives."""
-        ...
+        raise NotImplementedError
 
     def host_test(self, source: str, kernel: str, version: str) -> TestResult:
         """Correctness on the host (CPU) with the smoke fixtures; free, slower than `check`. The
         screener's last check before device time is spent."""
-        ...
+        raise NotImplementedError
 
     def devices(self) -> list[DeviceInfo]:
         """The devices jobs can run on, first the default one; at least one. A rack lists each device
         (SimRNGD: `CHIPLORE_DEVICES` of them). Read by `optimize --workers N`, which runs one runner
         per device and sends each job to a device it chose."""
-        ...
+        raise NotImplementedError
 
     def submit(self, job: DeviceJob, device: str | None = None) -> JobHandle:
         """Queue a job on the scarce, noisy device (microbenchmarks, designs, A/B pairs): on the
         device `devices()` lists as `device`, or on the first one when None. An id the target does
         not offer is a TargetError."""
-        ...
+        raise NotImplementedError
 
     def result(self, handle: JobHandle) -> DeviceResult:
         """Wait for a submitted job (on the device its handle names) and return what the device reported."""
-        ...
+        raise NotImplementedError
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
         """The starting probes whose sweeps the pack's fits turn into measurements."""
-        ...
+        raise NotImplementedError
 
     def pack(self) -> TargetPack:
         """What chiplore's generic layers need to know of this chip family (`chiplore.core.pack`)."""
-        ...
+        raise NotImplementedError
+
+    # ---- optional ------------------------------------------------------------------------------
+
+    def kernel_origins(self) -> dict[str, str]:
+        """Where each kernel comes from, by name (SimRNGD: "built-in", "CHIPLORE_KERNELS", "installed");
+        read by `chiplore kernel list`. By default nothing is said."""
+        return {}
+
+    def simulated_clock(self) -> SimulatedClock | None:
+        """The devices' simulated clocks, for a target whose devices keep simulated time (a simulator);
+        None (the default) for devices that live on the wall clock. The loop on many devices sends
+        jobs in calendar order on simulated clocks."""
+        return None
 
 
-@runtime_checkable
 class SimulatedClock(Protocol):
     """A target whose devices keep simulated time (a simulator: a 12-day campaign runs in minutes).
     A scheduler that runs jobs on several devices at once tells a device when a job reaches it, so
     that no job starts, in simulated time, before the results it was decided from existed. Real
-    devices live on the wall clock and do not implement it."""
+    devices live on the wall clock and have none (`Target.simulated_clock` is None)."""
 
     def device_clock(self, device: str) -> float:
         """The device's clock, in seconds since it came up: the end of its last job, or later."""

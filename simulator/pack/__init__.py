@@ -11,7 +11,7 @@ lexer of Ferrite for the report (`lexer`). Nothing here reads the simulator's hi
 
 from __future__ import annotations
 
-from chiplore.core.pack import DesignSpace
+from chiplore.core.pack import DesignSpace, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
 from chiplore.simulator.pack.capabilities import CAPABILITIES
@@ -27,7 +27,7 @@ from chiplore.simulator.pack.rule_probes import RULE_PROBES
 from chiplore.simulator.toolchain.stats import analyze
 
 
-class SimRNGDPack:
+class SimRNGDPack(TargetPack):
     """The TargetPack of SimRNGD (chiplore.core.pack.TargetPack)."""
 
     language = "Ferrite"

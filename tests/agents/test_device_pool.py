@@ -12,7 +12,7 @@ from chiplore.agents.scale.calendar import Calendar, CalendarClosed, Turns
 from chiplore.agents.scale.engine import NoDevices
 from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.core.errors import TargetError
-from chiplore.core.target import DeviceJob, SimulatedClock, Target
+from chiplore.core.target import DeviceJob, Target
 from chiplore.simulator.device.device import DeviceConfig, SimDevice
 from chiplore.simulator.device.pool import pool_configs
 from chiplore.simulator.target import SimRNGD
@@ -28,7 +28,7 @@ def _job(target: SimRNGD, repeats: int = 5) -> DeviceJob:
 
 def test_simrngd_offers_its_devices_and_device_0_is_the_one_device_target() -> None:
     single, pool = SimRNGD(seed=4), SimRNGD(seed=4, devices=3)
-    assert isinstance(pool, Target) and isinstance(pool, SimulatedClock)
+    assert isinstance(pool, Target) and pool.simulated_clock() is pool
     assert [d.id for d in single.devices()] == ["rngd-sim-0"]
     assert [(d.id, d.kind) for d in pool.devices()] == [(f"rngd-sim-{i}", "rngd-sim") for i in range(3)]
     job = _job(single)
@@ -65,7 +65,7 @@ def test_a_flaky_device_faults_its_share_of_jobs_and_a_healthy_one_is_untouched(
 
 def test_the_toy_chip_offers_its_devices() -> None:
     chip = ToyChip(devices=2, flaky={"toy-1": 1.0})
-    assert [d.id for d in chip.devices()] == ["toy-0", "toy-1"] and isinstance(chip, SimulatedClock)
+    assert [d.id for d in chip.devices()] == ["toy-0", "toy-1"] and chip.simulated_clock() is chip
     program = chip.spec.baseline_source
     job = DeviceJob(kernel="gemv", program=program, fixtures="smoke", repeats=3)
     assert chip.result(chip.submit(job)).device_id == "toy-0"

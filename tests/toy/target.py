@@ -18,6 +18,7 @@ from chiplore.core.target import (
     JobHandle,
     KernelSpec,
     ProbeTemplate,
+    Target,
     TestResult,
 )
 from tests.toy.bench import microbenchmarks
@@ -33,7 +34,7 @@ from tests.toy.versions import DEFAULT_VERSION, VERSIONS
 SMOKE = ("smoke",)
 
 
-class ToyChip:
+class ToyChip(Target):
     name = "toychip"
     description = "The toy chip: DMA lanes into a small compute array, programmed in Toyl (chiplore's test target)"
 
@@ -87,6 +88,9 @@ class ToyChip:
 
     def result(self, handle: JobHandle) -> DeviceResult:
         return self._device(handle.device_id).result(handle)
+
+    def simulated_clock(self) -> ToyChip:
+        return self
 
     def device_clock(self, device: str) -> float:
         return self._device(device).now

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from chiplore.core.pack import Construct, DocExample, HostCase, HostRun, Unavailable
+from chiplore.core.pack import Construct, DocExample, HostCase, HostRun, LanguageGuide, Unavailable
 from chiplore.core.target import Diagnostic
 from chiplore.simulator.pack.language import complete, examples, host
 from chiplore.simulator.pack.language.catalogue import CATALOGUE, MENTIONS
@@ -19,7 +19,7 @@ from chiplore.simulator.pack.language.usage import used_in
 DEPRECATED = re.compile(r"^'(?P<construct>.+?)' is deprecated in toolchain \S+; (?P<instead>.*)$")
 
 
-class FerriteGuide:
+class FerriteGuide(LanguageGuide):
     """How chiplore's DSL summary reads, completes, checks and runs Ferrite."""
 
     constructs: tuple[Construct, ...] = tuple(named.construct for named in CATALOGUE)

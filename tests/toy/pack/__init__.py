@@ -5,7 +5,7 @@ could know."""
 
 from __future__ import annotations
 
-from chiplore.core.pack import DesignSpace
+from chiplore.core.pack import DesignSpace, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
 from tests.toy.pack.compiler import ToylRepairs, ToylVocabulary
@@ -17,7 +17,7 @@ from tests.toy.pack.probes import CAPABILITIES, RULE_PROBES
 from tests.toy.pack.space import GemvCostModel, GemvSpace
 
 
-class ToyPack:
+class ToyPack(TargetPack):
     language = "Toyl"
     params: ParamRegistry = PARAMS
     roof: ParamKey = INGRESS

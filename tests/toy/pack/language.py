@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from chiplore.core.pack import Construct, DocExample, HostCase, Unavailable
+from chiplore.core.pack import Construct, DocExample, HostCase, LanguageGuide, Unavailable
 from chiplore.core.target import Diagnostic
 
 GEMV_TENSORS = ("param w 256x256", "param x 256", "out y 256")
@@ -28,7 +28,7 @@ KEYWORDS = frozenset(c.name for c in CONSTRUCTS) - {"toolchain"}
 NAMED = re.compile(r"`(#toolchain|" + "|".join(sorted(KEYWORDS)) + r")\b")
 
 
-class ToylGuide:
+class ToylGuide(LanguageGuide):
     constructs = CONSTRUCTS
 
     def named_in(self, text: str) -> frozenset[str]:
