@@ -11,6 +11,7 @@ builds a pack, so a failure found late in a big kernel costs a host test per try
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,8 +46,10 @@ def shrink(sketch: PackSketch, root: Path) -> tuple[PackSketch, PackBuild]:
 
 
 def _reason(build: PackBuild) -> str:
-    names = [p.name for p in build.sketch.params] + [str(op["out"]) for op in build.sketch.ops if "out" in op]
-    return general(build.reason, [*names, *build.sketch.axes])
+    names = {p.name for p in build.sketch.params} | {str(op["out"]) for op in build.sketch.ops if "out" in op}
+    names |= set(build.sketch.axes)
+    quoted = re.sub(r"'(\w+)'", lambda m: "'<name>'" if m.group(1) in names else m.group(0), build.reason)
+    return general(quoted, sorted(names))  # a quoted name is the kernel's even where it is a word too
 
 
 def _simpler(sketch: PackSketch) -> Iterator[PackSketch]:
