@@ -58,6 +58,8 @@ def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, schedule
         click.echo(to_json({**summary.model_dump(), "kernels": [k.model_dump() for k in progress]}))
         return
     console.print(kernels_table(progress))
+    for kernel, reason in summary.stopped.items():
+        console.print(f"{kernel} stopped: {reason}", highlight=False)
     if summary.devices:
         console.print(devices_table(summary.devices))
     calendar = f", {summary.calendar_s:,.0f} s on the devices' calendar" if summary.calendar_s is not None else ""

@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 HEARTBEAT_S = 8.0  # under the 10 s a log reader may wait between two lines
 NOTE_GAP_S = 2.0  # without -v, notes closer together than this fold into the next line
@@ -87,18 +88,26 @@ class Reporter:
         self._started = self._last_line = self._step_started = time.monotonic()
         self._step_shown = True
         self._last_refresh = 0.0
+        self._ledger_at_start: float | None = None  # the graph's device seconds before this command ran
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         if self.mode == "rich":
+            # the note folds onto the next line rather than being cut at the terminal's width
+            note = TextColumn("{task.fields[note]}", table_column=Column(ratio=1, overflow="fold", no_wrap=False))
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                                      MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
-                                      console=console, transient=transient)  # fmt: skip
+                                      MofNCompleteColumn(), TimeElapsedColumn(), note, console=console,
+                                      transient=transient, expand=True)  # fmt: skip
 
     # -- the command's side ---------------------------------------------------------------------
 
     def __enter__(self) -> Reporter:
+        if self.refresh_from_graph is not None:  # what the graph held before: a heartbeat shows this run's spending
+            try:
+                self._ledger_at_start = self.refresh_from_graph(None)[0]
+            except Exception:
+                self._ledger_at_start = None
         if self._progress is not None:
             self._progress.start()
         elif self.mode == "plain":
@@ -133,7 +142,10 @@ class Reporter:
                 self.state.kernel, self.state.best, self._last_refresh = kernel, None, -math.inf
             self._maybe_refresh()
             if self._progress is not None and self._task is not None:
-                self._progress.update(self._task, advance=advance, note=escape(self._summary(with_step=False)[:110]))
+                task = next(t for t in self._progress.tasks if t.id == self._task)
+                if advance and task.total is not None and task.completed + advance > task.total:
+                    self._progress.update(self._task, total=task.completed + advance)  # more work than announced
+                self._progress.update(self._task, advance=advance, note=escape(self._summary(with_step=False)))
                 if self.style.verbose:
                     self._progress.console.print(f"[dim]{escape(self.state.step)}:[/dim] {escape(self.state.note)}",
                                                  highlight=False)  # fmt: skip
@@ -166,7 +178,7 @@ class Reporter:
         except Exception:
             return
         if device_s is not None:
-            self.state.device_s = device_s
+            self.state.device_s = device_s - (self._ledger_at_start or 0.0)
         self.state.best = best
 
     def _finish_task(self) -> None:

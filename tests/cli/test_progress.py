@@ -1,4 +1,5 @@
-"""The progress lines of a command in a pipe: the BEST they show is the current kernel's."""
+"""The progress lines of a command, in a pipe and on a terminal: the BEST they show is the current
+kernel's, the device seconds this run's, a bar never past its end, a note never cut."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from rich.console import Console
 
 from chiplore.cli.progress import ProgressStyle, Reporter
+
+pytestmark = pytest.mark.unit
 
 BEST = {"qkv": "aaaaaaaaaa 59,384 cycles", "o_proj": None}  # o_proj has no BEST yet
 
@@ -28,7 +31,37 @@ def test_a_new_kernel_never_shows_the_previous_kernels_best(capsys: pytest.Captu
         reporter.update(kernel="o_proj")  # a kernel set without a BEST clears the one shown
         note("still designing")
     lines = [line for line in capsys.readouterr().err.splitlines() if "kernel " in line]
-    assert asked[:2] == ["qkv", "o_proj"]
+    assert [k for k in asked if k][:2] == ["qkv", "o_proj"]
     assert "kernel qkv, BEST aaaaaaaaaa 59,384 cycles" in lines[0]
     assert all("59,384" not in line for line in lines[1:]), lines
     assert "kernel o_proj" in lines[-1]
+
+
+def test_the_device_seconds_shown_are_this_runs_not_the_whole_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = [800.0]
+
+    def refresh(kernel: str | None) -> tuple[float | None, str | None]:
+        return ledger[0], None
+
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(verbose=True), refresh=refresh) as reporter:
+        reporter.update(budget_s=120.0)
+        note = reporter.step("optimize")
+        ledger[0] = 844.0  # this run spent 44 s on top of the 800 earlier runs left in the graph
+        note("accepted a design", kernel="qkv")
+    line = next(line for line in capsys.readouterr().err.splitlines() if "device-s" in line)
+    assert "44 of 120 device-s" in line and "844" not in line
+
+
+def test_on_a_terminal_the_bar_never_passes_its_end_and_the_note_is_not_cut() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    long_note = "re-measured " + " ".join(f"probe-{i}" for i in range(30))
+    with Reporter(console, ProgressStyle()) as reporter:
+        note = reporter.step("learning", total=17)
+        for _ in range(18):  # one probe more than announced (a re-run)
+            reporter.note("probe", advance=1)
+        note(long_note)
+    screen = out.getvalue()
+    assert "18/17" not in screen and "18/18" in screen
+    assert "probe-29" in screen  # folded onto the next line, not cut at 80 columns
