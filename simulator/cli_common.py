@@ -42,12 +42,15 @@ def read_source(path: Path) -> str:
 
 
 def settings(**overrides: object) -> Settings:
-    """The CHIPLORE_ settings, with a bad environment value as one line instead of a traceback."""
+    """The CHIPLORE_ settings with the command line's `overrides` (None: not given), a bad value as
+    one line naming where it came from (`--seed` or `CHIPLORE_SEED`) instead of a traceback."""
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+        return Settings(**given)  # type: ignore[arg-type]
     except ValidationError as error:
         first = error.errors()[0]
-        name = "CHIPLORE_" + "_".join(str(part) for part in first["loc"]).upper()
+        field = str(first["loc"][0]) if first["loc"] else ""
+        name = f"--{field.replace('_', '-')}" if field in given else "CHIPLORE_" + field.upper()
         fail(f"{name}: {first['msg']} (got {first['input']!r})")
 
 

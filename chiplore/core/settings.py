@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chiplore.core.secrets import redact_uri
 
 StoreKind = Literal["embedded", "neo4j"]
+MAX_SEED = 2**63 - 1  # seeds numpy's generators and may be stored as a graph integer (64-bit signed)
 
 
 def default_data_dir() -> Path:
@@ -30,7 +32,7 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr = SecretStr("")
     neo4j_database: str = "neo4j"
     query_timeout_s: float = Field(default=30.0, gt=0)
-    seed: int = 0
+    seed: int = 0  # CHIPLORE_SEED: 0 to MAX_SEED; anything else is refused, not mapped
     target: str = "simrngd"
     kernels: str = ""  # CHIPLORE_KERNELS: kernel packs (or folders of packs) to offer, os.pathsep-separated
     devices: int = Field(default=1, ge=1, le=256)  # CHIPLORE_DEVICES: the devices a simulated target offers
@@ -39,6 +41,13 @@ class Settings(BaseSettings):
     # CHIPLORE_SEARCH_PREDICTIONS: cost-model predictions the builtin architect may spend per proposal
     # (None: its default); a pack's model that compiles to price makes each one cost a compile
     search_predictions: int | None = Field(default=None, ge=4, le=100_000)
+
+    @field_validator("seed")
+    @classmethod
+    def _seed_in_range(cls, seed: int) -> int:
+        if not 0 <= seed <= MAX_SEED:
+            raise PydanticCustomError("seed_range", "a seed is an integer from 0 to 2^63 - 1")
+        return seed
 
     def public_view(self) -> dict[str, object]:
         """The settings as they may be shown to a user: the password only says whether it is set."""

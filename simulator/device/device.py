@@ -9,6 +9,7 @@ the same queue waits, cycles and faults.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiplore.core.settings import MAX_SEED
 from chiplore.core.target import (
     Correctness,
     DeviceJob,
@@ -34,6 +36,8 @@ from chiplore.simulator.cost import CostReport, NotCompiled, estimate
 from chiplore.simulator.device.models import DeviceState, InvalidState, declared_kernels, fixture_sets, unknown_kernel
 from chiplore.simulator.device.noise import MeasurementModel
 from chiplore.simulator.toolchain.check import check
+
+log = logging.getLogger(__name__)
 
 DAY_S = 86_400.0
 
@@ -89,6 +93,8 @@ class SimDevice:
         grader: Grader | None = None,
         truth: ChipTruth | None = None,
     ) -> None:
+        if not 0 <= seed <= MAX_SEED:  # numpy's generators take no negative seed: say so, not a numpy traceback
+            raise ValueError(f"seed {seed} is not an integer from 0 to 2^63 - 1")
         self.config = config or DeviceConfig()
         self.seed = seed
         self.truth_override = truth
@@ -206,6 +212,10 @@ class SimDevice:
             report = estimate(job.program, version, self.truth_override)
         except NotCompiled as error:  # an internal lowering refusal surfaces as a compile error
             return DeviceResult(status="compile_error", message=str(error), **base), self.now
+        except Exception as error:  # the device answers every job; a simulator bug is its one-line message
+            log.debug("estimate failed", exc_info=True)
+            message = f"the host toolchain failed on the program ({_one_line(error)})"
+            return DeviceResult(status="compile_error", message=message, **base), self.now
         planned = self._planned_seconds(job, sets, report.cycles)
         refusal = self._refusal(job, planned)
         if refusal:
@@ -219,6 +229,9 @@ class SimDevice:
                 correctness = self.grader(job.program, job.kernel, version, sets)
             except DeviceHang as error:
                 hang = str(error)
+            except Exception as error:  # a grader's bug must not pass a program ungraded, nor crash the device
+                log.debug("grading failed", exc_info=True)
+                correctness = Correctness(passed=False, message=f"the grader failed ({_one_line(error)})")
         outcome = self._hang(hang) if hang else self._execute(job, sets, report, start, planned)
         device_s = outcome.device_s
         finish = start + device_s + outcome.extra_busy_s
@@ -381,6 +394,10 @@ class SimDevice:
             for op in longest
         )
         return Profile(busy_fraction=busy, longest=entries)
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
 
 
 @dataclass

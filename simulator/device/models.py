@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chiplore.core.target import DeviceJob
 from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.toolchain.budget import source_over_budget
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION
 
 GRADED_SETS = tuple(f"g{i}" for i in range(7))
 ALL_SETS = (*GRADED_SETS, "exact", "cancel")
@@ -28,9 +30,11 @@ def fixture_sets(job: DeviceJob) -> tuple[str, ...]:
 
 
 def declared_kernels(program: str) -> tuple[str, ...] | None:
-    """The kernels a program declares, or None when it does not parse (the compiler then says why).
-    The device runs the kernel a job names, so a name the program lacks is refused before any
-    device time is spent."""
+    """The kernels a program declares, or None when it does not parse or is too large to compile
+    (the compiler then says why, without reading it through). The device runs the kernel a job
+    names, so a name the program lacks is refused before any device time is spent."""
+    if source_over_budget(program, DEFAULT_VERSION):
+        return None
     try:
         return tuple(kernel.name for kernel in parse(program).kernels)
     except FerriteSyntaxError:

@@ -1,12 +1,14 @@
-"""Ferrite text -> IR. Syntax errors become E0101 diagnostics with line, column and expected tokens."""
+"""Ferrite text -> IR. Syntax errors become E0101 diagnostics with line, column and expected tokens; a
+text past the reader's limits (nesting depth, literal size: docs/simrngd.md §3.10) becomes E0105."""
 
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from chiplore.simulator.diagnostics import Diagnostic
@@ -14,6 +16,11 @@ from chiplore.simulator.dsl import ir
 
 MAX_SOURCE_BYTES = 10 * 1024 * 1024
 CACHED_SOURCE_BYTES = 256 * 1024  # larger texts are parsed each time rather than kept
+# The LALR parser keeps its own stack, but building the IR, printing and checking it recurse once per
+# level of the syntax tree: a deeper tree is refused before any of them runs. The shipped programs
+# reach 19 levels.
+MAX_NESTING_DEPTH = 100
+MAX_INT_LITERAL = 2**63 - 1  # integers are i64 wherever numpy meets them
 _READABLE = {
     "AXES": "'axes!'",
     "NAME": "a name",
@@ -25,7 +32,8 @@ _READABLE = {
 
 
 class FerriteSyntaxError(Exception):
-    """The text is not Ferrite; `diagnostic` says where and why (E0101)."""
+    """The text is not Ferrite the compiler reads; `diagnostic` says where and why (E0101, or E0105
+    for a text past the reader's limits)."""
 
     def __init__(self, diagnostic: Diagnostic) -> None:
         super().__init__(diagnostic.message)
@@ -45,14 +53,23 @@ def parse(text: str) -> ir.Program:
         raise FerriteSyntaxError(
             _syntax_diagnostic(1, 1, f"at most {MAX_SOURCE_BYTES:,} bytes of source", f"{size:,} bytes")
         )
-    return _parse_small(text) if size <= CACHED_SOURCE_BYTES else _parse(text)
+    if size > CACHED_SOURCE_BYTES:
+        return _parse(text)
+    parsed = _parse_small(text)
+    if isinstance(parsed, Diagnostic):
+        raise FerriteSyntaxError(parsed)
+    return parsed
 
 
 @functools.lru_cache(maxsize=128)
-def _parse_small(text: str) -> ir.Program:
+def _parse_small(text: str) -> ir.Program | Diagnostic:
     """Programs are parsed again and again (check, lower, estimate, execute): the IR is frozen, so
-    one parse per text is shared."""
-    return _parse(text)
+    one parse per text is shared; so is the refusal of one that is not Ferrite (a device job reads
+    its program two or three times, and a 64 KB refusal takes seconds)."""
+    try:
+        return _parse(text)
+    except FerriteSyntaxError as error:
+        return error.diagnostic
 
 
 def _parse(text: str) -> ir.Program:
@@ -60,12 +77,76 @@ def _parse(text: str) -> ir.Program:
         tree = _parser().parse(text)
     except UnexpectedInput as error:
         raise FerriteSyntaxError(_from_lark(error, text)) from None
+    beyond = _past_limits(tree)
+    if beyond is not None:
+        raise FerriteSyntaxError(beyond)
     try:
         return _ToIR().transform(tree)
     except VisitError as error:
         if isinstance(error.orig_exc, FerriteSyntaxError):
             raise error.orig_exc from None
         raise
+
+
+def _past_limits(tree: Tree[Token]) -> Diagnostic | None:
+    """E0105 for the first place the tree nests deeper than MAX_NESTING_DEPTH or a literal is out of
+    range; walked with an explicit stack, since the point is to refuse what recursion cannot take."""
+    stack: list[tuple[Tree[Token], int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING_DEPTH:
+            line, column = _tree_position(node)
+            return _limit_diagnostic(
+                line, column, f"the program's nesting is past the compiler's limit of {MAX_NESTING_DEPTH} levels (each "
+                "nested loop, block, operator, unary minus, call and method of a chain adds a level); name "
+                "intermediate results with `let` or split the loop nest",
+            )  # fmt: skip
+        for child in node.children:
+            if isinstance(child, Tree):
+                stack.append((child, depth + 1))
+            elif isinstance(child, Token) and child.type in ("INT", "FLOAT"):
+                problem = _literal_problem(child)
+                if problem:
+                    return _limit_diagnostic(child.line or 1, child.column or 1, problem, len(child))
+    return None
+
+
+def _literal_problem(token: Token) -> str:
+    """Why a numeric literal is out of range ("" when it is not)."""
+    text = str(token)
+    shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]} ({len(text):,} characters)"
+    if token.type == "INT":
+        # Compare digit counts first: int() of a 5,000-digit string is itself refused by Python.
+        if len(text.lstrip("0")) > len(str(MAX_INT_LITERAL)) or int(text) > MAX_INT_LITERAL:
+            return f"integer literal {shown} is past the compiler's limit of {MAX_INT_LITERAL:,} (2^63 - 1)"
+        return ""
+    if not math.isfinite(float(text)):
+        return f"float literal {shown} is past the compiler's limit of the 64-bit float range"
+    return ""
+
+
+def _limit_diagnostic(line: int, column: int, message: str, width: int = 1) -> Diagnostic:
+    return Diagnostic(
+        code="E0105",
+        severity="error",
+        message=message,
+        span=ir.Span(line=line, column=column, end_line=line, end_column=column + max(1, width)),
+    )
+
+
+def _tree_position(node: Tree[Token]) -> tuple[int, int]:
+    """Where a subtree starts: its own position, else its first token's (found without recursion)."""
+    stack: list[Tree[Token] | Token] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Token):
+            return current.line or 1, current.column or 1
+        if isinstance(current, Tree):
+            meta = current.meta
+            if not getattr(meta, "empty", True):
+                return meta.line, meta.column
+            stack.extend(reversed(current.children))
+    return 1, 1
 
 
 def _syntax_diagnostic(line: int, column: int, expected: str, found: str, width: int = 1) -> Diagnostic:

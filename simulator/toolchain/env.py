@@ -4,6 +4,7 @@ layouts with their spreads resolved."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from chiplore.simulator.dsl import ir
@@ -24,6 +25,30 @@ def axis_system(program: ir.Program) -> AxisSystem:
                     composites[axis.name] = axis.parts
     known = {name: parts for name, parts in composites.items() if all(p in atoms for p in parts)}
     return AxisSystem(atoms=atoms, composites=known)
+
+
+def expand_layout(layout: ir.Layout, lookup: Callable[[str], ir.Layout | None]) -> dict[str, ir.MapField | ir.IntField]:
+    """The fields of `layout` with each `..Spread` expanded where it stands (later fields win, as
+    written); `lookup` gives the layout a spread names (None: it is skipped). A chain of spreads may
+    be thousands long, so the walk keeps its own stack; a spread of a layout already being expanded
+    is skipped (the cycle is E0501's)."""
+    fields: dict[str, ir.MapField | ir.IntField] = {}
+    stack: list[tuple[str | None, Iterator[ir.LayoutItem]]] = [(None, iter(layout.items))]
+    expanding: set[str] = set()
+    while stack:
+        name, items = stack[-1]
+        item = next(items, None)
+        if item is None:
+            stack.pop()
+            expanding.discard(name or "")
+        elif isinstance(item, ir.Spread):
+            target = lookup(item.name)
+            if target is not None and item.name not in expanding:
+                expanding.add(item.name)
+                stack.append((item.name, iter(target.items)))
+        else:
+            fields[item.name] = item
+    return fields
 
 
 def term_digit(term: ir.Term, axes: AxisSystem) -> Digit | None:
@@ -81,17 +106,7 @@ class Env:
 
     def fields(self, layout: ir.Layout) -> dict[str, ir.MapField | ir.IntField]:
         """The layout's fields with `..Spread`s expanded (later fields win, as written)."""
-        fields: dict[str, ir.MapField | ir.IntField] = {}
-        self._expand(layout, fields, set())
-        return fields
-
-    def _expand(self, layout: ir.Layout, into: dict[str, ir.MapField | ir.IntField], seen: set[str]) -> None:
-        for item in layout.items:
-            if isinstance(item, ir.Spread):
-                if item.name in self.layouts and item.name not in seen:
-                    self._expand(self.layouts[item.name], into, seen | {item.name})
-            else:
-                into[item.name] = item
+        return expand_layout(layout, self.layouts.get)
 
     def term_positions(self, term: ir.Term) -> int | None:
         """How many positions a mapping term spans; None when it depends on an unknown size."""

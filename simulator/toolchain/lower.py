@@ -27,8 +27,11 @@ from chiplore.simulator.toolchain.op_semantics import SemOp
 from chiplore.simulator.toolchain.placement import LoweringError, Tensor, View
 from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, spec
 
-MAX_OUTPUT_ELEMENTS = 1 << 28  # an output beyond this is refused rather than exhausting memory
+MAX_OUTPUT_ELEMENTS = 1 << 28  # an output beyond this is refused rather than exhausting memory (E0105)
 VIEW_METHODS = {"tile", "roll", "at", "rename"}
+_KINDS = {"float": "float literal", "str": "string", "bracket": "bracket list", "path_call": "path call",
+          "method": "method call", "call": "call", "name": "name", "int": "integer", "binop": "integer expression",
+          "neg": "negation"}  # fmt: skip
 
 
 def lower_semantics(text: str, version: str | None = None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
@@ -84,21 +87,27 @@ class _Lowerer(OpLowering):
     def run(self) -> LoweredProgram:
         kernels = self.program.kernels
         if len(kernels) != 1:
-            raise LoweringError(f"a Ferrite file holds one kernel, found {len(kernels)}")
+            held = "no kernel" if not kernels else f"{len(kernels)} kernels"
+            raise LoweringError(f"a Ferrite file holds one kernel, whose parameters are HBM tensors: it holds {held}",
+                                rule="0106")  # fmt: skip
         kernel = kernels[0]
         frame = Frame(values={})
+        outputs: list[Tensor] = []
         for param in kernel.params:
             if not isinstance(param, ir.TensorParam):
-                raise LoweringError(f"kernel parameter {param.name} must be a tensor")
-            frame.values[param.name] = View(self._param_tensor(param))
+                raise LoweringError(f"a Ferrite file holds one kernel, whose parameters are HBM tensors: {param.name} "
+                                    "is not a tensor", rule="0106")  # fmt: skip
+            tensor = self._param_tensor(param)
+            frame.values[param.name] = View(tensor)
+            if param.ref == "&mut":
+                outputs.append(tensor)  # the parameter itself, whatever its name is bound to after the body
         self._block(kernel.body, frame, None)
-        outputs = [frame.values[p.name] for p in kernel.params if isinstance(p, ir.TensorParam) and p.ref == "&mut"]
         return LoweredProgram(
             kernel=kernel.name,
             version=self.version,
             ops=tuple(self.state.ops),
             buffers=tuple(self.state.buffers.values()),
-            outputs=tuple(self._coverage(view.tensor) for view in outputs if isinstance(view, View)),
+            outputs=tuple(self._coverage(tensor) for tensor in outputs),
         )
 
     def _coverage(self, param: Tensor) -> OutputCoverage:
@@ -106,8 +115,8 @@ class _Lowerer(OpLowering):
         width = ir.DTYPE_BYTES[param.dtype]
         sizes = [d.size for d in param.hbm]
         if math.prod(sizes) > MAX_OUTPUT_ELEMENTS:
-            raise LoweringError(f"output {param.name} has {math.prod(sizes):,} elements; the lowerer follows at most "
-                                f"{MAX_OUTPUT_ELEMENTS:,}")  # fmt: skip
+            raise LoweringError(f"output {param.name} of {math.prod(sizes):,} elements is past the compiler's limit "
+                                f"of {MAX_OUTPUT_ELEMENTS:,} elements", rule="0105")  # fmt: skip
         written = np.zeros(math.prod(sizes), dtype=bool)
         for start, end in self.state.written.get(param.id, []):
             written[int(start // width) : math.ceil(end / width)] = True
@@ -130,7 +139,8 @@ class _Lowerer(OpLowering):
         """The budget's safety net for callers that lower without checking (E0104 refuses first)."""
         self.steps += 1
         if self.steps > MAX_LOWERING_STEPS:
-            raise LoweringError(f"the program takes more than {MAX_LOWERING_STEPS:,} lowering steps (E0104)")
+            raise LoweringError(f"the program is too large to compile: it takes more than {MAX_LOWERING_STEPS:,} "
+                                "lowering steps", rule="0104")  # fmt: skip
 
     def _block(self, block: ir.Block, frame: Frame, returns: ir.DevType | None) -> object:
         for statement in block.stmts:
@@ -174,7 +184,8 @@ class _Lowerer(OpLowering):
         if isinstance(expr, ir.Call):
             if expr.func in self.fns:
                 return self._inline(self.fns[expr.func], expr, frame, name)
-            raise LoweringError(f"{expr.func}(..) is not a value here")
+            raise LoweringError(f"{expr.func}(..) cannot be compiled as written: it is not a value (a pass is "
+                                "main(..) or sub(..) followed by its stages)", rule="0107")  # fmt: skip
         if isinstance(expr, ir.PathCall):
             return self._allocate(expr, frame, ttype, name)
         if isinstance(expr, ir.Method):
@@ -189,11 +200,13 @@ class _Lowerer(OpLowering):
                 return self._fill(expr, frame)
             if expr.name in VIEW_METHODS:
                 return self._view(expr, frame)
-        raise LoweringError(f"cannot lower expression of kind {expr.kind}")
+        raise LoweringError(f"a {_KINDS.get(expr.kind, expr.kind)} cannot be compiled as written: it is not a "
+                            "tensor or an integer", rule="0107")  # fmt: skip
 
     def _lookup(self, name: str, frame: Frame) -> object:
         if name not in frame.values:
-            raise LoweringError(f"'{name}' is not defined here")
+            raise LoweringError(f"'{name}' is used before it is defined (or outside the loop that defines it)",
+                                rule="0501")  # fmt: skip
         return frame.values[name]
 
     def _int(self, expr: ir.Expr, frame: Frame) -> int:
@@ -205,37 +218,44 @@ class _Lowerer(OpLowering):
             value = self._lookup(expr.id, frame)
             if isinstance(value, int):
                 return value
-            raise LoweringError(f"'{expr.id}' is not an integer")
+            raise LoweringError(f"'{expr.id}' cannot be compiled as written: an integer is needed here",
+                                rule="0107")  # fmt: skip
         if isinstance(expr, ir.BinOp):
             left, right = self._int(expr.left, frame), self._int(expr.right, frame)
             if expr.op in ("/", "%") and right == 0:
-                raise LoweringError("division by zero in an integer expression")
+                raise LoweringError("an integer expression cannot be compiled as written: it divides by zero",
+                                    rule="0107")  # fmt: skip
             return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1),
                     "%": left % max(right, 1)}[expr.op]  # fmt: skip
-        raise LoweringError(f"expected an integer, found {expr.kind}")
+        raise LoweringError(f"a {_KINDS.get(expr.kind, expr.kind)} cannot be compiled as written: an integer is "
+                            "needed here", rule="0107")  # fmt: skip
 
     def _inline(self, fn: ir.FnDecl, call: ir.Call, frame: Frame, binding: str | None) -> object:
         positional = [a for a in call.args if a.name is None]
         if len(positional) != len(fn.params):
-            raise LoweringError(f"{fn.name} takes {len(fn.params)} arguments, got {len(positional)}")
+            raise LoweringError(f"the call of {fn.name} cannot be compiled as written: {fn.name} takes "
+                                f"{len(fn.params)} arguments, it is given {len(positional)}", rule="0107")  # fmt: skip
         site = binding or fn.name
         inner = frame.child(f"{site}/", f"{site}/")
         inner.values = {}
         for param, arg in zip(fn.params, positional, strict=True):
             if isinstance(param, ir.AxisParam):
                 if not isinstance(arg.value, ir.Name):
-                    raise LoweringError(f"axis argument {param.name} of {fn.name} must be an axis name")
+                    raise LoweringError(f"the call of {fn.name} cannot be compiled as written: its argument "
+                                        f"{param.name} must be an axis name", rule="0107")  # fmt: skip
                 inner.values[param.name] = AxisRef(self._axis_name(arg.value.id, frame))
             elif isinstance(param, ir.IntParam):
                 inner.values[param.name] = self._int(arg.value, frame)
             elif isinstance(param, ir.LayoutParam):
                 if not isinstance(arg.value, ir.Name):
-                    raise LoweringError(f"layout argument {param.name} of {fn.name} must be a layout name")
+                    raise LoweringError(f"the call of {fn.name} cannot be compiled as written: its argument "
+                                        f"{param.name} must be a layout name", rule="0107")  # fmt: skip
                 inner.values[param.name] = LayoutRef(self._layout_name(arg.value.id, frame))
             else:
                 value = self._value(arg.value, frame, None, None)
                 if not isinstance(value, View):
-                    raise LoweringError(f"argument {param.name} of {fn.name} must be a tensor")
+                    raise LoweringError(f"the call of {fn.name} cannot be compiled as written: its argument "
+                                        f"{param.name} must be a tensor", rule="0107")  # fmt: skip
                 inner.values[param.name] = value
         returns = None
         if fn.returns is not None:

@@ -173,9 +173,13 @@ def plan_dma(
     """Everything the cost model needs about one DMA statement."""
     hbm_source, hbm_destination = source.tensor.space == "hbm", destination.tensor.space == "hbm"
     if hbm_source and hbm_destination:
-        raise LoweringError("HBM -> HBM copies are not DMA statements")
+        raise LoweringError(f"a DMA moves data between HBM and DM: it cannot copy HBM ({source.tensor.name}) to HBM "
+                            f"({destination.tensor.name})", rule="0325")  # fmt: skip
     if source.tensor.space not in ("hbm", "dm") or destination.tensor.space not in ("hbm", "dm"):
-        raise LoweringError("DMA moves data between HBM and DM only; register files are filled by passes")
+        src, dst = source.tensor, destination.tensor
+        raise LoweringError(f"a DMA moves data between HBM and DM: it cannot copy {src.space.upper()} ({src.name}) to "
+                            f"{dst.space.upper()} ({dst.name}); register files are loaded by passes",
+                            rule="0325")  # fmt: skip
     source, destination = _aligned(source, destination, axes), _aligned(destination, source, axes)
     constraints = destination.constraints() + source.constraints()
     dm_side = source if hbm_destination else destination
@@ -193,13 +197,15 @@ def plan_dma(
     involves_hbm = hbm_source or hbm_destination
     size = _packet_size(run_bytes, packet, involves_hbm)
     if size <= 0:  # a run shorter than a byte: f4 data the IR rules refuse to place this way (E0324)
-        raise LoweringError(f"a DMA run of {run_bytes:g} bytes cannot be cut into packets")
+        raise LoweringError(f"the DMA cannot be compiled as written: a run of {run_bytes:g} bytes cannot be cut into "
+                            "packets", rule="0107")  # fmt: skip
     per_run = math.ceil(run_bytes / size)
     outer = [d for d in dims if d not in run_dims]
     outer = _ordered(outer, order)
     count = math.prod(len(d.values) for d in outer) * per_run
     if count > MAX_PACKETS:
-        raise LoweringError(f"a DMA of {count:,} packets is beyond what the lowerer enumerates")
+        raise LoweringError(f"a DMA of {count:,} packets is past the compiler's limit of {MAX_PACKETS:,} packets",
+                            rule="0105")  # fmt: skip
     grids = _grid([d.values for d in outer])
     n_outer = len(grids[0]) if grids else 1
     index: dict[str, np.ndarray] = {}

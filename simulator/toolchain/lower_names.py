@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit
-from chiplore.simulator.toolchain.env import Env
+from chiplore.simulator.toolchain.env import Env, expand_layout
 from chiplore.simulator.toolchain.lower_dma import dm_base, dm_dims
 from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, PassOp
 from chiplore.simulator.toolchain.op_semantics import SemOp
@@ -89,13 +89,14 @@ class NameResolution:
             return operand
         value = self._scope.values.get(operand) if self._scope is not None else None
         if not isinstance(value, int):
-            raise LoweringError(f"'{operand}' is not an integer in a mapping")
+            raise LoweringError(f"mapping operand '{operand}' cannot be compiled as written: it is not an integer",
+                                rule="0107")  # fmt: skip
         return value
 
     def _digit(self, axis: str, ops: list[tuple[str, int]]) -> Digit:
         axis = self._axis_name(axis)
         if axis not in self.axes.atoms and axis not in self.axes.composites:
-            raise LoweringError(f"unknown axis {axis}")
+            raise LoweringError(f"unknown axis '{axis}'", rule="0102")
         try:
             return self.axes.digit(axis, ops)
         except ValueError as error:  # `Q % n` with n = 0 from a fn's int parameter
@@ -132,30 +133,29 @@ class NameResolution:
                 slice_field = fields.get("slice")
                 if isinstance(slice_field, ir.MapField):
                     return self._places(slice_field.mapping)
-        raise LoweringError("expected a mapping argument")
+        raise LoweringError("the argument cannot be compiled as written: a mapping ([...]) or a layout name is "
+                            "needed", rule="0107")  # fmt: skip
 
     def _resolve_type(self, ttype: ir.TType | None) -> ir.DevType | ir.HbmType | None:
         resolved = self.env.resolve(ttype)
         if resolved is None:
-            raise LoweringError("unknown type")
+            raise LoweringError("unknown type (or a type that names itself)", rule="0102")
         return resolved
 
     def _layout_fields(self, layout: ir.Layout) -> dict[str, ir.MapField | ir.IntField]:
-        fields: dict[str, ir.MapField | ir.IntField] = {}
-        for item in layout.items:
-            if isinstance(item, ir.Spread):
-                target = self.env.layouts.get(self._layout_name(item.name))
-                if target is None:
-                    raise LoweringError(f"unknown layout {item.name}")
-                fields.update(self._layout_fields(target))
-            else:
-                fields[item.name] = item
-        return fields
+        def lookup(name: str) -> ir.Layout:
+            target = self.env.layouts.get(self._layout_name(name))
+            if target is None:
+                raise LoweringError(f"unknown layout '{name}'", rule="0102")
+            return target
+
+        return expand_layout(layout, lookup)
 
     def _param_tensor(self, param: ir.TensorParam) -> Tensor:
         ttype = self._resolve_type(param.type)
         if not isinstance(ttype, ir.HbmType):
-            raise LoweringError(f"kernel parameter {param.name} must live in HBM")
+            raise LoweringError(f"a Ferrite file holds one kernel, whose parameters are HBM tensors: {param.name} "
+                                "is not in HBM", rule="0106")  # fmt: skip
         digits = tuple(d for place in self._places(ttype.mapping) for d in place.digits)
         return Tensor(
             id=param.name, name=param.name, space="hbm", dtype=ttype.dtype, hbm=digits,
@@ -164,7 +164,8 @@ class NameResolution:
 
     def _new_tensor(self, ttype: object, name: str | None, frame: Frame, line: int | None) -> Tensor:
         if not isinstance(ttype, ir.DevType):
-            raise LoweringError(f"'{name or 'the result'}' needs a device tensor type (dm, trf or vrf)")
+            raise LoweringError(f"'{name or 'the result'}' cannot be compiled as written: it needs a device tensor "
+                                "type (dm, trf or vrf)", rule="0107")  # fmt: skip
         fields = self._layout_fields(ttype.layout)
         places = {k: self._places(v.mapping) for k, v in fields.items() if isinstance(v, ir.MapField)}
         buffers_field = fields.get("buffers")

@@ -49,7 +49,8 @@ class OpLowering(ViewLowering):
         else:
             target = next((a.value for a in method.args if a.name is None), None)
             if target is None:
-                raise LoweringError("dma_into needs a destination view")
+                raise LoweringError("dma_into cannot be compiled as written: it needs a destination view",
+                                    rule="0107")  # fmt: skip
             destination = self._as_view(target, frame)
         engines_arg, packet_arg, order_arg = method.kwarg("engines"), method.kwarg("packet"), method.kwarg("order")
         engines = None
@@ -96,11 +97,12 @@ class OpLowering(ViewLowering):
         assert isinstance(node, ir.Call)
         context = node.func
         if not node.args:
-            raise LoweringError(f"{context}(..) needs a source tensor")
+            raise LoweringError(f"{context}(..) cannot be compiled as written: it needs a source tensor", rule="0107")
         source = self._as_view(node.args[0].value, frame)
         last = chain[-1]
         if last.name not in PASS_ENDS:
-            raise LoweringError(f"a pass ends in commit, commit_into, to_trf or to_vrf, not {last.name}")
+            raise LoweringError(f"{last.name} cannot end a pass: the Tensor Unit order ends in commit, commit_into, "
+                                "to_trf or to_vrf", rule="0120")  # fmt: skip
         line = node.span.line if node.span else None
         if ttype is None and self._scope is not None and last.name != "commit_into":
             ttype = self._scope.values.get("__returns__")
@@ -114,13 +116,15 @@ class OpLowering(ViewLowering):
         if last.name == "commit_into":
             target = next((a.value for a in last.args if a.name is None), None)
             if target is None:
-                raise LoweringError("commit_into needs a destination view")
+                raise LoweringError("commit_into cannot be compiled as written: it needs a destination view",
+                                    rule="0107")  # fmt: skip
             destination = self._as_view(target, frame)
         elif ttype is None:
             # An untyped result keeps the source's placement, in the stream's dtype and the end's space.
             space = {"to_trf": "trf", "to_vrf": "vrf"}.get(last.name, "dm")
             if source.tensor.space == "hbm":
-                raise LoweringError("a pass reads a device tensor, not HBM")
+                raise LoweringError(f"{context}({source.tensor.name}) cannot be compiled as written: a pass reads a "
+                                    "device tensor, not HBM", rule="0107")  # fmt: skip
             tensor = self._make_tensor(name, space, plan.dtype, dict(source.tensor.fields), frame, line)
             destination = View(tensor)
         else:
@@ -188,7 +192,8 @@ class OpLowering(ViewLowering):
             return StageArg(arg.name, word=value.id)
         if isinstance(value, ir.Method):
             return StageArg(arg.name, view=self._as_view(value, frame))
-        raise LoweringError(f"cannot resolve the argument {arg.name or ''} of {arg.value.kind}")
+        raise LoweringError(f"the argument {arg.name or ''} cannot be compiled as written: a {arg.value.kind} is "
+                            "not a tensor, number, word or mapping", rule="0107")  # fmt: skip
 
     def _fill(self, method: ir.Method, frame: Frame) -> None:
         view = self._as_view(method.receiver, frame)
@@ -213,7 +218,8 @@ class OpLowering(ViewLowering):
 
     def _allocate(self, call: ir.PathCall, frame: Frame, ttype: object, name: str | None) -> View:
         if call.path != "dm" or call.func not in ("empty", "zeros"):
-            raise LoweringError(f"{call.path}::{call.func} is not supported by the lowerer")
+            raise LoweringError(f"{call.path}::{call.func} cannot be compiled as written: this toolchain's lowerer "
+                                "places tensors by their layout only (dm::empty, dm::zeros)", rule="0107")  # fmt: skip
         line = call.span.line if call.span else None
         view = self._view_of(self._new_tensor(ttype, name, frame, line))
         if call.func == "zeros":

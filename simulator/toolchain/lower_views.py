@@ -21,7 +21,7 @@ class ViewLowering(NameResolution):
     def _as_view(self, expr: ir.Expr, frame: Frame) -> View:
         value = self._value(expr, frame, None, None)
         if not isinstance(value, View):
-            raise LoweringError("expected a tensor")
+            raise LoweringError("a view cannot be compiled as written: a tensor is needed here", rule="0107")
         return value
 
     def _digit_expr(self, expr: ir.Expr, frame: Frame) -> Digit:
@@ -30,7 +30,8 @@ class ViewLowering(NameResolution):
             ops.append((expr.op, self._int(expr.right, frame)))
             expr = expr.left
         if not isinstance(expr, ir.Name):
-            raise LoweringError("expected a digit such as `A`, `A / d` or `A % m`")
+            raise LoweringError("a view cannot be compiled as written: a digit such as `A`, `A / d` or `A % m` is "
+                                "needed here", rule="0107")  # fmt: skip
         saved, self._scope = self._scope, frame
         try:
             return self._digit(expr.id, list(reversed(ops)))
@@ -43,7 +44,7 @@ class ViewLowering(NameResolution):
         shifts = dict(view.shifts)
         if method.name == "tile":
             if len(positional) != 3:
-                raise LoweringError("tile takes (digit, start, len)")
+                raise LoweringError("tile cannot be compiled as written: it takes (digit, start, len)", rule="0107")
             digit = self._digit_expr(positional[0], frame)
             start, length = self._int(positional[1], frame), self._int(positional[2], frame)
             added = range_restrictions(digit, start, start + length, self.axes, shifts, move=True)
@@ -57,7 +58,8 @@ class ViewLowering(NameResolution):
         if method.name == "at":
             selected = [a for a in method.args if a.name is not None]
             if len(selected) != 1:
-                raise LoweringError("at takes one `Axis = index` argument")
+                raise LoweringError("at cannot be compiled as written: it takes one `Axis = index` argument",
+                                    rule="0107")  # fmt: skip
             axis = self._axis_name(selected[0].name or "", frame)
             whole = self.axes.digit(axis, [])
             added = range_restrictions(whole, 0, 1, self.axes, shifts, move=True)
@@ -69,13 +71,13 @@ class ViewLowering(NameResolution):
                         view.gathers + atoms, view.rolls, view.selectors + selector)  # fmt: skip
         # rename(A, B, offset): axis A of the tensor seen as the range [offset, offset + |A|) of B
         if len(positional) != 3 or not all(isinstance(p, ir.Name) for p in positional[:2]):
-            raise LoweringError("rename takes (axis, axis, offset)")
+            raise LoweringError("rename cannot be compiled as written: it takes (axis, axis, offset)", rule="0107")
         source = self._axis_name(positional[0].id, frame)  # type: ignore[union-attr]
         target = self._axis_name(positional[1].id, frame)  # type: ignore[union-attr]
         offset = self._int(positional[2], frame)
         for axis in (source, target):
             if axis not in self.axes.atoms and axis not in self.axes.composites:
-                raise LoweringError(f"rename takes axes; {axis} is not one")
+                raise LoweringError(f"unknown axis '{axis}'", rule="0102")
         size = self.axes.size(source)
         added = range_restrictions(self.axes.digit(target, []), offset, offset + size, self.axes, shifts, move=False)
         return View(view.tensor, view.shifts, view.restrictions + tuple(added),

@@ -11,6 +11,10 @@ from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.walk import walk
 
 PIPELINE_CALLS = frozenset({"main", "sub"})
+# "did you mean" costs a fuzzy match against every name in scope: a program of thousands of unknown names
+# gets suggestions for its first ones only, so its check stays linear.
+MAX_SUGGESTIONS = 64
+_Unknown = tuple[str, str, Iterable[str], ir.Span | None]  # kind, name, the names it could have meant, where
 VECTOR_OPS = frozenset(
     {"add", "sub", "mul", "div", "max", "min", "square", "exp", "erf", "tanh", "rsqrt", "recip", "neg", "stash",
      "sum_time", "sum_packet", "sum_all", "max_all"}
@@ -62,62 +66,60 @@ def check_names(program: ir.Program) -> list[Diagnostic]:
             globals_.types.add(item.name)
         elif isinstance(item, ir.FnDecl):
             globals_.fns.add(item.name)
-    diagnostics: list[Diagnostic] = []
+    unknown: list[_Unknown] = []
     for item in program.items:
         if isinstance(item, ir.AxesDecl):
             for axis in item.axes:
                 if isinstance(axis, ir.AxisComposite):
-                    diagnostics += [
-                        _unknown("axis", part, globals_.axes, axis.span)
-                        for part in axis.parts
-                        if part not in globals_.axes
+                    unknown += [
+                        ("axis", part, globals_.axes, axis.span) for part in axis.parts if part not in globals_.axes
                     ]
             continue
         scope = globals_
         if isinstance(item, ir.FnDecl | ir.KernelDecl):
             scope = globals_.extended(item.params, item.body)
-        diagnostics += list(_check_node(item, scope))
-    return diagnostics
+        unknown += list(_check_node(item, scope))
+    return [_unknown(*found, suggest=index < MAX_SUGGESTIONS) for index, found in enumerate(unknown)]
 
 
-def _check_node(root: ir.Node, scope: Scope) -> Iterator[Diagnostic]:
+def _check_node(root: ir.Node, scope: Scope) -> Iterator[_Unknown]:
     for node in walk(root):
         if isinstance(node, ir.HbmType | ir.DevType) and node.dtype not in ir.DTYPES:
-            yield _unknown("dtype", node.dtype, ir.DTYPES, node.span)
+            yield ("dtype", node.dtype, ir.DTYPES, node.span)
         elif isinstance(node, ir.Term):
             if node.kind == "axis" and node.axis not in scope.axes:
-                yield _unknown("axis", str(node.axis), scope.axes, node.span)
+                yield ("axis", str(node.axis), scope.axes, node.span)
             for _, operand in node.ops:
                 if isinstance(operand, str) and operand not in scope.values:
-                    yield _unknown("name", operand, scope.values, node.span)
+                    yield ("name", operand, scope.values, node.span)
         elif isinstance(node, ir.Spread) and node.name not in scope.layouts:
-            yield _unknown("layout", node.name, scope.layouts, node.span)
+            yield ("layout", node.name, scope.layouts, node.span)
         elif isinstance(node, ir.TypeRef) and node.name not in scope.types:
-            yield _unknown("type", node.name, scope.types, node.span)
+            yield ("type", node.name, scope.types, node.span)
         elif isinstance(node, ir.Name):
             known = scope.values | scope.axes | scope.layouts | set(ir.DTYPES) | KEYWORDS | scope.fns
             if node.id not in known:
-                yield _unknown("name", node.id, scope.values | scope.axes, node.span)
+                yield ("name", node.id, scope.values | scope.axes, node.span)
         elif isinstance(node, ir.Call) and node.func not in scope.fns | PIPELINE_CALLS | VECTOR_OPS:
-            yield _unknown("fn", node.func, scope.fns | PIPELINE_CALLS | VECTOR_OPS, node.span)
+            yield ("fn", node.func, scope.fns | PIPELINE_CALLS | VECTOR_OPS, node.span)
         elif isinstance(node, ir.PathCall) and f"{node.path}::{node.func}" not in PATH_CALLS:
-            yield _unknown("fn", f"{node.path}::{node.func}", PATH_CALLS, node.span)
+            yield ("fn", f"{node.path}::{node.func}", PATH_CALLS, node.span)
         elif isinstance(node, ir.Method):
             if node.name not in METHODS:
-                yield _unknown("method", node.name, METHODS, node.name_span or node.span)
+                yield ("method", node.name, METHODS, node.name_span or node.span)
             elif node.name == "at":
                 for arg in node.args:
                     if arg.name is not None and arg.name not in scope.axes:
-                        yield _unknown("axis", arg.name, scope.axes, arg.span)
+                        yield ("axis", arg.name, scope.axes, arg.span)
             elif node.name == "rename":
                 for arg in [a for a in node.args if a.name is None][:2]:
                     axis = arg.value
                     if isinstance(axis, ir.Name) and axis.id not in scope.axes:  # `t.rename(w, Rall, 0)`
-                        yield _unknown("axis", axis.id, scope.axes, axis.span)
+                        yield ("axis", axis.id, scope.axes, axis.span)
             elif node.name in ("tile", "roll") and node.args:
                 axis = _digit_axis(node.args[0].value)
                 if axis is not None and axis.id not in scope.axes:  # `t.tile(Rows % 4, ..)`: a layout, not an axis
-                    yield _unknown("axis", axis.id, scope.axes, axis.span)
+                    yield ("axis", axis.id, scope.axes, axis.span)
 
 
 def _digit_axis(expr: ir.Expr) -> ir.Name | None:
@@ -127,7 +129,7 @@ def _digit_axis(expr: ir.Expr) -> ir.Name | None:
     return expr if isinstance(expr, ir.Name) else None
 
 
-def _unknown(kind: str, name: str, candidates: Iterable[str], span: ir.Span | None) -> Diagnostic:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+def _unknown(kind: str, name: str, candidates: Iterable[str], span: ir.Span | None, suggest: bool = True) -> Diagnostic:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6) if suggest else []
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return Diagnostic(code="E0102", severity="error", message=f"unknown {kind} '{name}'{hint}", span=span)

@@ -313,9 +313,28 @@ CASES: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
         lambda v: "    for i in 0..3000 {\n        let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    }\n",
         lambda v: "    for i in 0..300 {\n        let t: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);\n    }\n",
     ),
+    "0105": (  # a tile offset past 2^63 - 1: refused as the program is read, before any rule runs
+        lambda v: (
+            "    let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, 99999999999999999999, 16)"
+            ".dma(engines = [1]);\n"
+        ),
+        lambda v: "    let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, 48, 16).dma(engines = [1]);\n",
+    ),
+    "0107": (  # a tensor where the tile's start, an integer, belongs
+        lambda v: "    let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, a, 16).dma(engines = [1]);\n",
+        lambda v: "    let t: dm<bf16>{..One, elem: [H % 16]} = x.tile(H % 64, 16, 16).dma(engines = [1]);\n",
+    ),
+    "0325": (  # HBM to HBM is not a DMA statement: stage the data in DM
+        lambda v: "    x.dma_into(y, engines = [1]);\n",
+        lambda v: "    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n    b.dma_into(y, engines = [1]);\n",
+    ),
     "0501": (
         lambda v: "    b.dma_into(y, engines = [0]);\n    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n",
         lambda v: "    let b: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n    b.dma_into(y, engines = [0]);\n",
+    ),
+    "0502": (  # a local tensor named like the output parameter: which one would the harness read?
+        lambda v: "    let y: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n",
+        lambda v: "    let y_d: dm<bf16>{..One, elem: [H]} = x.dma(engines = [1]);\n",
     ),
 }
 
@@ -355,6 +374,10 @@ WHOLE: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
         lambda v: example_source(_PIPELINED),
     ),
     "0801": (lambda v: PRELUDE + "}\n", lambda v: example_source("")),
+    "0106": (  # a kernel takes its tensors in HBM: an int is a fn's parameter
+        lambda v: example_source("").replace("y: &mut hbm<bf16>[H])", "y: &mut hbm<bf16>[H], n: int)"),
+        lambda v: example_source(""),
+    ),
 }
 
 

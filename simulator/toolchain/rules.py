@@ -74,6 +74,35 @@ RULES: tuple[Rule, ...] = (
         "do the repeated work in fewer, larger passes (bigger tiles, fewer loop iterations), or split the kernel",
     ),
     _rule(
+        "0105",
+        "{what} is past the compiler's limit of {limit}",
+        "syntax nested more than 100 levels deep (each nested loop or block, operator, unary minus, call and method "
+        "of a chain adds a level), an integer literal over 2^63 - 1, a float literal beyond the range of a 64-bit "
+        "float, an HBM tensor of more than 2^40 bytes (1 TiB), an output of more than 268,435,456 elements, a DMA of "
+        "more than 4,000,000 packets",
+        "EEE",
+        "name intermediate results with `let`, split long chains and loop nests, and keep literals in range",
+    ),
+    _rule(
+        "0106",
+        "a Ferrite file holds one kernel, whose parameters are HBM tensors: {problem}",
+        "a file with no kernel or with more than one, or a kernel parameter that is not an HBM tensor "
+        "(`&hbm<D>[...]`, or `&mut hbm<D>[...]` for an output)",
+        "EEE",
+        "keep one kernel per file (helpers are `fn`s) and pass the kernel its tensors in HBM",
+    ),
+    _rule(
+        "0107",
+        "{construct} cannot be compiled as written: {reason}",
+        "an argument, operand or value of the wrong kind that the other rules let through: a fn called with the "
+        "wrong number or kinds of arguments, a tensor where an integer is needed, an integer division by zero, a "
+        "view or pass without the arguments it takes, a pass over an HBM tensor, a DMA run shorter than a byte; "
+        "and 0.5.0's `dm::at_addr`, which its vocabulary accepts and its lowerer cannot place",
+        "EEE",
+        "give each construct the arguments and operands its reference lists (place tensors with layouts, not at "
+        "raw addresses)",
+    ),
+    _rule(
         "0110",
         "{stage} cannot turn {src} into {dst}",
         "unsupported decode/cast pair; a cast before any contract or vector stage only widens, one after only narrows",
@@ -142,6 +171,13 @@ RULES: tuple[Rule, ...] = (
         "EEE",
         "convert in a Tensor-Unit pass (a cast, widen, narrow or decode), then move the converted tensor",
     ),
+    _rule(
+        "0325",
+        "a DMA moves data between HBM and DM: it cannot copy {src} to {dst}",
+        "a DMA from HBM to HBM, or from or into a register file (TRF and VRF are loaded by Tensor-Unit passes)",
+        "EEE",
+        "stage the data in DM (HBM -> DM -> HBM); load a register file with a pass ending in `to_trf()` or `to_vrf()`",
+    ),
     _rule("0401", "contraction uses {n} lanes (max 8)", "lanes", "EEE"),
     _rule("0402", "contraction stream packet is {bytes} B (max 64 B)", "outer packet size", "EEE"),
     _rule(
@@ -180,7 +216,23 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0430", "reduce_slices group {g} must be the innermost live slice digits of {layout}", "reducer shape", "EEE"
     ),
-    _rule("0501", "'{name}' is used before it is defined", "def-use (or a dependency cycle)", "EEE"),
+    _rule(
+        "0501",
+        "'{name}' is used before it is defined",
+        "def-use, or a layout that spreads itself or a type that names itself (a dependency cycle)",
+        "EEE",
+    ),
+    _rule(
+        "0502",
+        "'{name}' is already bound, as {earlier}: Ferrite has no shadowing, so give the new binding another name",
+        "a parameter, let, assignment or loop variable that reuses a name where it is visible (a parameter, an "
+        "axis, layout, type or fn, a dtype or keyword, a let or loop variable in scope), a let that repeats "
+        "another let of its kernel or fn, or an axis, layout, type, fn or kernel declared twice; sibling loops "
+        "may reuse a loop variable",
+        "EEE",
+        "rename the new binding (`let out_d` rather than a second `out`); write into an existing tensor with "
+        "`dma_into` or `commit_into` instead of rebinding it",
+    ),
     _rule(
         "0520",
         "{pass} hits DM bank {b} {n} times in a row while {dma} may write cluster {c} (limit 63)",

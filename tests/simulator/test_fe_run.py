@@ -101,6 +101,41 @@ def test_a_bad_environment_value_is_one_line(tmp_path: Path, probe: Path) -> Non
     assert line.startswith("error: CHIPLORE_SEED: ") and "'abc'" in line
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--seed", "-1"], {}, "error: --seed: a seed is an integer from 0 to 2^63 - 1 (got -1)"),
+        (["--seed", str(2**63)], {}, f"error: --seed: a seed is an integer from 0 to 2^63 - 1 (got {2**63})"),
+        ([], {"CHIPLORE_SEED": "-5"}, "error: CHIPLORE_SEED: a seed is an integer from 0 to 2^63 - 1 (got '-5')"),
+    ],
+    ids=["option-negative", "option-past-i64", "environment-negative"],
+)
+def test_a_seed_out_of_range_is_one_line_and_charges_nothing(
+    tmp_path: Path, probe: Path, args: list[str], env: dict[str, str], line: str
+) -> None:
+    command = ["submit", str(probe), "--kernel", MB01.kernel, "--fixtures", "smoke", "--data-dir", str(tmp_path)]
+    assert refused(CliRunner().invoke(fe_run, command + args, env=env)) == line
+    assert not (tmp_path / "device" / "rngd-sim-0.json").exists()
+
+
+def test_the_largest_seed_runs_and_the_device_refuses_a_negative_one_by_name(tmp_path: Path, probe: Path) -> None:
+    ran = submit(tmp_path, probe, "--seed", str(2**63 - 1), "--json")
+    assert ran.exit_code == 0, ran.output
+    assert saved(tmp_path)["seed"] == 2**63 - 1
+    with pytest.raises(ValueError, match="seed -1 is not an integer from 0 to 2\\^63 - 1"):
+        SimDevice(-1)
+
+
+def test_chiplore_refuses_a_negative_chiplore_seed_in_one_line(tmp_path: Path) -> None:
+    """The other path of the finding: `CHIPLORE_SEED=-5 chiplore optimize ...`, in a real process."""
+    env = os.environ | {"CHIPLORE_SEED": "-5", "CHIPLORE_DATA_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "chiplore.cli", "optimize", "sliding_attention_output", "--budget", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ") and "a seed is an integer from 0 to 2^63 - 1" in line
+
+
 # ---- versions and JSON ------------------------------------------------------------------------
 
 

@@ -109,11 +109,25 @@ kernel k(x: &hbm<i8>[B], y: &mut hbm<i8>[B]) {
     assert "E0520" in [d.code for d in check(concurrent, "0.7.0").diagnostics]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_file_holds_one_kernel_whose_parameters_are_in_hbm(version: str) -> None:
+    breaking, fixed = example("0106", version)
+    assert [d.code for d in check(breaking, version).diagnostics] == ["E0106"]
+    assert check(fixed, version).diagnostics == ()
+    second = fixed + "kernel k2(x: &hbm<bf16>[H]) {\n}\n"
+    [found] = check(second, version).diagnostics
+    assert found.code == "E0106" and "kernel k2 is a second one (after k)" in found.message
+    assert [d.code for d in check("axes! { H = 64 }\n", version).diagnostics] == ["E0106"]
+    in_dm = fixed.replace("x: &hbm<bf16>[H]", "x: dm<bf16>{..One, elem: [H]}")
+    assert "x of kernel k is not in HBM" in check(in_dm, version).diagnostics[0].message
+
+
 # Checked rules whose per-version tests live outside the table (they need a whole program or a header).
 TESTED_ELSEWHERE = {
     "0101": "test_toolchain.test_ferc_check_shows_a_caret_and_fails and the parser tests",
     "0102": "test_toolchain.test_unknown_names_are_e0102_with_a_suggestion",
     "0103": "test_toolchain.test_version_vocabulary",
+    "0106": "test_a_file_holds_one_kernel_whose_parameters_are_in_hbm",
     "0702": "test_toolchain.test_pipeline_attribute_is_deprecated_only_in_070",
     "0801": "test_an_output_nothing_writes",
 }
