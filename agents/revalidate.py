@@ -105,8 +105,8 @@ class Revalidator:
         if fixed is None:
             self.say(f"{kernel}: {role} {node.id} is broken under {version} and could not be repaired")
             return self._record(base.model_copy(update={"outcome": "broken", "detail": "no repair compiles"}), ())
-        new_source, change, params = fixed
-        repaired = self._measure_repair(node, role, new_source, change, params, broken, is_best)
+        change = fixed[1]
+        repaired = self._measure_repair(node, role, fixed, broken, is_best)
         if repaired is None:
             return self._record(base.model_copy(update={"outcome": "broken", "detail": f"the repair failed: {change}"}),
                                 ())  # fmt: skip
@@ -148,8 +148,11 @@ class Revalidator:
                 best = (*key, p)
         return best[2] if best else None
 
-    def _measure_repair(self, node: DesignNode, role: str, source: str, change: str, params: Params | None,
-                        broken: str, is_best: bool) -> tuple[str, float, tuple[str, ...]] | None:  # fmt: skip
+    def _measure_repair(self, node: DesignNode, role: str, repair: tuple[str, str, Params | None], broken: str,
+                        is_best: bool) -> tuple[str, float, tuple[str, ...]] | None:  # fmt: skip
+        """The repair `(source, change, params)` of `node` added to the tree, screened, measured and accepted
+        as its successor: (its id, cycles, runs), or None when it fails on the way."""
+        source, change, params = repair
         store, kernel, version = self.store, self.spec.name, self.version
         sha = content_sha(source)
         node_id = design_id(kernel, sha)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -123,7 +124,8 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     if closed:
         say(f"{closed} design(s) a budget left unfinished under {previous} closed")
     specs = {spec.name: spec for spec in target.kernels()}
-    kernels, pending = _revalidate_kernels(store, target, specs, previous, version, state.budget_s, activity, say)
+    kernels, pending = _revalidate_kernels(UpgradeStep(store, target, previous, version, activity, say), specs,
+                                           state.budget_s)  # fmt: skip
     measured = remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
                          spent_s=upgrade_device_s(store, activity), on_probe=progress)  # fmt: skip
     rechecked = recheck_state(store, target.name, previous, version)
@@ -180,9 +182,22 @@ def flag_designs(store: GraphStore, target: str, previous: str, version: str) ->
     return flag_designs_consulting_changed(store, Toolchain.id_of(target, previous), version)
 
 
-def _revalidate_kernels(store: GraphStore, target: Target, specs: dict[str, KernelSpec], previous: str,
-                        version: str, budget_s: float, activity: Activity, say: Event,
-                        ) -> tuple[list[Revalidation], list[str]]:  # fmt: skip
+@dataclass(frozen=True)
+class UpgradeStep:
+    """Where an upgrade step works: the graph, the target, the versions, the upgrade's activity, its notes."""
+
+    store: GraphStore
+    target: Target
+    previous: str
+    version: str
+    activity: Activity
+    say: Event
+
+
+def _revalidate_kernels(step: UpgradeStep, specs: dict[str, KernelSpec],
+                        budget_s: float) -> tuple[list[Revalidation], list[str]]:  # fmt: skip
+    store, target, previous, version, activity, say = (step.store, step.target, step.previous, step.version,
+                                                       step.activity, step.say)  # fmt: skip
     knowledge = read_knowledge(store, version, target.pack().capabilities)
     runner = DeviceRunner(target, RecordRuns(store, activity), budget_s=budget_s,
                           spent_s=upgrade_device_s(store, activity))  # fmt: skip

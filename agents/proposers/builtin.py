@@ -12,7 +12,7 @@ import random
 from collections.abc import Iterable
 
 from chiplore.agents.proposers.base import DesignProposal, KernelView, Role
-from chiplore.agents.proposers.search import Priced, SearchBudget, search_space, setting_key
+from chiplore.agents.proposers.search import Priced, Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, neighbours, points
 
@@ -31,8 +31,8 @@ class BuiltinArchitect:
         facts = view.knowledge.facts
         valid = list(points(space, facts))
         # a later architect round (a new branch far from the bound) searches from another seeded sample
-        priced = search_space(space, valid, facts, view.version, view.predicted, self.budget,
-                              view.seed + view.architect_designs)  # fmt: skip
+        search = Search(space, facts, view.version, view.predicted, self.budget)
+        priced = search_space(search, valid, view.seed + view.architect_designs)
         fresh = _fresh(view, priced.values())
         if len(fresh) < count:  # the tree holds what the search found: the rest of the space, in seeded order
             rest = [p for p in valid if setting_key(p) not in priced]

@@ -86,12 +86,10 @@ class Search:
             value, _, here = better
 
 
-def search_space(space: DesignSpace, valid: Sequence[Params], facts: Facts, version: str,
-                 predict: Callable[[str, Params], float | None], budget: SearchBudget,
-                 seed: int) -> dict[str, Priced]:  # fmt: skip
+def search_space(search: Search, valid: Sequence[Params], seed: int) -> dict[str, Priced]:
     """Price a seeded sample of `valid`, then climb from the best sampled setting of each value of
-    the first knob, best first; every setting priced, by key."""
-    search = Search(space, facts, version, predict, budget)
+    the first knob, best first; every setting `search` priced, by key."""
+    space, budget = search.space, search.budget
     order = list(valid)
     random.Random(seed).shuffle(order)
     sample = max(1, int(budget.predictions * budget.sample_share))

@@ -29,7 +29,7 @@ from chiplore.agents.runner import DeviceRunner, RecordRun
 from chiplore.agents.scale.calendar import Calendar, Turns
 from chiplore.agents.scale.engine import Engine, Served
 from chiplore.agents.scale.heartbeat import Heartbeat
-from chiplore.agents.scale.pool_runner import FAILED, PoolRunner
+from chiplore.agents.scale.pool_runner import FAILED, Pool, PoolRunner
 from chiplore.agents.scale.screening import RemoteScreener
 from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.agents.schedule import Result
@@ -67,8 +67,8 @@ class PooledExecutor(Executor):
 
     def make_runner(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float,
                     charged: Callable[[], float]) -> DeviceRunner:  # fmt: skip
-        return PoolRunner(target, record, budget_s=budget_s, spent_s=spent_s, charged=charged, engine=self.engine,
-                          slots=self.slots, calendar=self.calendar, on_served=self._record_use)  # fmt: skip
+        pool = Pool(self.engine, self.slots, self.calendar, self._record_use)
+        return PoolRunner(target, record, pool, budget_s=budget_s, spent_s=spent_s, charged=charged)
 
     def make_screener(self, view: KernelView, screens: Screens,
                       recording: list[Callable[[str, ScreenResult], None]]) -> Screener:  # fmt: skip

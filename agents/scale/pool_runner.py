@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from chiplore.agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
 from chiplore.agents.scale.calendar import Calendar
@@ -20,16 +21,25 @@ FAILED = ("fault", "timeout", "transient")
 OnServed = Callable[[Served], None]  # told of each job served, once its DeviceRun is recorded
 
 
+@dataclass(frozen=True)
+class Pool:
+    """What a pool's runners share: the engine, its device slots, the run's calendar, and who is told
+    of each job served."""
+
+    engine: Engine
+    slots: DeviceSlots
+    calendar: Calendar
+    on_served: OnServed
+
+
 class PoolRunner(DeviceRunner):
     """Shared by the threads of one kernel; each thread's pinned device and calendar are its own."""
 
-    def __init__(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float = 0.0,
-                 backoff_s: float = 0.05, charged: Callable[[], float] | None = None, engine: Engine,
-                 slots: DeviceSlots, calendar: Calendar, on_served: OnServed) -> None:  # fmt: skip
-        super().__init__(target, self._record_served, budget_s=budget_s, spent_s=spent_s, backoff_s=backoff_s,
-                         charged=charged)  # fmt: skip
-        self.record_run, self.on_served = record, on_served
-        self.engine, self.slots, self.calendar = engine, slots, calendar
+    def __init__(self, target: Target, record: RecordRun, pool: Pool, *, budget_s: float, spent_s: float = 0.0,
+                 charged: Callable[[], float] | None = None) -> None:  # fmt: skip
+        super().__init__(target, self._record_served, budget_s=budget_s, spent_s=spent_s, charged=charged)
+        self.record_run, self.on_served = record, pool.on_served
+        self.engine, self.slots, self.calendar = pool.engine, pool.slots, pool.calendar
         # per thread: the device a comparison holds, where this job faulted, the job served last
         self._local = threading.local()
 

@@ -34,14 +34,13 @@ def report(app: App, out: Path) -> None:
 @schedule_options("Device seconds of each optimize round (before and after the upgrade).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("chiplore-report"),
               show_default=True, help="The folder the report is written to.")  # fmt: skip
-@click.option("--resume", is_flag=True, hidden=True,
+@click.option("--resume", is_flag=True, hidden=True, expose_value=False,
               help="Kept for scripts: a demo always continues where an interrupted one stopped.")  # fmt: skip
 @progress_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results (json: every field, as `status --json` has them).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON (the same as --format json).")
-def demo(app: App, schedule: Schedule, out: Path, resume: bool, progress_style: ProgressStyle, fmt: str,
-         as_json: bool) -> None:  # fmt: skip
+def demo(app: App, schedule: Schedule, out: Path, progress_style: ProgressStyle, fmt: str, as_json: bool) -> None:
     """The main job: learn the chip, optimize every kernel, upgrade the toolchain, optimize again, report."""
     fmt = "json" if as_json else fmt
     with app.session(create=True) as session:

@@ -15,6 +15,7 @@ from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, store_options
 from chiplore.cli.progress import ProgressStyle, Reporter, progress_options
 from chiplore.cli.render import to_json
+from chiplore.cli.run_options import Output, output_options
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 from chiplore.kg.graph_io import Imported
@@ -76,12 +77,12 @@ def graph_import(app: App, file: Path, replace: bool, progress_style: ProgressSt
 @click.option("--to-data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The embedded data dir to copy into (--to embedded; made when missing).")  # fmt: skip
 @click.option("--replace", is_flag=True, help="Delete what the destination holds first (else it must be empty).")
-@progress_options
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@output_options
 def graph_copy(app: App, destination: str, to_uri: str | None, to_data_dir: Path | None, replace: bool,
-               progress_style: ProgressStyle, as_json: bool) -> None:  # fmt: skip
+               output: Output) -> None:  # fmt: skip
     """Copy the graph (the embedded one by default) into another store: into Neo4j, to explore a run
     in Neo4j Browser (README: "Explore the graph in Neo4j Browser")."""
+    progress_style, as_json = output.progress, output.as_json
     update: dict[str, Any] = {"store": destination}
     if destination == "neo4j" and to_uri:
         update["neo4j_uri"] = to_uri

@@ -9,8 +9,9 @@ from chiplore.app import App
 from chiplore.cli.complete import toolchain_versions
 from chiplore.cli.main import main
 from chiplore.cli.options import POLICIES, FiniteFloat, console, err_console, llm_options, store_options
-from chiplore.cli.progress import ProgressStyle, Reporter, progress_options
+from chiplore.cli.progress import Reporter
 from chiplore.cli.render import to_json
+from chiplore.cli.run_options import Output, output_options
 from chiplore.ingest.learn import DEFAULT_BUDGET_S
 
 
@@ -23,15 +24,13 @@ from chiplore.ingest.learn import DEFAULT_BUDGET_S
 @click.option("--policy", type=click.Choice(POLICIES), default="builtin", show_default=True,
               help="The librarian's policy: the builtin extractor, or an LLM that cites its paragraphs.")  # fmt: skip
 @llm_options
-@progress_options
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, progress_style: ProgressStyle,
-          as_json: bool) -> None:  # fmt: skip
+@output_options
+def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LLMConfig, output: Output) -> None:
     """Learn the chip: docs into claims, compiler probes into rules, microbenchmarks into measurements."""
     with app.session() as session:
         version = session.toolchain(toolchain)
         librarian = app.librarian(session, policy, llm)
-        with Reporter(err_console, progress_style, transient=True) as reporter:
+        with Reporter(err_console, output.progress, transient=True) as reporter:
             note = reporter.step(f"learning {session.target.name} {version}", total=len(session.pack.fits))
             reporter.update(device_s=0.0, budget_s=budget_s)
             spent = [0.0]
@@ -43,7 +42,7 @@ def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LL
 
             note("docs, then compile probes, then microbenchmarks")
             summary = session.learn(toolchain=version, budget_s=budget_s, librarian=librarian, on_probe=advance)
-    if as_json:
+    if output.as_json:
         click.echo(to_json(summary.model_dump()))
         return
     docs, measured = summary.docs, summary.measurements

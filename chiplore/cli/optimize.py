@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from chiplore.app import App, RoleChoice
-from chiplore.cli.complete import kernel_names, toolchain_versions
+from chiplore.cli.complete import kernel_names
 from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, store_options
@@ -14,10 +14,10 @@ from chiplore.cli.render import design_tree, kernels_table, to_json
 from chiplore.cli.run_options import (
     Output,
     Schedule,
-    WorkerChoice,
     output_options,
     role_options,
     schedule_options,
+    toolchain_option,
     worker_options,
 )
 from chiplore.session import Workers
@@ -26,21 +26,20 @@ from chiplore.session import Workers
 @main.command()
 @click.argument("kernels", nargs=-1, shell_complete=kernel_names)
 @store_options
-@click.option("--toolchain", default=None, shell_complete=toolchain_versions,
-              help="Toolchain version [default: the graph's active one].")  # fmt: skip
-@schedule_options("Device seconds for all the kernels together.")
-@click.option("--resume", is_flag=True, hidden=True,
+@toolchain_option
+@worker_options
+@click.option("--resume", is_flag=True, hidden=True, expose_value=False,
               help="Kept for scripts: an interrupted run's unfinished designs are always finished first.")  # fmt: skip
 @role_options
-@worker_options
 @output_options
-def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, schedule: Schedule, roles: RoleChoice,
-             workers: WorkerChoice, output: Output, resume: bool) -> None:  # fmt: skip
+@schedule_options("Device seconds for all the kernels together.")  # below --toolchain and the worker options
+def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: RoleChoice, output: Output) -> None:
     """Optimize kernels (all by default): propose, screen, run and judge designs against BEST.
 
     With --workers N (N > 1), every kernel and every design of a round run at once on Ray. A second
     optimize on the same graph joins the work. The LLM policy reads its API key from the environment
     only ($OPENAI_API_KEY for openai:...)."""
+    workers = schedule.workers
     if workers.devices is not None:
         app = App(app.settings.model_copy(update={"devices": workers.devices}))
     settings = app.settings
@@ -50,7 +49,7 @@ def optimize(app: App, kernels: tuple[str, ...], toolchain: str | None, schedule
         with Reporter(err_console, output.progress, transient=True, refresh=from_graph(session)) as reporter:
             reporter.step(f"optimize {', '.join(kernels) or 'every kernel'}")
             reporter.update(budget_s=schedule.budget_s)
-            summary = session.optimize(list(kernels) or None, toolchain=toolchain, roles=chosen, workers=pool,
+            summary = session.optimize(list(kernels) or None, toolchain=schedule.toolchain, roles=chosen, workers=pool,
                                        on_event=lambda kernel, message: reporter.note(message, kernel=kernel),
                                        **schedule.config(settings.seed))  # fmt: skip
         progress = [k for k in session.status() if k.kernel in summary.kernels]

@@ -120,11 +120,12 @@ def llm_options(command: F) -> F:
     @click.option("--usd-per-mtok", "prices", type=(float, float), default=(0.0, 0.0), show_default=True,
                   help="Prices per million prompt and completion tokens, for the cost estimate.")  # fmt: skip
     @functools.wraps(command)
-    def wrapper(*args: Any, model: str, base_url: str | None, api_key_env: str | None, temperature: float,
-                token_budget: int, prices: tuple[float, float], **kwargs: Any) -> Any:  # fmt: skip
-        llm = LLMConfig(model=model, base_url=base_url, api_key_env=api_key_env, temperature=temperature,
-                        token_budget=token_budget, usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])  # fmt: skip
-        return command(*args, llm=llm, **kwargs)
+    def wrapper(*args: Any, **options: Any) -> Any:
+        prices = options.pop("prices")
+        names = ("model", "base_url", "api_key_env", "temperature", "token_budget")
+        fields = {name: options.pop(name) for name in names}
+        llm = LLMConfig(**fields, usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])
+        return command(*args, llm=llm, **options)
 
     return wrapper  # type: ignore[return-value]
 

@@ -15,25 +15,11 @@ import click
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.schedule import DEFAULT_BUDGET_S, PATIENCE, TARGET_RATIO
 from chiplore.app import RoleChoice
+from chiplore.cli.complete import toolchain_versions
 from chiplore.cli.options import POLICIES, FiniteFloat, llm_options
 from chiplore.cli.progress import ProgressStyle, progress_options
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """--budget, --seed, --patience, --target as typed (seed None: the settings' seed)."""
-
-    budget_s: float = DEFAULT_BUDGET_S
-    seed: int | None = None
-    patience: int = PATIENCE
-    target_ratio: float = TARGET_RATIO
-
-    def config(self, default_seed: int) -> dict[str, Any]:
-        """The OptimizeConfig fields they set."""
-        return {"budget_s": self.budget_s, "seed": default_seed if self.seed is None else self.seed,
-                "patience": self.patience, "target_ratio": self.target_ratio}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +29,24 @@ class WorkerChoice:
     workers: int | None = None
     ray_address: str | None = None
     devices: int | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """--budget, --seed, --patience, --target (and, where the command has them, --toolchain and the
+    worker options) as typed (seed None: the settings' seed)."""
+
+    budget_s: float = DEFAULT_BUDGET_S
+    seed: int | None = None
+    patience: int = PATIENCE
+    target_ratio: float = TARGET_RATIO
+    toolchain: str | None = None
+    workers: WorkerChoice = WorkerChoice()
+
+    def config(self, default_seed: int) -> dict[str, Any]:
+        """The OptimizeConfig fields they set."""
+        return {"budget_s": self.budget_s, "seed": default_seed if self.seed is None else self.seed,
+                "patience": self.patience, "target_ratio": self.target_ratio}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,12 +72,20 @@ def schedule_options(budget_help: str) -> Callable[[F], F]:
                            "bound.")  # fmt: skip
         @functools.wraps(command)
         def wrapper(*args: Any, **options: Any) -> Any:
-            schedule = Schedule(*(options.pop(name) for name in ("budget_s", "seed", "patience", "target_ratio")))
+            schedule = Schedule(*(options.pop(name) for name in ("budget_s", "seed", "patience", "target_ratio")),
+                                toolchain=options.pop("toolchain", None),
+                                workers=options.pop("worker_choice", WorkerChoice()))  # fmt: skip
             return command(*args, schedule=schedule, **options)
 
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def toolchain_option(command: F) -> F:
+    """--toolchain, for `schedule_options` (which must come below it: it gathers what this passes)."""
+    return click.option("--toolchain", default=None, shell_complete=toolchain_versions,
+                        help="Toolchain version [default: the graph's active one].")(command)  # fmt: skip
 
 
 def role_options(command: F) -> F:
@@ -106,7 +118,8 @@ def role_options(command: F) -> F:
 
 
 def worker_options(command: F) -> F:
-    """--workers, --ray-address and --devices, gathered into `workers: WorkerChoice`."""
+    """--workers, --ray-address and --devices, gathered into the schedule's `workers` (`schedule_options`
+    must come below them: it gathers what these pass)."""
 
     @click.option("--workers", type=click.IntRange(min=1), default=None,
                   help="CPU workers for the free screens; more than 1 runs every kernel and design at once on Ray, "
@@ -120,7 +133,7 @@ def worker_options(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **options: Any) -> Any:
         workers = WorkerChoice(*(options.pop(name) for name in ("workers", "ray_address", "devices")))
-        return command(*args, workers=workers, **options)
+        return command(*args, worker_choice=workers, **options)
 
     return wrapper  # type: ignore[return-value]
 

@@ -9,7 +9,7 @@ import math
 from chiplore.agents.cost_model import CalibratedCostModel
 from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.proposers import BuiltinArchitect, KernelView
-from chiplore.agents.proposers.search import SearchBudget, search_space, setting_key
+from chiplore.agents.proposers.search import Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, points
 from tests.toy.pack.params import LANE_BUFFER
@@ -38,7 +38,7 @@ def test_the_search_prices_no_more_settings_than_its_budget() -> None:
         calls.append(params)
         return view.predicted(source, params)
 
-    priced = search_space(view.space, valid, FACTS, view.version, predict, SearchBudget(predictions=5), seed=0)
+    priced = search_space(Search(view.space, FACTS, view.version, predict, SearchBudget(predictions=5)), valid, 0)
     assert len(priced) == len(calls) == 5 < len(valid)
     assert len({setting_key(p) for p in calls}) == 5  # nothing priced twice
 
@@ -49,7 +49,7 @@ def test_with_budget_enough_the_climb_ends_at_the_best_setting_and_is_the_same_f
     valid = list(points(view.space, FACTS))
     exhaustive = min(valid, key=lambda p: view.predicted(view.space.source(p, FACTS, view.version), p) or math.inf)  # type: ignore[union-attr]
     budget = SearchBudget(predictions=len(valid) - 1, sample_share=0.2)
-    found = [search_space(view.space, valid, FACTS, view.version, view.predicted, budget, seed=7) for _ in range(2)]
+    found = [search_space(Search(view.space, FACTS, view.version, view.predicted, budget), valid, 7) for _ in range(2)]
     assert list(found[0]) == list(found[1])  # the same settings, priced in the same order
     best = min(found[0].values(), key=lambda p: p.cycles)
     assert best.params == exhaustive
