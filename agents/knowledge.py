@@ -8,13 +8,13 @@ reads a target's internals: the pack says which rules decide which capability.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chiplore import queries as named_queries
 from chiplore.core.pack import Capability, Facts
 from chiplore.core.params import NOISE_SIGMA, ParamKey
+from chiplore.core.rules import NotIn, Predicate, predicate_of
 from chiplore.kg.repo.measurements import measurements_under, stale_values
 from chiplore.kg.schema import fact_id
 from chiplore.kg.store import GraphStore
@@ -26,7 +26,7 @@ class Rule:
 
     fact: str
     code: str
-    predicate: dict[str, object]
+    predicate: Predicate
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,12 @@ def read_knowledge(store: GraphStore, version: str, capabilities: Sequence[Capab
 def rules_in_force(store: GraphStore, version: str) -> list[Rule]:
     """Every rule that holds under a version (the `rules-in-force` named query): what the screener checks."""
     rows = named_queries.run(store, "rules-in-force", {"toolchain": version})
-    return [Rule(fact_id("LegalityRule", row["rule"]), row["code"], json.loads(row["predicate"])) for row in rows]
+    return [Rule(fact_id("LegalityRule", row["rule"]), row["code"], predicate_of(row["predicate"])) for row in rows]
 
 
 def _refuses(rule: Rule, capability: Capability) -> bool:
-    if rule.predicate.get("quantity") != capability.rule_key:
+    if rule.predicate.quantity != capability.rule_key:
         return False
     if capability.value is None:
         return True
-    values = rule.predicate.get("value", [])
-    return isinstance(values, list) and capability.value in values
+    return isinstance(rule.predicate, NotIn) and capability.value in rule.predicate.value

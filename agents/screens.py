@@ -76,7 +76,7 @@ class RuleScreen:
     def check(self, candidate: Candidate) -> ScreenResult:
         features = {"constructs": self.vocabulary.constructs(candidate.source), **candidate.features}
         for rule in self.rules:
-            why = violated(rule.predicate, features)
+            why = rule.predicate.violated_by(features)
             if why:
                 return ScreenResult(False, self.name, f"{rule.code}: {why} (rule {rule.fact})")
         return ScreenResult(True, self.name, f"{len(self.rules)} rules")
@@ -149,31 +149,6 @@ class Screener:
             if not result.passed:
                 break
         return result
-
-
-def violated(predicate: dict[str, object], features: Features) -> str | None:
-    """Why a design breaks a rule, or None when it keeps it (or the rule names nothing it has)."""
-    quantity = str(predicate.get("quantity", ""))
-    op = predicate.get("op")
-    if op == "unavailable" and quantity.startswith("construct."):
-        construct = quantity.removeprefix("construct.")
-        used = features.get("constructs", ())
-        if isinstance(used, (set, frozenset, list, tuple)) and construct in used:
-            instead = predicate.get("instead") or "another construct"
-            return f"uses `{construct}`, which this toolchain does not have (use {instead})"
-        return None
-    value = features.get(quantity)
-    if value is None:
-        return None
-    limit = predicate.get("stated", predicate.get("value"))
-    if op == "<=" and isinstance(value, (int, float)) and isinstance(limit, (int, float)) and value > limit:
-        return f"{quantity} = {value:g} is over the limit {limit:g}"
-    if op == "not_in" and isinstance(limit, list):
-        values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        bad = sorted(str(v) for v in values if v in limit)
-        if bad:
-            return f"{quantity} {', '.join(bad)} is refused"
-    return None
 
 
 def first(diagnostics: list[Diagnostic]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chiplore.core.pack import Construct
+from chiplore.core.rules import Avoid, Unavailable, predicate_of
 from chiplore.ingest.dsl_examples import Outcome
 from chiplore.kg.models import Availability, EntryChange, EntryVerdict, LanguageExample
 
@@ -52,15 +53,15 @@ def standing(construct: Construct, outcomes: Sequence[Outcome], rules: Sequence[
     for rule in rules:
         if not matches(str(rule["key"]), construct.rule_keys):
             continue
-        predicate = json.loads(str(rule["predicate"]))
-        if predicate.get("op") == "unavailable":
-            refused = refused if refused is not None else str(predicate.get("instead", ""))
+        predicate = predicate_of(str(rule["predicate"]))
+        if isinstance(predicate, Unavailable):
+            refused = refused if refused is not None else predicate.instead
             continue
-        value = predicate.get("value")
+        value = None if isinstance(predicate, Avoid) else predicate.value
         if isinstance(value, int | float) and not isinstance(value, bool):
             continue  # a number: measured and re-measured, not what the language is
         shown = "" if value is None else f" {json.dumps(value, sort_keys=True)}"
-        constraints.add(f"{rule['code']} {rule['key']} {predicate.get('op')}{shown}")
+        constraints.add(f"{rule['code']} {rule['key']} {predicate.op}{shown}")
     if refused is not None:
         return Standing("unavailable", refused, tuple(sorted(constraints)))
     if old is not None:

@@ -11,13 +11,13 @@ probe finds any more.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from chiplore.core.ids import content_sha
 from chiplore.core.probes import LimitProbe, RuleProbes, Vocabulary, largest_accepted
+from chiplore.core.rules import AtMost, Avoid, Forbidden, Predicate, Unavailable
 from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
 from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
@@ -50,12 +50,9 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         compiled += 1
         return target.check(source, version)
 
-    def record(key: str, source: str, purpose: str, diagnostic: TargetDiagnostic, predicate: dict[str, object]) -> None:
+    def record(key: str, source: str, purpose: str, diagnostic: TargetDiagnostic, predicate: Predicate) -> None:
         nonlocal rules
-        stated = vocabulary.stated_bound(diagnostic)
-        if stated is not None:
-            predicate = {**predicate, "stated": stated}
-        body = json.dumps({"quantity": key, **predicate}, sort_keys=True)
+        body = predicate.with_quantity(key, vocabulary.stated_bound(diagnostic)).json_body()
         evidence = Diagnostic(id=content_sha(f"{version}|{diagnostic.code}|{diagnostic.message}")[:32],
                               code=diagnostic.code, severity=diagnostic.severity, message=diagnostic.message,
                               toolchain=version)  # fmt: skip
@@ -81,7 +78,7 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         available[probe.construct] = not refused
         for diagnostic, missing in refused[:1]:
             record(f"construct.{probe.construct}", source, f"is `{probe.construct}` available",
-                   diagnostic, {"op": "unavailable", "instead": missing.instead})  # fmt: skip
+                   diagnostic, Unavailable(instead=missing.instead))  # fmt: skip
     names = probes.vocabulary(available)
     for pair in probes.pairs:
         breaking, fixed = pair.breaking(version, names), pair.fixed(version, names)
@@ -89,8 +86,8 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         found = [d for d in compile_(breaking).diagnostics if d.code not in clean]
         for index, diagnostic in enumerate(found):  # the first is the probe's rule; others come along
             key = pair.key if index == 0 else f"{pair.key}/{diagnostic.code}"
-            record(key, breaking, pair.purpose, diagnostic, dict(pair.predicate) if index == 0 else {"op": "avoid"})
-        if found and pair.predicate.get("op") == "forbidden":  # a yes/no fact the compiler just answered "no"
+            record(key, breaking, pair.purpose, diagnostic, pair.predicate if index == 0 else Avoid())
+        if found and isinstance(pair.predicate, Forbidden):  # a yes/no fact the compiler just answered "no"
             _judge_flag(store, version, pair.key, found[0], target.name, activity)
     limits: dict[str, float] = {}
     for limit in probes.limits:
@@ -99,7 +96,7 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
             continue
         source, diagnostic = first_refused
         limits[limit.key] = largest * limit.step + limit.frame
-        record(limit.key, source, limit.purpose, diagnostic, {"op": "<=", "value": limits[limit.key]})
+        record(limit.key, source, limit.purpose, diagnostic, AtMost(value=limits[limit.key]))
     return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits)
 
 

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from chiplore.core.params import ParamKey
+from chiplore.core.rules import Predicate
 from chiplore.core.target import CheckResult, DeviceJob, DeviceResult, ProbeTemplate
 
 
@@ -79,13 +80,13 @@ class ConstructProbe:
 class PairProbe:
     """A program that breaks one rule and the same program fixed: the diagnostic only the breaking
     one draws is the rule. `predicate` is what a design must satisfy, over the quantity `key`
-    (`{"op": "<=", ...}`, `{"op": "not_in", "value": [...]}`, `{"op": "forbidden"}` for a yes/no fact)."""
+    (chiplore.core.rules: `AtMost`, `NotIn`, `Forbidden` for a yes/no fact, ...)."""
 
     key: str
     purpose: str
     breaking: Callable[[str, Vocabulary], str]
     fixed: Callable[[str, Vocabulary], str]
-    predicate: Mapping[str, object]
+    predicate: Predicate
 
 
 @dataclass(frozen=True)

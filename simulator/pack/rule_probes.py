@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from chiplore.core.probes import ConstructProbe, LimitProbe, PairProbe, RuleProbes, Vocabulary
+from chiplore.core.rules import AtMost, Forbidden, MultipleOf, NotIn, OneOf, Stated
 
 Names = Vocabulary  # role -> the construct name this version accepts: up, down, lut
 
@@ -126,66 +127,66 @@ PAIRS = (
     PairProbe("fetch.packet_bytes", "fetch packets are whole 8-byte words",
               lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 2], packet = [H % 2]).commit_into(a);\n"),
               lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 4], packet = [H % 4]).commit_into(a);\n"),
-              {"op": "multiple_of", "value": 8}),
+              MultipleOf(value=8)),
     PairProbe("contract.stream_packet_bytes", "what one contraction step can take",
               lambda v, n: _contraction(v, n, packet=64), lambda v, n: _contraction(v, n),
-              {"op": "<=", "value": 64}),
+              AtMost(value=64)),
     PairProbe("contract.stream_dtype", "the stream types a contraction accepts against a bf16 operand",
               lambda v, n: _contraction(v, n, stream="i8"), lambda v, n: _contraction(v, n),
-              {"op": "not_in", "value": ["i8"]}),
+              NotIn(value=["i8"])),
     # Whether quantised weights can be contracted as they stream in, or need a decode pass first.
     PairProbe("contract.stream_dtype", "does a contraction take an f8 stream against a bf16 operand",
               lambda v, n: _contraction(v, n, stream="f8e4m3"), lambda v, n: _contraction(v, n),
-              {"op": "not_in", "value": ["f8e4m3"]}),
+              NotIn(value=["f8e4m3"])),
     PairProbe("contract.stream_dtype", "does a contraction take an f4 stream against a bf16 operand",
               lambda v, n: _contraction(v, n, stream="f4e2m1"), lambda v, n: _contraction(v, n),
-              {"op": "not_in", "value": ["f4e2m1"]}),
+              NotIn(value=["f4e2m1"])),
     PairProbe("contract.context", "where a contraction may run",
               lambda v, n: _contraction(v, n, context="sub"), lambda v, n: _contraction(v, n),
-              {"op": "not_in", "value": ["sub"]}),
+              NotIn(value=["sub"])),
     PairProbe("commit.cast", "a narrower destination needs a narrowing cast before the commit",
               lambda v, n: copy_kernel(v, f"    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).{n['up']}(f32)"
                                           ".vector(add(1.0)).commit_into(a);\n"),
               lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0))")),
-              {"op": "requires", "value": "narrowing cast"}),
+              Stated(op="requires", value="narrowing cast")),
     PairProbe("vector.input_dtype", "the vector engine computes on f32",
               lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).vector(add(1.0))"
                                           ".commit_into(a);\n"),
               lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0))")),
-              {"op": "in", "value": ["f32", "i32"]}),
+              OneOf(value=["f32", "i32"])),
     PairProbe("fetch.coverage", "a fetch reads every element of its source view",
               lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16 % 2], packet = [H % 16]).commit_into(a);\n"),
               lambda v, n: copy_kernel(v, "    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).commit_into(a);\n"),
-              {"op": "covers", "value": "source"}),
+              Stated(op="covers", value="source")),
     PairProbe("hbm.store_row_bytes", "stores should fill whole HBM units",
               lambda v, n: kernel(v, "H = 2048", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
                                   "    let a: dm<bf16>{cluster: [1 # 2], slice: [H / 64 # 256], elem: [H % 64]} = "
                                   "x.dma(engines = [0]);\n    a.dma_into(y, engines = [0]);\n"),
               lambda v, n: copy_kernel(v, ""),
-              {"op": "multiple_of", "value": 256}),
+              MultipleOf(value=256)),
     PairProbe("output.coverage", "every output element is written",
               lambda v, n: kernel(v, "H = 2048", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
                                   "    let a: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0]);\n"
                                   "    a.tile(H / 128, 0, 8).dma_into(y.tile(H / 128, 0, 8), engines = [0]);\n"),
               lambda v, n: copy_kernel(v, ""),
-              {"op": "covers", "value": "outputs"}),
+              Stated(op="covers", value="outputs")),
     PairProbe("dma.engines", "an engine list names distinct engines 0..7",
               lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0, 0]);\n"),
               lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [0, 1]);\n"),
-              {"op": "distinct_within", "value": [0, 7]}),
+              Stated(op="distinct_within", value=[0, 7])),
     PairProbe("view.tile_extent", "a tile stays inside its digit",
               lambda v, n: copy_kernel(v, "    a.tile(H % 128, 100, 64).dma_into(y.tile(H % 128, 0, 64), engines = [1]);\n"),
               lambda v, n: copy_kernel(v, "    a.tile(H % 128, 0, 128).dma_into(y.tile(H % 128, 0, 128), engines = [1]);\n"),
-              {"op": "within", "value": "extent"}),
+              Stated(op="within", value="extent")),
     PairProbe("names.defined", "a tensor is defined before it is used",
               lambda v, n: copy_kernel(v, "    b.dma_into(y, engines = [1]);\n    let b: dm<bf16>{..Row, elem: [H % 128]} = "
                                           "x.dma(engines = [1]);\n"),
               lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
-              {"op": "defined_before_use", "value": True}),
+              Stated(op="defined_before_use", value=True)),
     PairProbe("names.known", "types, axes and layouts are ones the program declares",
               lambda v, n: copy_kernel(v, "    let b: dm<bf17>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
               lambda v, n: copy_kernel(v, "    let b: dm<bf16>{..Row, elem: [H % 128]} = x.dma(engines = [1]);\n"),
-              {"op": "declared", "value": True}),
+              Stated(op="declared", value=True)),
     PairProbe("switch.crosses_clusters", "whether the switch can move data between the clusters",
               lambda v, n: kernel(v, "H = 64", "x: &hbm<bf16>[H], y: &mut hbm<bf16>[H]",
                                   "    let c: dm<bf16>{cluster: [H / 32], slice: [1 # 256], elem: [H % 32]} = x.dma(engines = [0, 4]);\n"
@@ -197,13 +198,13 @@ PAIRS = (
                                   "    let g: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [H]} = main(c).fetch(time = [1], packet = [H % 32])"
                                   ".switch(gather, slice = [1 # 256], time = [H / 32], ring = 256).commit();\n"
                                   "    g.dma_into(y, engines = [0]);\n"),
-              {"op": "forbidden", "value": True}),
+              Forbidden()),
     PairProbe("pass.stage_order", "the Tensor-Unit stages run in a fixed order",
               lambda v, n: copy_kernel(v, f"    main(a).fetch(time = [H % 128 / 16], packet = [H % 16]).{n['up']}(f32)"
                                           f".vector(add(1.0)).{n['down']}(bf16).vector(add(1.0)).commit_into(a);\n"),
               lambda v, n: copy_kernel(v, _pass(n, ".vector(add(1.0), add(1.0))")),
-              {"op": "order", "value": "fetch, decode/widen, switch, collect, contract, vector, reduce_slices, "
-                                       "vector, narrow, transpose, commit"}),
+              Stated(op="order", value="fetch, decode/widen, switch, collect, contract, vector, reduce_slices, "
+                                       "vector, narrow, transpose, commit")),
 )  # fmt: skip
 
 

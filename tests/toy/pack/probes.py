@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from chiplore.core.pack import Capability
 from chiplore.core.probes import ConstructProbe, LimitProbe, PairProbe, RuleProbes, Vocabulary
+from chiplore.core.rules import Stated
 
 MAC = "vocab.mac"  # 1: the toolchain multiplies with `mac`; 0: a rule says `mac` is not available (write `mul`)
 CAPABILITIES = (Capability(MAC, "construct.mac"),)
@@ -37,11 +38,11 @@ PAIRS = (
     PairProbe("store.after_compute", "a value is stored only once it is computed",
               lambda v, n: program(v, f"load w\nload x\nstore y\n{n['multiply']} y w x\n"),
               lambda v, n: program(v, f"load w\nload x\n{n['multiply']} y w x\nstore y\n"),
-              {"op": "defined_before_use", "value": True}),
+              Stated(op="defined_before_use", value=True)),
     PairProbe("load.split", "chunks x lanes divide the rows of a load",
               lambda v, n: program(v, f"load w chunks=3\nload x\n{n['multiply']} y w x\nstore y\n"),
               lambda v, n: program(v, f"load w chunks=4\nload x\n{n['multiply']} y w x\nstore y\n"),
-              {"op": "divides", "value": "rows"}),
+              Stated(op="divides", value="rows")),
 )  # fmt: skip
 LIMITS = (
     LimitProbe("load.bytes_per_lane", "the most one lane's buffer holds of a chunk", _rows, 1, 1024, step=1024),
