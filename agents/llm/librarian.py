@@ -1,7 +1,8 @@
-"""The LLM librarian (`chiplore learn --policy llm`): one model call per doc page, answering with a
-ClaimSet whose every claim cites the paragraph it comes from. A claim counts only when its citation
-checks out: its text is in the cited paragraph (and so is its number, when it states one). The
-rest are dropped and counted; the measurements judge what stays, as they judge the builtin's.
+"""The LLM librarian (`chiplore learn --policy llm`): one model call per doc page (or per run of its
+paragraphs, when the prompt has a budget), answering with a ClaimSet whose every claim cites the
+paragraph it comes from. A claim counts only when its citation checks out: its text is in the cited
+paragraph (and so is its number, when it states one). The rest are dropped and counted; the
+measurements judge what stays, as they judge the builtin's.
 
 The ClaimSet comes in the best structured output the endpoint supports (`output.py`): the ClaimSet
 tool, a JSON object, or the JSON object in a fenced block. A malformed answer, or a page the
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from chiplore.agents.llm.config import LLMConfig, OutputMode
 from chiplore.agents.llm.endpoint import LLMRefused
+from chiplore.agents.llm.language import tokens
 from chiplore.agents.llm.output import Malformed, instructions, json_answer, output_mode, structured, text_of
 from chiplore.agents.llm.policy import Calls, TokenBudget, ask, chat_model, run_agent, template
 from chiplore.core.clock import utc_now
@@ -50,6 +52,21 @@ class ClaimSet(BaseModel):
                                      '"paragraph": its number, "kind": "quantity" or "limit" or "rule", '
                                      '"concept": what it is about, "param": a parameter key or null, '
                                      '"value": a number or null, "unit": a unit or null}')  # fmt: skip
+
+
+def parts(prose: list[Chunk], max_tokens: int) -> list[list[Chunk]]:
+    """A page's paragraphs in runs of at most `max_tokens` (0: one run), for a model with a small
+    context: one call per run, each paragraph in one run (a longer paragraph alone in its own)."""
+    out: list[list[Chunk]] = []
+    size = 0
+    for chunk in prose:
+        cost = tokens(chunk.text) + 4
+        if not out or (max_tokens and size + cost > max_tokens):
+            out.append([])
+            size = 0
+        out[-1].append(chunk)
+        size += cost
+    return out
 
 
 def _flat(text: str) -> str:
@@ -85,11 +102,18 @@ class LLMLibrarian:
 
     def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
         prose = [chunk for chunk in chunks if not chunk.code]
-        if not prose or self.budget.spent:
-            return []
-        calls = Calls(self.store, "librarian", self.config, self.budget)
         keys = "\n".join(f"- {p.key} ({p.unit}): {p.meaning}" for p in self.params.values())
         system = template("librarian").format(params=keys)
+        out = []
+        for part in parts(prose, self.config.prompt_tokens - tokens(system) if self.config.prompt_tokens else 0):
+            if self.budget.spent:
+                break
+            out += self._extract(system, part, page_title)
+        return out
+
+    def _extract(self, system: str, prose: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
+        """The claims of some paragraphs of a page, in one model call."""
+        calls = Calls(self.store, "librarian", self.config, self.budget)
         numbered = "\n\n".join(f"[{i}] {chunk.text}" for i, chunk in enumerate(prose))
         page = HumanMessage(f"Page: {page_title}\n\n{numbered}")
         try:

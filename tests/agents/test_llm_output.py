@@ -14,8 +14,12 @@ import pytest
 
 from chiplore.agents.llm import output
 from chiplore.agents.llm.config import LLMConfig
+from chiplore.agents.llm.language import tokens
+from chiplore.agents.llm.librarian import LLMLibrarian, parts
 from chiplore.agents.llm.output import Malformed, fenced_program, json_answer, unfenced
 from chiplore.agents.llm.policy import LLMPolicy, Proposal
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.librarian import sentences
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
@@ -161,3 +165,34 @@ def test_answers_as_real_models_write_them_parse_or_say_why_not() -> None:
     assert json_answer(fenced_json, Proposal).source == program.splitlines()[0]
     with pytest.raises(Malformed, match="does not fit Proposal: change: Field required"):
         json_answer('{"source": "s", "rationale": "r"}', Proposal)
+
+
+def test_the_librarian_answers_in_json_and_a_malformed_page_is_recorded(ready: GraphStore) -> None:
+    target = SimRNGD()
+    page = next(p for p in target.docs(VERSION) if p.title.startswith("DMA"))
+    prose = [chunk for chunk in chunk_page(page.text) if not chunk.code]
+    sentence = next(s for s in sentences(prose[0].text) if len(s) > 20)
+    claims = {"claims": [{"text": sentence, "paragraph": 0, "kind": "rule", "concept": "dma"}]}
+    with ScriptedOpenAI(supports=frozenset({"json_schema"}), unsupported="ignore") as server:
+        server.script(say(json.dumps(claims)), say("The page is about DMA."))
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=30.0)
+        librarian = LLMLibrarian(config, ready, target.pack().params)
+        found = librarian.extract_page(chunk_page(page.text), page.title)
+        again = librarian.extract_page(chunk_page(page.text), page.title)
+        sent = server.requests
+    assert [claim.text for _, claim in found] == [sentence] and again == []
+    assert sent[0]["response_format"]["json_schema"]["name"] == "ClaimSet"
+    system = next(m["content"] for m in sent[0]["messages"] if m["role"] == "system")
+    assert "ClaimSet tool" not in system and '"paragraph": its number' in system
+    failed = ready.read("MATCH (a:Activity {policy: 'llm-answer'}) RETURN a.outcome AS o")
+    assert [row["o"] for row in failed] == [f"malformed answer for page {page.title!r}: no JSON object in the answer"]
+
+
+@pytest.mark.unit
+def test_a_page_is_split_into_runs_of_paragraphs_within_the_budget() -> None:
+    page = next(p for p in SimRNGD().docs(VERSION) if p.title.startswith("Diagnostics"))
+    prose = [chunk for chunk in chunk_page(page.text) if not chunk.code]
+    runs = parts(prose, 400)
+    assert [c for run in runs for c in run] == prose and len(runs) > 3
+    assert all(sum(tokens(c.text) + 4 for c in run) <= 400 or len(run) == 1 for run in runs)
+    assert parts(prose, 0) == [prose]

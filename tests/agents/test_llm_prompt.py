@@ -6,13 +6,19 @@ SimRNGD's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.llm.kernel import best_stats, kernel_reference, render_stats
 from chiplore.agents.llm.language import render_summary, tokens
+from chiplore.agents.llm.prompt import cut, fit, role_prompt
 from chiplore.agents.llm.tools import graph_tools
 from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.repo.targets import register_target
+from chiplore.kg.schema import ensure_schema
 from chiplore.simulator.target import SimRNGD
+from tests.helpers import kernel_view
 from tests.toy import ToyChip
 
 VERSION = "0.6.0"
@@ -95,3 +101,40 @@ def test_another_chips_kernel_and_language_are_its_own(tmp_path: Any) -> None:
     with EmbeddedStore(tmp_path / "data") as store:
         tools = {t.name: t for t in graph_tools(store, chip, chip.default_toolchain(), spec.name)}
     assert tools["check"].description.startswith("Compile a Toyl program under toolchain ")
+
+
+def _lines(name: str, n: int) -> Callable[[int], str]:
+    """A section of `n` lines, cut to a share as the prompt's sections are."""
+    return lambda share: cut([f"- {name} line {i} with a few more words" for i in range(n)], share, "ask", "(none)")
+
+
+def test_a_prompt_over_its_budget_keeps_small_sections_whole_and_cuts_the_large() -> None:
+    render = {"small": _lines("small", 2), "large": _lines("large", 200), "medium": _lines("medium", 30)}
+    whole = fit(render, 100_000)
+    assert whole == {name: f(0) for name, f in render.items()}
+    fitted = fit(render, 600)
+    assert fitted["small"] == render["small"](0)  # under its share: whole, and the rest passes on
+    assert sum(tokens(text) for text in fitted.values()) <= 600
+    assert fitted["large"].splitlines()[-1].startswith("- (") and "more not shown" in fitted["large"]
+    assert tokens(fitted["large"]) > tokens(fitted["medium"]) or fitted["medium"] == render["medium"](0)
+
+
+def test_a_withheld_kind_leaves_the_prompt_and_the_tools(tmp_path: Any) -> None:
+    target = SimRNGD()
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), VERSION)
+        view = kernel_view(target, "sliding_attention_output", VERSION)
+        config = LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1", withhold=("rules", "docs"))
+        prompt = role_prompt("architect", view, store, target, config)
+        tools = {t.name: t for t in graph_tools(store, target, VERSION, view.kernel, withheld=config.withhold)}
+        refused = str(tools["cypher"].invoke({"query": "MATCH (r:LegalityRule) RETURN r.code"}))
+        named = str(tools["named_query"].invoke({"name": "rules-in-force", "params": {"toolchain": VERSION}}))
+        allowed = str(tools["cypher"].invoke({"query": "MATCH (m:Measurement) RETURN count(m) AS n"}))
+    assert "Rules in force (the compiler refuses what breaks them):\n(withheld in this run)" in prompt
+    assert "as checked against the measurements and the compiler:\n(withheld in this run)" in prompt
+    assert "(withheld in this run)" not in prompt.split("Rules in force")[0].split("What the docs claim")[0]
+    assert "search_docs" not in tools
+    assert refused == "refused: LegalityRule is withheld in this run"
+    assert named.startswith("refused: rules-in-force reads LegalityRule")
+    assert allowed.startswith("[")
