@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiplore.core.errors import ChiploreError
 from chiplore.core.settings import MAX_SEED
 from chiplore.core.target import (
     Correctness,
@@ -212,6 +213,8 @@ class SimDevice:
             report = estimate(job.program, version, self.truth_override)
         except NotCompiled as error:  # an internal lowering refusal surfaces as a compile error
             return DeviceResult(status="compile_error", message=str(error), **base), self.now
+        except ChiploreError:
+            raise  # the user's configuration (a truth file, a pack): one line from the caller, as it was meant
         except Exception as error:  # the device answers every job; a simulator bug is its one-line message
             log.debug("estimate failed", exc_info=True)
             message = f"the host toolchain failed on the program ({_one_line(error)})"
@@ -229,6 +232,8 @@ class SimDevice:
                 correctness = self.grader(job.program, job.kernel, version, sets)
             except DeviceHang as error:
                 hang = str(error)
+            except ChiploreError:
+                raise  # a pack whose reference fails names itself in one line (chiplore.core.errors)
             except Exception as error:  # a grader's bug must not pass a program ungraded, nor crash the device
                 log.debug("grading failed", exc_info=True)
                 correctness = Correctness(passed=False, message=f"the grader failed ({_one_line(error)})")
