@@ -11,7 +11,6 @@ left out."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -131,7 +130,7 @@ def _measurements(store: GraphStore, knowledge: Knowledge, share: int = 0) -> st
 
 
 def _rules(knowledge: Knowledge, share: int = 0) -> str:
-    lines = [f"- {rule.code} {json.dumps(rule.predicate, sort_keys=True)} ({rule.fact})" for rule in knowledge.rules]
+    lines = [f"- {rule.code} {rule.predicate.json_body()} ({rule.fact})" for rule in knowledge.rules]
     return cut(lines, share, MORE["rules"], "(none learnt)")
 
 
