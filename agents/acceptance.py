@@ -1,8 +1,12 @@
-"""The loop's decider: a measured design against BEST, by the judge, with A/B pairs on demand.
+"""The loop's decider: a design against BEST, by the judge, with A/B pairs on demand.
 
-The comparison is recorded with every run it used before its effect is applied, so a run killed in
-between applies the recorded decision on resume instead of judging again. BEST's cycles are the
-median of all its timed runs: the A/B pairs spread them over the device's drift.
+Before a design's graded run, a judge that can (`Triage`) compares it with BEST on A/B pairs: a
+loser is rejected there, its graded run never made; the comparison is recorded with the jobs it
+used. A winner, or a design the pairs left open, gets its graded run and then its decision, which
+applies the recorded verdict or continues the test with the same pairs. Every comparison is
+recorded with every run it used before its effect is applied, so a run killed in between applies
+the recorded decision on resume instead of judging again. BEST's cycles are the median of all its
+timed runs: the A/B pairs spread them over the device's drift.
 """
 
 from __future__ import annotations
@@ -10,13 +14,13 @@ from __future__ import annotations
 import math
 import statistics
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from chiplore.agents.callbacks import Events
-from chiplore.agents.judge import AB_REPEATS, LATE_STEP, Judge, Verdict
+from chiplore.agents.judge import LATE_STEP, Judge, PairRunner, Triage, Verdict, pair_plan
 from chiplore.agents.lease import Lease
 from chiplore.agents.lifecycle import Decider
-from chiplore.agents.runner import Runner
+from chiplore.agents.runner import Outcome, Runner
 from chiplore.core.ids import content_sha
 from chiplore.kg.models import Activity, Comparison, DesignNode
 from chiplore.kg.repo.designs import best_of, set_best, source_of, update_design
@@ -29,6 +33,14 @@ from chiplore.kg.repo.runs import (
     supersede_comparisons,
 )
 from chiplore.kg.store import GraphStore
+
+TRIAGE = "before the graded run"  # how a comparison made on A/B pairs alone is recorded: "<method>, <TRIAGE>"
+PAIR_ATTEMPTS = 2  # a pair whose job needed a retry is run again once: a reset moves the device's drift
+Pair = tuple[float, float, tuple[str, ...]]
+
+
+class CandidateFailed(Exception):
+    """The candidate's own job failed in a pair (wrong outputs, or a fault it makes every time)."""
 
 
 @dataclass
@@ -43,6 +55,44 @@ class JudgeAgainstBest(Decider):
     events: Events
     lease: Lease
     check_sets: tuple[str, ...] = ()  # graded once before a design becomes BEST (KernelSpec.check_sets)
+    # the pairs run so far per (candidate, incumbent): a triage's pairs serve the decision after the graded run
+    _pairs: dict[tuple[str, str], list[Pair]] = field(default_factory=dict, init=False, repr=False)
+
+    def triage(self, node: DesignNode, source: str) -> bool:
+        """Before the graded run: the judge's test on A/B pairs against BEST. True when the design
+        ended here (rejected, or failed in its own job), written and released."""
+        if not isinstance(self.judge, Triage):
+            return False
+        store = self.store
+        best = best_of(store, self.kernel)
+        if best is None or best.id == node.id:
+            return False
+        verdict = self._recorded(node.id, best.id)  # (a killed run recorded the decision but not its effect)
+        if verdict is None:
+            supersede_comparisons(store, node.id, best.id)
+            runner = self._pair_runner(node, source, best, triaging=True)
+            try:
+                with self.runner.same_device():  # drift is per device: every pair on one
+                    verdict = self.judge.triage(self.noise_sigma, runner)
+            except CandidateFailed as failed:
+                self._pairs.pop((node.id, best.id), None)
+                self._end(node, "failed", str(failed))
+                return True
+            if verdict.decision == "continue":
+                return False  # its graded run, then `decide` goes on with these pairs
+            verdict = replace(verdict, method=f"{verdict.method}, {TRIAGE}")
+            self._record(node, best, verdict)
+            self._pairs.pop((node.id, best.id), None)
+        if verdict.decision == "accept":
+            return False  # its graded run shows it correct first; `decide` applies the recorded accept
+        self._refresh(best.id)
+        cycles = pooled_cycles(store, node.id, self.version)  # its pairs' runs: the cost model's calibration
+        why = f"{_interval(verdict)} ({verdict.method}, {verdict.decision})"
+        update_design(store, node.id, held_by=self.lease.owner, status="rejected", reason=why,
+                      measured_cycles=statistics.median(cycles) if cycles else None, owner="",
+                      lease_until="")  # fmt: skip
+        self.events.note(self.kernel, f"rejected {node.id} without its graded run: {why}")
+        return True
 
     def decide(self, node: DesignNode, source: str) -> bool:
         store, me = self.store, self.lease.owner
@@ -55,24 +105,32 @@ class JudgeAgainstBest(Decider):
         if verdict is None:
             supersede_comparisons(store, node.id, best.id)  # verdicts against an earlier BEST are no decision
             verdict = self._judge(node, source, best)
-        # the incumbent's pairs spread its runs over time: their median is its drift-free cycle count
-        update_design(store, best.id, measured_cycles=statistics.median(pooled_cycles(store, best.id, self.version)))
-        interval = f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+        self._refresh(best.id)
+        why = _interval(verdict)
         if verdict.decision == "accept" and (wrong := self._fails_checks(node, source)):
-            why = f"{interval} ({verdict.method}, accept), but incorrect on the check sets: {wrong}"
-            update_design(store, node.id, held_by=me, status="failed", reason=why[:500], owner="", lease_until="")
-            self.events.note(self.kernel, f"failed {node.id}: {why}")
+            why = f"{why} ({verdict.method}, accept), but incorrect on the check sets: {wrong}"
+            self._end(node, "failed", why)
             return False
         if verdict.decision == "accept":
-            why = f"{interval} ({verdict.method})"
+            why = f"{why} ({verdict.method})"
             set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
                      measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
             self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
             return True
-        why = f"{interval} ({verdict.method}, {verdict.decision})"
+        why = f"{why} ({verdict.method}, {verdict.decision})"
         update_design(store, node.id, held_by=me, status="rejected", reason=why, owner="", lease_until="")
         self.events.note(self.kernel, f"rejected {node.id}: {why}")
         return False
+
+    def _refresh(self, best: str) -> None:
+        """The incumbent's pairs spread its runs over time: their median is its drift-free cycle count."""
+        update_design(self.store, best, measured_cycles=statistics.median(pooled_cycles(self.store, best,
+                                                                                        self.version)))  # fmt: skip
+
+    def _end(self, node: DesignNode, status: str, why: str) -> None:
+        update_design(self.store, node.id, held_by=self.lease.owner, status=status, reason=why[:500], owner="",
+                      lease_until="")  # fmt: skip
+        self.events.note(self.kernel, f"{status} {node.id}: {why}")
 
     def _fails_checks(self, node: DesignNode, source: str) -> str:
         """Why the design is wrong on the kernel's check sets ("" when it is right, or there are none):
@@ -104,33 +162,51 @@ class JudgeAgainstBest(Decider):
     def _judge(self, node: DesignNode, source: str, best: DesignNode) -> Verdict:
         """The judge's verdict on the design against `best`, with A/B pairs on one device; recorded."""
         assert best.measured_cycles is not None and node.measured_cycles is not None
-        store, me = self.store, self.lease.owner
-        incumbent = source_of(store, best.id)
-        sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
-
-        def run_pair(index: int) -> tuple[float, float, tuple[str, ...]] | None:
-            order = [(sha, source), (incumbent_sha, incumbent)]
-            if index % 2:  # alternate who goes first, so drift within a pair favours neither
-                order.reverse()
-            update_design(store, node.id, held_by=me, lease_until=self.lease.until())  # the pairs take a while
-            medians: dict[str, float] = {}
-            ids: list[str] = []
-            for key, text in order:
-                outcome = self.runner.run(self.kernel, key, text, self.version, fixtures="smoke", repeats=AB_REPEATS)
-                if not outcome.ok or outcome.result.median_cycles is None:
-                    return None
-                medians[key] = float(outcome.result.median_cycles)
-                ids.extend(outcome.run_ids)
-            return medians[sha], medians[incumbent_sha], tuple(ids)
-
+        run_pair = self._pair_runner(node, source, best, triaging=False)
         with self.runner.same_device():  # drift is per device: every pair on one
             verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
                                         late=self._late(), run_pair=run_pair)  # fmt: skip
         self._record(node, best, verdict)
+        self._pairs.pop((node.id, best.id), None)
         return verdict
 
+    def _pair_runner(self, node: DesignNode, source: str, best: DesignNode, *, triaging: bool) -> PairRunner:
+        """`run_pair(i)`: the i-th A/B pair of the design against `best` (the pairs run before for the
+        same two replayed first). While triaging, the candidate's own failure raises CandidateFailed."""
+        store, me, plan = self.store, self.lease.owner, pair_plan(self.judge)
+        incumbent = source_of(store, best.id)
+        sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
+        pairs = self._pairs.setdefault((node.id, best.id), [])
+
+        def side(key: str, text: str) -> Outcome:
+            outcome = self.runner.run(self.kernel, key, text, self.version, fixtures="smoke", repeats=plan.repeats)
+            if triaging and key == sha and (why := _own_failure(outcome)):
+                raise CandidateFailed(why)
+            return outcome
+
+        def run_pair(index: int) -> Pair | None:
+            if index < len(pairs):
+                return pairs[index]
+            order = [(sha, source), (incumbent_sha, incumbent)]
+            if index % 2:  # alternate who goes first, so drift within a pair favours neither
+                order.reverse()
+            update_design(store, node.id, held_by=me, lease_until=self.lease.until())  # the pairs take a while
+            for attempt in range(PAIR_ATTEMPTS):
+                outcomes = {key: side(key, text) for key, text in order}
+                if any(not o.ok or not _timed(o) for o in outcomes.values()):
+                    return None
+                retried = any(len(o.run_ids) > 1 for o in outcomes.values())
+                if not retried or attempt == PAIR_ATTEMPTS - 1:
+                    break
+            ids = tuple(run for key, _ in order for run in outcomes[key].run_ids)
+            pair = (plan.statistic(_timed(outcomes[sha])), plan.statistic(_timed(outcomes[incumbent_sha])), ids)
+            pairs.append(pair)
+            return pair
+
+        return run_pair
+
     def _late(self) -> bool:
-        """Late once the last accepted step was under LATE_STEP: every decision is then an A/B test."""
+        """Late once the last accepted step was under LATE_STEP: the graded medians accept nothing alone."""
         ratio = last_accepted_ratio(self.store, self.kernel)
         return ratio is not None and ratio > 1 - LATE_STEP
 
@@ -152,3 +228,21 @@ class JudgeAgainstBest(Decider):
         runs = list(verdict.run_ids) or graded_runs(self.store, node.id) + graded_runs(self.store, best.id)
         record_comparison(self.store, comparison, candidate=node.id, incumbent=best.id, run_ids=runs,
                           activity=self.activity)  # fmt: skip
+
+
+def _interval(verdict: Verdict) -> str:
+    return f"ratio {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+
+
+def _timed(outcome: Outcome) -> list[float]:
+    return [float(run.cycles) for run in outcome.result.runs if not run.warmup]
+
+
+def _own_failure(outcome: Outcome) -> str:
+    """Why a job failed because of its program ("" when it did not, or the device is to blame)."""
+    correctness = outcome.result.correctness
+    if correctness is not None and not correctness.passed:
+        return f"incorrect on the device: {correctness.message}"
+    if outcome.quarantined:
+        return "quarantined: faults deterministically"
+    return ""

@@ -1,38 +1,56 @@
-"""The judge: accept a candidate over the best only on statistical evidence.
+"""The judge: accept a candidate over BEST only on statistical evidence, and stop measuring as soon
+as the answer is clear.
 
-Early (big steps): the candidate's graded median is compared with the best's; it must beat it by
-more than the measured noise band, and a clear loss stops there. Anything in between, and every
-candidate once accepted steps have shrunk under `LATE_STEP`, goes to interleaved A/B pairs: one
-short job of each per pair, alternating who goes first, the paired log-ratio of medians, and a
-Student-t interval of its mean looked at every few pairs. The looks share the 5 % error (Bonferroni),
-so the sequential test keeps a 95 % interval overall: a percentile bootstrap of six pairs is far too
-narrow, and looking often at a 95 % interval accepts slower candidates several times in a hundred.
-Accept only when the whole interval is below -0.5 %; reject once it cannot get there (its low end
-above -0.5 %) or the pairs run out.
+A decision is a sequential probability ratio test (Wald's SPRT) on interleaved A/B pairs: one job of
+each design per pair, back to back on one device (the device's drift cancels), alternating who goes
+first. A pair's sample is the log-ratio of the two jobs' trimmed geometric means. The test weighs
+"no gain" (the ratio is 1) against "a 1 % gain" (0.99): after each pair it accepts once the
+likelihood ratio says a gain with 1 % error on candidates that are no faster, rejects once it says
+no gain with 10 % error on a true 1 % gain, and otherwise asks for another pair. So a clear loss or a
+clear win stops after one or two pairs and only a step near the indifference zone (a gain between 0
+and 1 %) takes many.
+
+The noise of a pair comes from the run-to-run noise sigma learning measured (`device.noise_sigma`),
+which is a floor: the pairs' own spread, pooled with it, can only widen it, so a device with more
+noise between jobs than within them is not trusted beyond what its pairs show. An accept needs two
+pairs at least, so that the pairs' spread has a say.
+
+The loop runs the test before the candidate's graded run (`triage`): a loser is dropped on its short
+jobs and never pays for the graded one; a winner gets its graded run (correctness on every graded
+set) before it becomes BEST. `decide` is the judgement after a graded run: an early look at the two
+graded medians settles a clear difference (beyond twice the measured noise), the sequential test the
+rest, reusing the pairs the triage ran.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from scipy.stats import binomtest
-from scipy.stats import t as student_t
 
 from chiplore.kg.models import Decision
 
-# Runs per side of an A/B pair: a job's fixed cost (loading, ~1.5 s) dwarfs its runs, and the median
-# of 25 halves the per-pair noise of a median of 5, so a real 2-3 % gain shows within a dozen pairs.
-AB_REPEATS = 25
-LATE_STEP = 0.03  # once improvements are under 3 %, every decision is an A/B test
-MIN_GAIN = 0.005  # the whole interval must be below -0.5 %
+# Runs per side of an A/B pair. A job's fixed cost (loading, ~1.5 s) dwarfs its runs (~0.02 s each),
+# so 50 runs (the device's most per job) buy the most evidence per device-second.
+AB_REPEATS = 50
+TRIM = 0.1  # cut from each end of a job's sorted log cycles: the rare slow runs and a cold first one
+# The spread of a job's trimmed mean of log cycles, in units of sigma / sqrt(runs): 1.07 measured on
+# log-normal runs with 2 % outliers of 1.1-1.6x (the simulated device's noise model); rounded up.
+TRIMMED_SPREAD = 1.1
+NO_GAIN = 0.0  # the log-ratio the test must reject to accept: the candidate is no faster
+GAIN = math.log(0.99)  # the log-ratio it must reject to reject: a 1 % gain
+ALPHA = 0.01  # accepts of candidates that are no faster
+BETA = 0.10  # rejects of a true 1 % gain
+MIN_ACCEPT_PAIRS = 2
+MAX_PAIRS = 12
+PRIOR_PAIRS = 2.0  # the weight of the measured noise against the pairs' own spread, in pairs
+LATE_STEP = 0.03  # once improvements are under 3 %, the graded medians accept nothing on their own
 NOISE_BAND_SIGMAS = 2.0
-FIRST_LOOK, LOOK_EVERY, MAX_PAIRS = 6, 3, 24
-LOOKS = 1 + (MAX_PAIRS - FIRST_LOOK) // LOOK_EVERY
-ALPHA = 0.05
+Z95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,29 @@ class Verdict:
     pairs: int
     run_ids: tuple[str, ...] = ()
     samples: tuple[float, ...] = ()  # the paired log-ratios, or the two medians
+
+
+def trimmed_cycles(cycles: Sequence[float]) -> float:
+    """A job's cycles: the geometric mean of its timed runs with `TRIM` of them cut from each end."""
+    logs = np.sort(np.log(np.asarray(cycles, dtype=np.float64)))
+    cut = int(len(logs) * TRIM)
+    return float(math.exp(logs[cut : len(logs) - cut].mean()))
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """How one side of an A/B pair is measured: runs per job, and the cycles a job's runs amount to."""
+
+    repeats: int = AB_REPEATS
+    statistic: Callable[[Sequence[float]], float] = trimmed_cycles
+    spread: float = TRIMMED_SPREAD  # the statistic's spread in units of sigma / sqrt(repeats)
+
+    def pair_sigma(self, sigma: float) -> float:
+        """The spread of a pair's log-ratio from the run-to-run noise: two independent jobs."""
+        return math.sqrt(2.0) * self.spread * sigma / math.sqrt(self.repeats)
+
+
+PAIR_PLAN = PairPlan()
 
 
 def noise_band(sigma: float) -> float:
@@ -62,15 +103,42 @@ def early(candidate: float, best: float, sigma: float) -> Verdict:
                    samples=(candidate, best))  # fmt: skip
 
 
-# A pair: the candidate's and the incumbent's median cycles from back-to-back jobs, and the run ids.
+# A pair: the candidate's and the incumbent's cycles from back-to-back jobs, and the run ids.
 PairRunner = Callable[[int], tuple[float, float, tuple[str, ...]] | None]
 
 
-def ab_test(run_pair: PairRunner, max_pairs: int = MAX_PAIRS) -> Verdict:
-    """Sequential paired comparison; `run_pair(i)` returns None when the budget stops it."""
+def pair_spread(logs: Sequence[float], prior: float) -> float:
+    """The spread of one pair's log-ratio: the measured noise, widened by the pairs' own spread
+    (pooled with it as `PRIOR_PAIRS` pairs' worth), never narrowed."""
+    n = len(logs)
+    squares = float(np.sum((np.asarray(logs) - np.mean(logs)) ** 2)) if n > 1 else 0.0
+    pooled = (PRIOR_PAIRS * prior**2 + squares) / (PRIOR_PAIRS + n - 1)
+    return math.sqrt(max(prior**2, pooled))
+
+
+def log_likelihood_ratio(logs: Sequence[float], spread: float) -> float:
+    """log P(pairs | a 1 % gain) / P(pairs | no gain), for normal pair log-ratios of that spread."""
+    middle = (NO_GAIN + GAIN) / 2
+    return (GAIN - NO_GAIN) / spread**2 * float(np.sum(np.asarray(logs) - middle))
+
+
+def sprt_step(logs: Sequence[float], prior: float) -> Decision:
+    """Wald's boundaries on the pairs so far."""
+    llr = log_likelihood_ratio(logs, pair_spread(logs, prior))
+    if llr >= math.log((1 - BETA) / ALPHA) and len(logs) >= MIN_ACCEPT_PAIRS:
+        return "accept"
+    if llr <= math.log(BETA / (1 - ALPHA)):
+        return "reject"
+    return "continue"
+
+
+def sequential(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN,
+               max_pairs: int = MAX_PAIRS) -> Verdict:  # fmt: skip
+    """The SPRT on pairs `run_pair(i)` (None when a job failed or the budget stops it: inconclusive);
+    inconclusive too when `max_pairs` pairs did not settle it."""
+    prior = plan.pair_sigma(sigma)
     logs: list[float] = []
     runs: list[str] = []
-    verdict: Verdict | None = None
     for index in range(max_pairs):
         pair = run_pair(index)
         if pair is None:
@@ -78,55 +146,91 @@ def ab_test(run_pair: PairRunner, max_pairs: int = MAX_PAIRS) -> Verdict:
         cand, inc, ids = pair
         logs.append(math.log(cand / inc))
         runs.extend(ids)
-        if len(logs) >= FIRST_LOOK and (len(logs) - FIRST_LOOK) % LOOK_EVERY == 0:
-            verdict = _look(logs, runs, final=False)
-            if verdict.decision != "continue":
-                return verdict
-    if len(logs) < 2:
-        return Verdict("inconclusive", "paired-t", 1.0, 0.0, math.inf, 1.0, len(logs), tuple(runs),
-                       tuple(logs))  # fmt: skip
-    return _look(logs, runs, final=True)
+        decision = sprt_step(logs, prior)
+        if decision != "continue":
+            return _summary(decision, logs, runs, prior)
+    return _summary("inconclusive", logs, runs, prior)
 
 
-def decide(candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
-    """The whole decision: a clear early loss stops; a clear early win stands unless the loop is late;
-    everything else is settled by A/B pairs."""
+def _summary(decision: Decision, logs: list[float], runs: list[str], prior: float) -> Verdict:
+    """The verdict with the pairs' mean ratio, a 95 % interval of it at the spread the test used (an
+    estimate's spread, not corrected for stopping when the answer was clear), and a sign test."""
+    if not logs:
+        return Verdict(decision, "sprt", 1.0, 0.0, math.inf, 1.0, 0, tuple(runs))
+    n, mean = len(logs), float(np.mean(logs))
+    half = Z95 * pair_spread(logs, prior) / math.sqrt(n)
+    wins = sum(value < 0 for value in logs)
+    p_value = float(binomtest(wins, n, 0.5, alternative="greater").pvalue)
+    return Verdict(decision, "sprt", math.exp(mean), math.exp(mean - half), math.exp(mean + half), p_value, n,
+                   tuple(runs), tuple(logs))  # fmt: skip
+
+
+def decide(candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner,
+           plan: PairPlan = PAIR_PLAN) -> Verdict:  # fmt: skip
+    """The judgement after the candidate's graded run: a clear early loss stops; a clear early win
+    stands unless the loop is late; everything else is settled by the sequential test."""
     first = early(candidate, best, sigma)
     if first.decision == "continue" or (late and first.decision == "accept"):
-        return ab_test(run_pair)
+        return sequential(run_pair, sigma, plan=plan)
     return first
 
 
-def _look(logs: list[float], runs: list[str], *, final: bool) -> Verdict:
-    values = np.asarray(logs)
-    n = len(values)
-    mean, spread = float(values.mean()), float(values.std(ddof=1)) / math.sqrt(n)
-    half = float(student_t.ppf(1 - ALPHA / LOOKS / 2, n - 1)) * spread
-    low, high = mean - half, mean + half
-    wins = int((values < 0).sum())
-    p_value = float(binomtest(wins, n, 0.5, alternative="greater").pvalue)
-    threshold = math.log(1 - MIN_GAIN)
-    decision: Decision
-    if high < threshold:
-        decision = "accept"
-    elif low > threshold:
-        decision = "reject"  # even the best case is not a 0.5 % gain
-    else:
-        decision = "inconclusive" if final else "continue"
-    return Verdict(decision, "paired-t", math.exp(mean), math.exp(low), math.exp(high), p_value, n,
-                   tuple(runs), tuple(logs))  # fmt: skip
+def triage(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN, max_pairs: int = MAX_PAIRS) -> Verdict:
+    """The sequential test before the candidate's graded run. `reject` drops it without the graded
+    run, `accept` stands once the graded run shows it correct, `continue` (a job failed, or
+    `max_pairs` below the test's own limit ran out) leaves the decision to `decide` after it."""
+    stopped = False
+
+    def counted(index: int) -> tuple[float, float, tuple[str, ...]] | None:
+        nonlocal stopped
+        pair = run_pair(index)
+        stopped = pair is None
+        return pair
+
+    verdict = sequential(counted, sigma, plan=plan, max_pairs=max_pairs)
+    if verdict.decision == "inconclusive" and (stopped or max_pairs < MAX_PAIRS):
+        return replace(verdict, decision="continue")
+    return verdict
 
 
 class Judge(Protocol):
     """Decides a measured candidate against BEST; called once per candidate that reached the device."""
 
     def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
-        """`candidate` and `best` are graded medians; `run_pair(i)` runs the i-th A/B pair on demand."""
+        """`candidate` and `best` are graded medians; `run_pair(i)` runs the i-th A/B pair on demand.
+        `sigma` is the device's run-to-run noise as learning measured it."""
         ...
 
 
+@runtime_checkable
+class Triage(Protocol):
+    """A judge that can also decide before the candidate's graded run, on A/B pairs alone (optional:
+    a judge without it gets every design's graded run first)."""
+
+    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict:
+        """`reject` drops the candidate without its graded run; `accept` stands once the graded run
+        shows it correct; `continue` leaves it to `decide`, whose `run_pair` replays these pairs first."""
+        ...
+
+
+def pair_plan(judge: object) -> PairPlan:
+    """How the judge wants its A/B pairs measured: its `pair_plan`, or the default."""
+    plan = getattr(judge, "pair_plan", PAIR_PLAN)
+    return plan if isinstance(plan, PairPlan) else PAIR_PLAN
+
+
+@dataclass(frozen=True)
 class SequentialJudge:
-    """The early look on the graded medians, then interleaved A/B pairs with a sequential t-test."""
+    """The builtin judge: the SPRT on A/B pairs before the graded run (up to `triage_pairs` of them;
+    0 runs none), then the early look at the graded medians and the rest of the test."""
+
+    triage_pairs: int = MAX_PAIRS
+    pair_plan: PairPlan = field(default=PAIR_PLAN)
 
     def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
-        return decide(candidate, best, sigma, late=late, run_pair=run_pair)
+        return decide(candidate, best, sigma, late=late, run_pair=run_pair, plan=self.pair_plan)
+
+    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict:
+        if self.triage_pairs <= 0:
+            return Verdict("continue", "sprt", 1.0, 0.0, math.inf, 1.0, 0)
+        return triage(run_pair, sigma, plan=self.pair_plan, max_pairs=min(self.triage_pairs, MAX_PAIRS))

@@ -1,14 +1,16 @@
 """The life of a design, written once for the loop and the upgrade:
 
-    proposed -> (screens) -> screened_out | queued -> (graded device run) -> failed | measured
-             -> (the decider) -> accepted | rejected
+    proposed -> (screens) -> screened_out | queued -> (the decider's triage) -> rejected | failed
+             -> (graded device run) -> failed | measured -> (the decider) -> accepted | rejected
 
 Every transition is written to the graph before the next step starts, so a killed run resumes a
 design from the state it reached (`advance` takes a design in any unfinished state). Each step is
 taken only while this process holds the design's claim (`chiplore.agents.lease`), and renews it; a decided
 design, or one a budget stopped, is released. What happens to a measured design is the decider's:
 the loop's judges it against BEST; an upgrade's accepts a repaired program as its predecessor's
-successor.
+successor. A decider may also end a queued design before its graded run (`triage`): the loop's drops
+a loser on a few short A/B jobs against BEST, so that only designs still in the running pay for a
+graded run.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ class Decider:
     def decide(self, node: DesignNode, source: str) -> bool:
         """Decide the design; True when it became BEST."""
         raise NotImplementedError
+
+    def triage(self, node: DesignNode, source: str) -> bool:
+        """Called before the design's graded run, while the lease holds: True when the decider ended
+        the design already (a loser dropped on short jobs), writing its status and releasing it. By
+        default False: every design gets its graded run."""
+        return False
 
     def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
         """Called before the design's turn, while `incumbent` is BEST and a device is idle (the designs
@@ -80,6 +88,8 @@ class DesignLifecycle:
             status = "measured"  # measured before a kill: the run is in the graph, and is not repeated
             self._step(node.id, status=status, measured_cycles=recorded, lease_until=self.lease.until())
             node = node.model_copy(update={"measured_cycles": recorded, "status": status})
+        if status == "queued" and self.decider.triage(node, source):
+            return False
         if status == "queued":
             outcome = self.runner.run(self.kernel, content_sha(source), source, self.version)
             result = outcome.result

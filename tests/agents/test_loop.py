@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from chiplore.agents.acceptance import TRIAGE
+from chiplore.agents.judge import MIN_ACCEPT_PAIRS
 from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.schedule import OptimizeConfig
 from chiplore.ingest.learn import learn
@@ -87,8 +89,8 @@ def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: Grap
         "OPTIONAL MATCH (c:Comparison {decision: 'accept'})-[:CANDIDATE]->(d) "
         "OPTIONAL MATCH (c)-[:USED]->(r:DeviceRun) RETURN d.id AS id, c.method AS method, count(r) AS runs"
     ):
-        assert row["method"] in ("median-of-7", "paired-t")
-        assert row["runs"] >= (2 if row["method"] == "median-of-7" else 12)  # the samples that decided it
+        assert row["method"] in ("median-of-7", "sprt", f"sprt, {TRIAGE}")
+        assert row["runs"] >= (2 if row["method"] == "median-of-7" else 2 * MIN_ACCEPT_PAIRS)  # what decided it
     # the builtin policy writes its own programs: none is a shipped example
     examples = {normalized(path.read_text()) for path in EXAMPLES.glob("*.fe")}
     sources = graph.read("MATCH (v:KernelVersion) RETURN v.source AS source")
