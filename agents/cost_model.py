@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Protocol
 
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import CostModel, Facts, Params
+from chiplore.kg.models import Prediction
+from chiplore.kg.repo.predictions import predictions_of, record_predictions
+from chiplore.kg.store import GraphStore
 
 REMEMBERED = 50_000  # raw predictions kept (a float each): a pack's model may compile to price
+KEEP_EVERY = 16  # predictions written to the memory at a time
 
 
 def calibration(pairs: Sequence[tuple[float, float]]) -> float:
@@ -22,26 +28,82 @@ def calibration(pairs: Sequence[tuple[float, float]]) -> float:
     return statistics.median(ratios) if ratios else 1.0
 
 
-class CalibratedCostModel:
-    """A pack's cost model with one calibration factor per kernel."""
+class PredictionMemory(Protocol):
+    """Where raw predictions outlive a process (the graph's Prediction nodes)."""
 
-    def __init__(self, model: CostModel) -> None:
-        self.model = model
+    def recall(self, kernel: str) -> dict[str, float | None]:
+        """Every prediction kept for the kernel, by key."""
+        ...
+
+    def keep(self, kernel: str, predictions: dict[str, float | None]) -> None:
+        """Keep these predictions of the kernel, by key."""
+        ...
+
+
+class GraphPredictionMemory:
+    """Predictions kept in the graph, so a run killed in the middle of a search prices none twice."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+
+    def recall(self, kernel: str) -> dict[str, float | None]:
+        return predictions_of(self.store, kernel)
+
+    def keep(self, kernel: str, predictions: dict[str, float | None]) -> None:
+        record_predictions(self.store, [Prediction(id=key, kernel=kernel, cycles=cycles)
+                                        for key, cycles in predictions.items()])  # fmt: skip
+
+
+class CalibratedCostModel:
+    """A pack's cost model with one calibration factor per kernel. With a `memory`, every raw prediction
+    is kept there (in batches) and a kernel's kept ones are recalled before the pack is asked."""
+
+    def __init__(self, model: CostModel, memory: PredictionMemory | None = None) -> None:
+        self.model, self.memory = model, memory
         self.factors: dict[str, float] = {}
-        self._raw: OrderedDict[tuple[str, str, str, str], float | None] = OrderedDict()
+        self._raw: OrderedDict[str, float | None] = OrderedDict()
+        self._recalled: set[str] = set()
+        self._unkept: dict[str, dict[str, float | None]] = {}
+        self._lock = threading.Lock()
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
         """Predicted cycles of a design, calibrated; None when the pack's model cannot price it. The
-        pack's prediction of the same design under the same facts is asked for once."""
-        key = (kernel, content_sha(source), json.dumps(params, sort_keys=True),
-               json.dumps(facts, sort_keys=True, default=str))  # fmt: skip
+        pack's prediction of the same design under the same facts is asked for once (across runs, with
+        a memory)."""
+        key = content_sha(f"{kernel}|{content_sha(source)}|{json.dumps(params, sort_keys=True)}|"
+                          f"{json.dumps(facts, sort_keys=True, default=str)}")  # fmt: skip
+        self._recall(kernel)
         if key in self._raw:
             raw = self._raw[key]
         else:
-            raw = self._raw[key] = self.model.predict(kernel, source, params, facts)
-            if len(self._raw) > REMEMBERED:
-                self._raw.popitem(last=False)
+            raw = self.model.predict(kernel, source, params, facts)
+            with self._lock:
+                self._raw[key] = raw
+                if len(self._raw) > REMEMBERED:
+                    self._raw.popitem(last=False)
+                self._unkept.setdefault(kernel, {})[key] = raw
+                full = sum(len(batch) for batch in self._unkept.values()) >= KEEP_EVERY
+            if full:
+                self.keep()
         return None if raw is None else raw * self.factors.get(kernel, 1.0)
+
+    def keep(self) -> None:
+        """Put the predictions not kept yet into the memory (called every few predictions and after
+        each decision)."""
+        with self._lock:
+            unkept, self._unkept = self._unkept, {}
+        if self.memory is not None:
+            for kernel, batch in unkept.items():
+                self.memory.keep(kernel, batch)
+
+    def _recall(self, kernel: str) -> None:
+        if self.memory is None or kernel in self._recalled:
+            return
+        self._recalled.add(kernel)
+        recalled = self.memory.recall(kernel)
+        with self._lock:
+            for key, raw in recalled.items():
+                self._raw.setdefault(key, raw)
 
     def explain(self, kernel: str, source: str, params: Params | None, facts: Facts) -> str:
         """What bounds the design, as the pack's model says ("" when it cannot say)."""
@@ -50,3 +112,4 @@ class CalibratedCostModel:
     def update(self, kernel: str, pairs: Sequence[tuple[float, float]]) -> None:
         """Recalibrate from every (predicted, measured) pair of the kernel's designs so far."""
         self.factors[kernel] = calibration(pairs)
+        self.keep()

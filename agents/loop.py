@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from chiplore.agents.acceptance import JudgeAgainstBest
 from chiplore.agents.callbacks import Events, Note, RecordRuns, RecordScreenings
-from chiplore.agents.cost_model import CalibratedCostModel
+from chiplore.agents.cost_model import CalibratedCostModel, GraphPredictionMemory
 from chiplore.agents.knowledge import Knowledge, read_knowledge
 from chiplore.agents.lease import Lease
 from chiplore.agents.lifecycle import Decider, DesignLifecycle
@@ -126,7 +126,7 @@ class OptimizeRun:
         store, target = self.context.store, self.context.target
         self.pack = target.pack()
         self.knowledge = read_knowledge(store, self.context.version, self.pack.capabilities)
-        self.model = CalibratedCostModel(self.pack.cost_model)
+        self.model = CalibratedCostModel(self.pack.cost_model, GraphPredictionMemory(store))
         self.activity = record_activity(store, Activity(id=f"optimize-{uuid.uuid4().hex[:12]}", role="runner",
                                                         policy="builtin"))  # fmt: skip
 
@@ -233,6 +233,7 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     run.kernel_budget_s = config.budget_s / len(specs)
     with executor.session(run, specs):
         outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
+    run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)
     finish_activity(context.store, run.activity.id, utc_now(), f"{proposals} proposals, {accepted} accepted")
     summary = OptimizeSummary(kernels=[s.name for s in specs], proposals=proposals, accepted=accepted,

@@ -201,6 +201,16 @@ class Screening(GraphNode):
     predicted_cycles: float | None = None
 
 
+class Prediction(GraphNode):
+    """What the cost model said one program of a kernel costs under some learnt facts (raw, before the
+    kernel's calibration): kept so that a search a killed run began is not priced again."""
+
+    label: ClassVar[str] = "Prediction"
+    id: str  # the hash of kernel, program, settings and facts
+    kernel: str
+    cycles: float | None  # None: the model could not price it
+
+
 class DeviceRun(GraphNode):
     label: ClassVar[str] = "DeviceRun"
     id: str

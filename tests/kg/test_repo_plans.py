@@ -19,7 +19,7 @@ from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.models import Activity, Comparison, DesignNode, DeviceRun, KernelVersion
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.plans import AllowedScan, plan_problems
-from chiplore.kg.repo import designs, docs, knowledge, measurements, overview, progress, runs, targets
+from chiplore.kg.repo import designs, docs, knowledge, measurements, overview, predictions, progress, runs, targets
 from chiplore.kg.sample import KERNELS, NEW, PARAMS, TARGET, build_sample_graph
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import DEFAULT_BATCH_SIZE, GraphStore, Params, Record
@@ -103,6 +103,7 @@ HOT_PATHS: tuple[HotPath, ...] = (
     HotPath("designs.recent_failures", lambda st, s: designs.recent_failures(st, s.kernel, 5)),
     HotPath("designs.lineage_ids", lambda st, s: designs.lineage_ids(st, s.kernel)),
     HotPath("designs.prediction_pairs", lambda st, s: designs.prediction_pairs(st, s.kernel)),
+    HotPath("predictions.predictions_of", lambda st, s: predictions.predictions_of(st, s.kernel)),
     HotPath("designs.add_design", _new_design, keyed_lookups=True),
     HotPath("designs.update_design", lambda st, s: designs.update_design(st, s.design, reason="plan probe")),
     HotPath("designs.set_best", lambda st, s: designs.set_best(st, s.kernel, s.best, status="accepted"), True),
