@@ -95,10 +95,13 @@ class LLMLibrarian:
         self.budget = budget or TokenBudget(config.token_budget)
         self.model = model or chat_model(config)
         self.rejected: list[str] = []  # claims whose citation did not check out
+        self._mode: OutputMode | None = None
 
     @property
     def mode(self) -> OutputMode:
-        return output_mode(self.model, self.config, self.store)
+        if self._mode is None:
+            self._mode = output_mode(self.model, self.config, self.store)
+        return self._mode
 
     def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
         prose = [chunk for chunk in chunks if not chunk.code]

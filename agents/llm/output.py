@@ -35,8 +35,6 @@ PROBE_MARK = "chiplore output probe"  # in the probe's system message (the scrip
 PROBE_TOKENS = 64
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 
-_known: dict[str, OutputMode] = {}  # per process: model identity -> mode
-
 
 class Malformed(ValueError):
     """An answer that does not parse as the mode asked (the reason is what the model is told)."""
@@ -53,15 +51,12 @@ def activity_id(config: LLMConfig, mode: OutputMode) -> str:
 
 
 def output_mode(model: BaseChatModel, config: LLMConfig, store: GraphStore) -> OutputMode:
-    """The mode this model answers in: the configured one, or the one recorded for it, or discovered now."""
+    """The mode this model answers in: the configured one, or the one the graph records for it, or
+    discovered now (and recorded)."""
     if config.output != "auto":
         return config.output
-    key = config.identity()
-    if key in _known:
-        return _known[key]
     recorded = next((mode for mode in OUTPUT_MODES if activity_ended(store, activity_id(config, mode))), None)
-    _known[key] = recorded or discover(model, config, store)
-    return _known[key]
+    return recorded or discover(model, config, store)
 
 
 def discover(model: BaseChatModel, config: LLMConfig, store: GraphStore) -> OutputMode:
