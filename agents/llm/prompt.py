@@ -1,5 +1,7 @@
 """The architect's and the refiner's prompt: the kernel as its pack states it, the knowledge the
-graph holds under the version, BEST with its statistics, the recent failures.
+graph holds under the version, BEST with its statistics, the recent failures. What changes least
+comes first (the kernel and its programs, then the knowledge, then the failures and the numbers), so
+that a server that caches prompt prefixes (llama.cpp, vLLM) reuses the most from call to call.
 
 The knowledge comes in four kinds, each a section of the prompt: the checked language summary, the
 rules in force, the measurements (with the measured bound they give), and the docs' claims as
