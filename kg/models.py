@@ -215,12 +215,13 @@ class DeviceRun(GraphNode):
     label: ClassVar[str] = "DeviceRun"
     id: str
     kernel: str
-    job_id: str
+    job_id: str  # the device's id of the job: unique on its device
+    device: str = ""  # the device that ran it (also its ON link to the Device)
     cycles: list[float]
     median_cycles: float | None
     status: RunStatus
     device_s: float = Field(ge=0)
-    fixtures: Literal["smoke", "graded"] = "graded"
+    fixtures: Literal["smoke", "graded", "checks"] = "graded"  # checks: a kernel's check sets, named
     faults: list[str] = Field(default_factory=list)
     toolchain: str
     finished_at: str = Field(default_factory=utc_now)

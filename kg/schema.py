@@ -40,6 +40,7 @@ NODE_KEYS: dict[str, str] = {
     "Upgrade": "id",
     "Revalidation": "id",
     "Prediction": "id",
+    "Device": "id",
     # The DSL summary: one entry per construct and toolchain version, and the programs that show it.
     "LanguageEntry": "id",
     "LanguageExample": "id",
@@ -126,12 +127,17 @@ def _predictions(store: GraphStore) -> None:
     store.ensure_index("Prediction", "kernel")
 
 
+def _devices(store: GraphStore) -> None:
+    store.ensure_unique("Device", NODE_KEYS["Device"])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "unique keys on every label, the Fact id, and hot-lookup indexes", _base_schema),
     Migration(2, "toolchain upgrades and kernel re-validations", _upgrade_schema),
     Migration(3, "indexes the named queries start from (Activity.policy, Revalidation.to_version)", _anchor_indexes),
     Migration(4, "the DSL summary: keys of LanguageEntry and LanguageExample, entries by version", _language_summary),
     Migration(5, "the cost model's predictions, by kernel (a killed search is not priced again)", _predictions),
+    Migration(6, "the devices that ran the jobs (DeviceRun -[:ON]-> Device)", _devices),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -36,7 +36,8 @@ def device_run(job: DeviceJob, result: DeviceResult) -> DeviceRun:
     return DeviceRun(
         id=f"{result.job_id}/{uuid.uuid4().hex[:12]}", kernel=job.kernel, job_id=result.job_id,
         cycles=[float(r.cycles) for r in result.runs if not r.warmup], median_cycles=result.median_cycles,
-        status=status, device_s=result.device_s, fixtures=job.fixtures if job.fixtures == "graded" else "smoke",
+        status=status, device_s=result.device_s, device=result.device_id,
+        fixtures=job.fixtures if job.fixtures in ("graded", "smoke") else "checks",
         faults=[f.code for f in result.faults], toolchain=result.toolchain,
     )  # fmt: skip
 
@@ -84,6 +85,7 @@ def record_device_runs(
         store.write(
             "MATCH (a:Activity {id: $activity}) UNWIND $runs AS row MATCH (v:KernelVersion {sha: row.version}) "
             "CREATE (r:DeviceRun) SET r = row.props CREATE (r)-[:RAN]->(v) CREATE (r)-[:CREATED_BY]->(a) "
+            "MERGE (d:Device {id: row.device}) CREATE (r)-[:ON]->(d) "
             "WITH count(r) AS created UNWIND $ledger AS entry "
             "MERGE (l:DeviceLedger {consumer: entry.consumer}) "
             "SET l.runs = coalesce(l.runs, 0) + entry.runs, "
@@ -91,7 +93,8 @@ def record_device_runs(
             "l.device_s = coalesce(l.device_s, 0.0) + entry.device_s",
             {
                 "activity": activity.id,
-                "runs": [{"props": item["run"].properties(), "version": item["version"]} for item in fresh],
+                "runs": [{"props": item["run"].properties(), "version": item["version"],
+                          "device": item["run"].device or "unknown"} for item in fresh],
                 "ledger": [{"consumer": consumer, **totals} for consumer, totals in sorted(ledger.items())],
             },
         )

@@ -13,6 +13,7 @@ import logging
 import math
 import statistics
 import time
+import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ class SimDevice:
         self._pending: dict[str, list[float]] = {}  # agent -> finish times of its jobs
         self._ledger = _Ledger()
         self._count = 0
+        # job ids are <device>/<session>-<count>: unique for good, as a process starts a new session
+        # (fe-run's saved state continues its session), not only within one process
+        self._session = uuid.uuid4().hex[:8]
 
     # ---- public surface ----------------------------------------------------------------------
 
@@ -127,7 +131,7 @@ class SimDevice:
         except ValueError as error:
             raise InvalidJob(str(error)) from None
         self._count += 1  # a refused request takes no job id
-        job_id = f"{self.config.device_id}/{self._count:06d}"
+        job_id = f"{self.config.device_id}/{self._session}-{self._count:06d}"
         result, finish = self._run(job_id, job, sets)
         result = result.model_copy(update={"wall_s": time.perf_counter() - wall})
         self._jobs[job_id] = (result, finish)
@@ -157,6 +161,7 @@ class SimDevice:
             "seed": self.seed,
             "now": self.now,
             "count": self._count,
+            "session": self._session,
             "slot_free": list(self._slot_free),
             "last_busy": self._last_busy if math.isfinite(self._last_busy) else None,
             "next_tenant": self._next_tenant if math.isfinite(self._next_tenant) else None,
@@ -187,6 +192,7 @@ class SimDevice:
             raise InvalidState(f"rng: not a generator state ({error})") from None
         self.now = saved.now
         self._count = saved.count
+        self._session = saved.session or self._session
         self._slot_free = list(saved.slot_free)
         self._last_busy = -math.inf if saved.last_busy is None else saved.last_busy
         self._next_tenant = math.inf if saved.next_tenant is None else saved.next_tenant

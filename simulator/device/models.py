@@ -73,6 +73,7 @@ class DeviceState(_Saved):
     seed: int
     now: float = Field(ge=0)
     count: int = Field(ge=0)
+    session: str = ""  # the job ids' session (a state saved before sessions had none: a new one)
     slot_free: list[float]
     last_busy: float | None
     next_tenant: float | None

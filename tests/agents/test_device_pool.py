@@ -8,11 +8,17 @@ import time
 
 import pytest
 
+from chiplore.agents.callbacks import RecordRuns
 from chiplore.agents.scale.calendar import Calendar, CalendarClosed, Turns
 from chiplore.agents.scale.engine import NoDevices
 from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.core.errors import TargetError
+from chiplore.core.ids import content_sha
 from chiplore.core.target import DeviceJob, Target
+from chiplore.kg.models import Activity, KernelVersion
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.nodes import upsert
+from chiplore.kg.store import GraphStore
 from chiplore.simulator.device.device import DeviceConfig, SimDevice
 from chiplore.simulator.device.pool import pool_configs
 from chiplore.simulator.target import SimRNGD
@@ -217,3 +223,24 @@ def test_a_thread_that_waits_for_others_holds_no_job_back_and_closing_releases_t
     calendar.close()
     waiter.join(timeout=5)
     assert failed and "stopping" in str(failed[0])
+
+
+def test_every_run_says_which_device_ran_it_and_job_ids_never_repeat(graph: GraphStore) -> None:
+    """Two processes (two targets, each a new device session) on one graph: their first jobs on the same
+    device have different ids, and every DeviceRun links to the Device that ran it."""
+    activity = record_activity(graph, Activity(id="runner-test", role="runner", policy="builtin"))
+    record = RecordRuns(graph, activity)
+    ids = []
+    for _process in range(2):  # each a new target: a new device session
+        target = SimRNGD(seed=4, devices=2)
+        job = _job(target, repeats=2)
+        upsert(graph, [KernelVersion(sha=content_sha(job.program), kernel=O_PROJ, source=job.program,
+                                     toolchain="0.6.0")])  # fmt: skip
+        for device in ("rngd-sim-0", "rngd-sim-1"):
+            result = target.result(target.submit(job, device))
+            record(job, content_sha(job.program), result)
+            ids.append(result.job_id)
+    assert len(set(ids)) == 4 and ids[0] != ids[2]  # the same device, the same count, another session
+    rows = graph.read("MATCH (r:DeviceRun)-[:ON]->(d:Device) RETURN r.job_id AS job, r.device AS device, d.id AS id")
+    assert sorted((row["job"], row["id"]) for row in rows) == sorted((i, i.split("/")[0]) for i in ids)
+    assert all(row["device"] == row["id"] for row in rows)

@@ -195,7 +195,7 @@ def test_unknown_fixture_sets_are_a_clear_error() -> None:
         device.submit(job(fixtures=("g9",)))
     with pytest.raises(ValueError):
         DeviceJob(kernel=KERNEL, program=O_BASELINE, repeats=0)
-    assert device.result(device.submit(job(fixtures="smoke"))).job_id == "rngd-sim-0/000001"  # no id was taken
+    assert device.result(device.submit(job(fixtures="smoke"))).job_id.endswith("-000001")  # no id was taken
 
 
 def test_a_kernel_the_program_does_not_declare_is_refused_for_free() -> None:
