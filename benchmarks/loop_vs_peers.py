@@ -1,24 +1,35 @@
-"""chiplore's loop against peer searches on the same simulated device, and the judge's false accepts.
+"""chiplore's loop against peer searches at equal device-seconds on the same simulated device.
 
-    python benchmarks/loop_vs_peers.py [--seeds 5] [--budget 5400] [--kernels K,...] [--decisions 500]
-                                       [--peers random,optuna-tpe] [--json FILE]
+    python benchmarks/loop_vs_peers.py [--kernels K,...] [--seeds 1-5 | 1,3] [--chips default,other]
+                                       [--methods chiplore,random,optuna-tpe,optuna-cmaes] [--budget 600]
+                                       [--results FILE] [--figure FILE] [--json FILE]
 
-With CHIPLORE_SIM_TRUTH=chip.toml the device (and the true cycles and bounds) are that chip's.
+Every method gets `--budget` device-seconds per kernel on SimRNGD (seeded per seed), through the
+same runner (`DeviceRunner`: its budget, retries and quarantine):
 
-Per seed: learn the chip, then `optimize` every kernel through the Session API (chiplore); then
-random search and Optuna's TPE over the same design space (the target pack's `design_space(spec)`,
-written with the same learnt facts; its knobs sampled instead of chosen), each given the device
-seconds chiplore spent on that kernel, or `--max-trials` jobs if those run out first (a peer's trial
-costs host time: the device grades every new program). One peer trial is one device job of a new
-design (smoke fixtures, 7 runs); the best is the fastest measured median. The kernels are those the
-pack has a design space for (all of them by default).
+- chiplore: `Session.optimize([kernel], budget_s=...)` on a graph that learnt the chip first (learning's
+  device time is not counted: the peers get its facts for free); it may stop before the budget (its
+  stop rules are part of it);
+- the peers sample the same design space (the pack's `design_space(spec)` under the facts chiplore
+  learnt): `random` (uniform over valid settings), `optuna-tpe` (TPE over the knobs as categories),
+  `optuna-cmaes` (CMA-ES with margin over each knob's index in its ordered values; needs `cmaes`) and
+  `optuna-gp` (Optuna's GP sampler, categorical; needs `torch`). A peer's trial is the host test (the
+  correctness screen, free) and then one device job (smoke fixtures, 7 runs); a setting the space
+  refuses, or a program seen before, costs no device time. Its best is the fastest measured correct
+  design.
 
-Reported, medians over the seeds: the best design's *true* ratio to the bound (the harness knows
-true cycles: `chiplore.simulator.cost.estimate`), device runs until the first run of a design within 1.25x of
-the bound (chiplore's baseline runs not counted: they are its starting point, not search), how many
-seeds got there, and device seconds. Then the judge (chiplore.agents.judge.decide, as the loop calls it) on
-`decisions` candidates from `--judge-kernel`'s space that are truly no faster than their incumbent:
-how often it accepts one.
+Each best is re-measured by noise-free cycles (the harness's `chiplore.simulator.cost.estimate`): the
+anytime curve is the true ratio to the bound of the method's best after each device-second (chiplore's
+BEST from the graph: `kg.repo.progress.best_history`). Printed per chip, kernel and method, medians
+over the seeds: best x bound after 10 / 25 / 50 / 100 % of the budget, the device-seconds until the
+best is within 1.10x (seeds that never got there count as the whole budget, a floor), and the device
+jobs. The figure (medians over seeds against the fraction of the budget) goes to `--figure`.
+
+Chips: `default`, and `other`, the chip of benchmarks/other_chip.toml (20-40 % other bandwidths and
+start-ups; `CHIPLORE_SIM_TRUTH`). Results are appended to `--results` (one JSON line per chip, kernel,
+method, seed and budget) and a rerun skips what is there: run a subset, stop, and go on later. Each
+(chip, seed) learns once into benchmarks/results/loop_vs_peers/ (kept), and every chiplore run starts
+from a copy of that graph. The judge's own errors: benchmarks/judge_errors.py.
 """
 
 from __future__ import annotations
@@ -26,31 +37,41 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
 from rich.console import Console
 from rich.table import Table
 
-from chiplore.agents.judge import AB_REPEATS, decide
 from chiplore.agents.knowledge import read_knowledge
-from chiplore.core.pack import DesignSpace, Facts, Params, points
-from chiplore.core.target import DeviceJob, KernelSpec
+from chiplore.agents.runner import DeviceRunner
+from chiplore.core.errors import BudgetExhausted
+from chiplore.core.ids import content_sha
+from chiplore.core.pack import DesignSpace, Facts, Params
+from chiplore.core.target import DeviceJob, DeviceResult, KernelSpec
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.repo.runs import ledger_seconds
+from chiplore.kg.repo.progress import best_history
 from chiplore.session import Session
 from chiplore.simulator.cost import NotCompiled, estimate
 from chiplore.simulator.target import SimRNGD
 
 VERSION = "0.6.0"
-WITHIN = 1.25
+WITHIN = 1.10  # "device-seconds to reach 1.10x"
+FRACTIONS = (0.10, 0.25, 0.50, 1.00)
 STALE_DRAWS = 200  # draws in a row that find no new program: the peer has seen its space
-console = Console(width=140)
+PEER_REPEATS = 7
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+CHIPS = {"default": None, "other": HERE / "other_chip.toml"}
+METHODS = ("chiplore", "random", "optuna-tpe", "optuna-cmaes", "optuna-gp")
+console = Console(width=150)
 
 
 def true_cycles(source: str) -> float:
@@ -60,8 +81,21 @@ def true_cycles(source: str) -> float:
         return math.inf
 
 
+def use_chip(chip: str) -> None:
+    """The device, the true cycles and the bounds of this chip from here on (CHIPLORE_SIM_TRUTH)."""
+    path = CHIPS[chip]
+    if path is None:
+        os.environ.pop("CHIPLORE_SIM_TRUTH", None)
+    else:
+        os.environ["CHIPLORE_SIM_TRUTH"] = str(path)
+
+
+def spec_of(target: SimRNGD, kernel: str) -> KernelSpec:
+    return next(spec for spec in target.kernels() if spec.name == kernel)
+
+
 def space_of(target: SimRNGD, kernel: str) -> DesignSpace:
-    space = target.pack().design_space(next(spec for spec in target.kernels() if spec.name == kernel))
+    space = target.pack().design_space(spec_of(target, kernel))
     if space is None:
         raise SystemExit(f"{target.name}'s pack has no design space for {kernel}: the peers have nothing to sample")
     return space
@@ -73,210 +107,313 @@ def designed_kernels(target: SimRNGD) -> list[str]:
     return [spec.name for spec in target.kernels() if pack.design_space(spec) is not None]
 
 
-def draw(space: DesignSpace, facts: Facts, rng: random.Random, tries: int = 10_000) -> Params | None:
+# ---- chiplore ------------------------------------------------------------------------------------------
+
+
+def learnt_graph(chip: str, seed: int) -> tuple[Path, Facts]:
+    """The graph of a chip and seed after `learn` (made once, kept), and the facts it learnt."""
+    folder = RESULTS / "loop_vs_peers" / f"{chip}-seed{seed}"
+    done = folder / "learnt"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        target = SimRNGD(seed=seed)
+        with EmbeddedStore(folder / "data") as store:
+            Session(store, target).learn(toolchain=VERSION)
+        done.write_text("")
+    target = SimRNGD(seed=seed)
+    with EmbeddedStore(folder / "data") as store:
+        facts = read_knowledge(store, VERSION, target.pack().capabilities).facts
+    return folder / "data", facts
+
+
+def chiplore_run(chip: str, kernel: str, seed: int, budget_s: float) -> dict:
+    graph, _ = learnt_graph(chip, seed)
+    target = SimRNGD(seed=seed)
+    bound = spec_of(target, kernel).bound_cycles
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch) / "data"
+        shutil.copytree(graph, data, ignore=shutil.ignore_patterns("*.sock", "*.pid"))
+        with EmbeddedStore(data) as store:
+            start = time.perf_counter()
+            Session(store, target).optimize([kernel], toolchain=VERSION, budget_s=budget_s, seed=seed)
+            wall = time.perf_counter() - start
+            curve = [(spent, true_cycles(source) / bound) for spent, _, source in best_history(store, kernel)]
+            jobs = store.read("MATCH (r:DeviceRun {kernel: $k}) RETURN count(r) AS n, sum(r.device_s) AS s",
+                              {"k": kernel})[0]  # fmt: skip
+    return {"curve": curve, "jobs": int(jobs["n"]), "device_s": float(jobs["s"] or 0.0), "wall_s": wall}
+
+
+# ---- the peers -----------------------------------------------------------------------------------------
+
+
+class Trials:
+    """A peer's device: the host test, then one job through the runner, each new program once."""
+
+    def __init__(self, kind: str, target: SimRNGD, spec: KernelSpec, space: DesignSpace, facts: Facts,
+                 budget_s: float) -> None:  # fmt: skip
+        self.kind, self.target, self.spec, self.space, self.facts = kind, target, spec, space, facts
+        self.runner = DeviceRunner(target, self._record, budget_s=budget_s, backoff_s=0.0)
+        self.seen: dict[str, float] = {}
+        self.best = (math.inf, "")
+        self.curve: list[tuple[float, float]] = []
+        self.jobs = 0
+
+    def _record(self, job: DeviceJob, sha: str, result: DeviceResult) -> str:
+        self.jobs += 1
+        return f"{self.kind}-{self.jobs}"
+
+    def measure(self, setting: Params) -> float | None:
+        """The setting's measured cycles (inf when refused, incorrect or failed; the same program
+        is measured once); None once the budget is spent."""
+        if not self.space.valid(setting, self.facts):
+            return math.inf
+        source = self.space.source(setting, self.facts, VERSION)
+        if source in self.seen:
+            return self.seen[source]
+        tested = self.target.host_test(source, self.spec.name, VERSION)
+        measured = math.inf
+        if tested.correctness is not None and tested.correctness.passed:
+            try:
+                outcome = self.runner.run(self.spec.name, content_sha(source), source, VERSION, fixtures="smoke",
+                                          repeats=PEER_REPEATS)  # fmt: skip
+            except BudgetExhausted:
+                return None
+            correct = outcome.result.correctness is None or outcome.result.correctness.passed
+            if outcome.ok and correct and outcome.result.median_cycles:
+                measured = float(outcome.result.median_cycles)
+        self.seen[source] = measured
+        if measured < self.best[0]:
+            self.best = (measured, source)
+            self.curve.append((self.runner.spent_s, true_cycles(source) / self.spec.bound_cycles))
+        return measured
+
+
+def peer_run(kind: str, chip: str, kernel: str, seed: int, budget_s: float) -> dict:
+    _, facts = learnt_graph(chip, seed)
+    target = SimRNGD(seed=1000 + seed)
+    space, spec = space_of(target, kernel), spec_of(target, kernel)
+    trials = Trials(kind, target, spec, space, facts, budget_s)
+    start = time.perf_counter()
+    ask, tell = _sampler(kind, space, seed, facts)
+    stale = 0
+    while stale < STALE_DRAWS:
+        known = len(trials.seen)
+        setting, trial = ask()
+        if setting is None:
+            break
+        measured = trials.measure(setting)
+        if measured is None:
+            break
+        tell(trial, measured)
+        stale = 0 if len(trials.seen) > known else stale + 1
+    return {"curve": trials.curve, "jobs": trials.jobs, "device_s": trials.runner.spent_s,
+            "wall_s": time.perf_counter() - start}  # fmt: skip
+
+
+def draw(space: DesignSpace, rng: random.Random, facts: Facts | None = None, tries: int = 10_000) -> Params | None:
     """A uniformly random valid setting (each knob drawn uniformly, invalid settings drawn again), so a
     space too large to list is sampled as fairly as a small one; None if `tries` draws find none."""
     for _ in range(tries):
         setting = {knob.name: rng.choice(knob.values) for knob in space.knobs}
-        if space.valid(setting, facts):
+        if facts is None or space.valid(setting, facts):
             return setting
     return None
 
 
-def searched_runs(session: Session, kernel: str, baseline: str) -> Iterator[tuple[str, str]]:
-    """(status, program) of the kernel's device runs in the order they finished, the baseline's left
-    out: they are the loop's starting point, not search, and the peers do not make them either."""
-    rows = session.store.read(
-        "MATCH (r:DeviceRun {kernel: $k})-[:RAN]->(v:KernelVersion) RETURN r.status AS status, "
-        "v.source AS source ORDER BY r.finished_at, r.id",
-        {"k": kernel},
-    )
-    return ((str(r["status"]), str(r["source"])) for r in rows if r["source"] != baseline)
+Ask = Callable[[], tuple[Params | None, object]]
+Tell = Callable[[object, float], None]
 
 
-def chiplore_run(seed: int, budget_s: float, kernels: list[str]) -> tuple[dict[str, dict], Facts, float]:
-    target = SimRNGD(seed=seed)
-    specs = {k.name: k for k in target.kernels()}
-    with tempfile.TemporaryDirectory() as data, EmbeddedStore(Path(data)) as store:
-        session = Session(store, target)
-        session.learn(toolchain=VERSION)
-        start = time.perf_counter()
-        session.optimize(kernels, toolchain=VERSION, budget_s=budget_s, seed=seed)
-        wall = time.perf_counter() - start
-        facts = read_knowledge(store, VERSION, session.pack.capabilities).facts
-        out = {}
-        for kernel in kernels:
-            bound = specs[kernel].bound_cycles
-            searched = list(searched_runs(session, kernel, specs[kernel].baseline_source))
-            first = next((i + 1 for i, (status, source) in enumerate(searched)
-                          if status == "ok" and true_cycles(source) <= WITHIN * bound), None)  # fmt: skip
-            out[kernel] = {"ratio": true_cycles(session.best(kernel).source) / bound, "runs_to_125": first,
-                           "runs": len(searched), "device_s": ledger_seconds(store, kernel)}  # fmt: skip
-    return out, facts, wall
-
-
-def peer_run(kind: str, seed: int, spec: KernelSpec, facts: Facts, budget_s: float, max_trials: int) -> dict:
-    target = SimRNGD(seed=1000 + seed)
-    space = space_of(target, spec.name)
-    spent, runs, first, best = 0.0, 0, None, (math.inf, "")
-    seen: dict[str, float] = {}
-
-    def measure(source: str) -> float:
-        nonlocal spent, runs, first, best
-        if source in seen:
-            return seen[source]
-        job = DeviceJob(kernel=spec.name, program=source, toolchain=VERSION, fixtures="smoke", repeats=7,
-                        agent=f"{kind}/{spec.name}")  # fmt: skip
-        result = target.result(target.submit(job))
-        spent += result.device_s
-        runs += 1
-        measured = float(result.median_cycles) if result.status == "ok" and result.median_cycles else math.inf
-        if first is None and measured < math.inf and true_cycles(source) <= WITHIN * spec.bound_cycles:
-            first = runs
-        if measured < best[0]:
-            best = (measured, source)
-        seen[source] = measured
-        return measured
-
-    stale = 0  # draws in a row that found no new program
+def _sampler(kind: str, space: DesignSpace, seed: int, facts: Facts) -> tuple[Ask, Tell]:
+    """(ask, tell) of a peer: ask gives a setting (None: nothing left) and a handle, tell its cycles."""
     if kind == "random":
         rng = random.Random(seed)
-        while spent < budget_s and runs < max_trials and stale < STALE_DRAWS:
-            setting = draw(space, facts, rng)
-            if setting is None:
-                break
-            source = space.source(setting, facts, VERSION)
-            stale = stale + 1 if source in seen else 0
-            measure(source)
+        return (lambda: (draw(space, rng, facts), None)), (lambda t, v: None)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if kind == "optuna-tpe":
+        sampler: optuna.samplers.BaseSampler = optuna.samplers.TPESampler(seed=seed)
+    elif kind == "optuna-cmaes":
+        sampler = optuna.samplers.CmaEsSampler(seed=seed, with_margin=True)
     else:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), direction="minimize")
-        while spent < budget_s and runs < max_trials and stale < STALE_DRAWS:
-            trial = study.ask()
-            setting = {knob.name: trial.suggest_categorical(knob.name, knob.values) for knob in space.knobs}
-            if not space.valid(setting, facts):
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)  # refused by the space: no device time
-                stale += 1
-                continue
-            source = space.source(setting, facts, VERSION)
-            stale = stale + 1 if source in seen else 0
-            study.tell(trial, measure(source))
-    return {"ratio": true_cycles(best[1]) / spec.bound_cycles if best[1] else math.inf, "runs_to_125": first,
-            "runs": runs, "device_s": spent}  # fmt: skip
+        sampler = optuna.samplers.GPSampler(seed=seed)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    ordinal = kind == "optuna-cmaes"  # CMA-ES moves along each knob's ordered values
+
+    def ask() -> tuple[Params | None, object]:
+        trial = study.ask()
+        if ordinal:
+            setting = {k.name: k.values[trial.suggest_int(k.name, 0, len(k.values) - 1)] for k in space.knobs}
+        else:
+            setting = {k.name: trial.suggest_categorical(k.name, k.values) for k in space.knobs}
+        return setting, trial
+
+    def tell(trial: object, cycles: float) -> None:
+        if math.isfinite(cycles):
+            study.tell(trial, cycles)  # type: ignore[arg-type]
+        else:  # refused or failed: no value a model could fit
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)  # type: ignore[arg-type]
+
+    return ask, tell
 
 
-def false_accepts(decisions: int, kernel: str, facts: Facts, seed: int = 0, designs: int = 600) -> tuple[int, int]:
-    """Candidates truly no faster than the incumbent (true cycles >= incumbent's), decided as the loop does.
-    The pairs come from `kernel`'s design space under the learnt `facts` (at most `designs` of its valid
-    points, a seeded sample where it has more)."""
-    target = SimRNGD(seed=seed + 77)
-    spec = next(k for k in target.kernels() if k.name == kernel)
-    space = space_of(target, kernel)
-    settings = list(points(space, facts))
-    if len(settings) > designs:
-        settings = random.Random(seed).sample(settings, designs)
-    sources = {space.source(p, facts, VERSION) for p in settings}
-    timed = sorted((true_cycles(s), s) for s in sources)
-    timed = [t for t in timed if t[0] < 1.3 * spec.bound_cycles]
-    pairs = [(a, b) for i, a in enumerate(timed) for b in timed[i + 1 : i + 8] if 1.0 <= b[0] / a[0] <= 1.03]
-    if not pairs:
-        raise SystemExit(f"{kernel}'s space has no two designs within 3 % of each other near the bound: no judge test")
-    rng = random.Random(seed)
-    accepted = 0
+# ---- the table and the figure --------------------------------------------------------------------------
 
-    def median(source: str, fixtures: str, repeats: int) -> float:
-        job = DeviceJob(kernel=spec.name, program=source, toolchain=VERSION, fixtures=fixtures,  # type: ignore[arg-type]
-                        repeats=repeats, agent=f"judge-bench/{rng.random()}")  # fmt: skip
-        for _ in range(4):  # a random fault or hang is run again, as the loop's runner does
-            result = target.result(target.submit(job))
-            if result.status == "ok" and result.median_cycles:
-                return float(result.median_cycles)
-        raise RuntimeError(f"the device kept failing: {result.status} {result.message}")
 
-    for index in range(decisions):
-        (_, incumbent), (_, candidate) = rng.choice(pairs)
-        best = median(incumbent, "graded", 7)
-        target.device.advance(rng.uniform(5, 600))  # the candidate is measured later, as in the loop
-        cand = median(candidate, "graded", 7)
+def at(curve: list[list[float]], spent: float) -> float | None:
+    """The true ratio of the method's best once `spent` device-seconds were used (None: nothing
+    measured yet). Its best is the one it measured fastest, not always the truly fastest it ran."""
+    ratio = None
+    for seconds, value in curve:
+        if seconds <= spent + 1e-9:
+            ratio = value
+    return ratio
 
-        def run_pair(i: int, candidate: str = candidate, incumbent: str = incumbent) -> tuple[float, float, tuple]:
-            order = [candidate, incumbent] if i % 2 == 0 else [incumbent, candidate]
-            got = {s: median(s, "smoke", AB_REPEATS) for s in order}
-            return got[candidate], got[incumbent], ()
 
-        verdict = decide(cand, best, 0.03, late=index % 2 == 1, run_pair=run_pair)
-        accepted += verdict.decision == "accept"
-    return accepted, decisions
+def reached(curve: list[list[float]], budget_s: float) -> float:
+    """Device-seconds until the method's best was first within WITHIN of the bound (the budget if
+    never: a floor)."""
+    return next((seconds for seconds, value in curve if value <= WITHIN), budget_s)
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def report(rows: list[dict], budget_s: float, figure: Path | None) -> dict:
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        if row["budget_s"] == budget_s:
+            groups.setdefault((row["chip"], row["kernel"], row["method"]), []).append(row)
+    table = Table(title=f"loop vs peers at {budget_s:.0f} device-s per kernel, toolchain {VERSION} "
+                        "(medians over seeds; true ratios)")  # fmt: skip
+    columns = ["chip", "kernel", "method", "seeds", *(f"x bound @{f:.0%}" for f in FRACTIONS),
+               f"device-s to {WITHIN:.2f}x", "reached", "jobs", "device-s"]  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("chip", "kernel", "method") else "right")
+    summary: dict = {}
+    for (chip, kernel, method), results in sorted(groups.items()):
+        anytime = []
+        for fraction in FRACTIONS:
+            values = [at(r["curve"], fraction * budget_s) for r in results]
+            known = [v for v in values if v is not None]
+            anytime.append(statistics.median(known) if len(known) == len(values) else None)
+        to_within = statistics.median(reached(r["curve"], budget_s) for r in results)
+        got = sum(reached(r["curve"], math.inf) < math.inf for r in results)
+        entry = {"seeds": len(results), "anytime": anytime, "to_within_s": to_within, "reached": got,
+                 "jobs": statistics.median(r["jobs"] for r in results),
+                 "device_s": statistics.median(r["device_s"] for r in results)}  # fmt: skip
+        summary[f"{chip}/{kernel}/{method}"] = entry
+        table.add_row(chip, kernel, method, str(len(results)), *("-" if v is None else f"{v:.3f}" for v in anytime),
+                      f"{to_within:.0f}", f"{got}/{len(results)}", f"{entry['jobs']:.0f}",
+                      f"{entry['device_s']:.0f}")  # fmt: skip
+    console.print(table)
+    for chip, kernel in sorted({(c, k) for c, k, _ in groups}):
+        ours, tpe = summary.get(f"{chip}/{kernel}/chiplore"), summary.get(f"{chip}/{kernel}/optuna-tpe")
+        if ours and tpe:
+            console.print(f"{chip} {kernel}: device-s to {WITHIN:.2f}x, chiplore {ours['to_within_s']:.0f} vs TPE "
+                          f"{tpe['to_within_s']:.0f} ({ours['to_within_s'] / max(tpe['to_within_s'], 1e-9):.2f} of "
+                          "TPE's; a seed that never got there counts as the budget)")  # fmt: skip
+    if figure is not None and groups:
+        plot(groups, budget_s, figure)
+        console.print(f"figure: {figure}")
+    return summary
+
+
+def plot(groups: dict[tuple[str, str, str], list[dict]], budget_s: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chips = sorted({c for c, _, _ in groups})
+    kernels = sorted({k for _, k, _ in groups})
+    figure, axes = plt.subplots(len(chips), len(kernels), figsize=(4.2 * len(kernels), 3.2 * len(chips)),
+                                squeeze=False)  # fmt: skip
+    grid = [i / 50 for i in range(1, 51)]
+    for row, chip in enumerate(chips):
+        for col, kernel in enumerate(kernels):
+            ax = axes[row][col]
+            for method in METHODS:
+                results = groups.get((chip, kernel, method))
+                if not results:
+                    continue
+                xs, ys = [], []
+                for fraction in grid:
+                    values = [at(r["curve"], fraction * budget_s) for r in results]
+                    if all(v is not None for v in values):
+                        xs.append(fraction)
+                        ys.append(statistics.median(values))  # type: ignore[type-var]
+                ax.step(xs, ys, where="post", label=f"{method} ({len(results)})")
+            ax.axhline(WITHIN, color="grey", linestyle=":", linewidth=0.8)
+            ax.set_title(f"{kernel} ({chip} chip)", fontsize=9)
+            ax.set_xlabel("fraction of the device budget")
+            ax.set_ylabel("best x bound (true)")
+            ax.set_ylim(0.98, 1.6)
+            ax.legend(fontsize=7)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
+def seeds_of(text: str) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=5400.0, help="chiplore's device seconds, all kernels")
-    parser.add_argument("--kernels", default="", help="comma-separated; default: every kernel the pack designs")
-    parser.add_argument("--decisions", type=int, default=500)
-    parser.add_argument("--judge-kernel", default="sliding_attention_output",
-                        help="the kernel whose designs the judge decides between")  # fmt: skip
-    parser.add_argument("--peers", default="random,optuna-tpe", help="'' for chiplore alone")
-    parser.add_argument("--max-trials", type=int, default=60,
-                        help="a peer's device jobs per kernel, if its device seconds last that long")  # fmt: skip
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--kernels", default="sliding_project_qkv,sliding_attention_output,decoder_feedforward",
+                        help="comma-separated kernels the pack designs")  # fmt: skip
+    parser.add_argument("--seeds", default="1-5", help="e.g. 1-5 or 1,3")
+    parser.add_argument("--chips", default="default,other")
+    parser.add_argument("--methods", default="chiplore,random,optuna-tpe,optuna-cmaes")
+    parser.add_argument("--budget", type=float, default=600.0, help="device-seconds per kernel, every method")
+    parser.add_argument("--results", type=Path, default=RESULTS / "loop_vs_peers.jsonl")
+    parser.add_argument("--figure", type=Path, default=RESULTS / "loop_vs_peers.png")
+    parser.add_argument("--report-only", action="store_true", help="print what --results holds; run nothing")
+    parser.add_argument("--json", type=Path, help="the summary as JSON")
     args = parser.parse_args()
-    target = SimRNGD()
-    specs = {k.name: k for k in target.kernels()}
-    designed = designed_kernels(target)
-    kernels = [k for k in args.kernels.split(",") if k] or designed
-    for kernel in [*kernels, *([args.judge_kernel] if args.decisions else [])]:
-        if kernel not in designed:
-            parser.error(f"{kernel!r} is not a kernel {target.name}'s pack designs; it designs {', '.join(designed)}")
-    facts: Facts = {}
-    rows: dict[tuple[str, str], list[dict]] = {}
-    walls = []
-    for seed in range(1, args.seeds + 1):
-        ours, facts, wall = chiplore_run(seed, args.budget, kernels)
-        walls.append(wall)
-        for kernel in kernels:
-            rows.setdefault((kernel, "chiplore"), []).append(ours[kernel])
-            for kind in filter(None, args.peers.split(",")):
-                rows.setdefault((kernel, kind), []).append(
-                    peer_run(kind, seed, specs[kernel], facts, ours[kernel]["device_s"], args.max_trials)
-                )
-        console.print(f"seed {seed} done")
-    table = Table(title=f"loop vs peers, {args.seeds} seeds, toolchain {VERSION} (medians)")
-    for column in ("kernel", "method", "best x bound (true)", "worst seed", "runs to 1.25x", "reached", "device runs",
-                   "device-s"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("kernel", "method") else "right")
-    summary = {}
-    for (kernel, method), results in rows.items():
-        reached = [r["runs_to_125"] for r in results if r["runs_to_125"] is not None]
-        # seeds that never got there count as the runs they made (a floor on what they would need)
-        needed = [r["runs_to_125"] if r["runs_to_125"] is not None else r["runs"] for r in results]
-        entry = {"ratio": statistics.median(r["ratio"] for r in results), "worst": max(r["ratio"] for r in results),
-                 "runs_to_125": statistics.median(needed),
-                 "reached": f"{len(reached)}/{len(results)}", "runs": statistics.median(r["runs"] for r in results),
-                 "device_s": statistics.median(r["device_s"] for r in results)}  # fmt: skip
-        summary[f"{kernel}/{method}"] = entry
-        table.add_row(kernel, method, f"{entry['ratio']:.3f}", f"{entry['worst']:.3f}", f"{entry['runs_to_125']:.0f}",
-                      entry["reached"],
-                      f"{entry['runs']:.0f}", f"{entry['device_s']:.0f}")  # fmt: skip
-    console.print(table)
-    if walls:
-        console.print(f"chiplore optimize wall s per seed (all kernels): median {statistics.median(walls):.0f}")
-    for kernel in kernels:
-        if f"{kernel}/optuna-tpe" not in summary or not summary[f"{kernel}/chiplore"]["runs_to_125"]:
-            continue
-        ours = summary[f"{kernel}/chiplore"]["runs_to_125"]
-        tpe = summary[f"{kernel}/optuna-tpe"]["runs_to_125"]
-        console.print(f"{kernel}: TPE needs {tpe / ours:.1f}x the device runs chiplore needs to reach {WITHIN}x")
-    # the judge decides between designs written from the last seed's learnt facts (none without a seed)
-    accepted, total = false_accepts(args.decisions, args.judge_kernel, facts) if args.decisions else (0, 0)
-    if total:
-        console.print(f"judge: {accepted} false accepts in {total} decisions on truly slower-or-equal candidates "
-                      f"({accepted / total:.2%})")  # fmt: skip
+    try:
+        seeds = seeds_of(args.seeds)
+    except ValueError:
+        parser.error(f"--seeds {args.seeds!r}: numbers and ranges, like 1-5 or 1,3")
+    chips = [c for c in args.chips.split(",") if c]
+    methods = [m for m in args.methods.split(",") if m]
+    if bad := [c for c in chips if c not in CHIPS]:
+        parser.error(f"unknown chip {', '.join(bad)}; choose from {', '.join(CHIPS)}")
+    if bad := [m for m in methods if m not in METHODS]:
+        parser.error(f"unknown method {', '.join(bad)}; choose from {', '.join(METHODS)}")
+    designed = designed_kernels(SimRNGD())
+    kernels = [k for k in args.kernels.split(",") if k]
+    if bad := [k for k in kernels if k not in designed]:
+        parser.error(f"{', '.join(bad)}: not a kernel the pack designs; it designs {', '.join(designed)}")
+    done = {(r["chip"], r["kernel"], r["method"], r["seed"], r["budget_s"]) for r in load(args.results)}
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    for chip in chips if not args.report_only else []:
+        use_chip(chip)
+        for seed in seeds:
+            for kernel in kernels:
+                for method in methods:
+                    if (chip, kernel, method, seed, args.budget) in done:
+                        continue
+                    run = chiplore_run if method == "chiplore" else lambda *a, m=method: peer_run(m, *a)
+                    result = run(chip, kernel, seed, args.budget)
+                    row = {"chip": chip, "kernel": kernel, "method": method, "seed": seed, "budget_s": args.budget,
+                           **result}  # fmt: skip
+                    with args.results.open("a") as out:
+                        out.write(json.dumps(row) + "\n")
+                    final = row["curve"][-1][1] if row["curve"] else math.inf
+                    console.print(f"{chip} {kernel} {method} seed {seed}: {final:.3f}x, {row['device_s']:.0f} "
+                                  f"device-s, {row['jobs']} jobs, {row['wall_s']:.0f} s wall")  # fmt: skip
+    rows = [r for r in load(args.results) if r["chip"] in chips and r["kernel"] in kernels and r["method"] in methods
+            and r["seed"] in seeds]  # fmt: skip
+    summary = report(rows, args.budget, args.figure)
     if args.json:
-        args.json.write_text(json.dumps({"rows": summary, "seeds": {f"{k}/{m}": v for (k, m), v in rows.items()},
-                                         "false_accepts": [accepted, total],
-                                         "wall_s": walls}, indent=2))  # fmt: skip
+        args.json.write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -127,3 +127,32 @@ def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict
     ):
         children.setdefault(row["parent"], []).append(DesignNode.from_properties(row["node"]))
     return root_of(store, kernel), children, best.id if best else None
+
+
+def best_history(store: GraphStore, kernel: str) -> list[tuple[float, str, str]]:
+    """(device-seconds the kernel had spent, design id, source) for each design that became its BEST,
+    in order: a run's anytime curve. A design is BEST once its accepting comparison and its graded
+    run are both recorded (a winner of the A/B pairs gets its graded run after them); the root once
+    measured. The seconds are those of every run of the kernel that had finished by then."""
+    runs = store.read(
+        "MATCH (r:DeviceRun {kernel: $k}) RETURN r.finished_at AS t, r.device_s AS s ORDER BY t", {"k": kernel}
+    )
+    became = []
+    for row in store.read(
+        "MATCH (d:DesignNode {kernel: $k, status: 'accepted'})-[:HAS_VERSION]->(v:KernelVersion) "
+        "OPTIONAL MATCH (c:Comparison {decision: 'accept'})-[:CANDIDATE]->(d) "
+        "OPTIONAL MATCH (v)<-[:RAN]-(r:DeviceRun {fixtures: 'graded', status: 'ok'}) "
+        "WITH d, v, min(c.decided_at) AS decided, min(r.finished_at) AS graded "
+        "RETURN d.id AS id, v.source AS source, decided, graded",
+        {"k": kernel},
+    ):
+        moments = [m for m in (row["decided"], row["graded"]) if m]
+        if moments:
+            became.append((max(moments), str(row["id"]), str(row["source"])))
+    out, spent, index = [], 0.0, 0
+    for moment, design, source in sorted(became):
+        while index < len(runs) and runs[index]["t"] <= moment:
+            spent += float(runs[index]["s"] or 0.0)
+            index += 1
+        out.append((spent, design, source))
+    return out

@@ -32,6 +32,7 @@ from chiplore.core.pack import points
 from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.repo.designs import add_design, best_of, get_design, register_kernel, set_best
 from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.progress import best_history
 from chiplore.kg.store import GraphStore
 from chiplore.simulator.target import SimRNGD
 
@@ -192,10 +193,14 @@ def test_a_loser_is_rejected_without_its_graded_run_and_the_jobs_it_used_are_rec
 
 def test_a_winner_gets_its_graded_run_before_it_becomes_best(graph: GraphStore, programs: tuple[str, str]) -> None:
     slow, fast = programs
-    decided, _ = _decide(graph, incumbent=slow, candidate=fast)
+    decided, root = _decide(graph, incumbent=slow, candidate=fast)
     assert decided.status == "accepted"
     assert {run["fixtures"] for run in _runs(graph, decided.id)} == {"smoke", "graded"}
     comparison = _comparison(graph, decided.id)
     assert comparison["decision"] == "accept" and comparison["pairs"] == MIN_ACCEPT_PAIRS
     current = best_of(graph, O_PROJ)
     assert current is not None and current.id == decided.id
+    # the anytime curve: BEST from the root's graded run on, the winner once its graded run is in
+    history = best_history(graph, O_PROJ)
+    assert [design for _, design, _ in history] == [root.id, decided.id]
+    assert 0 < history[0][0] < history[1][0] and history[1][2] == fast
