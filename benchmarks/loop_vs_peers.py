@@ -35,6 +35,7 @@ from a copy of that graph. The judge's own errors: benchmarks/judge_errors.py.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -387,6 +388,9 @@ def main() -> None:
         parser.error(f"unknown chip {', '.join(bad)}; choose from {', '.join(CHIPS)}")
     if bad := [m for m in methods if m not in METHODS]:
         parser.error(f"unknown method {', '.join(bad)}; choose from {', '.join(METHODS)}")
+    for method, module in (("optuna-cmaes", "cmaes"), ("optuna-gp", "torch")):
+        if method in methods and importlib.util.find_spec(module) is None:
+            parser.error(f"{method} needs the {module} package: pip install {module}")
     designed = designed_kernels(SimRNGD())
     kernels = [k for k in args.kernels.split(",") if k]
     if bad := [k for k in kernels if k not in designed]:
