@@ -152,8 +152,10 @@ def json_answer(text: str, schema: type[M], *, strict: bool = False) -> M:
         fenced = _fenced(body)
         body = fenced[0] if fenced else body
     start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
+    if start < 0:
         raise Malformed("no JSON object in the answer")
+    if end < start:
+        raise Malformed("the JSON object is never closed (an answer cut short by its token limit?)")
     try:
         data = json.loads(body[start : end + 1])
     except json.JSONDecodeError as error:

@@ -159,6 +159,8 @@ def test_answers_as_real_models_write_them_parse_or_say_why_not() -> None:
         fenced_program("```\n\n```")
     fenced_json = f'```json\n{{"source": "{program.splitlines()[0]}", "rationale": "r", "change": "c"}}\n```'
     assert json_answer(fenced_json, Proposal).source == program.splitlines()[0]
+    with pytest.raises(Malformed, match="never closed"):
+        json_answer('{"source": "kernel k() {', Proposal)
     with pytest.raises(Malformed, match="does not fit Proposal: change: Field required"):
         json_answer('{"source": "s", "rationale": "r"}', Proposal)
 
