@@ -23,7 +23,7 @@ from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
 from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
-from chiplore.core.errors import ConfigError
+from chiplore.core.errors import ConfigError, OutputError
 from chiplore.core.target import KernelSpec, Target
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
@@ -324,9 +324,13 @@ class Session:
         """Write the whole graph to `path`: JSON lines (chiplore.kg.graph_io's format, which `import_graph`
         reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place."""
         partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as out:
-            done = export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
-        partial.replace(path)
+        try:
+            with partial.open("w", encoding="utf-8") as out:
+                done = export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
+            partial.replace(path)
+        except OSError as error:  # a full disk, a folder it may not write: nothing half-written is left
+            partial.unlink(missing_ok=True)
+            raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
         return done
 
     def import_graph(self, path: Path, *, replace: bool = False,

@@ -48,7 +48,11 @@ class EmbeddedStore:
         self.data_dir = data_dir
         self.query_timeout_s = query_timeout_s
         self.server = FalkorDBServer(data_dir)
-        self.started_server = self.server.ensure_running()
+        try:
+            self.started_server = self.server.ensure_running()
+        except OSError as error:  # a read-only disk, a folder this user may not write
+            raise StoreUnavailable(f"cannot use the data dir {data_dir}: {error.strerror or error} "
+                                   f"({error.filename or data_dir})") from None  # fmt: skip
         self._token = uuid.uuid4().hex[:12]
         self._db = FalkorDB(
             unix_socket_path=str(self.server.paths.socket),

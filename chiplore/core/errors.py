@@ -43,6 +43,10 @@ class QueryParameterError(QueryError):
     """A named query was called with a missing, unknown or ill-typed parameter."""
 
 
+class OutputError(ChiploreError):
+    """A file chiplore was asked to write could not be written (a full disk, a read-only folder)."""
+
+
 class TargetError(ChiploreError):
     """The target (compiler, device, docs) failed."""
 
