@@ -95,8 +95,10 @@ class Unavailable(_Predicate):
     def violated_by(self, features: Features) -> str | None:
         construct = self.quantity.removeprefix("construct.")
         used = features.get("constructs", ())
-        if self.quantity.startswith("construct.") and isinstance(used, set | frozenset | list | tuple) and (
-            construct in used
+        if (
+            self.quantity.startswith("construct.")
+            and isinstance(used, set | frozenset | list | tuple)
+            and (construct in used)
         ):
             return f"uses `{construct}`, which this toolchain does not have (use {self.instead or 'another construct'})"
         return None

@@ -93,8 +93,14 @@ def record_device_runs(
             "l.device_s = coalesce(l.device_s, 0.0) + entry.device_s",
             {
                 "activity": activity.id,
-                "runs": [{"props": item["run"].properties(), "version": item["version"],
-                          "device": item["run"].device or "unknown"} for item in fresh],
+                "runs": [
+                    {
+                        "props": item["run"].properties(),
+                        "version": item["version"],
+                        "device": item["run"].device or "unknown",
+                    }
+                    for item in fresh
+                ],
                 "ledger": [{"consumer": consumer, **totals} for consumer, totals in sorted(ledger.items())],
             },
         )

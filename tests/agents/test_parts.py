@@ -65,11 +65,13 @@ def test_rule_predicates(predicate: dict[str, object], features: dict[str, objec
 
 
 def test_a_predicate_keeps_its_json_so_a_rule_is_recognised_across_versions() -> None:
-    for body in ('{"op": "<=", "quantity": "dm.bytes_per_slice", "stated": 491520, "value": 491520}',
-                 '{"op": "not_in", "quantity": "contract.stream_dtype", "value": ["i8"]}',
-                 '{"instead": "widen", "op": "unavailable", "quantity": "construct.cast"}',
-                 '{"op": "avoid", "quantity": "fetch.packet_bytes/E0312"}',
-                 '{"op": "divides", "quantity": "tile.rows", "value": "rows"}'):  # a pack's own stated constraint
+    for body in (
+        '{"op": "<=", "quantity": "dm.bytes_per_slice", "stated": 491520, "value": 491520}',
+        '{"op": "not_in", "quantity": "contract.stream_dtype", "value": ["i8"]}',
+        '{"instead": "widen", "op": "unavailable", "quantity": "construct.cast"}',
+        '{"op": "avoid", "quantity": "fetch.packet_bytes/E0312"}',
+        '{"op": "divides", "quantity": "tile.rows", "value": "rows"}',
+    ):  # a pack's own stated constraint
         assert predicate_of(body).json_body() == body
 
 
