@@ -21,8 +21,8 @@ MODEL = "openai:smollm2-135m-instruct"
 KERNEL = "sliding_attention_output"
 # What a small model on two cores affords: a short prompt (SmolLM2 has 8k tokens of context and its
 # tokenizer takes about two characters a token on this text), short answers, slow calls.
-LLM_ENV = {"CHIPLORE_LLM_PROMPT_TOKENS": "700", "CHIPLORE_LLM_MAX_TOKENS": "256", "CHIPLORE_LLM_TIMEOUT_S": "900",
-           "CHIPLORE_LLM_RETRIES": "1", "CHIPLORE_LLM_ATTEMPTS": "2", "CHIPLORE_LLM_SEED": "0"}  # fmt: skip
+LLM_ENV = {"CHIPLORE_LLM_PROMPT_TOKENS": "700", "CHIPLORE_LLM_MAX_TOKENS": "128", "CHIPLORE_LLM_TIMEOUT_S": "1800",
+           "CHIPLORE_LLM_RETRIES": "1", "CHIPLORE_LLM_ATTEMPTS": "1", "CHIPLORE_LLM_SEED": "0"}  # fmt: skip
 FAILURES = ("malformed answer", "illegal program", "the endpoint refused the request", "no answer within")
 
 
@@ -52,10 +52,10 @@ def test_learn_and_optimize_go_end_to_end_on_a_real_model(
     runner = CliRunner()
     llm = ["--policy", "llm", "--model", MODEL, "--base-url", local_llm]
     assert runner.invoke(main, ["init"], env=env).exit_code == 0
-    learnt = runner.invoke(main, ["learn", *llm, "--budget", "120", "--token-budget", "3000", "--json"], env=env)
+    learnt = runner.invoke(main, ["learn", *llm, "--budget", "120", "--token-budget", "1500", "--json"], env=env)
     assert learnt.exit_code == 0, learnt.output
     optimized = runner.invoke(main, ["optimize", KERNEL, *llm, "--budget", "200", "--patience", "1",
-                                     "--token-budget", "4000", "--json"], env=env)  # fmt: skip
+                                     "--token-budget", "2000", "--json"], env=env)  # fmt: skip
     assert optimized.exit_code == 0, optimized.output
     assert "Traceback" not in learnt.output + optimized.output
     stopped = json.loads(optimized.stdout)
