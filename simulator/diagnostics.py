@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from chiplore.core.target import Diagnostic, Severity
 
 __all__ = ["Diagnostic", "Severity", "render"]
@@ -15,7 +17,7 @@ def render(diagnostic: Diagnostic, source: str, path: str = "<input>") -> str:
     span = diagnostic.span
     if span is not None:
         lines.append(f"  --> {path}:{span.line}:{span.column}")
-        source_lines = source.splitlines()
+        source_lines = _lines(source)
         if 1 <= span.line <= len(source_lines):
             text = source_lines[span.line - 1].expandtabs(4)
             width = span.end_column - span.column if span.end_line == span.line else len(text) - span.column + 1
@@ -28,6 +30,12 @@ def render(diagnostic: Diagnostic, source: str, path: str = "<input>") -> str:
             ]
     lines += [f"  = {note}" for note in diagnostic.notes]
     return "\n".join(lines)
+
+
+@lru_cache(maxsize=2)
+def _lines(source: str) -> tuple[str, ...]:
+    """The source's lines, split once for all its diagnostics (a 60 KB file may have thousands)."""
+    return tuple(source.splitlines())
 
 
 def _window(text: str, column: int, width: int) -> tuple[str, int, int]:

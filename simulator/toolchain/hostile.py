@@ -72,7 +72,9 @@ class Answer(NamedTuple):
 UNCODED = ("traceback", "internal", "timeout", "killed", "unexpected")
 _CODE = re.compile(r"\b(?:error|warning|note)\[([EWN]\d{4})\]")
 _VERDICT = re.compile(r": (ok|failed) under toolchain \S+ \(")
-_DEVICE = re.compile(r"^\S+/\d+: (ok|compile_error|fault|timeout|transient|queue_rejected) \(")
+_DEVICE = re.compile(
+    r"^\S+/\S+: (ok|compile_error|fault|timeout|transient|queue_rejected) \("
+)  # a job id: <device>/<session>-<n>
 
 
 def answer(exit_code: int, stdout: str, stderr: str, tool: str) -> Answer:

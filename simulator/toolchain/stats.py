@@ -34,11 +34,12 @@ from chiplore.simulator import NAME
 from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
+from chiplore.simulator.toolchain.budget import source_over_budget
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.lower import lower
 from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, Flow, LoweredProgram, PassOp
 from chiplore.simulator.toolchain.ordering import Ordering
-from chiplore.simulator.toolchain.versions import spec
+from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, spec
 
 HBM_READS = ("h2d", "gather")
 HBM_WRITES = ("d2h", "scatter")
@@ -56,7 +57,7 @@ def analyze(source: str, version: str | None = None) -> ProgramStats:
     against the chip's compile-time limits."""
     if version is not None:
         spec(version)  # an unknown explicit version is the caller's error
-    digest = hashlib.sha256(source.encode()).hexdigest()
+    digest = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
     return _analyze(digest, version, os.environ.get(TRUTH_ENV), source)
 
 
@@ -85,6 +86,8 @@ def program_stats(program: LoweredProgram, diagnostics: tuple[Diagnostic, ...] =
 
 
 def _kernel_name(source: str) -> str:
+    if source_over_budget(source, DEFAULT_VERSION):
+        return ""  # check refused it unread (E0104): a 10 MB file is not parsed for its kernel's name
     try:
         kernels = parse(source).kernels
     except FerriteSyntaxError:
