@@ -86,22 +86,23 @@ class _Draw:
         return name
 
     def axis(self, size: int, stem: str) -> str:
-        free = [n for n in AXIS_NAMES if n not in self.axes]
+        """A new axis; its name is no parameter's (Ferrite binds both in one scope: E0502)."""
+        free = [n for n in AXIS_NAMES if n not in self.axes and n not in self.taken]
         name = self.rng.choice(free) if free and self.rng.random() < 0.5 else stem
         index = 0
-        while name in self.axes:
+        while name in self.axes or name in self.taken:
             index += 1
             name = f"{stem}{index}"
         self.axes[name] = size
-        return name
+        return self._take(name)
 
     def composite(self, parts: tuple[str, ...], stem: str) -> str:
         name, index = stem, 0
-        while name in self.axes:
+        while name in self.axes or name in self.taken:
             index += 1
             name = f"{stem}{index}"
         self.axes[name] = parts
-        return name
+        return self._take(name)
 
     def size(self, axis: str) -> int:
         value = self.axes[axis]

@@ -67,6 +67,7 @@ class Group:
     chained_from: int | None = None  # the group whose row value is `input`
     exports: list[tuple[str, int]] = field(default_factory=list)  # (row value, group that reads it)
     weight_only_norm: bool = False  # the input's rms_norm scalar dropped (every output is renormalised)
+    input_sinks: tuple[Store, ...] = ()  # stores of values its input ops compute (a residual kept before a norm)
 
     @property
     def heads(self) -> bool:
@@ -84,8 +85,10 @@ class Analysis:
     graph: OpGraph
 
 
-def analyse(graph: OpGraph, sig: Signature) -> Analysis:
-    """The stages of `graph` over the kernel `sig` (Unsupported when the generator cannot write it)."""
+def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
+    """The stages of `graph` over the kernel `sig` (Unsupported when the generator cannot write it).
+    `split`: every matvec whose rows meet no other's gets a row space (a group) of its own, even where
+    several could share one (their rows together may not divide over the slices where each one's do)."""
     inputs = {p.name for p in sig.params if not p.mutable} | {p.name for p in sig.params if p.mutable}
     problems = graph.check(inputs, {p.name for p in sig.params if p.mutable})
     if problems:
@@ -98,12 +101,11 @@ def analyse(graph: OpGraph, sig: Signature) -> Analysis:
             continue
         producer[out] = op
         lengths[out] = _length(op, lengths, sig)
-    group_inputs: list[str] = []
-    for op in graph.ops:
-        if isinstance(op, MatVec) and op.input not in group_inputs:
-            group_inputs.append(op.input)
-    if not group_inputs:
+    matvecs = [op for op in graph.ops if isinstance(op, MatVec)]
+    if not matvecs:
         raise Unsupported("the graph has no matvec: nothing streams weights")
+    spaces = _row_spaces(graph, matvecs, sig, split)
+    space_of = {op.out: index for index, ops in enumerate(spaces) for op in ops}
     # which group's rows each value derives from
     origin: dict[str, set[int]] = {}
     for op in graph.ops:
@@ -111,7 +113,7 @@ def analyse(graph: OpGraph, sig: Signature) -> Analysis:
         if out is None:
             continue
         if isinstance(op, MatVec):
-            origin[out] = {group_inputs.index(op.input)}
+            origin[out] = {space_of[op.out]}
         else:
             origin[out] = set().union(*(origin.get(name, set()) for name in op.reads()))
         if len(origin[out]) > 1:
@@ -119,10 +121,10 @@ def analyse(graph: OpGraph, sig: Signature) -> Analysis:
     groups: list[Group] = []
     member_of: dict[str, int | None] = {}
     group_of: dict[str, int] = {}
-    for index, name in enumerate(group_inputs):
-        matvecs = [op for op in graph.ops if isinstance(op, MatVec) and op.input == name]
+    for index, ops in enumerate(spaces):
+        name = ops[0].input
         chained = next(iter(origin.get(name, set())), None)
-        members = tuple(_member(i, op, lengths[name], sig) for i, op in enumerate(matvecs))
+        members = tuple(_member(i, op, lengths[name], sig) for i, op in enumerate(ops))
         input_ops = () if chained is not None else _ancestors(name, producer)
         groups.append(Group(index, name, lengths[name], members, False, 0, None, input_ops, chained_from=chained))
         if chained is not None:
@@ -131,9 +133,50 @@ def analyse(graph: OpGraph, sig: Signature) -> Analysis:
             groups[chained].exports.append((name, index))
     for group in groups:
         _rows(group, graph, origin, member_of, group_of, lengths)
+    _input_sinks(graph, groups, origin)
     for group in groups:
         group.weight_only_norm = _scale_invariant(group, graph, producer)
     return Analysis(groups, lengths, member_of, group_of, graph)
+
+
+def _input_sinks(graph: OpGraph, groups: list[Group], origin: dict[str, set[int]]) -> None:
+    """Give each store of a value computed from kernel inputs alone to the first group computing it."""
+    for op in graph.ops:
+        if not is_sink(op) or origin.get(op.input):
+            continue
+        owner = next((g for g in groups if op.input in {o.writes() for o in g.input_ops}), None)
+        if owner is None or not isinstance(op, Store):
+            raise Unsupported(f"{op.op} of {op.input}: a value of no matvec's input side or rows")
+        owner.input_sinks = (*owner.input_sinks, op)
+
+
+def _row_spaces(graph: OpGraph, matvecs: list[MatVec], sig: Signature, split: bool) -> list[list[MatVec]]:
+    """The matvecs of each group, groups in the order of their first matvec. Matvecs of one input share
+    a row space (q, k, v), stacked when their rows meet in an element-wise op (gelu(gate) * up), unless
+    their weights differ in format: codes of one dtype and scales of one kind fill one chunk buffer,
+    and a block-scaled weight streams alone (its scales ride in a register of its own)."""
+    derives: dict[str, set[str]] = {}  # value -> the matvec outputs its rows come from
+    for op in graph.ops:
+        out = op.writes()
+        if out is None:
+            continue
+        derives[out] = {op.out} if isinstance(op, MatVec) else set().union(*(derives.get(n, set()) for n in op.reads()))
+    met = {op.out: {op.out} for op in matvecs}  # matvecs whose rows meet (union-find by sets)
+    for outs in derives.values():
+        if len(outs) > 1:
+            merged = set().union(*(met[o] for o in outs))
+            for o in merged:
+                met[o] = merged
+    spaces: dict[tuple[object, ...], list[MatVec]] = {}
+    for op in matvecs:
+        if len(met[op.out]) > 1:  # stacked: each its own accumulator of the whole row space
+            key: tuple[object, ...] = ("stacked", op.input, min(met[op.out]))
+        elif split or op.scale_kind == "block":
+            key = ("alone", op.out)
+        else:
+            key = ("shared", op.input, sig.param(op.weight).dtype)
+        spaces.setdefault(key, []).append(op)
+    return list(spaces.values())
 
 
 def _length(op: GraphOp, lengths: dict[str, int], sig: Signature) -> int:

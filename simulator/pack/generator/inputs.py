@@ -9,7 +9,7 @@ replicating DMA (ingress bytes, no ring), as the design says.
 
 from __future__ import annotations
 
-from chiplore.core.ops import Activation, Elementwise, RmsNorm, Scale
+from chiplore.core.ops import Activation, Elementwise, RmsNorm, Scale, Store
 from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Value
 from chiplore.simulator.pack.generator.geometry import Geometry, digit
 from chiplore.simulator.pack.generator.graph import Group, Member, Unsupported, activation_ops
@@ -42,7 +42,8 @@ class Inputs:
         trf = self.e.p.name(f"x{g}")
         rep = f"XRep{g}"
         trf_type = f"trf<bf16>{{..{rep}, lane: [1], elem: [{geo.k_elem()}]}}"
-        fetch = f".fetch(time = [{geo.k_digit(16)}], packet = [{digit(geo.k_axis, 1, 16, geo.k)}])"
+        packet = 16 if geo.width % 16 == 0 else 8  # 32 B a read, or 16 where K is no multiple of 16
+        fetch = f".fetch(time = [{geo.k_digit(packet)}], packet = [{digit(geo.k_axis, 1, packet, geo.k)}])"
         source = self._source(rep)
         if source.startswith("="):  # already replicated in DM by the load itself
             self.e.p.emit(f"    let {trf}: {trf_type} = sub({source[1:]}){fetch}.to_trf();\n")
@@ -114,7 +115,7 @@ class Inputs:
     def _lower(self) -> Value:
         ops = self.group.input_ops
         readers: dict[str, int] = {self.group.input: 1}
-        for op in ops:
+        for op in (*ops, *self.group.input_sinks):
             for name in op.reads():
                 readers[name] = readers.get(name, 0) + 1
         params = {p.name for p in self.sig.params}
@@ -139,7 +140,24 @@ class Inputs:
                 raise Unsupported(f"{op.op} {out} on the input side of group {self.group.index}")
             value.uses = readers.get(out, 0)
             self.values[out] = value
-        return self.values[self.group.input]
+            for sink in self.group.input_sinks:
+                if sink.input == out:
+                    self._store(value, sink)
+        return self._value(self.group.input)  # an input of another dtype than bf16 is narrowed for the TRF
+
+    def _store(self, value: Value, sink: Store) -> None:
+        """Write an input-side value to an output (from the k-leaders of cluster 0 and 1 alike)."""
+        target = self.sig.param(sink.to)
+        dtype = target.dtype if target.dtype in ("bf16", "f32") else "bf16"
+        if value.uses > 1 or dtype == "f32":  # later readers read it unrounded
+            self.e.commit(value, "f32", stem=f"{sink.input}_k")
+        stored = value
+        if dtype != value.dtype or value.pending:
+            stored = value if value.uses <= 1 else Value(self.frame, tensor=value.tensor, dtype=value.dtype, uses=1)
+            self.e.commit(stored, dtype, stem="kept")
+        value.uses -= 1
+        where = f"{target.name}.rename({self.sig.axis_of(target.dims)}, {self.geo.k_axis}, 0)"
+        self.e.p.late.append(f"    {stored.tensor}.dma_into({where}, engines = {self.e.p.engines.every()});\n")
 
     def _elementwise(self, op: Elementwise, params: set[str]) -> Value:
         a, b = op.a, op.b

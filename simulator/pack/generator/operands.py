@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from chiplore.simulator.pack.generator import vocab
 from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter
 from chiplore.simulator.pack.generator.geometry import Geometry
 from chiplore.simulator.pack.generator.graph import Group, Member
@@ -76,7 +77,7 @@ class RowOperands:
             a, b = max(lo, first), min(lo + half, end)
             up, down = -(-a // r) * r, b // r * r
             if up >= down:  # within one row-group, or two partial ones
-                spans += [(a, b)] if b <= up else [(a, up), (up, b)]
+                spans += [(x, y) for x, y in (((a, b),) if b <= up else ((a, up), (up, b))) if y > x]
             else:
                 spans += [(x, y) for x, y in ((a, up), (up, down), (down, b)) if y > x]
         return [f".tile({axis}, {lo // size}, {(hi - lo) // size})" for lo, hi in spans]
@@ -118,6 +119,8 @@ class RowOperands:
         self.e.p.emit(f"    let {name}: dm<{dtype}>{{..{frame.layout}, elem: [{frame.elem}]}} = dm::empty();\n",
                       early=True)  # fmt: skip
         self.e.p.dm(frame.elements, dtype)
+        staged: dict[str, str] = {}  # a part of another dtype than the operand's: its bytes, widened later
+        widened: list[str] = []
         for member in members:
             part = by_member.get(member.index, Part(member.index))
             for piece in self.pieces((member,)):
@@ -127,7 +130,22 @@ class RowOperands:
                     continue
                 source = self._source(part, operand.shape, member)
                 engines = self.e.p.aux_engines(self.clusters((member,)))
+                own = self.sig.param(str(part.param)).dtype
+                if own != dtype:  # a DMA copies bytes: a pass widens them into the operand
+                    if own not in staged:
+                        staged[own] = self.e.p.name(f"{stem}_{own}")
+                        self.e.p.emit(f"    let {staged[own]}: dm<{own}>{{..{frame.layout}, elem: [{frame.elem}]}} = "
+                                      "dm::empty();\n", early=True)  # fmt: skip
+                        self.e.p.dm(frame.elements, own)
+                    self.e.p.emit(f"    {source}.dma_into({staged[own]}{piece}, engines = {engines});\n", early=True)
+                    widened.append(
+                        f"    sub({staged[own]}{piece}).fetch(time = [{frame.time}], packet = "
+                        f"[{frame.packet}]).{vocab.widen(self.e.facts)}(f32).commit_into({view});\n"
+                    )
+                    continue
                 self.e.p.emit(f"    {source}.dma_into({view}, engines = {engines});\n", early=True)
+        for text in widened:
+            self.e.p.emit(text, at=self.at)
         return self.e.vrf(_committed(frame, name, dtype), stem=f"{stem}_v", at=self.at)
 
     def _source(self, part: Part, shape: Shape, member: Member) -> str:

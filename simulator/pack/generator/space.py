@@ -26,7 +26,7 @@ from chiplore.simulator.pack.generator.geometry import SLICES, Geometry, RowAxis
 from chiplore.simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
 from chiplore.simulator.pack.generator.program import Program, dtype_bytes
 from chiplore.simulator.pack.generator.signature import Signature, SignatureError, read_signature
-from chiplore.simulator.pack.generator.stream import contraction, stream_dtype
+from chiplore.simulator.pack.generator.stream import column_packet, contraction, stream_dtype
 
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
@@ -44,6 +44,24 @@ class GroupShape:
     kgroups: tuple[int, ...]
     block: int | None  # the block of its block scales
     stored: bool  # its rows are written to an output
+    fit: Fit = None  # type: ignore[assignment]  # how strictly rows and columns are cut (set by _shape)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a group's rows and columns may be cut: a slice's columns in whole tiles of `step` (`f4` for
+    f4 codes; a fetch packet of the fastest contraction, or a smaller one where K is no multiple of it:
+    `column_packet` picks each design's), rows per slice in multiples of `rows` (a fold of 8 lanes, or
+    4), over `clusters` clusters (both, or cluster 0 for rows that do not halve into whole row-groups).
+    The space takes the strictest that fits."""
+
+    step: int
+    f4: int
+    rows: int
+    clusters: int
+
+
+FITS = (Fit(32, 64, 8, 2), Fit(8, 8, 8, 2), Fit(8, 8, 4, 2), Fit(8, 8, 8, 1), Fit(8, 8, 4, 1))
 
 
 class GeneratedSpace:
@@ -54,7 +72,7 @@ class GeneratedSpace:
     def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis) -> None:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
-        self._fit_cache: dict[tuple[int, int, int], list[int]] = {}
+        self._fit_cache: dict[tuple[int, int, int, int], list[int]] = {}
         self.shapes: list[GroupShape] = []
         self.rows: list[RowSpace] = []
         for group in analysis.groups:
@@ -99,7 +117,8 @@ class GeneratedSpace:
             row = RowAxis(name, ((heads, group.rows // hd), (head_rows, hd)))
             space = RowSpace((heads, head_rows), None)
         elif len(group.members) > 1 and not group.stacked:
-            unit = math.gcd(*(m.rows for m in group.members))
+            # a unit divides every member's rows and each cluster's half, so both cut the row axis evenly
+            unit = math.gcd(*(m.rows for m in group.members), *((group.rows // 2,) if group.rows % 2 == 0 else ()))
             units, unit_rows = sig.add_atom(f"Ru{g}_", group.rows // unit), sig.add_atom(f"Du{g}_", unit)
             name = sig.add_composite(f"R{g}_", (units, unit_rows))
             row = RowAxis(name, ((units, group.rows // unit), (unit_rows, unit)))
@@ -111,19 +130,23 @@ class GeneratedSpace:
         blocks = {m.op.block for m in group.members if m.op.scale_kind == "block"}
         block = blocks.pop() if blocks else None
         stored = any(isinstance(op, Store | CacheWrite) for op in group.row_ops)
-        shape = GroupShape(row, k_axis, (), block, stored)
-        ranked = []
-        for kg in KGROUPS:
-            geo = self._geometry(group, shape, kg, 0, 2, 256)
-            if geo is not None:
-                ranked.append((-(geo.groups * kg), kg))
+        ranked: list[tuple[int, int]] = []
+        for fit in FITS:
+            shape = GroupShape(row, k_axis, (), block, stored, fit)
+            for kg in KGROUPS:
+                geo = self._geometry(group, shape, kg, 0, 2, 256)
+                if geo is not None:
+                    ranked.append((-(geo.groups * kg), kg))
+            if ranked:
+                break
         if not ranked:
-            raise Unsupported(f"group {g}: no split of {group.rows} rows x {group.k} columns fits the slices")
+            raise Unsupported(f"group {g}: no split of {group.rows} rows x {group.k} columns fits the slices "
+                              f"({self._why_not(group, shape)})")  # fmt: skip
         # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines)
         row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in ranked}
         long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT] or ranked
         chosen = tuple(sorted(kg for _, kg in sorted(long_enough)[: 4 if len(self.analysis.groups) == 1 else 3]))
-        return GroupShape(row, k_axis, chosen, block, stored), space
+        return GroupShape(row, k_axis, chosen, block, stored, shape.fit), space
 
     def _chained_axis(self, group: Group) -> str | None:
         """A chained group reduces over its producer's row axis itself when that is an atom and the
@@ -146,13 +169,10 @@ class GeneratedSpace:
         if k % kg or SLICES % kg:
             return None
         width = k // kg
-        step = 64 if any(m.dtype == "f4e2m1" for m in group.members) else 32  # a contraction fetch packet
-        if shape.block:
-            step = math.lcm(step, shape.block)
-        if width % step or width > MAX_TRF_COLUMNS:
+        if width % self._step(group, shape) or width > MAX_TRF_COLUMNS:
             return None
         n = shape.row.size
-        clusters = 2 if n % 2 == 0 else 1
+        clusters = shape.fit.clusters if n % 2 == 0 else 1
         per_cluster = n // clusters
         pad = SLICES // kg
         fits = self._fits(group, shape, per_cluster, pad)
@@ -168,6 +188,23 @@ class GeneratedSpace:
         geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim)
         return None if geo.legal() else geo
 
+    @staticmethod
+    def _step(group: Group, shape: GroupShape) -> int:
+        """The columns of a slice come in whole tiles of this many (f4 codes: two to a byte)."""
+        step = shape.fit.f4 if any(m.dtype == "f4e2m1" for m in group.members) else shape.fit.step
+        return math.lcm(step, shape.block) if shape.block else step
+
+    def _why_not(self, group: Group, shape: GroupShape) -> str:
+        """Why no k-group count fits under the loosest cut (the message of a refused group)."""
+        step = self._step(group, shape)
+        widths = [kg for kg in KGROUPS if group.k % kg == 0 and (group.k // kg) % step == 0
+                  and group.k // kg <= MAX_TRF_COLUMNS]  # fmt: skip
+        if not widths:
+            return f"no k-group count cuts {group.k} columns into whole tiles of {step} of at most {MAX_TRF_COLUMNS}"
+        heads = f" of whole heads of {group.head_dim}" if group.heads else ""
+        return (f"no rows per slice{heads} in multiples of {shape.fit.rows} split its rows into at most "
+                f"{SLICES // widths[0]} row-groups per cluster")  # fmt: skip
+
     def _spreads(self, g: int) -> bool:
         """Whether spreading group g's rows over the most row-groups is another design for some k-groups."""
         group, shape = self.analysis.groups[g], self.shapes[g]
@@ -178,7 +215,7 @@ class GeneratedSpace:
 
     def _fits(self, group: Group, shape: GroupShape, per_cluster: int, pad: int) -> list[int]:
         """Rows per slice that split a cluster's rows into at most `pad` row-groups, ascending."""
-        key = (group.index, per_cluster, pad)
+        key = (group.index, per_cluster, pad, shape.fit.rows)
         if key not in self._fit_cache:
             divisors = {d for i in range(1, math.isqrt(per_cluster) + 1) if per_cluster % i == 0
                         for d in (i, per_cluster // i)}  # fmt: skip
@@ -196,7 +233,7 @@ class GeneratedSpace:
         if shape.block:  # a flit of bf16 rows is at least 4 of them; chunks of 2 to 8 rows
             if r % 4:
                 return False
-        elif r % 8:
+        elif r % shape.fit.rows:  # the rows of a chunk fold onto the lanes
             return False
         if group.heads:
             hd = int(group.head_dim)  # type: ignore[arg-type]
@@ -205,7 +242,8 @@ class GeneratedSpace:
 
     def _chunk_rows(self, group: Group, shape: GroupShape, r: int, width: int, level: int) -> int | None:
         """The chunk of the level: the rows whose weights come closest to its target."""
-        options = [c for c in ((2, 4, 6, 8) if shape.block else range(8, r + 1, 8)) if r % c == 0 and c <= r]
+        step = shape.fit.rows
+        options = [c for c in ((2, 4, 6, 8) if shape.block else range(step, r + 1, step)) if r % c == 0 and c <= r]
         per_row = (
             width * max(dtype_bytes(m.dtype) for m in group.members) * (len(group.members) if group.stacked else 1)
         )
@@ -249,11 +287,14 @@ class GeneratedSpace:
             return "spread: every group's rows already take the most row-groups"
         broadcast = tuple(bool(params.get("bcast", 1)) for _ in geometries)
         direct = bool(params.get("direct", 1))
-        for group in self.analysis.groups:
+        for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
-                if contraction(m.dtype, direct, facts) is None:
-                    how = "directly" if direct else "decoded"
+                plan = contraction(m.dtype, direct, facts)
+                how = "directly" if direct else "decoded"
+                if plan is None:
                     return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
+                if column_packet(plan, m.dtype, geo.width) is None:
+                    return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
         if params.get("engines", 4) not in ENGINES:
             return "engines"
         return Design(
@@ -353,4 +394,24 @@ def _build(spec: KernelSpec) -> GeneratedSpace:
     if spec.ops is None:
         raise Unsupported(f"{spec.name} declares no op graph")
     sig = read_signature(spec.baseline_source, spec.name)
-    return GeneratedSpace(spec, sig, analyse(spec.ops, sig))
+    try:
+        return GeneratedSpace(spec, sig, analyse(spec.ops, sig))
+    except Unsupported:  # members sharing a row space may fit the slices one by one
+        split = _split_space(spec)
+        if split is None:
+            raise
+        return split
+
+
+def _split_space(spec: KernelSpec) -> GeneratedSpace | None:
+    """The space with every matvec in a row space of its own, where that is another space and it fits."""
+    assert spec.ops is not None
+    try:
+        whole = analyse(spec.ops, read_signature(spec.baseline_source, spec.name))
+        sig = read_signature(spec.baseline_source, spec.name)
+        analysis = analyse(spec.ops, sig, split=True)
+        if len(analysis.groups) == len(whole.groups):
+            return None
+        return GeneratedSpace(spec, sig, analysis)
+    except Unsupported:
+        return None

@@ -34,9 +34,10 @@ class Contraction:
 
 
 def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contraction | None:
-    """The contraction of `dtype` codes a design asks for, or None when the rules refuse it."""
+    """The contraction of `dtype` codes a design asks for, or None when the rules refuse it. `direct`
+    is a choice for quantised codes only: bf16 weights stream as they are either way."""
     if dtype == "bf16":
-        return Contraction(16, None) if direct else None
+        return Contraction(16, None)
     if direct:
         if not vocab.streams(facts, dtype):
             return None
@@ -44,6 +45,17 @@ def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contractio
     target = "f8e4m3" if dtype == "f4e2m1" and vocab.streams(facts, "f8e4m3") else "bf16"
     # the decoded stream may be at most 64 B a step
     return Contraction(int(64 / dtype_bytes(target)), target)
+
+
+def column_packet(plan: Contraction, dtype: str, width: int) -> int | None:
+    """The fetch packet (elements) over a slice's `width` columns: the plan's, or where that does not
+    divide them (K no multiple of a tile), the largest power of two that does and still leaves the
+    fetch adapters in whole 8-byte words (fewer bytes a read, more reads); None when none does."""
+    packet = plan.packet
+    while packet > 1 and width % packet:
+        packet //= 2
+    words = packet * dtype_bytes(plan.decode or dtype)
+    return packet if width % packet == 0 and words % 8 == 0 else None
 
 
 def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
@@ -152,8 +164,11 @@ class Stream:
                         f"        {self._weight(m)}{part}{tile}.dma_into({buf}, engines = {engines}{packet});\n"
                     )
         size = int(cr * geo.width * dtype_bytes(first.dtype))
-        fetch = (f".fetch(time = [{rows}, {geo.k_digit(plan.packet)}], "
-                 f"packet = [{digit(geo.k_axis, 1, plan.packet, geo.k)}])")  # fmt: skip
+        packet = column_packet(plan, first.dtype, geo.width)
+        if packet is None:
+            raise Unsupported(f"{first.dtype} weights: {geo.width} columns are no whole fetch packets")
+        fetch = (f".fetch(time = [{rows}, {geo.k_digit(packet)}], "
+                 f"packet = [{digit(geo.k_axis, 1, packet, geo.k)}])")  # fmt: skip
         decode = f"\n            .{vocab.lookup(self.p.facts)}({plan.decode})" if plan.decode else ""
         target = f"{accumulator}{tile}"
         if first.op.scale_kind == "block":
@@ -161,12 +176,14 @@ class Stream:
             lines.append(scale)
             size += scale_bytes
             block = first.op.block
-            if geo.width % plan.packet or plan.packet % block:
+            if geo.width % block or (packet % block and block % packet):
                 raise Unsupported(f"block scales of {block}: {geo.width} columns are not whole fetch packets of blocks")
-            # each block's sum in a lane, scaled there, then summed over time and lanes; eight blocks
-            # fold into the lanes when a slice's columns are whole groups of eight (half the steps)
-            group = 8 * block if geo.width % (8 * block) == 0 and 8 * block >= plan.packet else plan.packet
-            fold = f", fold = [{geo.k_axis} / {block} % 8]" if group > plan.packet else ""
+            # each block's sum in a lane (a block longer than a packet sums over fetch steps too), scaled
+            # there, then summed over time and lanes; eight blocks fold into the lanes when a slice's
+            # columns are whole groups of eight (half the steps)
+            step = max(packet, block)
+            group = 8 * block if geo.width % (8 * block) == 0 and 8 * block >= packet else step
+            fold = f", fold = [{geo.k_axis} / {block} % 8]" if group > step else ""
             sums = f", sum_time([{geo.k_digit(group)}])" if geo.width > group else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
                          f"            .contract(trf = {self.trf}, "
@@ -175,9 +192,10 @@ class Stream:
                          f"            .transpose(time = [1], packet = [{rows}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
         else:
+            lanes = next(f for f in (8, 4, 2) if cr % f == 0)  # the chunk's rows fold onto the lanes
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
                          f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}], "
-                         f"fold = [{geo.row_mod(8)}])\n"
+                         f"fold = [{geo.row_mod(lanes)}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
         return "".join(lines), size
 
@@ -227,6 +245,10 @@ class Stream:
         scale_rows = f"{scale.name}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
         widen = (f".{vocab.widen(self.p.facts)}(f32)" if dtype != "f32" else "") + ".to_vrf();\n"
         vrf_type = f"vrf<f32>{{..Grid{g}, elem: [{rows}, {blocks}]}}"
+        # a row's scales as one packet of f32 words, or (an odd count) the chunk's rows of them at once
+        count = geo.width // block
+        fetch = (f"time = [{rows}], packet = [{blocks}]" if count % 2 == 0
+                 else f"time = [1], packet = [{rows}{f', {blocks}' if count > 1 else ''}]")  # fmt: skip
         vrf = self.p.name(f"{stem}_s")
         self.loop_vrfs.append((vrf, geo.chunk_rows * geo.width // block))
         preload = self.p.preload_engine()
@@ -239,11 +261,11 @@ class Stream:
                             f"{scale_rows}.dma(engines = {engines});\n", early=True)  # fmt: skip
                 self.p.dm(geo.rows_per_slice * geo.width // block, dtype)
             return (f"        let {vrf}: {vrf_type} = sub({whole}{tile})\n"
-                    f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}"), 0, vrf  # fmt: skip
+                    f"            .fetch({fetch}){widen}"), 0, vrf  # fmt: skip
         engines = self.p.loop_engines(self._clusters(members))
         loaded = self.p.name(f"{stem}_sd")
         text = (f"        let {loaded}: dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}} =\n"
                 f"            {scale_rows}{tile}.dma(engines = {engines});\n"
                 f"        let {vrf}: {vrf_type} = sub({loaded})\n"
-                f"            .fetch(time = [{rows}], packet = [{blocks}]){widen}")  # fmt: skip
+                f"            .fetch({fetch}){widen}")  # fmt: skip
         return text, int(geo.chunk_rows * geo.width // block * dtype_bytes(dtype)), vrf
