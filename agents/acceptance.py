@@ -1,6 +1,6 @@
 """The loop's decider: a design against BEST, by the judge, with A/B pairs on demand.
 
-Before a design's graded run, a judge that can (`Triage`) compares it with BEST on A/B pairs: a
+Before a design's graded run, a judge that triages (`Judge.triage`) compares it with BEST on A/B pairs: a
 loser is rejected there, its graded run never made; the comparison is recorded with the jobs it
 used. A winner, or a design the pairs left open, gets its graded run and then its decision, which
 applies the recorded verdict or continues the test with the same pairs. Every comparison is
@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from chiplore.agents.callbacks import Events
-from chiplore.agents.judge import LATE_STEP, Judge, PairRunner, Triage, Verdict, pair_plan
+from chiplore.agents.judge import LATE_STEP, Judge, PairRunner, Verdict
 from chiplore.agents.lease import Lease
 from chiplore.agents.lifecycle import Decider
 from chiplore.agents.runner import Outcome, Runner
@@ -61,8 +61,6 @@ class JudgeAgainstBest(Decider):
     def triage(self, node: DesignNode, source: str) -> bool:
         """Before the graded run: the judge's test on A/B pairs against BEST. True when the design
         ended here (rejected, or failed in its own job), written and released."""
-        if not isinstance(self.judge, Triage):
-            return False
         store = self.store
         best = best_of(store, self.kernel)
         if best is None or best.id == node.id:
@@ -73,14 +71,14 @@ class JudgeAgainstBest(Decider):
             runner = self._pair_runner(node, source, best, triaging=True)
             try:
                 with self.runner.same_device():  # drift is per device: every pair on one
-                    verdict = self.judge.triage(self.noise_sigma, runner)
+                    triaged = self.judge.triage(self.noise_sigma, runner)
             except CandidateFailed as failed:
                 self._pairs.pop((node.id, best.id), None)
                 self._end(node, "failed", str(failed))
                 return True
-            if verdict.decision == "continue":
+            if triaged is None or triaged.decision == "continue":
                 return False  # its graded run, then `decide` goes on with these pairs
-            verdict = replace(verdict, method=f"{verdict.method}, {TRIAGE}")
+            verdict = replace(triaged, method=f"{triaged.method}, {TRIAGE}")
             self._record(node, best, verdict)
             self._pairs.pop((node.id, best.id), None)
         if verdict.decision == "accept":
@@ -173,7 +171,7 @@ class JudgeAgainstBest(Decider):
     def _pair_runner(self, node: DesignNode, source: str, best: DesignNode, *, triaging: bool) -> PairRunner:
         """`run_pair(i)`: the i-th A/B pair of the design against `best` (the pairs run before for the
         same two replayed first). While triaging, the candidate's own failure raises CandidateFailed."""
-        store, me, plan = self.store, self.lease.owner, pair_plan(self.judge)
+        store, me, plan = self.store, self.lease.owner, self.judge.pair_plan
         incumbent = source_of(store, best.id)
         sha, incumbent_sha = content_sha(source), content_sha(incumbent)  # a KernelVersion's sha is its hash
         pairs = self._pairs.setdefault((node.id, best.id), [])

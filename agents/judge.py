@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 from scipy.stats import binomtest
@@ -193,34 +192,28 @@ def triage(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN, ma
     return verdict
 
 
-class Judge(Protocol):
-    """Decides a measured candidate against BEST; called once per candidate that reached the device."""
+class Judge:
+    """Decides a measured candidate against BEST; called once per candidate that reached the device.
+    Subclass it (as Optuna's samplers subclass BaseSampler): `decide` is required; `triage` and
+    `pair_plan` are optional hooks with defaults."""
+
+    pair_plan: PairPlan = PAIR_PLAN  # how its A/B pairs are measured
 
     def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
         """`candidate` and `best` are graded medians; `run_pair(i)` runs the i-th A/B pair on demand.
         `sigma` is the device's run-to-run noise as learning measured it."""
-        ...
+        raise NotImplementedError
 
-
-@runtime_checkable
-class Triage(Protocol):
-    """A judge that can also decide before the candidate's graded run, on A/B pairs alone (optional:
-    a judge without it gets every design's graded run first)."""
-
-    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict:
-        """`reject` drops the candidate without its graded run; `accept` stands once the graded run
-        shows it correct; `continue` leaves it to `decide`, whose `run_pair` replays these pairs first."""
-        ...
-
-
-def pair_plan(judge: object) -> PairPlan:
-    """How the judge wants its A/B pairs measured: its `pair_plan`, or the default."""
-    plan = getattr(judge, "pair_plan", PAIR_PLAN)
-    return plan if isinstance(plan, PairPlan) else PAIR_PLAN
+    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict | None:
+        """Before the candidate's graded run, on A/B pairs alone: `reject` drops it without its graded
+        run; `accept` stands once the graded run shows it correct; `continue` leaves it to `decide`,
+        whose `run_pair` replays these pairs first. None (the default): no triage, every design gets
+        its graded run first."""
+        return None
 
 
 @dataclass(frozen=True)
-class SequentialJudge:
+class SequentialJudge(Judge):
     """The builtin judge: the SPRT on A/B pairs before the graded run (up to `triage_pairs` of them;
     0 runs none), then the early look at the graded medians and the rest of the test."""
 
@@ -230,7 +223,7 @@ class SequentialJudge:
     def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
         return decide(candidate, best, sigma, late=late, run_pair=run_pair, plan=self.pair_plan)
 
-    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict:
+    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict | None:
         if self.triage_pairs <= 0:
             return Verdict("continue", "sprt", 1.0, 0.0, math.inf, 1.0, 0)
         return triage(run_pair, sigma, plan=self.pair_plan, max_pairs=min(self.triage_pairs, MAX_PAIRS))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from chiplore.agents.knowledge import Rule
 from chiplore.core.pack import CompilerVocabulary, Params
@@ -42,16 +41,18 @@ class ScreenResult:
     predicted_cycles: float | None = None
 
 
-class Screen(Protocol):
-    """One free check; `check` is called once per candidate that passed the screens before it."""
+class Screen:
+    """One free check; `check` is called once per candidate that passed the screens before it.
+    Subclass it: `name` and `check` are required."""
 
     name: str
 
-    def check(self, candidate: Candidate) -> ScreenResult: ...
+    def check(self, candidate: Candidate) -> ScreenResult:
+        raise NotImplementedError
 
 
 @dataclass
-class ParseScreen:
+class ParseScreen(Screen):
     """The program parses and names only what the language has (the compiler's syntax codes)."""
 
     target: Target
@@ -66,7 +67,7 @@ class ParseScreen:
 
 
 @dataclass
-class RuleScreen:
+class RuleScreen(Screen):
     """The design keeps every learnt rule its features or its constructs can be checked against."""
 
     rules: Sequence[Rule]
@@ -83,7 +84,7 @@ class RuleScreen:
 
 
 @dataclass
-class CompileScreen:
+class CompileScreen(Screen):
     """The compiler accepts it (warnings and notes allowed)."""
 
     target: Target
@@ -99,7 +100,7 @@ class CompileScreen:
 
 
 @dataclass
-class HostTestScreen:
+class HostTestScreen(Screen):
     """It computes the right thing on the host's smoke fixtures (the slowest free check)."""
 
     target: Target
@@ -115,7 +116,7 @@ class HostTestScreen:
 
 
 @dataclass
-class EstimateScreen:
+class EstimateScreen(Screen):
     """Not predicted slower than BEST by more than `margin` (a design the model cannot price passes)."""
 
     predict: Callable[[Candidate], float | None]

@@ -46,7 +46,7 @@ from scipy.stats import t as student_t
 
 from chiplore.agents.acceptance import JudgeAgainstBest
 from chiplore.agents.callbacks import Events, RecordRuns
-from chiplore.agents.judge import PairPlan, PairRunner, SequentialJudge, Verdict, early
+from chiplore.agents.judge import Judge, PairPlan, PairRunner, SequentialJudge, Verdict, early
 from chiplore.agents.lease import Lease
 from chiplore.agents.lifecycle import DesignLifecycle
 from chiplore.agents.runner import DeviceRunner
@@ -82,7 +82,7 @@ OLD_LOOKS = 1 + (OLD_MAX_PAIRS - OLD_FIRST_LOOK) // OLD_LOOK_EVERY
 
 
 @dataclass(frozen=True)
-class OldJudge:
+class OldJudge(Judge):
     """Graded medians first, then median-of-25 pairs and a Bonferroni t-interval below -0.5 %."""
 
     pair_plan: PairPlan = field(default=PairPlan(repeats=25, statistic=statistics.median, spread=1.2533))

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from chiplore.agents.judge import Judge
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.schedule import Roles
+from chiplore.agents.screens import Screen
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 from chiplore.core.settings import Settings
@@ -43,6 +45,15 @@ def load_object(reference: str, what: str) -> Any:
         return getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"cannot load {what} {reference!r}: {error}") from None
+
+
+def _built(reference: str, what: str, base: type) -> Any:
+    """What the `module:factory` reference's factory makes, checked to be a `base` (one line if not)."""
+    made = load_object(reference, what)()
+    if not isinstance(made, base):
+        raise ConfigError(f"{what} {reference!r} made a {type(made).__name__}, not a {base.__module__}.{base.__name__} "
+                          f"(subclass it)")  # fmt: skip
+    return made
 
 
 def open_target(settings: Settings) -> Target:
@@ -141,9 +152,9 @@ class App:
                 if getattr(choice, role) == "llm":
                     changes[role] = LLMPolicy(role, choice.llm, session.store, session.target, budget)  # type: ignore[arg-type]
         if choice.judge:
-            changes["judge"] = load_object(choice.judge, "judge")()
+            changes["judge"] = _built(choice.judge, "judge", Judge)
         if choice.screens:
-            changes["screens"] = tuple(load_object(reference, "screen")() for reference in choice.screens)
+            changes["screens"] = tuple(_built(reference, "screen", Screen) for reference in choice.screens)
         return dataclasses.replace(roles, **changes)
 
     def librarian(self, session: Session, policy: str, config: LLMConfig) -> PageLibrarian | None:

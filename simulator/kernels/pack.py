@@ -37,6 +37,8 @@ Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
 PACK_FILES = (MANIFEST, BASELINE, REFERENCE)  # what a pack may hold
 REQUIRED_FILES = (MANIFEST, BASELINE)  # without a reference.py, the op graph's reference grades
 DERIVED_REFERENCE = "the op graph's reference"  # how messages name a reference derived from the graph
+# graded once before a design becomes BEST: exact catches bf16 partial sums, cancel cancellation
+CHECK_SETS = ("exact", "cancel")
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +92,7 @@ class KernelPack:
             name=m.name, description=m.description, label=m.label or m.name, params=self.signature.params,
             axes=self.signature.axes, atol=m.atol, rtol=m.rtol, weight_bytes=self.weight_bytes,
             bound_cycles=weight_bound_cycles(self.weight_bytes), baseline_source=self.baseline, ops=m.graph,
+            check_sets=CHECK_SETS,
         )  # fmt: skip
 
     @cached_property
