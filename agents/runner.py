@@ -106,7 +106,7 @@ class DeviceRunner:
             result = self._serve(job)
             if result.status != "queue_rejected":
                 return result
-            if "budget" in result.message:  # the device's own allowance is spent: no design is to blame
+            if result.rejected_for == "budget":  # the device's own allowance is spent: no design is to blame
                 raise BudgetExhausted(result.message)
             time.sleep(self.backoff_s * 2**backoff)
         return result

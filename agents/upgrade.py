@@ -34,7 +34,7 @@ from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
 from chiplore.ingest.docs import DocsSummary, ingest_docs
-from chiplore.ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
+from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
 from chiplore.ingest.remeasure import RecheckState, RemeasureSummary, recheck_state, remeasure
 from chiplore.ingest.rules import learn_rules, reconcile_rules
@@ -111,7 +111,7 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     rules = rule_diff(store, target.name, previous, version)
     say(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, {rules.new} new")
     language = summarise(store, target, version, previous=previous,
-                         writer=librarian if isinstance(librarian, SummaryWriter) else None)  # fmt: skip
+                         writer=librarian)  # fmt: skip
     say(f"language: {language.entries} constructs re-checked, {len(language.changed)} changed "
         f"({', '.join(sorted(language.changed)) or 'none'})")  # fmt: skip
     # The compiler's limits first (free: the new DM capacity decides which designs still fit), then

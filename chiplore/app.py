@@ -21,7 +21,7 @@ from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 from chiplore.core.settings import Settings
 from chiplore.core.target import Target
-from chiplore.ingest.librarian import PageLibrarian
+from chiplore.ingest.librarian import Librarian
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.store import GraphStore
@@ -157,7 +157,7 @@ class App:
             changes["screens"] = tuple(_built(reference, "screen", Screen) for reference in choice.screens)
         return dataclasses.replace(roles, **changes)
 
-    def librarian(self, session: Session, policy: str, config: LLMConfig) -> PageLibrarian | None:
+    def librarian(self, session: Session, policy: str, config: LLMConfig) -> Librarian | None:
         """The LLM librarian when asked for (the builtin one is learn's default)."""
         if policy != "llm":
             return None

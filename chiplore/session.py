@@ -27,7 +27,7 @@ from chiplore.core.errors import ConfigError, OutputError
 from chiplore.core.target import KernelSpec, Target
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
-from chiplore.ingest.librarian import Librarian, PageLibrarian
+from chiplore.ingest.librarian import Librarian
 from chiplore.kg.cypher_script import export_cypher
 from chiplore.kg.graph_io import Exported, Imported, copy_graph, export_jsonl, import_jsonl
 from chiplore.kg.guard import GuardedResult, UntrustedLimits
@@ -129,7 +129,7 @@ class Session:
         return version
 
     def learn(self, *, toolchain: str | None = None, budget_s: float = LEARN_BUDGET_S,
-              librarian: Librarian | PageLibrarian | None = None,
+              librarian: Librarian | None = None,
               on_probe: Callable[[str, float], None] | None = None) -> LearnSummary:  # fmt: skip
         """Docs into claims, compiler probes into rules, microbenchmarks into measurements."""
         version = self.toolchain(toolchain)

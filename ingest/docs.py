@@ -17,7 +17,7 @@ from chiplore.core.ids import content_sha
 from chiplore.core.target import DocPage as TargetPage
 from chiplore.core.target import Target
 from chiplore.ingest.chunks import Chunk, chunk_page
-from chiplore.ingest.librarian import ExtractedClaim, Librarian, PageLibrarian, constructs
+from chiplore.ingest.librarian import ExtractedClaim, Librarian, constructs
 from chiplore.kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
 from chiplore.kg.repo.docs import existing_claims, known_chunks, page_hashes, revive_claim
 from chiplore.kg.repo.knowledge import record_activity, record_claim
@@ -44,7 +44,7 @@ def claim_id(chunk: Chunk, claim: ExtractedClaim) -> str:
     return content_sha(f"{chunk.sha}|{claim.param}|{claim.text}")[:32]
 
 
-def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Librarian | PageLibrarian,
+def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Librarian,
                 ) -> DocsSummary:  # fmt: skip
     """Ingest the version's pages that the graph does not hold yet (or holds with other text)."""
     pages = target.docs(version)
@@ -70,7 +70,7 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
                                       "concepts": len(concepts)})  # fmt: skip
 
 
-def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian | PageLibrarian,
+def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian,
                  activity: Activity) -> tuple[int, int, set[str]]:  # fmt: skip
     toolchain = Ref("Toolchain", Toolchain.id_of(target, version))
     node = DocPage(id=page_id(target, version, page.path), version=version, path=page.path, sha="", title=page.title)
@@ -87,10 +87,7 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
     links += [Link(Ref("Concept", key), "MENTIONED_IN", Ref("DocChunk", sha)) for key, shas in mentioned.items()
               for sha in shas]  # fmt: skip
     link(store, links)
-    if isinstance(librarian, PageLibrarian):
-        found = librarian.extract_page(chunks, page.title)
-    else:
-        found = [(chunk, claim) for chunk in chunks for claim in librarian.extract(chunk, page.title)]
+    found = librarian.extract_page(chunks, page.title)
     existing = existing_claims(store, [claim_id(chunk, claim) for chunk, claim in found])
     for chunk, claim in found:
         identifier = claim_id(chunk, claim)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -27,7 +26,7 @@ from chiplore.core.target import Target
 from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.dsl_entries import Standing, change, matches, standing, verdict
 from chiplore.ingest.dsl_examples import Checker, Outcome, doc_examples, make_example
-from chiplore.ingest.librarian import sentences
+from chiplore.ingest.librarian import Librarian, sentences
 from chiplore.kg.models import Activity, LanguageEntry, LanguageExample
 from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.repo.language import (
@@ -72,15 +71,6 @@ class WrittenEntry(BaseModel):
     statements: list[WrittenStatement]
 
 
-@runtime_checkable
-class SummaryWriter(Protocol):
-    """Writes the summary's prose and its own examples (the LLM librarian); every example is checked."""
-
-    policy: str
-
-    def write_summary(self, language: str, version: str, drafts: list[ConstructDraft]) -> list[WrittenEntry]: ...
-
-
 class LanguageSummary(BaseModel):
     version: str
     constructs: int  # the docs name or show
@@ -113,7 +103,7 @@ class Evidence:
 
 
 def summarise(store: GraphStore, target: Target, version: str, *, previous: str | None = None,
-              writer: SummaryWriter | None = None) -> LanguageSummary:  # fmt: skip
+              writer: Librarian | None = None) -> LanguageSummary:  # fmt: skip
     """Write the summary of `version` (compared with `previous`, or the latest earlier version the graph
     has a summary of). A pack without a language guide has no summary: nothing is written."""
     pack = target.pack()
@@ -146,10 +136,10 @@ def summarise(store: GraphStore, target: Target, version: str, *, previous: str 
     claims = claims_under(store, version)
     entries = _entries(store, target.name, version, previous, names, known, evidence, prose, rules, claims, guide)
     summary = _summary(version, constructs, entries, previous)
-    if writer is not None:
-        summary = _written(store, target, version, guide, writer, entries, evidence, prose, summary)
+    written = _written(store, target, version, guide, writer, entries, evidence, prose, summary) if writer else None
+    summary = written or summary
     activity = record_activity(store, Activity(id=f"dsl-summary-{target.name}@{version}", role="librarian",
-                                               policy=writer.policy if writer else "builtin"))  # fmt: skip
+                                               policy=writer.policy if writer and written else "builtin"))  # fmt: skip
     _write(store, target.name, evidence, entries, activity)
     return summary
 
@@ -258,14 +248,18 @@ def _summary(version: str, constructs: list[str], entries: Entries, previous: st
     )  # fmt: skip
 
 
-def _written(store: GraphStore, target: Target, version: str, guide: LanguageGuide, writer: SummaryWriter,
+def _written(store: GraphStore, target: Target, version: str, guide: LanguageGuide, writer: Librarian,
              entries: Entries, evidence: Evidence, prose: Prose, summary: LanguageSummary,
-             ) -> LanguageSummary:  # fmt: skip
-    """The writer's prose and examples: each example checked; a meaning kept only with a kept statement."""
+             ) -> LanguageSummary | None:  # fmt: skip
+    """The writer's prose and examples: each example checked; a meaning kept only with a kept statement.
+    None when the librarian writes no summary."""
     done = {e.name for e in entries_under(store, version) if e.policy == writer.policy}
     drafts = [_draft(entry, evidence, prose, version) for entry, _ in entries.values() if entry.name not in done]
+    answer = writer.write_summary(target.pack().language, version, drafts) if drafts else []
+    if answer is None:
+        return None
     kept = dropped = 0
-    for written in writer.write_summary(target.pack().language, version, drafts) if drafts else []:
+    for written in answer:
         if written.name not in entries:
             continue
         entry, links = entries[written.name]

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from chiplore.core.target import Target
 from chiplore.ingest.docs import DocsSummary, ingest_docs
-from chiplore.ingest.dsl_summary import LanguageSummary, SummaryWriter, summarise
-from chiplore.ingest.librarian import BuiltinLibrarian, Librarian, PageLibrarian
+from chiplore.ingest.dsl_summary import LanguageSummary, summarise
+from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
 from chiplore.ingest.measure import MeasureSummary, measure
 from chiplore.ingest.remeasure import remeasure
 from chiplore.ingest.rules import RulesSummary, learn_rules
@@ -49,13 +49,13 @@ class LearnSummary(BaseModel):
 
 
 def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = DEFAULT_BUDGET_S,
-          librarian: Librarian | PageLibrarian | None = None, on_probe: Callable[[str, float], None] | None = None,
+          librarian: Librarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     rules = learn_rules(store, target, version)
-    language = summarise(store, target, version, writer=librarian if isinstance(librarian, SummaryWriter) else None)
+    language = summarise(store, target, version, writer=librarian)
     spent, rerun = 0.0, []
     upgraded = upgrade_to(store, target.name, version)
     if upgraded is not None:

@@ -7,12 +7,15 @@ patterns give, and records the constructs a chunk mentions. An LLM librarian wri
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from chiplore.core.pack import DocPatterns, ParamPattern
 from chiplore.ingest.chunks import Chunk
+
+if TYPE_CHECKING:  # the summary's models; dsl_summary imports this module
+    from chiplore.ingest.dsl_summary import ConstructDraft, WrittenEntry
 
 ClaimKind = Literal["quantity", "limit", "rule"]
 
@@ -28,19 +31,25 @@ class ExtractedClaim(BaseModel):
     unit: str | None = None
 
 
-class Librarian(Protocol):
-    policy: str  # recorded as the Activity's policy
+class Librarian:
+    """Reads the docs into claims, and may write the language summary's prose. Subclass it (as
+    Optuna's samplers subclass BaseSampler): implement `extract` (a paragraph at a time) or
+    `extract_page` (a whole page at once: one model call per page); `write_summary` is optional."""
 
-    def extract(self, chunk: Chunk, page_title: str) -> list[ExtractedClaim]: ...
+    policy: str = "custom"  # recorded as the Activity's policy
 
+    def extract(self, chunk: Chunk, page_title: str) -> list[ExtractedClaim]:
+        """The claims one paragraph states."""
+        raise NotImplementedError
 
-@runtime_checkable
-class PageLibrarian(Protocol):
-    """A librarian that reads a whole page at once (one model call per page, not per paragraph)."""
+    def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]:
+        """The claims a page states, each with its paragraph; by default each paragraph on its own."""
+        return [(chunk, claim) for chunk in chunks for claim in self.extract(chunk, page_title)]
 
-    policy: str
-
-    def extract_page(self, chunks: list[Chunk], page_title: str) -> list[tuple[Chunk, ExtractedClaim]]: ...
+    def write_summary(self, language: str, version: str, drafts: list[ConstructDraft]) -> list[WrittenEntry] | None:
+        """Prose and examples for the summary's entries (every example is checked before it counts);
+        None, the default: the summary keeps the builtin entries' words."""
+        return None
 
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
@@ -51,7 +60,7 @@ CONSTRUCT = re.compile(r"`\.?([a-z_][a-z0-9_]*)(?:\([^`]*\))?`")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*])")
 
 
-class BuiltinLibrarian:
+class BuiltinLibrarian(Librarian):
     """Reads sentences with the target pack's doc patterns (which words state which parameter)."""
 
     policy = "builtin"

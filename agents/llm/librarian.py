@@ -29,7 +29,7 @@ from chiplore.agents.llm.policy import Calls, TokenBudget, ask, chat_model, run_
 from chiplore.core.clock import utc_now
 from chiplore.core.params import ParamRegistry
 from chiplore.ingest.chunks import Chunk
-from chiplore.ingest.librarian import NUMBER_WORDS, ExtractedClaim
+from chiplore.ingest.librarian import NUMBER_WORDS, ExtractedClaim, Librarian
 from chiplore.kg.models import Activity
 from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.store import GraphStore
@@ -86,7 +86,7 @@ def cited(claim: CitedClaim, chunk: Chunk) -> bool:
     return any(abs(claim.value - c) <= 1e-9 * max(1.0, abs(claim.value)) for c in candidates)
 
 
-class LLMLibrarian:
+class LLMLibrarian(Librarian):
     policy = "llm"
 
     def __init__(self, config: LLMConfig, store: GraphStore, params: ParamRegistry, budget: TokenBudget | None = None,

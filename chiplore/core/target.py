@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # both modules import this one: the annotations name them wit
 
 Severity = Literal["error", "warning", "note"]
 JobStatus = Literal["ok", "compile_error", "fault", "timeout", "transient", "queue_rejected"]
+# why a device refused a job at its queue: its allowance of device time is spent (no design is to
+# blame and nothing will run), or too many of the agent's jobs are pending (it clears as they finish)
+Rejection = Literal["budget", "queue_full"]
 
 
 class Frozen(BaseModel):
@@ -232,6 +235,7 @@ class DeviceResult(Frozen):
     profile: Profile | None = None
     retryable: bool = False
     message: str = ""
+    rejected_for: Rejection | None = None  # set with status queue_rejected
 
 
 class Target:

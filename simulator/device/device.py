@@ -31,6 +31,7 @@ from chiplore.core.target import (
     JobHandle,
     Profile,
     ProfileEntry,
+    Rejection,
     RunSample,
 )
 from chiplore.simulator._truth import ChipTruth, load_truth
@@ -226,9 +227,10 @@ class SimDevice:
             message = f"the host toolchain failed on the program ({_one_line(error)})"
             return DeviceResult(status="compile_error", message=message, **base), self.now
         planned = self._planned_seconds(job, sets, report.cycles)
-        refusal = self._refusal(job, planned)
-        if refusal:
-            return DeviceResult(status="queue_rejected", message=refusal, **base), self.now
+        rejection = self._refusal(job, planned)
+        if rejection is not None:
+            reason, refusal = rejection
+            return DeviceResult(status="queue_rejected", message=refusal, rejected_for=reason, **base), self.now
         start = self._queue(self.now)
         wait = start - self.now
         correctness: Correctness | None = None
@@ -281,21 +283,25 @@ class SimDevice:
     def _runs_per_set(self, job: DeviceJob) -> int:
         return job.repeats if job.fixtures == "smoke" else 1 + job.repeats  # graded sets get a warm-up
 
-    def _refusal(self, job: DeviceJob, planned: float) -> str:
+    def _refusal(self, job: DeviceJob, planned: float) -> tuple[Rejection, str] | None:
+        """Why the queue refuses the job, and the message saying so (None: it takes it)."""
         cfg = self.config
         left_today = cfg.agent_budget_s_per_day - self.spent(job.agent)
         if planned > left_today:
             left = max(left_today, 0.0)
-            return (f"device budget exhausted for {job.agent}: the job needs {planned:.1f} s, {left:.1f} s of "
-                    f"{cfg.agent_budget_s_per_day:.0f} s are left today")  # fmt: skip
+            return "budget", (f"device budget exhausted for {job.agent}: the job needs {planned:.1f} s, "
+                              f"{left:.1f} s of {cfg.agent_budget_s_per_day:.0f} s are left today")  # fmt: skip
         if cfg.project_budget_s is not None and planned > cfg.project_budget_s - self._ledger.project:
             left = max(cfg.project_budget_s - self._ledger.project, 0.0)
-            return f"project device budget exhausted: the job needs {planned:.1f} s, {left:.1f} s are left"
+            return "budget", f"project device budget exhausted: the job needs {planned:.1f} s, {left:.1f} s are left"
         pending = [f for f in self._pending.get(job.agent, []) if f > self.now]
         self._pending[job.agent] = pending
         if len(pending) >= cfg.max_pending_per_agent:
-            return f"{job.agent} already has {len(pending)} jobs pending (at most {cfg.max_pending_per_agent})"
-        return ""
+            return (
+                "queue_full",
+                f"{job.agent} already has {len(pending)} jobs pending (at most {cfg.max_pending_per_agent})",
+            )
+        return None
 
     def _charge(self, agent: str, start: float, seconds: float) -> None:
         key = (agent, self._day(start))

@@ -7,7 +7,6 @@ import json
 import math
 import re
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +16,9 @@ from chiplore.simulator._truth import load_truth
 from chiplore.simulator.cost import estimate
 from chiplore.simulator.device import DeviceConfig, DeviceJob, InvalidJob, InvalidState, SimDevice
 from chiplore.simulator.device.noise import MeasurementModel, noise_cdf
+from tests.simulator.programs import baseline
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
-O_BASELINE = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+O_BASELINE = baseline("o")
 O_TRUE = estimate(O_BASELINE, "0.6.0").cycles
 KERNEL = "sliding_attention_output"
 
@@ -122,6 +121,7 @@ def test_a_job_beyond_the_budget_is_refused_with_a_clear_status() -> None:
     refused = device.result(device.submit(job(repeats=20)))
     assert refused.status == "queue_rejected" and refused.device_s == 0
     assert refused.message.startswith("device budget exhausted for agent: the job needs")
+    assert refused.rejected_for == "budget"  # typed: the runner stops the kernel on it, not on the words
     assert device.spent("agent") == pytest.approx(first.device_s)
     device.advance(86_400)  # a new day brings a new allowance
     assert device.result(device.submit(job(fixtures="smoke"))).status == "ok"
@@ -133,6 +133,7 @@ def test_an_agent_may_have_two_jobs_pending() -> None:
     device = SimDevice(seed=1, config=quiet())
     handles = [device.submit(job(fixtures="smoke")) for _ in range(3)]
     assert [device.result(h).status for h in handles] == ["ok", "ok", "queue_rejected"]
+    assert device.result(handles[2]).rejected_for == "queue_full"
     assert device.result(device.submit(job(fixtures="smoke", agent="other"))).status == "ok"
 
 
