@@ -6,8 +6,8 @@
 For every kernel SimRNGD offers (the built-in ones and, by default, every kernel pack it ships under
 simulator/kernels/packs), on the default chip and on another (a CHIPLORE_SIM_TRUTH file with
 other DMA and decode values), it draws random designs: valid points of the kernel's generated
-space (simulator/pack/generator), and the hand-written programs under simulator/kernels/
-(baselines, examples, the bug zoo). Each design is priced by the stats model
+space (simulator/pack/generator), the packs' baselines and the hand-written programs of the tests
+(tests/simulator/programs: examples, the bug zoo). Each design is priced by the stats model
 (simulator/pack/estimate.py, from `analyze`'s statistics) and timed by the true cost model
 (chiplore.simulator.cost, the harness's truth: only this benchmark reads it). The facts are what chiplore learnt of
 that chip
@@ -41,7 +41,9 @@ from chiplore.simulator.pack.estimate import predict_stats
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.toolchain.stats import analyze
 
-KERNELS = Path(__file__).resolve().parents[1] / "simulator" / "kernels"
+ROOT = Path(__file__).resolve().parents[1]
+PACKS = ROOT / "simulator" / "kernels" / "packs"
+PROGRAMS = ROOT / "tests" / "simulator" / "programs"  # the examples and the bug zoo
 OTHER_CHIP = {"engine_bw": 165.0, "dmn_bw": 190.0, "cluster_ingress": 215.0, "dma_startup": 460.0,
               "dma_chain_startup": 240.0, "lut_bpc": 2.2}  # fmt: skip
 TARGET = 0.9
@@ -122,9 +124,9 @@ def drawn(space: DesignSpace, facts: Facts, count: int, rng: random.Random) -> l
 
 
 def programs(spec: KernelSpec) -> list[str]:
-    """The kernel's official baseline and the hand-written programs under simulator/kernels that name it."""
+    """The kernel's official baseline and the hand-written programs (packs, tests) that name it."""
     found = {spec.baseline_source: None}
-    for path in sorted(KERNELS.rglob("*.fe")):
+    for path in sorted(PACKS.rglob("*.fe")) + sorted(PROGRAMS.rglob("*.fe")):
         source = path.read_text()
         try:
             names = [k.name for k in parse(source).kernels]
@@ -217,7 +219,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--facts", choices=("learnt", "perturbed"), default="learnt")
     parser.add_argument("--toolchain", default="0.6.0")
-    parser.add_argument("--packs", type=Path, nargs="*", default=[KERNELS / "packs"],
+    parser.add_argument("--packs", type=Path, nargs="*", default=[PACKS],
                         help="kernel packs (or folders of them) to offer besides the built-in kernels; "
                         "default: every pack SimRNGD ships")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)

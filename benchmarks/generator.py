@@ -1,5 +1,6 @@
-"""The design generator on every example kernel: how big its space is, whether its programs compile,
-and how close its best design comes to the weight-movement bound, in true cycles.
+"""The design generator on every kernel pack SimRNGD ships (the built-in kernels first, then the packs
+of other shapes, each with its kernel.toml op graph): how big its space is, whether its programs
+compile, and how close its best design comes to the weight-movement bound, in true cycles.
 
     python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 200]
                                    [--seconds 900] [--sample 30] [--json FILE]
@@ -34,12 +35,22 @@ from chiplore.core.pack import DesignSpace, Facts, Params, points
 from chiplore.simulator.cost import NotCompiled, estimate
 from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.execute.grading import host_test
+from chiplore.simulator.kernels.builtin import shipped_folders
+from chiplore.simulator.kernels.pack import KernelPack, read_pack
 from chiplore.simulator.pack.generator import generated_space, generation_problem
-from chiplore.simulator.pack.generator.examples import ALL, example
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.harness import builtin_kernels
 
 console = Console(width=160)
+# the built-in kernels in offering order, then the other shipped packs
+ALL = (*builtin_kernels(), *(f.name for f in shipped_folders() if f.name not in builtin_kernels()))
+
+
+def shipped_pack(kernel: str) -> KernelPack:
+    """A shipped pack by kernel name: its spec (with the op graph) and its case (fixtures, reference)."""
+    [folder] = [folder for folder in shipped_folders() if folder.name == kernel]
+    return read_pack(folder, "built-in")
 
 
 def key(p: Params) -> str:
@@ -97,8 +108,8 @@ def climb(
 
 
 def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> dict[str, object]:
-    ex = example(kernel)
-    spec = ex.spec
+    pack = shipped_pack(kernel)
+    spec = pack.spec
     problem = generation_problem(spec)
     bound = weight_bound_cycles(spec.weight_bytes)
     row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound}
@@ -123,7 +134,7 @@ def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> d
     others = random.Random(1).sample(valid, min(sample, len(valid)))
     refused = [p for p in others if not check(space.source(p, facts, version), version).ok]
     failures += [f"{key(p)}: does not compile" for p in refused]
-    tested = host_test(space.source(best_p, facts, version), ex.case, version) if best < math.inf else None
+    tested = host_test(space.source(best_p, facts, version), pack.case, version) if best < math.inf else None
     row.update(points=len(valid), checked=visited + len(others), failed=len(failures), failures=failures[:3],
                cycles=best, ratio=best / bound, params=best_p, seconds=time.perf_counter() - start,
                host=None if tested is None or tested.correctness is None else tested.correctness.passed)  # fmt: skip

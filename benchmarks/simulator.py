@@ -31,10 +31,11 @@ from chiplore.simulator.execute import fixtures as fixture_module
 from chiplore.simulator.execute import reference as reference_module
 from chiplore.simulator.execute.executor import ExecutionError, execute
 from chiplore.simulator.kernel_specs import input_bytes
+from chiplore.simulator.kernels.builtin import builtin_pack
 from chiplore.simulator.toolchain.check import _check_cached
 from chiplore.simulator.toolchain.lower import _lower_text
 
-KERNELS = Path(__file__).resolve().parents[1] / "simulator" / "kernels"
+EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "simulator" / "programs" / "examples"
 NAMES = {"qkv": "sliding_project_qkv", "o": "sliding_attention_output", "ffn": "decoder_feedforward"}
 console = Console(width=140)
 
@@ -64,8 +65,11 @@ def main() -> None:
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     for short, kernel in NAMES.items():
-        for folder, suffix in (("baseline", "baseline"), ("examples", "opt")):
-            source = (KERNELS / folder / f"{short}_{suffix}.fe").read_text()
+        # the pack's baseline and the tests' optimised example
+        for suffix, source in (
+            ("baseline", builtin_pack(kernel).baseline),
+            ("opt", (EXAMPLES / f"{short}_opt.fe").read_text()),
+        ):
             cold = median_ms(lambda s=source: estimate(s, "0.6.0"), args.repeats, cold=True)
             warm = median_ms(lambda s=source: estimate(s, "0.6.0"), args.repeats, cold=False)
             cycles = estimate(source, "0.6.0").cycles
@@ -94,7 +98,7 @@ def main() -> None:
         rows.append({"program": f"{short} set g1", "fixture_ms": round(fixture_ms, 1),
                      "reference_ms": round(reference_ms, 1)})  # fmt: skip
     device = SimDevice(1, DeviceConfig(agent_budget_s_per_day=1e12), input_bytes=input_bytes)
-    source = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    source = builtin_pack(NAMES["o"]).baseline
     job = DeviceJob(kernel=NAMES["o"], program=source, fixtures="graded", repeats=3)
     device.result(device.submit(job))  # warm the caches
     start = time.perf_counter()

@@ -3,8 +3,8 @@ weight bytes, the true weight-movement bound and the official baseline source, e
 kernel pack (simulator/kernels/packs/<name>/). A target's own kernels (packs from the user's paths
 too) are `chiplore.simulator.kernels.registry.KernelRegistry`'s.
 
-Only the baseline programs are handed out; the optimised examples under kernels/examples are the
-simulator's own test fixtures.
+Only the baseline programs are handed out; the optimised examples the tests use live under
+tests/simulator/programs, outside the product.
 """
 
 from __future__ import annotations

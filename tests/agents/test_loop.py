@@ -29,6 +29,7 @@ from chiplore.kg.store import GraphStore
 from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.pack.params import CHIP_ROOF
 from chiplore.simulator.target import SimRNGD
+from tests.simulator.programs import examples as shipped_examples
 
 pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
 
@@ -36,7 +37,6 @@ ROOF = CHIP_ROOF.key
 
 VERSION = "0.6.0"
 O_PROJ = "sliding_attention_output"
-EXAMPLES = Path(__file__).resolve().parents[2] / "simulator" / "kernels" / "examples"
 TERMINAL = {"screened_out", "accepted", "rejected", "failed"}
 
 
@@ -92,7 +92,7 @@ def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: Grap
         assert row["method"] in ("median-of-7", "sprt", f"sprt, {TRIAGE}")
         assert row["runs"] >= (2 if row["method"] == "median-of-7" else 2 * MIN_ACCEPT_PAIRS)  # what decided it
     # the builtin policy writes its own programs: none is a shipped example
-    examples = {normalized(path.read_text()) for path in EXAMPLES.glob("*.fe")}
+    examples = {normalized(text) for text in shipped_examples().values()}
     sources = graph.read("MATCH (v:KernelVersion) RETURN v.source AS source")
     assert examples and not [row for row in sources if normalized(row["source"]) in examples]
 

@@ -13,16 +13,15 @@ from chiplore.simulator.cost import NotCompiled, estimate
 from chiplore.simulator.cost.passes import pass_cycles
 from chiplore.simulator.toolchain.lowered import PassWork
 from tests.simulator.ports import port
+from tests.simulator.programs import program_text
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 OFFICIAL = {"qkv": 250_514, "o": 404_633, "ffn": 3_703_473}  # cycles on 0.6.0 (docs/simrngd.md §7.6)
 BOUND = {"qkv": 55_217, "o": 27_608, "ffn": 174_619}  # W_bytes / 570 (section 9)
 WEIGHT_BYTES = {"qkv": 31_473_664, "o": 15_736_320, "ffn": 99_532_812}
 
 
 def source(name: str) -> str:
-    folder = "baseline" if name.endswith("baseline") else "examples"
-    return (KERNELS / folder / f"{name}.fe").read_text()
+    return program_text(name)
 
 
 @pytest.mark.parametrize("kernel", sorted(OFFICIAL))

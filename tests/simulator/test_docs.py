@@ -17,6 +17,7 @@ from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.docs import PAGES, chip_values, render_docs
 from chiplore.simulator.toolchain.rule_examples import example
 from chiplore.simulator.toolchain.rules import RULES
+from tests.simulator.programs import all_programs
 
 SHIPPED = Path(__file__).resolve().parents[2] / "simulator" / "docs"
 CODE = re.compile(r"```rust([^\n]*)\n(.*?)```", re.S)
@@ -33,8 +34,7 @@ def corpus(version: str) -> str:
 def diagnostics(version: str) -> str:
     """Every message the compiler prints for the docs' rule examples and the shipped kernels."""
     sources = [s for rule in RULES if rule.code(version) for s in example(rule.number, version)]
-    kernels = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
-    sources += [path.read_text() for path in sorted(kernels.rglob("*.fe"))]
+    sources += [path.read_text() for path in all_programs()]
     return "\n".join(d.message + " " + " ".join(d.notes) for s in sources for d in check(s, version).diagnostics)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -12,22 +10,21 @@ from chiplore.simulator.diagnostics import render
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES, FerriteSyntaxError, parse
 from chiplore.simulator.dsl.printer import print_program
+from tests.simulator.programs import SHORT, all_programs, baseline_path, label, program_path
 from tests.simulator.strategies import programs
 
-SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
-SHIPPED = sorted(SIMULATOR.glob("kernels/**/*.fe"))
+SHIPPED = all_programs()
 # Microbenchmark templates become programs once a sweep point fills in their `$VARIABLES`.
 PROBES = [(f"{t.id}-{i}", t.instantiate(point, "0.6.0")) for t in microbenchmarks() for i, point in enumerate(t.points)]
 
 
 def test_every_kernel_ships() -> None:
-    names = {p.name for p in SHIPPED}
-    for kernel in ("qkv", "o", "ffn"):
-        assert {f"{kernel}_baseline.fe", f"{kernel}_opt.fe"} <= names
+    for short in SHORT:
+        assert {baseline_path(short), program_path(f"{short}_opt")} <= set(SHIPPED)
 
 
 @pytest.mark.parametrize("text", [p.read_text() for p in SHIPPED] + [t for _, t in PROBES],
-                         ids=[p.name for p in SHIPPED] + [n for n, _ in PROBES])  # fmt: skip
+                         ids=[label(p) for p in SHIPPED] + [n for n, _ in PROBES])  # fmt: skip
 def test_shipped_program_round_trips(text: str) -> None:
     program = parse(text)
     printed = print_program(program)

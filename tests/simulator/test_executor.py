@@ -4,7 +4,6 @@ pass with the official tolerances, and the bug zoo fails where the table says.""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,13 +14,9 @@ from chiplore.simulator.execute.fixtures import fixture
 from chiplore.simulator.execute.reference import grade, reference
 from chiplore.simulator.toolchain.check import check
 from tests.simulator.ports import port
+from tests.simulator.programs import program_text
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 QKV, OUT, FFN = "sliding_project_qkv", "sliding_attention_output", "decoder_feedforward"
-
-
-def program(path: str) -> str:
-    return (KERNELS / path).read_text()
 
 
 def worst_ratio(kernel: str, fixture_set: str, outputs: dict[str, np.ndarray]) -> float:
@@ -31,20 +26,20 @@ def worst_ratio(kernel: str, fixture_set: str, outputs: dict[str, np.ndarray]) -
 
 
 @pytest.mark.parametrize(
-    ("path", "kernel"),
-    [("baseline/o_baseline.fe", OUT), ("examples/o_opt.fe", OUT), ("baseline/qkv_baseline.fe", QKV),
-     ("examples/qkv_opt.fe", QKV)],
+    ("name", "kernel"),
+    [("o_baseline", OUT), ("o_opt", OUT), ("qkv_baseline", QKV),
+     ("qkv_opt", QKV)],
 )  # fmt: skip
 @pytest.mark.parametrize("fixture_set", ["g0", "exact", "cancel"])
-def test_shipped_programs_pass_with_the_official_tolerances(path: str, kernel: str, fixture_set: str) -> None:
-    outputs = execute(program(path), kernel, fixture_set)
+def test_shipped_programs_pass_with_the_official_tolerances(name: str, kernel: str, fixture_set: str) -> None:
+    outputs = execute(program_text(name), kernel, fixture_set)
     assert set(outputs) == set(reference(kernel, fixture_set))
     ratio = worst_ratio(kernel, fixture_set, outputs)
     assert ratio <= 0.5, ratio  # every set with a margin of at least 2x
 
 
 def test_the_qkv_baseline_rounds_where_the_reference_does() -> None:
-    outputs, expected = execute(program("baseline/qkv_baseline.fe"), QKV, "g3"), reference(QKV, "g3")
+    outputs, expected = execute(program_text("qkv_baseline"), QKV, "g3"), reference(QKV, "g3")
     for name, value in expected.items():
         assert np.array_equal(outputs[name], value), name  # bit for bit, caches included
 
@@ -62,25 +57,25 @@ def test_the_qkv_baseline_rounds_where_the_reference_does() -> None:
     ],
 )
 def test_the_bug_zoo_fails_where_the_table_says(bug: str, kernel: str, fixture_set: str, at_least: float) -> None:
-    outputs = execute(program(f"bugs/{bug}.fe"), kernel, fixture_set)
+    outputs = execute(program_text(bug), kernel, fixture_set)
     assert worst_ratio(kernel, fixture_set, outputs) >= at_least
 
 
 def test_bf16_accumulation_of_wide_chunks_passes_the_random_sets() -> None:
-    outputs = execute(program("bugs/o_bf16_accumulation.fe"), OUT, "g0")  # ... and passes a random one
+    outputs = execute(program_text("o_bf16_accumulation"), OUT, "g0")  # ... and passes a random one
     assert worst_ratio(OUT, "g0", outputs) <= 1.0
 
 
 def test_a_missing_reduction_is_a_compile_error_from_070() -> None:
-    ported = port(program("bugs/o_missing_reduction.fe"), "0.7.0")
+    ported = port(program_text("o_missing_reduction"), "0.7.0")
     codes = [d.code for d in check(ported, "0.7.0").diagnostics]
     assert "E0710" in codes
-    assert "E0710" not in [d.code for d in check(port(program("examples/o_opt.fe"), "0.7.0"), "0.7.0").diagnostics]
+    assert "E0710" not in [d.code for d in check(port(program_text("o_opt"), "0.7.0"), "0.7.0").diagnostics]
 
 
 def test_the_ffn_baseline_keeps_its_weights_as_distinct_rows() -> None:
     """All 15,360 up rows sit in DM at once (59 M values): they stay 509 distinct rows throughout."""
-    executor = Executor(program("baseline/ffn_baseline.fe"), fixture(FFN, "g0"))
+    executor = Executor(program_text("ffn_baseline"), fixture(FFN, "g0"))
     outputs = executor.run()
     decoded = [s.value for s in executor.stored.values() if s.name == "p8" and math.prod(s.held) == 15_360 * 3_840]
     assert len(decoded) == 2  # the f8 up and gate weights, after the decode pass
@@ -90,7 +85,7 @@ def test_the_ffn_baseline_keeps_its_weights_as_distinct_rows() -> None:
 
 def test_the_optimised_ffn_passes_at_full_shape() -> None:
     """f4 decode, block scales, split-K, GeGLU with erf."""
-    outputs = execute(program("examples/ffn_opt.fe"), FFN, "g0")
+    outputs = execute(program_text("ffn_opt"), FFN, "g0")
     assert worst_ratio(FFN, "g0", outputs) <= 0.6
 
 
@@ -98,13 +93,13 @@ ALL_SETS = ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "exact", "cancel"]
 
 
 @pytest.mark.parametrize(
-    ("path", "kernel"),
-    [("baseline/o_baseline.fe", OUT), ("examples/o_opt.fe", OUT), ("baseline/qkv_baseline.fe", QKV),
-     ("examples/qkv_opt.fe", QKV), ("examples/ffn_opt.fe", FFN), ("baseline/ffn_baseline.fe", FFN)],
+    ("name", "kernel"),
+    [("o_baseline", OUT), ("o_opt", OUT), ("qkv_baseline", QKV),
+     ("qkv_opt", QKV), ("ffn_opt", FFN), ("ffn_baseline", FFN)],
 )  # fmt: skip
-def test_every_fixture_set_passes(path: str, kernel: str) -> None:
+def test_every_fixture_set_passes(name: str, kernel: str) -> None:
     """The official criterion on all nine sets."""
-    text = program(path)
+    text = program_text(name)
     ratios = {s: worst_ratio(kernel, s, execute(text, kernel, s)) for s in ALL_SETS}
     assert all(r <= 1.0 for r in ratios.values()), ratios
 
@@ -113,4 +108,4 @@ def test_a_run_time_index_outside_its_axis_is_reported() -> None:
     inputs = dict(fixture(QKV, "g0"))
     inputs["kv_pos"] = np.array([5000], dtype=np.int32)  # beyond the 1,024-row cache
     with pytest.raises(IndexOutOfRange, match="kv_pos = 5000 selects outside Ts"):
-        execute_program(program("examples/qkv_opt.fe"), inputs)
+        execute_program(program_text("qkv_opt"), inputs)

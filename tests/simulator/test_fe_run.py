@@ -22,9 +22,9 @@ from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES
 from chiplore.simulator.fe_run import main as fe_run
 from chiplore.simulator.ferc import main as ferc
 from tests.simulator.one_line import refused
+from tests.simulator.programs import baseline_path
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
-O_BASELINE = str(KERNELS / "baseline" / "o_baseline.fe")
+O_BASELINE = str(baseline_path("o"))
 MB01 = microbenchmarks()[0]  # the empty kernel: no reference, so it is timed and never graded
 PROBE = MB01.instantiate(MB01.points[0], "0.6.0")
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.rules import VERSIONS
+from tests.simulator.programs import all_programs
 
-SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
 MUTANTS = 2_500  # a sample: benchmarks/differential.py sweeps 10,000 programs and their mutants
 TOKEN = re.compile(r"//[^\n]*|\s+|\d+\.\d+|\d+|[A-Za-z_][A-Za-z0-9_]*!?|::|\.\.|->|#!\[|#\[|&mut|\S")
 # Tokens worth splicing in: the language's punctuation, keywords, stages and a few strays.
@@ -41,7 +40,7 @@ def _mutate(tokens: list[str], rng: random.Random, pool: list[str]) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # 2,500 checks of kernel-sized programs: ~25 ms each, ~100 ms on a busy machine
 def test_mutated_programs_give_only_diagnostics() -> None:
-    sources = [p.read_text() for p in sorted(SIMULATOR.glob("kernels/**/*.fe"))]
+    sources = [p.read_text() for p in all_programs()]
     token_lists = [TOKEN.findall(source) for source in sources]
     assert all("".join(tokens) == source for tokens, source in zip(token_lists, sources, strict=True))
     meaningful = [[t for t in tokens if t.strip() and not t.startswith("//")] for tokens in token_lists]

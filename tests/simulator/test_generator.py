@@ -1,10 +1,12 @@
 """SimRNGD's design generator: design spaces written from a kernel's op graph, for the Gemma kernels
-and for kernels it was not written for. Its programs use the constructs the learnt facts allow,
-compile (or `valid` refuses them) and compute what the graph says on the host."""
+and for the shipped packs it was not written for (each pack's own kernel.toml graph). Its programs use
+the constructs the learnt facts allow, compile (or `valid` refuses them) and compute what the graph
+says on the host."""
 
 from __future__ import annotations
 
 import random
+from functools import cache
 
 import numpy as np
 import pytest
@@ -12,24 +14,38 @@ import pytest
 from chiplore.core.ops import OpGraph
 from chiplore.core.pack import DesignSpace, points
 from chiplore.simulator.execute.grading import expected_outputs, host_test
+from chiplore.simulator.kernels.builtin import shipped_folders
+from chiplore.simulator.kernels.pack import KernelPack, read_pack
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.generator import generated_space, generation_problem
-from chiplore.simulator.pack.generator.examples import ALL, GEMMA, NEW, example
 from chiplore.simulator.pack.generator.geometry import even_cut
 from chiplore.simulator.pack.generator.graph import analyse
 from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.signature import read_signature
 from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.harness import builtin_kernels
 
 OLD = {C.WIDEN: 0.0, C.DECODE: 1.0, C.ALLREDUCE: 0.0, C.BRIDGE: 0.0, C.F8_STREAM: 1.0, C.F4_STREAM: 0.0}
 NEWER = {C.WIDEN: 1.0, C.DECODE: 1.0, C.ALLREDUCE: 1.0, C.BRIDGE: 1.0, C.F8_STREAM: 1.0, C.F4_STREAM: 1.0}
 
 
+GEMMA = builtin_kernels()  # the built-in kernels: the Gemma 4 decode layer
+NEW = tuple(folder.name for folder in shipped_folders() if folder.name not in GEMMA)  # other shapes, other graphs
+ALL = (*GEMMA, *NEW)
+
+
+@cache
+def pack(kernel: str) -> KernelPack:
+    """A shipped pack: its spec (signature, op graph, bound) and its case (fixtures, reference)."""
+    [folder] = [folder for folder in shipped_folders() if folder.name == kernel]
+    return read_pack(folder, "built-in")
+
+
 def space_of(kernel: str) -> DesignSpace:
-    space = generated_space(example(kernel).spec)
-    assert space is not None, generation_problem(example(kernel).spec)
+    space = generated_space(pack(kernel).spec)
+    assert space is not None, generation_problem(pack(kernel).spec)
     return space
 
 
@@ -38,7 +54,7 @@ def first_point(space: DesignSpace, facts: dict[str, float]) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("kernel", ALL)
-def test_every_example_kernel_gets_a_space_of_schedule_knobs(kernel: str) -> None:
+def test_every_shipped_kernel_gets_a_space_of_schedule_knobs(kernel: str) -> None:
     space = space_of(kernel)
     names = {knob.name for knob in space.knobs}
     assert {"depth", "engines", "bcast"} <= names
@@ -48,13 +64,13 @@ def test_every_example_kernel_gets_a_space_of_schedule_knobs(kernel: str) -> Non
 
 
 def test_a_kernel_without_a_graph_has_no_generated_space() -> None:
-    spec = example("sliding_attention_output").spec.model_copy(update={"ops": None})
+    spec = pack("sliding_attention_output").spec.model_copy(update={"ops": None})
     assert generated_space(spec) is None
     assert "no op graph" in str(generation_problem(spec))
 
 
 def test_a_graph_the_generator_cannot_write_is_refused_with_the_reason() -> None:
-    spec = example("sliding_project_qkv").spec
+    spec = pack("sliding_project_qkv").spec
     ops = [o.model_dump() for o in spec.ops.ops]  # type: ignore[union-attr]
     ops[0] = {"op": "rope", "input": "x", "cos": "cos", "sin": "sin", "position": "rope_pos", "head_dim": 256,
               "out": "h"}  # RoPE on the input vector, before the projections  # fmt: skip
@@ -97,7 +113,7 @@ def test_designs_fit_the_measured_memory() -> None:
 
 
 def test_the_qkv_epilogues_fuse_into_one_lane_with_identities_for_v() -> None:
-    spec = example("sliding_project_qkv").spec
+    spec = pack("sliding_project_qkv").spec
     analysis = analyse(spec.ops, read_signature(spec.baseline_source, spec.name))  # type: ignore[arg-type]
     group = analysis.groups[0]
     assert group.weight_only_norm  # every output is renormalised per head: the input norm's scalar drops
@@ -109,12 +125,12 @@ def test_the_qkv_epilogues_fuse_into_one_lane_with_identities_for_v() -> None:
 
 
 def test_stacked_members_and_chained_groups() -> None:
-    spec = example("decoder_feedforward").spec
+    spec = pack("decoder_feedforward").spec
     analysis = analyse(spec.ops, read_signature(spec.baseline_source, spec.name))  # type: ignore[arg-type]
     up_gate, down = analysis.groups
     assert up_gate.stacked and len(up_gate.members) == 2  # gelu(gate) * up meets the two
     assert down.chained_from == up_gate.index and up_gate.exports == [("a", down.index)]
-    gqa = example("ex_gqa_project_qkv").spec
+    gqa = pack("gqa_project_qkv").spec
     analysis = analyse(gqa.ops, read_signature(gqa.baseline_source, gqa.name))  # type: ignore[arg-type]
     assert not analysis.groups[0].weight_only_norm  # v is not renormalised: the input norm stays
 
@@ -130,15 +146,15 @@ def test_the_programs_keep_the_harness_signature_and_explain_themselves() -> Non
     facts = compile_facts("0.6.0")
     p = first_point(space, facts)
     source = space.source(p, facts, "0.6.0")
-    baseline = example("sliding_project_qkv").spec.baseline_source
+    baseline = pack("sliding_project_qkv").spec.baseline_source
     assert read_signature(source).params == read_signature(baseline).params
     assert "k-groups" in space.rationale(p, facts, 12345.0) and "12,345" in space.rationale(p, facts, 12345.0)
     assert check(source, "0.6.0").ok
 
 
-def test_the_example_references_are_not_trivial() -> None:
+def test_the_new_packs_references_are_not_trivial() -> None:
     for name in NEW:
-        for output, value in expected_outputs(example(name).case, "g0").items():
+        for output, value in expected_outputs(pack(name).case, "g0").items():
             assert np.isfinite(value).all() and np.std(value) > 0.05, (name, output)
 
 
@@ -159,9 +175,9 @@ GOOD = {  # a good design of each kernel (benchmarks/generator.py finds the best
     "sliding_attention_output": {"kgroups": 4, "chunk": 2, "depth": 6, "engines": 3, "stagger": 1, "rows": 1},
     "sliding_project_qkv": {"kgroups": 4, "chunk": 2, "depth": 6, "engines": 4, "stagger": 1},
     "decoder_feedforward": {"kgroups0": 2, "kgroups1": 16, "chunk": 2, "depth": 6, "engines": 2, "rows": 1},
-    "ex_swiglu_feedforward": {"kgroups0": 4, "kgroups1": 16, "chunk": 1, "depth": 4, "engines": 4, "stagger": 1},
-    "ex_gqa_project_qkv": {"kgroups": 8, "chunk": 0, "depth": 3, "engines": 4, "stagger": 1},
-    "ex_lm_head": {"kgroups": 2, "chunk": 0, "depth": 3, "engines": 4, "stagger": 1},
+    "swiglu_feedforward": {"kgroups0": 4, "kgroups1": 16, "chunk": 1, "depth": 4, "engines": 4, "stagger": 1},
+    "gqa_project_qkv": {"kgroups": 8, "chunk": 0, "depth": 3, "engines": 4, "stagger": 1},
+    "vocab_projection": {"kgroups": 2, "chunk": 0, "depth": 3, "engines": 4, "stagger": 1},
 }
 
 
@@ -175,7 +191,7 @@ def test_a_good_design_computes_the_kernel(kernel: str, version: str) -> None:
     if not space.valid(chosen, facts):
         chosen = next(p for p in points(space, facts) if all(p.get(k) == v for k, v in GOOD[kernel].items()
                                                              if k.startswith("kgroups")))  # fmt: skip
-    result = host_test(space.source(chosen, facts, version), example(kernel).case, version)
+    result = host_test(space.source(chosen, facts, version), pack(kernel).case, version)
     assert result.compiled and result.correctness is not None, result.message
     assert result.correctness.passed, (kernel, result.correctness.message)
 

@@ -18,21 +18,18 @@ contiguous on *both* sides) the lowering follows the rule, and the test says so:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from chiplore.simulator.toolchain.lower import lower
 from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PassOp
 from chiplore.simulator.toolchain.placement import LoweringError
+from tests.simulator.programs import program_text
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 H, L, QS, PS = 3840, 15360, 4096, 2048
 
 
 def lowered(name: str, version: str | None = None) -> LoweredProgram:
-    folder = "baseline" if name.endswith("baseline") else "examples"
-    return lower((KERNELS / folder / f"{name}.fe").read_text(), version)
+    return lower(program_text(name), version)
 
 
 def dma(program: LoweredProgram, label: str) -> DmaOp:
@@ -197,7 +194,7 @@ def test_explicit_engines_split_packets_evenly_within_each_cluster() -> None:
 
 def test_auto_is_one_local_engine_per_destination_cluster_in_every_version() -> None:
     """P13, and docs/simrngd.md §4.3: the default engines do not change with the toolchain."""
-    source = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    source = program_text("o_baseline")
     assert {dma(lower(source, v), "c=0/h=0/w8").engines for v in ("0.5.0", "0.6.0", "0.7.0")} == {(0,)}
 
 
@@ -252,7 +249,7 @@ def test_no_shipped_program_stores_or_mixes_partial_sums() -> None:
 )
 def test_a_split_k_result_without_its_reducer_reaches_hbm_as_partial_sums(reducer: str, digit: str) -> None:
     """The bug zoo's missing reduction: the partials flow through DM, TRF and VRF operands to the store."""
-    source = (KERNELS / "examples" / "ffn_opt.fe").read_text()
+    source = program_text("ffn_opt")
     broken = source.replace(reducer, reducer.split("\n")[-1].strip() if "\n" in reducer else "", 1)
     assert broken != source
     store = dma(lower(broken), "residual<-out")

@@ -11,8 +11,7 @@ from chiplore.simulator.toolchain.check import RULES_CHECKED, check
 from chiplore.simulator.toolchain.rule_examples import CASES, INCIDENTAL, PRELUDE, WHOLE, contraction, example
 from chiplore.simulator.toolchain.rule_examples import example_source as _source
 from chiplore.simulator.toolchain.rules import BY_NUMBER, VERSIONS
-
-SHIPPED = Path(__file__).resolve().parents[2] / "simulator"
+from tests.simulator.programs import all_programs, label
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -259,7 +258,7 @@ def test_programs_inside_the_budget_compile_and_recursion_does_not() -> None:
     assert diagnostic.code == "E0104" and "bytes of source" in diagnostic.message
 
 
-@pytest.mark.parametrize("path", sorted((SHIPPED / "kernels").glob("**/*.fe")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", all_programs(), ids=label)
 def test_shipped_programs_are_well_inside_the_budget(path: Path) -> None:
     from chiplore.simulator.dsl.parser import parse
     from chiplore.simulator.toolchain.budget import MAX_LOWERING_STEPS, MAX_SOURCE_BYTES, lowering_steps

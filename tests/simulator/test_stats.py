@@ -25,13 +25,13 @@ from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.toolchain.capacity import dm_limit
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.stats import analyze
+from tests.simulator.programs import examples, program_path, program_text
 from tests.toy.target import ToyChip
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
 SPECS = {spec.name: spec for spec in SimRNGD().kernels()}
 # The official baselines of the built-in kernels and the optimised examples.
 SHIPPED = {**{f"{spec.label}_baseline": spec.baseline_source for spec in SPECS.values()},
-           **{path.stem: path.read_text() for path in sorted(KERNELS.glob("examples/*.fe"))}}  # fmt: skip
+           **examples()}  # fmt: skip
 ENGINES = {f"e{i}" for i in range(8)}
 
 
@@ -112,7 +112,7 @@ def test_the_totals_add_up_and_dependencies_point_backwards(name: str) -> None:
 
 
 def test_a_program_that_does_not_compile_is_data_with_checks_diagnostics() -> None:
-    source = (KERNELS / "examples" / "o_opt.fe").read_text()
+    source = program_text("o_opt")
     stats = analyze(source, "0.7.0")  # `.cast` is gone in 0.7.0
     assert not stats.compiled and stats.ops == () and stats.kernel == "sliding_attention_output"
     assert stats.diagnostics == check(source, "0.7.0").diagnostics
@@ -124,7 +124,7 @@ def test_a_program_that_does_not_compile_is_data_with_checks_diagnostics() -> No
 
 
 def test_ferc_stats_prints_json_a_table_and_fails_like_check(tmp_path: Path) -> None:
-    path = KERNELS / "examples" / "o_opt.fe"
+    path = program_path("o_opt")
     runner = CliRunner()
     printed = runner.invoke(ferc, ["stats", str(path), "--json"])
     assert printed.exit_code == 0, printed.output

@@ -13,8 +13,7 @@ from chiplore.simulator.device import DeviceConfig, SimDevice
 from chiplore.simulator.fe_run import main as fe_run
 from chiplore.simulator.kernel_specs import input_bytes
 from chiplore.simulator.target import SimRNGD
-
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
+from tests.simulator.programs import baseline, baseline_path, baselines, examples, program_text
 
 
 def test_the_target_lists_toolchains_and_the_harness_kernels() -> None:
@@ -36,14 +35,12 @@ def test_the_target_lists_toolchains_and_the_harness_kernels() -> None:
 
 def test_only_the_official_baselines_are_handed_out() -> None:
     handed = {k.baseline_source for k in SimRNGD().kernels()}
-    baselines = {p.read_text() for p in (KERNELS / "baseline").glob("*.fe")}
-    examples = {p.read_text() for p in (KERNELS / "examples").glob("*.fe")}
-    assert handed == baselines and not handed & examples
+    assert handed == set(baselines().values()) and not handed & set(examples().values())
 
 
 def test_check_and_docs_through_the_target() -> None:
     target = SimRNGD()
-    result = target.check((KERNELS / "baseline" / "o_baseline.fe").read_text(), "0.7.0")
+    result = target.check(baseline("o"), "0.7.0")
     assert isinstance(result, CheckResult) and not result.ok and result.version == "0.7.0"
     for version in target.toolchains():
         pages = target.docs(version)
@@ -52,7 +49,7 @@ def test_check_and_docs_through_the_target() -> None:
 
 def test_a_job_through_the_target_is_timed_and_graded() -> None:
     target = SimRNGD(seed=3, device=DeviceConfig(tenant_load=0, p_transient=0, p_hang=0, p_noc_timeout=0))
-    program = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    program = baseline("o")
     job = DeviceJob(kernel="sliding_attention_output", program=program, fixtures=("g0", "cancel"))
     result = target.result(target.submit(job))
     assert result.status == "ok" and result.median_cycles is not None
@@ -60,20 +57,20 @@ def test_a_job_through_the_target_is_timed_and_graded() -> None:
     # the upload of each fixture set (15.8 MB at 2 GB/s) is part of the device time
     uploads = 2 * input_bytes("sliding_attention_output", program) / 2e9
     assert result.device_s == pytest.approx(1.5 + uploads + sum(0.02 + r.cycles * 1e-9 for r in result.runs))
-    broken = (KERNELS / "bugs" / "o_incomplete_coverage.fe").read_text()
+    broken = program_text("o_incomplete_coverage")
     wrong = target.result(target.submit(job.model_copy(update={"program": broken})))
     assert wrong.status == "ok" and wrong.correctness is not None and not wrong.correctness.passed
 
 
 def test_host_test_runs_the_executor_on_the_smoke_set_for_free() -> None:
     target = SimRNGD(seed=3)
-    program = (KERNELS / "examples" / "qkv_opt.fe").read_text()
+    program = program_text("qkv_opt")
     result = target.host_test(program, "sliding_project_qkv", "0.6.0")
     assert result.compiled and result.correctness is not None and result.correctness.passed
     assert target.device.spent() == 0
     broken = target.host_test(program, "sliding_project_qkv", "0.7.0")
     assert not broken.compiled and any(d.code == "E0103" for d in broken.diagnostics)
-    ffn = target.host_test((KERNELS / "baseline" / "ffn_baseline.fe").read_text(), "decoder_feedforward", "0.6.0")
+    ffn = target.host_test(baseline("ffn"), "decoder_feedforward", "0.6.0")
     assert ffn.compiled and ffn.correctness is not None and ffn.correctness.passed  # 59 M-value DM tensors
     microbenchmark = target.host_test(program, "my_probe", "0.6.0")  # compiles, but has no reference
     assert microbenchmark.compiled and microbenchmark.correctness is None
@@ -85,7 +82,7 @@ def test_simrngd_is_a_target() -> None:
 
 
 def test_a_saved_device_continues_exactly() -> None:
-    program = (KERNELS / "baseline" / "o_baseline.fe").read_text()
+    program = baseline("o")
     job = DeviceJob(kernel="sliding_attention_output", program=program, fixtures="smoke")
     straight = SimDevice(9)
     first = straight.result(straight.submit(job))
@@ -103,7 +100,7 @@ def test_a_saved_device_continues_exactly() -> None:
 
 def test_fe_run_keeps_the_device_between_calls(tmp_path: Path) -> None:
     runner = CliRunner()
-    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    program = str(baseline_path("o"))
     args = ["submit", program, "--kernel", "sliding_attention_output", "--fixtures", "smoke", "--json",
             "--data-dir", str(tmp_path), "--seed", "4"]  # fmt: skip
     first = runner.invoke(fe_run, args)
@@ -117,7 +114,7 @@ def test_fe_run_keeps_the_device_between_calls(tmp_path: Path) -> None:
 
 def test_fe_run_reports_compile_errors_and_bad_files(tmp_path: Path) -> None:
     runner = CliRunner()
-    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    program = str(baseline_path("o"))
     broken = runner.invoke(fe_run, ["submit", program, "--kernel", "sliding_attention_output", "--toolchain", "0.7.0",
                                     "--data-dir", str(tmp_path)])  # fmt: skip
     assert broken.exit_code == 1 and "compile_error" in broken.output and "E0103" in broken.output
@@ -138,7 +135,7 @@ def test_fe_run_grades_and_serialises_concurrent_calls(tmp_path: Path) -> None:
     import sys
 
     fe_run_bin = shutil.which("fe-run", path=str(Path(sys.executable).parent)) or "fe-run"
-    program = str(KERNELS / "baseline" / "o_baseline.fe")
+    program = str(baseline_path("o"))
     args = [fe_run_bin, "submit", program, "--kernel", "sliding_attention_output", "--fixtures", "smoke", "--json",
             "--data-dir", str(tmp_path), "--seed", "5"]  # fmt: skip
     runs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]

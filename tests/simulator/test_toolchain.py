@@ -14,8 +14,7 @@ from chiplore.simulator.ferc import main as ferc
 from chiplore.simulator.toolchain.check import RULES_CHECKED, check
 from chiplore.simulator.toolchain.rules import RULES, VERSIONS, lookup
 from chiplore.simulator.toolchain.versions import SPECS, spec
-
-SIMULATOR = Path(__file__).resolve().parents[2] / "simulator"
+from tests.simulator.programs import all_programs, baseline, baseline_path, label, program_path
 
 PRELUDE = """axes! { H = 64, K = 32 }
 layout One = { cluster: [1 # 2], slice: [1 # 256] };
@@ -159,7 +158,7 @@ def test_rule_catalogue_covers_section_3_2() -> None:
     assert set(RULES_CHECKED) == numbers  # every rule is checked
 
 
-@pytest.mark.parametrize("path", sorted(SIMULATOR.glob("kernels/**/*.fe")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", all_programs(), ids=label)
 def test_ferc_check_passes_every_shipped_program(path: Path) -> None:
     result = CliRunner().invoke(ferc, ["check", str(path)])
     assert result.exit_code == 0, result.output
@@ -179,7 +178,7 @@ def test_ferc_check_shows_a_caret_and_fails(tmp_path: Path) -> None:
 
 
 def test_ferc_check_json_and_explain() -> None:
-    path = SIMULATOR / "kernels" / "examples" / "o_opt.fe"
+    path = program_path("o_opt")
     result = CliRunner().invoke(ferc, ["check", str(path), "--toolchain", "0.7.0", "--json"])
     assert result.exit_code == 1
     payload = json.loads(result.output)
@@ -192,7 +191,7 @@ def test_ferc_check_json_and_explain() -> None:
 def test_ferc_is_a_console_script() -> None:
     ferc_path = Path(sys.executable).parent / "ferc"
     completed = subprocess.run(
-        [str(ferc_path), "check", str(SIMULATOR / "kernels" / "baseline" / "qkv_baseline.fe")],
+        [str(ferc_path), "check", str(baseline_path("qkv"))],
         capture_output=True,
         text=True,
     )
@@ -219,13 +218,13 @@ def test_ferc_is_a_console_script() -> None:
     ],
 )  # fmt: skip
 def test_a_harness_kernel_must_take_the_harness_parameters(old: str, new: str, message: str) -> None:
-    source = (SIMULATOR / "kernels" / "baseline" / "o_baseline.fe").read_text()
+    source = baseline("o")
     assert old in source
     assert message in [d.message for d in check(source.replace(old, new, 1)).diagnostics if d.code == "E0102"]
 
 
 def test_a_harness_kernel_lacking_or_reordering_parameters() -> None:
-    source = (SIMULATOR / "kernels" / "baseline" / "o_baseline.fe").read_text()
+    source = baseline("o")
     dropped = source.replace("    o_weight_scale: &hbm<bf16>[H],\n", "", 1)
     messages = [d.message for d in check(dropped).diagnostics if d.code == "E0102"]
     assert "kernel sliding_attention_output lacks parameter 'o_weight_scale: &hbm<bf16>[H]' that the harness " \

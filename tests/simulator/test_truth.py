@@ -14,9 +14,9 @@ from chiplore.simulator._truth import ENV_VAR, MAX_TRUTH_BYTES, ChipTruth, Truth
 from chiplore.simulator.fe_run import main as fe_run
 from chiplore.simulator.ferc import main as ferc
 from tests.simulator.one_line import refused
+from tests.simulator.programs import baseline_path
 
-KERNELS = Path(__file__).resolve().parents[2] / "simulator" / "kernels"
-O_BASELINE = str(KERNELS / "baseline" / "o_baseline.fe")
+O_BASELINE = str(baseline_path("o"))
 README_CHIP = """engine_bw = 165.0
 dmn_bw = 190.0
 cluster_ingress = 215.0
