@@ -36,9 +36,9 @@ from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.plans import driving_summary
 from chiplore.kg.repo.overview import overview
 from chiplore.kg.repo.progress import kernel_progress
-from chiplore.kg.sample import TARGET, build_sample_graph, sample_query_params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.kg.testing.sample import TARGET, build_sample_graph, sample_query_params
 
 BULK_NODES = 50_000
 BULK_RELATIONSHIPS = 50_000

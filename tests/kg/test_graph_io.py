@@ -17,9 +17,9 @@ from chiplore.kg.cypher_script import export_cypher, literal, statements
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
 from chiplore.kg.neo4j_store import Neo4jStore
-from chiplore.kg.sample import SampleSummary, build_sample_graph, sample_query_params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.kg.testing.sample import SampleSummary, build_sample_graph, sample_query_params
 
 pytestmark = pytest.mark.neo4j
 

@@ -20,9 +20,9 @@ from chiplore.kg.models import Activity, Comparison, DesignNode, DeviceRun, Kern
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.plans import AllowedScan, plan_problems
 from chiplore.kg.repo import designs, docs, knowledge, measurements, overview, predictions, progress, runs, targets
-from chiplore.kg.sample import KERNELS, NEW, PARAMS, TARGET, build_sample_graph
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import DEFAULT_BATCH_SIZE, GraphStore, Params, Record
+from chiplore.kg.testing.sample import KERNELS, NEW, PARAMS, TARGET, build_sample_graph
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 pytestmark = pytest.mark.slow  # two sample graphs, then every hot-path statement explained on each

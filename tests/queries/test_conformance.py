@@ -12,9 +12,9 @@ import pytest
 from chiplore import queries
 from chiplore.core.errors import WriteRefused
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.sample import NEW, OLD, SampleSummary, build_sample_graph, sample_query_params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.kg.testing.sample import NEW, OLD, SampleSummary, build_sample_graph, sample_query_params
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 

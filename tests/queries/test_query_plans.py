@@ -17,9 +17,9 @@ from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.models import FactStatus
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.plans import AllowedScan, plan_problems
-from chiplore.kg.sample import build_sample_graph, sample_query_params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.kg.testing.sample import build_sample_graph, sample_query_params
 from tests.conftest import Neo4jServer, wipe_neo4j
 
 # The only whole-label scans a named query may make, each with why its label stays tiny.

@@ -1,4 +1,4 @@
-"""The sample graph's checked language summary (chiplore.kg.sample): an entry per construct of the old and the
+"""The sample graph's checked language summary (chiplore.kg.testing.sample): an entry per construct of the old and the
 new toolchain, with doc examples and their compile checks, an LLM statement whose example failed, the
 rule and claim each entry links to, and the new version's changed entries superseding the old ones."""
 
