@@ -103,14 +103,38 @@ def graph(store: GraphStore) -> GraphStore:
     return store
 
 
-SERVER_FIXTURES = frozenset({"neo4j_server", "neo4j_store", "embedded_store", "store", "graph"})
+SERVER_FIXTURES = frozenset({"neo4j_server", "neo4j_store", "embedded_store", "store", "graph", "toy_graph"})
+# the simulator needs no graph: its tests are unit tests unless they are slow or say they start a store
+UNIT_FOLDERS = ("simulator",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that reaches the Neo4j server is marked `neo4j`; a `unit` test may use no server."""
+    """The tiers: every test that reaches the Neo4j server is marked `neo4j`; a fast test that needs
+    no server (the simulator's, or one its module marks `unit`) is marked `unit`. A test marked
+    `server` starts a store itself (through the CLI, say) and is never a unit test."""
+    root = Path(__file__).parent
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "neo4j_server" in fixtures:
             item.add_marker(pytest.mark.neo4j)
-        if item.get_closest_marker("unit") is not None and fixtures & SERVER_FIXTURES:
-            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {sorted(fixtures & SERVER_FIXTURES)}")
+        servers = sorted(fixtures & SERVER_FIXTURES)
+        explicit = item.get_closest_marker("unit") is not None
+        if explicit and servers:
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {servers}")
+        folder = Path(str(item.fspath)).relative_to(root).parts[0]
+        if (not explicit and folder in UNIT_FOLDERS and not servers and item.get_closest_marker("slow") is None
+                and item.get_closest_marker("server") is None):  # fmt: skip
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit test that opens a graph store fails at once, saying so (the tier runs with no server)."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} is a unit test but opens a graph store: mark it `server`")
+
+    monkeypatch.setattr(EmbeddedStore, "__init__", refuse)
+    monkeypatch.setattr(Neo4jStore, "__init__", refuse)

@@ -219,6 +219,7 @@ kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {
     assert check(source.replace("INTO", "acc.tile(R % 8, c * 4, 4)")).ok
 
 
+@pytest.mark.slow
 def test_an_output_too_large_to_follow_is_a_clean_refusal() -> None:
     """A mutant's output of 2^30 elements (refused, E0204) made the executor ask for 24 GiB."""
     from chiplore.simulator.execute.factored import ExecutionError

@@ -34,6 +34,7 @@ def test_shipped_program_round_trips(text: str) -> None:
     assert program.toolchain in ("0.5.0", "0.6.0") and len(program.kernels) == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs)
 def test_generated_ir_round_trips(program: ir.Program) -> None:

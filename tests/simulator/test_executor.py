@@ -73,6 +73,7 @@ def test_a_missing_reduction_is_a_compile_error_from_070() -> None:
     assert "E0710" not in [d.code for d in check(port(program_text("o_opt"), "0.7.0"), "0.7.0").diagnostics]
 
 
+@pytest.mark.slow
 def test_the_ffn_baseline_keeps_its_weights_as_distinct_rows() -> None:
     """All 15,360 up rows sit in DM at once (59 M values): they stay 509 distinct rows throughout."""
     executor = Executor(program_text("ffn_baseline"), fixture(FFN, "g0"))
@@ -92,10 +93,13 @@ def test_the_optimised_ffn_passes_at_full_shape() -> None:
 ALL_SETS = ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "exact", "cancel"]
 
 
+SLOW = pytest.mark.slow  # the executor on the full FFN and QKV shapes, all nine sets: a minute or more
+
+
 @pytest.mark.parametrize(
     ("name", "kernel"),
-    [("o_baseline", OUT), ("o_opt", OUT), ("qkv_baseline", QKV),
-     ("qkv_opt", QKV), ("ffn_opt", FFN), ("ffn_baseline", FFN)],
+    [("o_baseline", OUT), ("o_opt", OUT), ("qkv_baseline", QKV), pytest.param("qkv_opt", QKV, marks=SLOW),
+     pytest.param("ffn_opt", FFN, marks=SLOW), pytest.param("ffn_baseline", FFN, marks=SLOW)],
 )  # fmt: skip
 def test_every_fixture_set_passes(name: str, kernel: str) -> None:
     """The official criterion on all nine sets."""

@@ -62,6 +62,7 @@ def test_a_job_through_the_target_is_timed_and_graded() -> None:
     assert wrong.status == "ok" and wrong.correctness is not None and not wrong.correctness.passed
 
 
+@pytest.mark.slow
 def test_host_test_runs_the_executor_on_the_smoke_set_for_free() -> None:
     target = SimRNGD(seed=3)
     program = program_text("qkv_opt")
@@ -129,6 +130,7 @@ def test_the_target_offers_the_microbenchmarks() -> None:
     assert not any(str(201.9) in p.measures or "285" in p.measures for p in probes)  # no answer key handed out
 
 
+@pytest.mark.slow
 def test_fe_run_grades_and_serialises_concurrent_calls(tmp_path: Path) -> None:
     import shutil
     import subprocess
