@@ -178,7 +178,7 @@ class LLMPolicy:
         messages: list[Any] = [HumanMessage(role_prompt(self.role, view, self.store, self.target, self.config))]
         if mode == "tools":
             tools = graph_tools(self.store, self.target, view.version, view.kernel, on_refusal=self._refused,
-                                language=self.pack.language, withheld=self.config.withhold)  # fmt: skip
+                                withheld=self.config.withhold)  # fmt: skip
             agent = create_agent(self.model, tools=tools, system_prompt=system,
                                  response_format=ToolStrategy(Proposal))  # fmt: skip
         else:

@@ -54,11 +54,11 @@ def withheld_label(text: str, withheld: Collection[KnowledgeKind]) -> str:
 
 def graph_tools(store: GraphStore, target: Target, version: str, kernel: str,
                 on_refusal: Callable[[str], None] = lambda what: None,
-                language: str = "", withheld: Collection[KnowledgeKind] = ()) -> list[BaseTool]:  # fmt: skip
+                withheld: Collection[KnowledgeKind] = ()) -> list[BaseTool]:  # fmt: skip
     """The tools; `on_refusal` hears of every write the model attempted (the policy records it);
-    `language` is what the target's programs are written in, as the tools' descriptions name it
-    (the target pack's name for it by default); `withheld`: the kinds of knowledge this run leaves out."""
-    language = language or target.pack().language
+    `withheld`: the kinds of knowledge this run leaves out. The tools' descriptions name the language
+    as the target's pack does."""
+    language = target.pack().language
 
     @tool
     def cypher(query: str) -> str:
