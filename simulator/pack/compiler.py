@@ -72,6 +72,30 @@ def _from_allreduce(source: str) -> str:
                   r".reduce_slices(\1, group = \2, result = all)", source)  # fmt: skip
 
 
+BUFFERS = re.compile(r",\s*buffers:\s*(\d+)")
+LOOP = re.compile(r"^([ \t]*)for \w+ in ", re.M)
+
+
+def _to_pipeline(source: str) -> str:
+    """`buffers: N` on a loop's tensors (0.7.0) -> `#[pipeline(depth = N)]` on the loop (0.5.0, 0.6.0):
+    the deepest count of a loop's tensors becomes its depth."""
+    loops = [(m.start(), m.group(1)) for m in LOOP.finditer(source)]
+    depth: dict[int, tuple[str, int]] = {}
+    for match in BUFFERS.finditer(source):
+        enclosing = [(at, indent) for at, indent in loops if at < match.start()]
+        if not enclosing:
+            continue
+        at, indent = enclosing[-1]
+        depth[at] = (indent, max(int(match[1]), depth.get(at, ("", 0))[1]))
+    text = BUFFERS.sub("", source)
+    for at in sorted(depth, reverse=True):  # the loops' offsets hold before the removals: find them again
+        loop_at = [m.start() for m in LOOP.finditer(text)][[a for a, _ in loops].index(at)]
+        indent, n = depth[at]
+        if PIPELINE.search(text[max(0, loop_at - 80) : loop_at]) is None:
+            text = text[:loop_at] + f"{indent}#[pipeline(depth = {n})]\n" + text[loop_at:]
+    return text
+
+
 def _shallower(source: str) -> str:
     """The deepest pipeline one buffer shallower (fewer buffers in flight, less DM at the peak)."""
     depths = [(int(m[1]), m.start()) for m in PIPELINE.finditer(source)]
@@ -94,6 +118,7 @@ REWRITES: dict[str, tuple[str, Rewrite]] = {
     ".decode(D)": (".decode -> .lut", _rename("decode", "lut")),
     "reduce_slices(..., result = all)": ("reduce_slices(result = all) -> allreduce_slices", _to_allreduce),
     "allreduce_slices(op, group)": ("allreduce_slices -> reduce_slices(result = all)", _from_allreduce),
+    "buffers: N": ("buffers: N -> #[pipeline(depth = N)]", _to_pipeline),
 }
 
 

@@ -5,6 +5,7 @@ hold none of its knowledge."""
 from __future__ import annotations
 
 import re
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from chiplore.core.target import KernelSpec
 from chiplore.simulator.pack import SimRNGDPack
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.target import SimRNGD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +71,23 @@ def test_a_baseline_is_ported_to_the_next_toolchain_by_the_packs_rewrites() -> N
     fixed = repair(spec.baseline_source, "0.7.0", target.check, SimRNGDPack().repairs)
     assert fixed.ok, fixed.errors
     assert ".cast -> .widen/.narrow" in fixed.changes and "header -> 0.7.0" in fixed.changes
+
+
+def test_a_program_written_for_070_is_ported_back_to_060_and_computes_the_same() -> None:
+    """A pack written for a later toolchain than the graph's: .widen/.narrow, allreduce_slices and
+    `buffers: N` (a loop's rotating tensors) become what 0.6.0 has, and the program still passes."""
+    target, pack = SimRNGD(), SimRNGDPack()
+    facts = compile_facts("0.7.0")  # what learning finds 0.7.0 has: .widen/.narrow, buffers
+    spaces = ((spec, space) for spec in target.kernels() if (space := pack.design_space(spec)) is not None)
+    found = ((spec, space.source(point, facts, "0.7.0")) for spec, space in spaces
+             for point in islice(points(space, facts), 20))  # fmt: skip
+    # (0.6.0 has nothing that does what reduce_clusters does: a program using it stays 0.7.0's)
+    spec, newer = next((spec, s) for spec, s in found if "buffers:" in s and "reduce_clusters" not in s)
+    fixed = repair(newer, "0.6.0", target.check, pack.repairs)
+    assert fixed.ok, fixed.errors
+    assert "buffers: N -> #[pipeline(depth = N)]" in fixed.changes and "buffers:" not in fixed.source
+    tested = target.host_test(fixed.source, spec.name, "0.6.0")
+    assert tested.compiled and tested.correctness is not None and tested.correctness.passed, tested.message
 
 
 def _generic_sources() -> list[tuple[Path, str]]:
