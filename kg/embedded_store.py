@@ -16,16 +16,25 @@ from falkordb.helpers import stringify_param_value
 from falkordb.query_result import QueryResult
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
+from chiplore.kg.deadline import GRACE_S, DeadlinePassed, run_bounded
 from chiplore.kg.dialect import FALKORDB
-from chiplore.kg.falkordb_server import FalkorDBServer, client_name
+from chiplore.kg.falkordb_server import (
+    QUERY_MEM_CAPACITY_BYTES,
+    SERVER_HEAP_MAX_BYTES,
+    FalkorDBServer,
+    client_name,
+)
 from chiplore.kg.guard import (
     DEFAULT_LIMITS,
     GuardedResult,
+    QueryTimedOut,
     RowCap,
     UntrustedLimits,
+    capped_query,
     check_text,
     has_return,
     return_columns,
+    timed_out,
     vet_plan,
 )
 from chiplore.kg.plans import PlanNode, plan_from_falkordb
@@ -61,7 +70,11 @@ class EmbeddedStore:
         )
         self._graph = self._db.select_graph(GRAPH_NAME)
         self._closed = False
-        # Read-only queries fail on a graph key that does not exist yet; a write creates it.
+        self._create_graph()
+
+    def _create_graph(self) -> None:
+        """Read-only queries fail on a graph key that does not exist yet (an empty graph is not in the
+        append-only file, so a restart loses it too); a write creates it."""
         self.write("RETURN 1 AS ready")
 
     # -- queries --------------------------------------------------------------------------------
@@ -86,22 +99,96 @@ class EmbeddedStore:
         self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
     ) -> GuardedResult:
         check_text(query)
-        vet_plan(self.explain(query, params), query)
+        self._ensure_open()
         body = query.strip().rstrip(";")
         columns = return_columns(body)
-        if has_return(body):
-            # FalkorDB builds a whole result before replying: the row cap goes into the query, where
-            # LIMIT stops the pipeline early (the subquery is evaluated lazily).
-            body = f"CALL {{\n{body}\n}}\nRETURN * LIMIT {limits.max_rows + 1}"
-        result = self._query(body, params, limits.timeout_s, read_only=True)
+        capped, added = capped_query(body, limits.max_rows) if has_return(body) else (body, "")
+        header = _params_header(params)  # the texts sent are the ones the server lists as running
+        sent = [header + query]
+        timeout_ms = max(1, math.ceil(1000 * limits.timeout_s))
+
+        clients: list[FalkorDB] = []
+
+        def work() -> QueryResult:
+            # A client of its own, so that cutting its connection at the deadline touches nothing else.
+            client = FalkorDB(
+                unix_socket_path=str(self.server.paths.socket),
+                client_name=client_name(self._token),
+                socket_timeout=limits.timeout_s + GRACE_S + 5.0,  # a backstop: the deadline comes first
+            )
+            clients.append(client)
+            # EXPLAIN too runs within the deadline: FalkorDB folds constants while planning, so
+            # planning `range(1, 1000000000)` already builds the list.
+            vet_plan(plan_from_falkordb(list(client.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, sent[0]))),
+                     query)  # fmt: skip
+            sent.append(header + capped)
+            return client.select_graph(GRAPH_NAME).ro_query(sent[-1], timeout=timeout_ms)
+
+        log_mark = self.server.log_size()
+        try:
+            result = run_bounded(work, seconds=limits.timeout_s + GRACE_S, abort=lambda: _cut(clients))
+        except DeadlinePassed:
+            raise self._stop_runaway(sent[-1], limits.timeout_s) from None
+        except (KeyboardInterrupt, SystemExit):
+            self._abandon(sent[-1])
+            raise
+        except redis.exceptions.ResponseError as error:
+            raise _query_error(error, query, limits.timeout_s) from error
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
+            raise self._after_failure(error, log_mark) from error
+        finally:
+            _cut(clients)
         names = [column[1] for column in result.header]
-        order = columns if columns is not None and sorted(columns) == sorted(names) else names
+        kept = [name for name in names if name != added]
+        order = columns if columns is not None and sorted(columns) == sorted(kept) else kept
         cap = RowCap(limits)
         for row in result.result_set:
             record = dict(zip(names, row, strict=True))
             if not cap.take({name: plain(record[name]) for name in order}):
                 break
         return cap.result(order)
+
+    def _after_failure(self, error: Exception, log_mark: int) -> QueryError | StoreUnavailable:
+        """The server stopped during an untrusted query: when the query asked it for more memory than
+        it may hold (it aborts then), start it again and say so; otherwise it is unavailable."""
+        if not self.server.out_of_memory_since(log_mark):
+            return self._unavailable(error)
+        log.info("an untrusted query took the embedded store's server past its memory cap: restarting it")
+        self.server.restart()
+        self._create_graph()
+        return QueryError(
+            f"the query asked for more memory than the embedded store's server may hold "
+            f"({SERVER_HEAP_MAX_BYTES >> 30} GiB), which stopped it; chiplore started it again (nothing committed "
+            "is lost): return fewer or smaller values, or aggregate"
+        )
+
+    def _stop_runaway(self, text: str, timeout_s: float) -> QueryTimedOut:
+        """The query outlived its timeout and its grace. FalkorDB checks the timeout between records
+        only, and a query that computes inside one expression holds a worker and the graph's read
+        lock (every write waits) until it finishes, which may be hours: the only way to stop it is to
+        restart the server (its append-only file is fsynced on every write: nothing committed is lost)."""
+        if not self.server.is_running_query(text):
+            return timed_out(timeout_s)  # the server is done; the reply was too large to read in time
+        log.info("an untrusted query outlived its timeout of %g s: restarting the embedded store", timeout_s)
+        self.server.restart()
+        self._create_graph()
+        return timed_out(timeout_s, " (FalkorDB cannot interrupt one long expression, so chiplore restarted the "
+                                    "embedded store's server; nothing committed is lost)")  # fmt: skip
+
+    def _abandon(self, text: str) -> None:
+        """Ctrl-C or SIGTERM while the query runs: stop it now rather than leave it to the server's
+        timeout, which a runaway ignores (and a stop of the server waits for a running query). The
+        server is restarted when other processes use it, killed otherwise (this one is leaving)."""
+        try:
+            if not self.server.is_running_query(text):
+                return
+            if self.server.others_attached(self._token):
+                self.server.restart()
+                self._create_graph()
+            else:
+                self.server.kill()
+        except Exception as error:  # the interrupt matters more than the clean-up
+            log.debug("stopping an abandoned untrusted query: %s", error)
 
     def explain(self, query: str, params: Params | None = None) -> PlanNode:
         self._ensure_open()
@@ -124,7 +211,7 @@ class EmbeddedStore:
                 return self._graph.ro_query(query, dict(params or {}), timeout=timeout_ms)
             return self._graph.query(query, dict(params or {}), timeout=timeout_ms)
         except redis.exceptions.ResponseError as error:
-            raise _query_error(error, query) from error
+            raise _query_error(error, query, timeout_s or self.query_timeout_s) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
             raise self._unavailable(error) from error
 
@@ -256,12 +343,26 @@ def _records(result: QueryResult) -> list[Record]:
     return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in result.result_set]
 
 
-def _query_error(error: redis.exceptions.ResponseError, query: str) -> QueryError:
-    message = str(error)
+def _query_error(error: redis.exceptions.ResponseError, query: str, timeout_s: float | None = None) -> QueryError:
+    """One line for a FalkorDB error; `query` is the text the caller gave (never a wrapper of chiplore's)."""
+    message = " ".join(str(error).split())
     if _READ_ONLY_MESSAGE in message:
         return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
+    if message.startswith("Query timed out"):
+        return timed_out(timeout_s) if timeout_s is not None else QueryTimedOut("the query ran past its timeout")
+    if "mem consumption exceeded capacity" in message:
+        limit = QUERY_MEM_CAPACITY_BYTES >> 20
+        return QueryError(f"the query needs more than the {limit:,} MiB of memory one query may use: "
+                          "return fewer or smaller values, or aggregate")  # fmt: skip
     first_line = query.strip().splitlines()[0][:80] if query.strip() else ""
     return QueryError(f"Cypher error: {message} (in: {first_line})")
+
+
+def _cut(clients: list[FalkorDB]) -> None:
+    """Close every connection of an untrusted read's client, one in use included (a shutdown of the
+    socket wakes the thread reading it)."""
+    for client in clients:
+        client.connection.connection_pool.disconnect()
 
 
 def _module_name(module: Any) -> str:

@@ -19,9 +19,11 @@ import hashlib
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,7 +51,11 @@ MAX_SOCKET_PATH = 100
 # Server-side limits that hold for every query, whoever sends it (chiplore asks for less per query).
 QUERY_TIMEOUT_MAX_MS = 600_000
 QUERY_TIMEOUT_DEFAULT_MS = 60_000
-QUERY_MEM_CAPACITY_BYTES = 2 << 30
+QUERY_MEM_CAPACITY_BYTES = 512 << 20
+# The server's heap, whatever the module counts: FalkorDB checks QUERY_MEM_CAPACITY between steps, and
+# one step (range(1, 10000000000), even in EXPLAIN) can ask for tens of GB first. Past this the server
+# fails (nothing committed is lost) rather than the machine; chiplore restarts it.
+SERVER_HEAP_MAX_BYTES = 4 << 30
 # The append-only file is rewritten (compacted) when it has doubled since the last rewrite and is past this.
 AOF_REWRITE_MIN_SIZE = "16mb"
 LOG_ROTATE_BYTES = 1 << 20
@@ -149,8 +155,43 @@ class FalkorDBServer:
                 return
             self._shutdown()
 
+    def restart(self) -> None:
+        """SIGKILL the server and start it again: what stops a query FalkorDB cannot interrupt. The
+        append-only file is fsynced on every write, so nothing committed is lost; the clients of other
+        processes reconnect on their next command. A server chiplore did not start is never touched."""
+        with self._locked():
+            if self._probe() == "up" and not self._is_ours():
+                return
+            pid = self._read_pid()
+            if pid is not None and _is_redis_process(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self._reap(wait_s=STOP_TIMEOUT_S)
+            self._clear_stale()
+            self._start()
+
+    def is_running_query(self, text: str) -> bool:
+        """Whether a query with exactly this text is running or waiting on the server now."""
+        conn = self._connection()
+        try:
+            info = conn.execute_command("GRAPH.INFO")
+        except (redis.exceptions.RedisError, OSError):
+            return False
+        finally:
+            conn.close()
+        sections = dict(zip(info[::2], info[1::2], strict=False)) if isinstance(info, list) else {}
+        queries = [*sections.get("# Running queries", []), *sections.get("# Waiting queries", [])]
+        return any(dict(zip(q[::2], q[1::2], strict=False)).get("Query") == text for q in queries)
+
+    def others_attached(self, store: str = "") -> bool:
+        """Whether another chiplore store (of another process, or another store of this one) uses the server."""
+        try:
+            return bool(self._other_attached_pids(store))
+        except (redis.exceptions.RedisError, OSError):
+            return False
+
     def kill(self) -> None:
-        """SIGKILL the server (crash simulation for tests)."""
+        """SIGKILL the server (crash simulation for tests, and the end of a query nothing else stops)."""
         pid = self._read_pid()
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -266,6 +307,22 @@ class FalkorDBServer:
         finally:
             conn.close()
 
+    def log_size(self) -> int:
+        """Where the log ends now (to read only what comes after)."""
+        try:
+            return self.paths.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    def out_of_memory_since(self, offset: int) -> bool:
+        """Whether the server logged a failed allocation after `offset` (it aborts then)."""
+        try:
+            with open(self.paths.log_file, "rb") as handle:
+                handle.seek(offset)
+                return b"Out Of Memory allocating" in handle.read()
+        except OSError:
+            return False
+
     def _read_pid(self) -> int | None:
         try:
             return int(self.paths.pid_file.read_text().strip())
@@ -342,6 +399,7 @@ class FalkorDBServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        _cap_memory(self._process.pid)
         self._wait_until_ready(self._process)
         self._write_marker()
         if "already exists" in self._log_text()[self._log_offset :]:
@@ -421,6 +479,16 @@ class FalkorDBServer:
         if not text:
             return "no server log" if not self.paths.log_file.exists() else "the server logged nothing"
         return " | ".join(line.strip() for line in text[-lines:])
+
+
+def _cap_memory(pid: int) -> None:
+    """Limit the server's heap (RLIMIT_DATA: its private writable memory) to SERVER_HEAP_MAX_BYTES.
+    Set from here rather than in the child before exec (preexec_fn is unsafe in a threaded process);
+    Linux only (elsewhere the module's per-query capacity is the only bound)."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError):
+        resource.prlimit(pid, resource.RLIMIT_DATA, (SERVER_HEAP_MAX_BYTES, SERVER_HEAP_MAX_BYTES))
 
 
 def _is_redis_process(pid: int) -> bool:

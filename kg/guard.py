@@ -40,6 +40,18 @@ class QueryRefused(QueryError):
     """An untrusted query asks for something the read-only path never does (files, admin, procedures)."""
 
 
+class QueryTimedOut(QueryError):
+    """An untrusted query ran past its timeout and was stopped."""
+
+
+def timed_out(timeout_s: float, how: str = "") -> QueryTimedOut:
+    """The one line both stores give for a query stopped at its timeout (`how`: a parenthesis)."""
+    return QueryTimedOut(
+        f"the query ran past its timeout of {timeout_s:g} s and was stopped{how}; "
+        "narrow it (WHERE, LIMIT, aggregate) or raise CHIPLORE_QUERY_TIMEOUT_S"
+    )
+
+
 @dataclass(frozen=True)
 class UntrustedLimits:
     """What one untrusted query may cost. The defaults suit a person at a terminal."""
@@ -133,6 +145,37 @@ def _skip_quoted(query: str, start: int) -> int:
 def has_return(query: str) -> bool:
     """True when the query ends in a top-level RETURN (so it can be wrapped in CALL { ... })."""
     return any(token == "RETURN" and depth == 0 for token, depth, _ in _tokens(query))
+
+
+def capped_query(query: str, max_rows: int) -> tuple[str, str]:
+    """The text FalkorDB runs for an untrusted query that ends in RETURN, and the name of the column it
+    may add (drop it from the rows).
+
+    FalkorDB builds a whole result before replying, so the row cap goes into the query: the user's
+    query becomes a subquery, `CALL { ... } RETURN * LIMIT n`, where LIMIT stops the pipeline early
+    (the subquery is evaluated lazily). Inside CALL {} a leading WITH would be read as importing
+    variables from outside; a branch that starts with WITH therefore gets one neutral driving row
+    first, `UNWIND [0] AS <fresh name>`, which is what a query that starts with WITH has anyway.
+    """
+    fresh = "__chiplore_row"
+    while fresh.lower() in query.lower():
+        fresh += "_"
+    tokens = list(_tokens(query))
+    inserts: list[int] = []
+    branch_start = True
+    for token, depth, offset in tokens:
+        if depth == 0 and token == "UNION":
+            branch_start = True
+            continue
+        if branch_start and token == "ALL":
+            continue
+        if branch_start and token == "WITH":
+            inserts.append(offset)
+        branch_start = False
+    text = query
+    for offset in reversed(inserts):
+        text = f"{text[:offset]}UNWIND [0] AS {fresh}\n{text[offset:]}"
+    return f"CALL {{\n{text}\n}}\nRETURN * LIMIT {max_rows + 1}", fresh
 
 
 def return_columns(query: str) -> list[str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -24,8 +25,18 @@ from chiplore.core.errors import (
     WriteRefused,
 )
 from chiplore.core.secrets import redact, redact_uri, uri_password
+from chiplore.kg.deadline import GRACE_S, DeadlinePassed, run_bounded
 from chiplore.kg.dialect import NEO4J
-from chiplore.kg.guard import DEFAULT_LIMITS, GuardedResult, QueryRefused, RowCap, UntrustedLimits, check_text, vet_plan
+from chiplore.kg.guard import (
+    DEFAULT_LIMITS,
+    GuardedResult,
+    QueryRefused,
+    RowCap,
+    UntrustedLimits,
+    check_text,
+    timed_out,
+    vet_plan,
+)
 from chiplore.kg.plans import PlanNode, plan_from_neo4j
 from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
 from chiplore.kg.values import plain
@@ -71,10 +82,18 @@ class Neo4jStore:
             before_sleep=before_sleep_log(log, logging.WARNING),
             reraise=True,
         )
+        self._uri, self._auth = uri, (user, password)
+        self._driver = self._new_driver()
+        # Untrusted reads run on a driver of their own: cutting a runaway's connection (closing that
+        # driver) leaves the connections of the other work of this process alone.
+        self._untrusted: neo4j.Driver | None = None
+        self._closed = False
+
+    def _new_driver(self) -> neo4j.Driver:
         try:
-            self._driver = neo4j.GraphDatabase.driver(
-                uri,
-                auth=(user, password),
+            return neo4j.GraphDatabase.driver(
+                self._uri,
+                auth=self._auth,
                 connection_timeout=10.0,
                 # Schema-less warnings ("label does not exist yet") are noise for a growing graph.
                 notifications_min_severity="OFF",
@@ -84,7 +103,6 @@ class Neo4jStore:
         except (ValueError, neo4j_errors.ConfigurationError) as error:
             reason = redact(str(error), self._secrets)
             raise StoreUnavailable(f"invalid Neo4j address {self.address!r}: {reason}") from None
-        self._closed = False
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -113,10 +131,12 @@ class Neo4jStore:
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
         values = dict(params or {})
-        # Not retried: a query that broke the connection is not sent again.
-        try:
+        driver = self._untrusted = self._untrusted or self._new_driver()
+
+        def work() -> GuardedResult:
+            # Not retried: a query that broke the connection is not sent again.
             with (
-                self._driver.session(
+                driver.session(
                     database=self.database,
                     default_access_mode=neo4j.READ_ACCESS,  # a read transaction, routed to a reader
                     fetch_size=min(limits.max_rows + 1, 1_000),  # the server sends no more than is kept
@@ -131,15 +151,33 @@ class Neo4jStore:
                         break
                 return cap.result(result.keys())
             # Leaving the block rolls the transaction back: the rest of the result is discarded.
+
+        try:
+            # The server checks the transaction's timeout between rows only: one expression that
+            # computes for long, or one huge row being decoded here, would hold this call past it.
+            return run_bounded(work, seconds=limits.timeout_s + GRACE_S, abort=lambda: self._cut(driver))
+        except DeadlinePassed:
+            raise timed_out(limits.timeout_s) from None
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
-            raise self._translate(error) from error
+            raise self._translate(error, limits.timeout_s) from error
+
+    def _cut(self, driver: neo4j.Driver) -> None:
+        """Close the untrusted reads' driver, connection in use included: the server then terminates
+        the transaction, and the worker waiting on its reply wakes up."""
+        if self._untrusted is driver:
+            self._untrusted = None
+        closer = threading.Thread(target=driver.close, name="chiplore-cut-untrusted", daemon=True)
+        closer.start()
+        closer.join(1.0)
 
     def _vet(self, summary: neo4j.ResultSummary, query: str) -> None:
         """Refuse what the planner says is not a plain read of this database."""
         if summary.query_type in ("w", "rw"):
             raise WriteRefused("writes are refused on the read-only path; this query modifies the graph")
+        if summary.query_type == "s":
+            raise WriteRefused("writes are refused on the read-only path; this query changes the schema")
         if summary.query_type != "r":
-            raise QueryRefused(f"only read queries run on the read-only path (this one's type: {summary.query_type})")
+            raise QueryRefused("only queries that read the graph run on the read-only path")
         if summary.database not in (None, self.database):
             raise QueryRefused(f"the read-only path reads database {self.database!r} only")
         vet_plan(plan_from_neo4j(summary.plan or {}), query)
@@ -166,20 +204,23 @@ class Neo4jStore:
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
             raise self._translate(error) from error
 
-    def _translate(self, error: Exception) -> StoreError | QueryError:
+    def _translate(self, error: Exception, timeout_s: float | None = None) -> StoreError | QueryError:
+        code = getattr(error, "code", "") or ""
+        if "TransactionTimedOut" in code:
+            return timed_out(timeout_s or self.query_timeout_s)
+        if "MemoryPoolOutOfMemoryError" in code:  # a TransientError, though no retry can help it
+            return QueryError(f"the query needs more memory than one transaction may use on this server: "
+                              f"{_message(error, self._secrets)}")  # fmt: skip
         if isinstance(error, neo4j_errors.AuthError):
             return StoreAuthError(
                 f"Neo4j at {self.address} refused the credentials (check CHIPLORE_NEO4J_USER / _PASSWORD)"
             )
         if isinstance(error, _RETRYABLE):
             return StoreUnavailable(f"Neo4j at {self.address} is unreachable: {_message(error, self._secrets)}")
-        code = getattr(error, "code", "") or ""
         if code == "Neo.ClientError.Statement.AccessMode":
             return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
         if code == "Neo.ClientError.Database.DatabaseNotFound":
             return StoreUnavailable(f"Neo4j at {self.address} has no database {self.database!r}")
-        if "TransactionTimedOut" in code or "TransactionTimedOutClientConfiguration" in code:
-            return QueryError(f"Cypher query timed out: {_message(error, self._secrets)}")
         return QueryError(f"Cypher error: {_message(error, self._secrets)}")
 
     # -- schema ---------------------------------------------------------------------------------
@@ -248,6 +289,8 @@ class Neo4jStore:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._untrusted is not None:
+                self._cut(self._untrusted)
             self._driver.close()
 
     def __enter__(self) -> Neo4jStore:

@@ -15,6 +15,8 @@ import org.neo4j.graphdb.QueryExecutionException;
 public final class Neo4jLocal {
     // What one transaction may hold in memory: a runaway read fails instead of taking the heap.
     private static final long TRANSACTION_MEMORY_MAX = 512L * 1024 * 1024;
+    // What all transactions together may hold: two runaways at once still leave the 1 GB heap room.
+    private static final long TRANSACTIONS_MEMORY_TOTAL = 768L * 1024 * 1024;
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
@@ -37,6 +39,7 @@ public final class Neo4jLocal {
                 // LOAD CSV never reads the host's files (file:// URLs); queries read the graph only.
                 .setConfig(GraphDatabaseSettings.allow_file_urls, false)
                 .setConfig(GraphDatabaseSettings.memory_transaction_max_size, TRANSACTION_MEMORY_MAX)
+                .setConfig(GraphDatabaseSettings.memory_transaction_global_max_size, TRANSACTIONS_MEMORY_TOTAL)
                 .build();
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
