@@ -36,10 +36,12 @@ GQA_HEADS = ((32, 8), (16, 8), (8, 8), (32, 4), (64, 8), (16, 4), (8, 2), (32, 3
 PERIODS = (31, 61, 127, 251, 509)  # distinct rows of a weight: primes, so no tiling bug hides behind them
 BLOCKS = (16, 32, 64, 128)
 ACTIVATIONS = ("gelu_tanh", "gelu", "silu")
-# names a generator or Ferrite may use for itself: a kernel's own names must not confuse either
-CLASHING = ("out", "acc", "x", "w", "main", "sub", "tile", "dm", "layout", "fn_", "let1", "for_", "kernel_x",
+# names a generator or Ferrite may use for itself: a kernel's own names must not confuse either (not
+# `for`, `let`, `fn`, `kernel`, `type`, `layout`: they begin a statement or a declaration, so a parameter
+# so named cannot be used in Ferrite, and no pack a user can write has one)
+CLASHING = ("out", "acc", "x", "w", "main", "sub", "tile", "dm", "fn_", "let1", "for_", "kernel_x",
             "trf", "vrf", "hbm", "inv", "part", "xt", "w_d", "y", "h", "s", "one", "every", "chunk", "i", "n",
-            "r", "axes", "rep", "at", "fn", "let", "for", "in", "kernel", "mut", "type", "int", "axis")  # fmt: skip
+            "r", "axes", "rep", "at", "in", "mut", "int", "axis")  # fmt: skip
 AXIS_NAMES = ("H", "K", "N", "L", "V", "D", "E", "T", "Dh", "R0_", "K0_", "Hh0_", "Every", "One", "tile", "x", "out")
 CLASH_ODDS = 0.4
 

@@ -41,7 +41,7 @@ def test_random_sketches_cover_the_whole_op_vocabulary_dtypes_scales_and_clashin
                         "scale", "store", "cache_write"}  # fmt: skip
     assert set(weights) == {"bf16", "f8e4m3", "f4e2m1"} and set(scale_dtypes) == {"bf16", "f32", "f8e4m3"}
     assert set(scales) == {"row", "block", "tensor", "none", "global"} and {64, 128, 256} <= set(heads)
-    assert {"out", "acc", "x", "w", "main", "sub", "tile", "dm", "layout", "fn_", "let1", "for_", "kernel_x"} <= names
+    assert {"out", "acc", "x", "w", "main", "sub", "tile", "dm", "fn_", "let1", "for_", "kernel_x"} <= names
     assert {random_sketch(seed).kind for seed in SKETCHED} == set(KINDS)
 
 
