@@ -5,7 +5,8 @@
 Draws `chiplore.simulator.testing.random_pack(seed * 1,000,000 + i)` for i = 0, 1, ... and keeps the
 first `--packs` that build (a pack the generator cannot write a baseline for is listed, and skipped).
 On one scratch embedded store and the default chip, with default settings: `learn` under 0.6.0 once,
-then `optimize NAME` of each pack, as `chiplore kernel add` and `chiplore optimize` would. Per pack:
+then `optimize NAME` of each pack written for 0.6.0, then `toolchain upgrade 0.7.0` and `optimize
+NAME` of each pack written for 0.7.0, as a user with `chiplore kernel add` would. Per pack:
 its kind, the baseline and BEST as `status` reports them, BEST over its bound (`x bound`) and in the
 harness's noise-free cycles (`x bound true`), the speedup, the device seconds, the stop reason, the
 wall time, or the one line that stopped it. The targets (issue "kernels nobody here wrote"): every
@@ -39,8 +40,9 @@ from chiplore.simulator.testing import random_pack
 
 console = Console(width=180)
 RESULTS = Path(__file__).resolve().parent / "results"
-VERSION = "0.6.0"
+VERSION = "0.6.0"  # learnt first; a pack written for a later toolchain is optimized after `toolchain upgrade`
 TARGET, MEDIAN_TARGET = 1.25, 1.12
+HEAVY = 20_000  # bound cycles past which weight movement, not a kernel's fixed work, should bind it
 
 
 @dataclass
@@ -48,6 +50,7 @@ class PackRow:
     seed: int
     kind: str
     kernel: str
+    toolchain: str
     baseline: float | None = None
     best: float | None = None
     ratio: float | None = None  # status's: BEST's median over the bound
@@ -59,35 +62,40 @@ class PackRow:
     error: str = ""  # the one line that stopped this pack, if any
 
 
-def draw(seed: int, count: int, folder: Path) -> tuple[list[tuple[int, str, str]], list[tuple[int, str]]]:
-    """The first `count` packs of the seed that build, as (seed, kind, kernel), and those that did not."""
-    built: list[tuple[int, str, str]] = []
+Built = tuple[int, str, str, str]  # seed, kind, kernel, the toolchain it is written for
+
+
+def draw(seed: int, count: int, folder: Path) -> tuple[list[Built], list[tuple[int, str]]]:
+    """The first `count` packs of the seed that build, and those that did not (with why)."""
+    built: list[Built] = []
     skipped: list[tuple[int, str]] = []
     index = 0
     while len(built) < count and index < count * 5:
         pack_seed = seed * 1_000_000 + index
         build = random_pack(pack_seed, folder)
         if build.built:
-            built.append((pack_seed, build.kind, build.name))
-        else:
+            built.append((pack_seed, build.kind, build.name, build.sketch.toolchain))
+        else:  # not left on the kernel path: the target refuses a folder holding a broken pack
             skipped.append((pack_seed, f"{build.status}: {build.reason}"[:160]))
+            shutil.rmtree(build.folder, ignore_errors=True)
         index += 1
     return built, skipped
 
 
-def true_ratio(session: Session, kernel: str, bound: float) -> float | None:
+def true_ratio(session: Session, kernel: str, version: str, bound: float) -> float | None:
     try:
-        return estimate(session.best(kernel).source, VERSION).cycles / bound
+        return estimate(session.best(kernel).source, version).cycles / bound
     except (ConfigError, NotCompiled):  # no BEST, or a program the harness cannot time
         return None
 
 
-def optimize_pack(session: Session, seed: int, kind: str, kernel: str, budget: float | None) -> PackRow:
-    row = PackRow(seed, kind, kernel)
+def optimize_pack(session: Session, pack: Built, budget: float | None) -> PackRow:
+    seed, kind, kernel, version = pack
+    row = PackRow(seed, kind, kernel, version)
     started = time.perf_counter()
     try:
         config = {"budget_s": budget} if budget else {}
-        summary = session.optimize([kernel], toolchain=VERSION, **config)
+        summary = session.optimize([kernel], toolchain=version, **config)
         row.stop = "; ".join(f"{k}: {why}" for k, why in summary.stopped.items())[:200] if summary.stopped else ""
     except ChiploreError as error:  # chiplore's own one-line refusal; the next pack goes on
         row.error = str(error).splitlines()[0][:200]
@@ -98,7 +106,7 @@ def optimize_pack(session: Session, seed: int, kind: str, kernel: str, budget: f
         if k.kernel == kernel:
             row.baseline, row.best, row.ratio = k.baseline_cycles, k.best_cycles, k.ratio_to_bound
             row.speedup, row.device_s = k.speedup_vs_baseline, k.device_seconds
-            row.true_ratio = true_ratio(session, kernel, k.bound_cycles_true)
+            row.true_ratio = true_ratio(session, kernel, version, k.bound_cycles_true)
     return row
 
 
@@ -118,11 +126,17 @@ def run(seed: int, count: int, budget: float | None, results: Path) -> tuple[lis
             session.learn(toolchain=VERSION)
             learnt.write_text(f"{time.perf_counter() - started:.0f} s\n")
             console.print(f"[dim]learnt {VERSION} in {learnt.read_text().strip()}[/dim]")
+        built.sort(key=lambda pack: pack[3])  # 0.6.0's packs, then 0.7.0's after an upgrade, as a user would
         with results.open("a") as out:
-            for index, (pack_seed, kind, kernel) in enumerate(built):
+            for index, pack in enumerate(built):
+                pack_seed, kind, kernel, version = pack
+                upgraded = work / f"upgraded-{version}"
+                if version != VERSION and not upgraded.exists():
+                    session.upgrade(version)
+                    upgraded.write_text("done\n")
                 if pack_seed in done:
                     continue
-                row = optimize_pack(session, pack_seed, kind, kernel, budget)
+                row = optimize_pack(session, pack, budget)
                 done[pack_seed] = row
                 out.write(json.dumps(asdict(row)) + "\n")
                 out.flush()
@@ -132,7 +146,7 @@ def run(seed: int, count: int, budget: float | None, results: Path) -> tuple[lis
                               highlight=False)  # fmt: skip
     finally:
         store.close()
-    return [done[s] for s, _, _ in built], skipped
+    return [done[pack[0]] for pack in built], skipped
 
 
 def _lines(path: Path) -> list[str]:
@@ -144,27 +158,37 @@ def _n(value: float | None, form: str = ",.0f") -> str:
 
 
 def render(rows: list[PackRow], skipped: list[tuple[int, str]]) -> int:
-    table = Table(title=f"random kernel packs, learn {VERSION} && optimize NAME (default settings, default chip)")
-    for column in ("seed", "kind", "kernel", "baseline", "best", "x bound", "x bound true", "speedup", "device-s",
-                   "wall s", "stopped"):  # fmt: skip
+    table = Table(title="random kernel packs: learn && optimize NAME, upgrade && optimize NAME (default settings)")
+    for column in ("seed", "kind", "kernel", "toolchain", "baseline", "best", "x bound", "x bound true", "speedup",
+                   "device-s", "wall s", "stopped"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("kind", "kernel", "stopped") else "right",
                          overflow="fold")  # fmt: skip
     for r in rows:
-        table.add_row(str(r.seed), r.kind, r.kernel, _n(r.baseline), _n(r.best), _n(r.ratio, ".3f"),
+        table.add_row(str(r.seed), r.kind, r.kernel, r.toolchain, _n(r.baseline), _n(r.best), _n(r.ratio, ".3f"),
                       _n(r.true_ratio, ".3f"), _n(r.speedup, ".2f"), f"{r.device_s:.0f}", f"{r.wall_s:.0f}",
                       r.error or r.stop)  # fmt: skip
     console.print(table)
     for pack_seed, why in skipped:
         console.print(f"[dim]seed {pack_seed} not built: {why}[/dim]", highlight=False)
-    ratios = [r.ratio for r in rows]
-    if not rows or any(r is None for r in ratios):
-        console.print("some pack has no BEST ratio: the targets are not met")
+    missing = [r for r in rows if r.ratio is None]
+    if not rows or missing:
+        console.print(f"{len(missing)} pack(s) without a BEST ratio: the targets are not met")
         return 1
-    worst, median = max(ratios), statistics.median(ratios)  # type: ignore[type-var, arg-type]
-    met = worst <= TARGET and median <= MEDIAN_TARGET
-    console.print(f"{len(rows)} packs: worst {worst:.3f}x of the bound (target {TARGET}), median {median:.3f}x "
-                  f"(target {MEDIAN_TARGET}): {'met' if met else 'NOT met'}")  # fmt: skip
+    met = _summary(f"all {len(rows)} packs", [r.ratio for r in rows if r.ratio is not None])
+    # a kernel whose weights move in a few thousand cycles is bound by its other work (the input's
+    # norm, the reductions over slices, the launch), which the weight-movement bound leaves out
+    heavy = [r.ratio for r in rows if r.ratio is not None and r.best is not None and r.best / r.ratio >= HEAVY]
+    if heavy:
+        _summary(f"{len(heavy)} packs whose weights take >= {HEAVY:,} cycles to move", heavy)
     return 0 if met else 1
+
+
+def _summary(what: str, ratios: list[float]) -> bool:
+    worst, median = max(ratios), statistics.median(ratios)
+    met = worst <= TARGET and median <= MEDIAN_TARGET
+    console.print(f"{what}: worst {worst:.3f}x of the bound (target {TARGET}), median {median:.3f}x "
+                  f"(target {MEDIAN_TARGET}): {'met' if met else 'NOT met'}")  # fmt: skip
+    return met
 
 
 def main() -> int:
