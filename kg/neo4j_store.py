@@ -175,7 +175,8 @@ class Neo4jStore:
         if summary.query_type in ("w", "rw"):
             raise WriteRefused("writes are refused on the read-only path; this query modifies the graph")
         if summary.query_type == "s":
-            raise WriteRefused("writes are refused on the read-only path; this query changes the schema")
+            raise WriteRefused("writes are refused on the read-only path; this query changes the schema "
+                               "or administers the server")  # fmt: skip
         if summary.query_type != "r":
             raise QueryRefused("only queries that read the graph run on the read-only path")
         if summary.database not in (None, self.database):
@@ -208,8 +209,8 @@ class Neo4jStore:
         code = getattr(error, "code", "") or ""
         if "TransactionTimedOut" in code:
             return timed_out(timeout_s or self.query_timeout_s)
-        if "MemoryPoolOutOfMemoryError" in code:  # a TransientError, though no retry can help it
-            return QueryError(f"the query needs more memory than one transaction may use on this server: "
+        if "OutOfMemoryError" in code:  # transient to Neo4j (its pool or its heap), though no retry can help
+            return QueryError(f"the query needs more memory than this Neo4j server lets it use: "
                               f"{_message(error, self._secrets)}")  # fmt: skip
         if isinstance(error, neo4j_errors.AuthError):
             return StoreAuthError(
