@@ -99,7 +99,8 @@ def params_command(app: App, fmt: str, as_json: bool) -> None:
               help="Rows to show at most; the rest is cut as it arrives (and stderr says so).")  # fmt: skip
 def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool, max_rows: int) -> None:
     """Run a Cypher query read-only: the database's planner refuses anything that writes, loads files
-    or administers; the server stops it at the query timeout; rows past --max-rows or 4 MB are cut."""
+    or administers; it ends at the query timeout (CHIPLORE_QUERY_TIMEOUT_S) whatever the server does,
+    and at once on Ctrl-C; rows past --max-rows or 4 MB are cut (docs/graph.md, section 6)."""
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
     values = parse_params(params)
     with app.open_store() as store:
