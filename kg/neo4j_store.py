@@ -84,9 +84,6 @@ class Neo4jStore:
         )
         self._uri, self._auth = uri, (user, password)
         self._driver = self._new_driver()
-        # Untrusted reads run on a driver of their own: cutting a runaway's connection (closing that
-        # driver) leaves the connections of the other work of this process alone.
-        self._untrusted: neo4j.Driver | None = None
         self._closed = False
 
     def _new_driver(self) -> neo4j.Driver:
@@ -131,7 +128,10 @@ class Neo4jStore:
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
         values = dict(params or {})
-        driver = self._untrusted = self._untrusted or self._new_driver()
+        # A driver of each untrusted read's own (a few ms): cutting a runaway's connection, by closing
+        # that driver, leaves alone the other work of this process, other untrusted reads included.
+        driver = self._new_driver()
+        cut = _once(lambda: _cut(driver))
 
         def work() -> GuardedResult:
             # Not retried: a query that broke the connection is not sent again.
@@ -155,20 +155,13 @@ class Neo4jStore:
         try:
             # The server checks the transaction's timeout between rows only: one expression that
             # computes for long, or one huge row being decoded here, would hold this call past it.
-            return run_bounded(work, seconds=limits.timeout_s + GRACE_S, abort=lambda: self._cut(driver))
+            return run_bounded(work, seconds=limits.timeout_s + GRACE_S, abort=cut)
         except DeadlinePassed:
             raise timed_out(limits.timeout_s) from None
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
             raise self._translate(error, limits.timeout_s) from error
-
-    def _cut(self, driver: neo4j.Driver) -> None:
-        """Close the untrusted reads' driver, connection in use included: the server then terminates
-        the transaction, and the worker waiting on its reply wakes up."""
-        if self._untrusted is driver:
-            self._untrusted = None
-        closer = threading.Thread(target=driver.close, name="chiplore-cut-untrusted", daemon=True)
-        closer.start()
-        closer.join(1.0)
+        finally:
+            cut()
 
     def _vet(self, summary: neo4j.ResultSummary, query: str) -> None:
         """Refuse what the planner says is not a plain read of this database."""
@@ -290,8 +283,6 @@ class Neo4jStore:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            if self._untrusted is not None:
-                self._cut(self._untrusted)
             self._driver.close()
 
     def __enter__(self) -> Neo4jStore:
@@ -299,6 +290,25 @@ class Neo4jStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cut(driver: neo4j.Driver) -> None:
+    """Close a driver, connection in use included: the server then terminates its transaction, and
+    a thread waiting on its reply wakes up. Waits a second at most (closing says goodbye first)."""
+    closer = threading.Thread(target=driver.close, name="chiplore-cut-untrusted", daemon=True)
+    closer.start()
+    closer.join(1.0)
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    done: list[bool] = []
+
+    def run() -> None:
+        if not done:
+            done.append(True)
+            action()
+
+    return run
 
 
 def _collect(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> list[Record]:
