@@ -22,6 +22,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -129,6 +130,11 @@ class FalkorDBServer:
                     )
                 log.debug("attaching to the running embedded store at %s", self.paths.socket)
                 return False
+            if state == "foreign":
+                raise StoreBusy(
+                    f"a program that chiplore did not start listens on {self.paths.socket} and does not answer "
+                    f"it; chiplore neither uses nor removes that socket: stop that program or choose another data dir"
+                )
             if state == "held":
                 pid = self._read_pid()
                 raise StoreBusy(
@@ -160,7 +166,8 @@ class FalkorDBServer:
         append-only file is fsynced on every write, so nothing committed is lost; the clients of other
         processes reconnect on their next command. A server chiplore did not start is never touched."""
         with self._locked():
-            if self._probe() == "up" and not self._is_ours():
+            state = self._probe()
+            if state == "foreign" or (state == "up" and not self._is_ours()):
                 return
             pid = self._read_pid()
             if pid is not None and _is_redis_process(pid):
@@ -211,7 +218,8 @@ class FalkorDBServer:
         )
 
     def _probe(self) -> str:
-        """One of: up, loading, held (pid alive, no answer), absent (nothing alive)."""
+        """One of: up, loading, held (our pid alive, no answer), foreign (another program listens on the
+        socket but does not answer chiplore: a password, another protocol), absent (nothing alive)."""
         if self.paths.socket.exists():
             conn = self._connection()
             try:
@@ -219,13 +227,15 @@ class FalkorDBServer:
                 return "up"
             except redis.exceptions.BusyLoadingError:
                 return "loading"
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            except (redis.exceptions.RedisError, OSError):
                 pass
             finally:
                 conn.close()
         pid = self._read_pid()
         if pid is not None and _is_redis_process(pid):
             return "held"
+        if _listening(self.paths.socket):
+            return "foreign"
         return "absent"
 
     def _run_id(self) -> str | None:
@@ -489,6 +499,19 @@ def _cap_memory(pid: int) -> None:
         return
     with contextlib.suppress(OSError):
         resource.prlimit(pid, resource.RLIMIT_DATA, (SERVER_HEAP_MAX_BYTES, SERVER_HEAP_MAX_BYTES))
+
+
+def _listening(path: Path) -> bool:
+    """Whether a program accepts connections on the unix socket `path` (a file left by a crash does not)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 def _is_redis_process(pid: int) -> bool:
