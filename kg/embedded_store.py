@@ -119,8 +119,8 @@ class EmbeddedStore:
             clients.append(client)
             # EXPLAIN too runs within the deadline: FalkorDB folds constants while planning, so
             # planning `range(1, 1000000000)` already builds the list.
-            vet_plan(plan_from_falkordb(list(client.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, sent[0]))),
-                     query)  # fmt: skip
+            plan = client.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, sent[0])
+            vet_plan(plan_from_falkordb(list(plan)), query)
             sent.append(header + capped)
             return client.select_graph(GRAPH_NAME).ro_query(sent[-1], timeout=timeout_ms)
 
