@@ -154,6 +154,11 @@ def test_a_pool_of_devices_finishes_an_optimize_and_gives_every_device_work(toy_
     assert session.devices() == summary.devices  # what `chiplore status` shows
 
 
+# how a kernel's run ends when nothing goes wrong: patience spent, or (far from its bound, where the
+# schedule opens new architect rounds) a small design space tried through
+NORMAL_STOPS = ("no accepted change", "the design space is exhausted")
+
+
 def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_graph: GraphStore, local_ray: str,
                                                                          tmp_path: Path) -> None:  # fmt: skip
     Session(toy_graph, ToyChip()).learn()
@@ -181,7 +186,7 @@ def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_gra
         restarted = ray.get(engine.actor("toy-1").ping.remote())  # type: ignore[attr-defined]
     assert killed, "toy-1 never ran a job"
     assert_whole(toy_graph)
-    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith("no accepted change")
+    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith(NORMAL_STOPS)
     # the job that died with its runner ran again on the other device; Ray brought the runner back
     _, sha, died_at = killed[0].split(".")
     assert [m for m in marks.glob(f"toy-0.{sha}.*") if int(m.name.split(".")[2]) > int(died_at)]
@@ -202,7 +207,7 @@ def test_a_device_that_faults_loses_and_duplicates_nothing(toy_graph: GraphStore
             executor=PooledExecutor(engine),
         )
     assert_whole(toy_graph)
-    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith("no accepted change")
+    assert summary.accepted >= 1 and summary.stopped[GEMV].startswith(NORMAL_STOPS)
     flaky = next(d for d in summary.devices if d.device == "toy-1")
     assert flaky.failed_jobs >= 1 and all(d.failed_jobs == 0 for d in summary.devices if d.device != "toy-1")
     # each faulted job was run again, on another device: no design failed or was quarantined for it
