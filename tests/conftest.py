@@ -95,6 +95,21 @@ def store(request: pytest.FixtureRequest) -> GraphStore:
 
 
 @pytest.fixture
+def embedded_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a CLI run on a fresh embedded store."""
+    return {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+
+
+@pytest.fixture
+def neo4j_env(neo4j_server: Neo4jServer) -> dict[str, str]:
+    """The environment of a CLI run on the test Neo4j, wiped."""
+    store = neo4j_server.store()
+    wipe_neo4j(store)
+    store.close()
+    return neo4j_server.env()
+
+
+@pytest.fixture
 def graph(store: GraphStore) -> GraphStore:
     """A fresh store on each backend with the schema and SimRNGD registered (the ingest and loop tests)."""
     ensure_schema(store)

@@ -20,20 +20,6 @@ from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.processes import pid_alive
 from chiplore.kg.repo.designs import add_design, register_kernel, set_best
 from chiplore.kg.repo.knowledge import record_activity
-from tests.conftest import Neo4jServer, wipe_neo4j
-
-
-@pytest.fixture
-def embedded_env(tmp_path: Path) -> dict[str, str]:
-    return {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
-
-
-@pytest.fixture
-def neo4j_env(neo4j_server: Neo4jServer) -> dict[str, str]:
-    store = neo4j_server.store()
-    wipe_neo4j(store)
-    store.close()
-    return neo4j_server.env()
 
 
 @pytest.fixture(params=["embedded", "neo4j"])

@@ -28,7 +28,6 @@ from chiplore.kg.guard import QueryTimedOut, UntrustedLimits, capped_query
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.processes import pid_alive
 from chiplore.kg.store import GraphStore
-from tests.conftest import Neo4jServer, wipe_neo4j
 
 TIMEOUT_S = 2.0
 LIMITS = UntrustedLimits(max_rows=100, timeout_s=TIMEOUT_S)
@@ -188,19 +187,6 @@ def test_a_bounded_wait_ends_at_a_signal() -> None:
 
 
 # -- the command line ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def embedded_env(tmp_path: Path) -> dict[str, str]:
-    return {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
-
-
-@pytest.fixture
-def neo4j_env(neo4j_server: Neo4jServer) -> dict[str, str]:
-    store = neo4j_server.store()
-    wipe_neo4j(store)
-    store.close()
-    return neo4j_server.env()
 
 
 @pytest.fixture(params=["embedded", "neo4j"])
