@@ -105,11 +105,11 @@ class Neo4jStore:
 
     def read(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
         work = self._unit_of_work(timeout_s)
-        return self._retrying(lambda session: session.execute_read(work, query, dict(params or {})))
+        return self._retrying(lambda session: session.execute_read(work, query, dict(params or {})), timeout_s)
 
     def write(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
         work = self._unit_of_work(timeout_s)
-        return self._retrying(lambda session: session.execute_write(work, query, dict(params or {})))
+        return self._retrying(lambda session: session.execute_write(work, query, dict(params or {})), timeout_s)
 
     def write_rows(
         self,
@@ -184,8 +184,9 @@ class Neo4jStore:
         """The transaction function, with the server-side timeout for this query."""
         return neo4j.unit_of_work(timeout=timeout_s or self.query_timeout_s)(_collect)
 
-    def _retrying(self, work: Callable[[neo4j.Session], T]) -> T:
-        """Run work in a fresh session; retry when the connection drops, map errors to ours."""
+    def _retrying(self, work: Callable[[neo4j.Session], T], timeout_s: float | None = None) -> T:
+        """Run work in a fresh session; retry when the connection drops, map errors to ours (a
+        timeout quoted as `timeout_s`, the one this query ran under)."""
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
 
@@ -196,7 +197,7 @@ class Neo4jStore:
         try:
             return self._retry(attempt)
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as error:
-            raise self._translate(error) from error
+            raise self._translate(error, timeout_s) from error
 
     def _translate(self, error: Exception, timeout_s: float | None = None) -> StoreError | QueryError:
         code = getattr(error, "code", "") or ""
