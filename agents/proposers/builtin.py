@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from chiplore.agents.proposers.base import DesignProposal, KernelView, Role
 from chiplore.agents.proposers.search import Priced, Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import DesignSpace, Params, neighbours, points
+from chiplore.core.pack import DesignSpace, Params, neighbours, valid_points
 
 
 class BuiltinArchitect:
@@ -29,7 +29,7 @@ class BuiltinArchitect:
         if space is None:
             return []
         facts = view.knowledge.facts
-        valid = list(points(space, facts))
+        valid = valid_points(space, facts)
         # a later architect round (a new branch far from the bound) searches from another seeded sample
         search = Search(space, facts, view.version, view.predicted, self.budget)
         priced = search_space(search, valid, view.seed + view.architect_designs)

@@ -11,6 +11,7 @@ only through `Target` and `TargetPack`; docs/targets.md walks through writing on
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -167,6 +168,25 @@ def points(space: DesignSpace, facts: Facts) -> Iterator[Params]:
         setting = dict(zip(names, values, strict=True))
         if space.valid(setting, facts):
             yield setting
+
+
+_VALID: collections.OrderedDict[tuple[int, tuple[tuple[str, float], ...]], tuple[DesignSpace, tuple[Params, ...]]] = (
+    collections.OrderedDict()
+)
+_VALID_KEPT = 16  # spaces x fact sets: one optimize run holds a handful
+
+
+def valid_points(space: DesignSpace, facts: Facts) -> list[Params]:
+    """`points` as a list, remembered per space and facts: a space's validity writes each design's
+    program, and every architect round of a kernel asks again under the same facts."""
+    key = (id(space), tuple(sorted(facts.items())))
+    kept = _VALID.get(key)
+    if kept is None or kept[0] is not space:  # the space is kept with its points, so its id is its own
+        kept = _VALID[key] = (space, tuple(points(space, facts)))
+        while len(_VALID) > _VALID_KEPT:
+            _VALID.popitem(last=False)
+    _VALID.move_to_end(key)
+    return [dict(p) for p in kept[1]]
 
 
 def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:

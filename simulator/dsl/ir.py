@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from chiplore.core.target import Span
 
@@ -20,6 +20,14 @@ DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     span: Span | None = Field(default=None, repr=False)
+    # The node and every node below it, once walked (dsl/walk.py): the checks walk each program's
+    # tree a few dozen times, and a frozen tree's nodes never change.
+    _walked: tuple[Node, ...] | None = PrivateAttr(default=None)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:  # type: ignore[override]
+        copy = super().model_copy(update=update, deep=deep)
+        copy._walked = None  # another node: what was below this one may not be below it
+        return copy
 
     def _key(self) -> tuple[Any, ...]:
         # Where a node came from is not part of what it is.

@@ -9,6 +9,13 @@ from chiplore.simulator.dsl import ir
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:
     """The node and every node below it, parents before children, in source order."""
+    walked = node._walked
+    if walked is None:
+        walked = node._walked = tuple(_walk(node))
+    return iter(walked)
+
+
+def _walk(node: ir.Node) -> Iterator[ir.Node]:
     stack: list[ir.Node] = [node]
     while stack:
         current = stack.pop()
