@@ -2,8 +2,9 @@
 
 Set CHIPLORE_TEST_NEO4J_URI (and CHIPLORE_TEST_NEO4J_PASSWORD) to use a Neo4j you run yourself;
 otherwise the session starts one with chiplore.kg.neo4j_local (Java 17+ and Maven needed), named by
-CHIPLORE_TEST_NEO4J_NAME (default `pytest`) so that concurrent sessions each get their own. A missing Neo4j
-fails the run: the Neo4j suite is never skipped.
+CHIPLORE_TEST_NEO4J_NAME (default `pytest`) so that concurrent sessions each get their own (and each
+pytest-xdist worker its own, the name suffixed by the worker's). A missing Neo4j fails the run: the Neo4j
+suite is never skipped.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ class Neo4jServer:
 def neo4j_server() -> Iterator[Neo4jServer]:
     external = os.environ.get("CHIPLORE_TEST_NEO4J_URI")
     if external:
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers wiping one database break each other's tests
+            pytest.fail("CHIPLORE_TEST_NEO4J_URI names one database: run those tests with `-n 0`")
         yield Neo4jServer(external, os.environ.get("CHIPLORE_TEST_NEO4J_PASSWORD", ""))
         return
     name = os.environ.get("CHIPLORE_TEST_NEO4J_NAME", "pytest")  # one instance per concurrent session
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # and per pytest-xdist worker: each wipes its database before every test
+        name = f"{name}-{worker}"
     instance = neo4j_local.start(name, TEST_PASSWORD, fresh=True)
     assert instance.uri is not None
     try:
@@ -140,6 +146,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (not explicit and folder in UNIT_FOLDERS and not servers and item.get_closest_marker("slow") is None
                 and item.get_closest_marker("server") is None):  # fmt: skip
             item.add_marker(pytest.mark.unit)
+        if _shares_a_module_fixture(item):  # with `--dist loadgroup`, the fixture is built once, on one worker
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture built once for its module or class (a campaign, a server)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
 
 
 @pytest.fixture(autouse=True)
