@@ -47,6 +47,9 @@ START_TIMEOUT_S = 60.0
 # loses nothing committed, and the FalkorDB module can hold a scheduled shutdown for good (a query
 # still running, or no reason at all).
 STOP_TIMEOUT_S = 10.0
+# A live server of ours can miss one probe's timeout on a loaded machine (a starved CPU, an fsync behind
+# a busy disk): it is asked again for this long before it is called held.
+HELD_PATIENCE_S = 20.0
 # Unix socket paths are limited to 107 bytes on Linux; past this, the socket moves to the temp dir.
 MAX_SOCKET_PATH = 100
 # Server-side limits that hold for every query, whoever sends it (chiplore asks for less per query).
@@ -119,11 +122,9 @@ class FalkorDBServer:
     def ensure_running(self) -> bool:
         """Attach to the live server or start one; True when this process started it."""
         with self._locked():
-            state = self._probe()
-            if state in ("up", "loading"):
-                if state == "loading":
-                    self._wait_until_ready(None)
-                if not self._is_ours():
+            state, ours = self._settled_state()
+            if state == "up":
+                if not ours:
                     raise StoreBusy(
                         f"a server that chiplore did not start answers on {self.paths.socket}; chiplore neither "
                         f"attaches to it nor stops it: stop that server or choose another data dir"
@@ -139,7 +140,8 @@ class FalkorDBServer:
                 pid = self._read_pid()
                 raise StoreBusy(
                     f"the embedded store in {self.paths.root.parent} is held by process {pid}, "
-                    f"which does not answer on {self.paths.socket}; stop that process and retry"
+                    f"which has not answered on {self.paths.socket} for {HELD_PATIENCE_S:.0f} s; "
+                    "stop that process and retry"
                 )
             self._clear_stale()
             self._start()
@@ -149,10 +151,14 @@ class FalkorDBServer:
         """Stop the server if no other chiplore store (of another process, or another store `store`
         is not, in this one) is attached to it."""
         with self._locked():
-            if self._probe() != "up":
+            state, ours = self._settled_state()
+            if state == "held" and self._process is not None:  # ours, started here, and silent: stop it
+                self._shutdown()
+                return
+            if state != "up":
                 self._reap()
                 return
-            if not self._is_ours():
+            if not ours:
                 log.warning("the server on %s is not one chiplore started: left running", self.paths.socket)
                 return
             others = self._other_attached_pids(store)
@@ -167,7 +173,7 @@ class FalkorDBServer:
         processes reconnect on their next command. A server chiplore did not start is never touched."""
         with self._locked():
             state = self._probe()
-            if state == "foreign" or (state == "up" and not self._is_ours()):
+            if state == "foreign" or (state == "up" and self._is_ours() is False):
                 return
             pid = self._read_pid()
             if pid is not None and _is_redis_process(pid):
@@ -238,6 +244,28 @@ class FalkorDBServer:
             return "foreign"
         return "absent"
 
+    def _settled_state(self) -> tuple[str, bool]:
+        """The probe's state once a live server of ours has had HELD_PATIENCE_S to answer, and, when it
+        is up, whether it is chiplore's. A server that answers a ping and then not the ownership
+        questions counts as held for the while: calling it foreign on one slow answer would refuse
+        the user's own store."""
+        deadline = time.monotonic() + HELD_PATIENCE_S
+        while True:
+            state = self._probe()
+            if state == "loading":
+                self._wait_until_ready(None)
+                state = "up"
+            ours = False
+            if state == "up":
+                ours_or_unknown = self._is_ours()
+                if ours_or_unknown is None:
+                    state = "held"
+                ours = bool(ours_or_unknown)
+            if state != "held" or time.monotonic() >= deadline:
+                return state, ours
+            log.debug("the embedded store at %s is slow to answer: asking again", self.paths.socket)
+            time.sleep(0.2)
+
     def _run_id(self) -> str | None:
         conn = self._connection()
         try:
@@ -247,31 +275,35 @@ class FalkorDBServer:
         finally:
             conn.close()
 
-    def _is_ours(self) -> bool:
+    def _is_ours(self) -> bool | None:
         """True when the server answering on the socket is the one chiplore's marker names, or one
         chiplore started with this data dir's own pid and log files whose starter died before it
-        could write the marker (it is then marked now)."""
+        could write the marker (it is then marked now); None when it did not answer the questions."""
         try:
             marker = json.loads(self.paths.owner_file.read_text())
         except (FileNotFoundError, ValueError):
             marker = {}
         run_id = self._run_id()
-        if run_id is not None and marker.get("run_id") == run_id:
+        if run_id is None:
+            return None
+        if marker.get("run_id") == run_id:
             return True
-        if self._started_here():
+        started_here = self._started_here()
+        if started_here:
             self._write_marker()
-            return True
-        return False
+        return started_here
 
-    def _started_here(self) -> bool:
+    def _started_here(self) -> bool | None:
         """Whether the live server's own configuration names this data dir's pid and log files:
-        only chiplore starts a server that way."""
+        only chiplore starts a server that way (None: it did not answer)."""
         conn = self._connection()
         try:
             pidfile = conn.config_get("pidfile").get("pidfile", "")
             logfile = conn.config_get("logfile").get("logfile", "")
+        except redis.exceptions.ResponseError:
+            return False  # a server that refuses CONFIG is not one chiplore configured
         except (redis.exceptions.RedisError, OSError):
-            return False
+            return None
         finally:
             conn.close()
         return Path(pidfile) == self.paths.pid_file and Path(logfile) == self.paths.log_file

@@ -20,7 +20,8 @@ GQA = "gqa_project_qkv"
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     environment = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"), "CHIPLORE_KERNELS": ""}
-    assert run(environment, "init").exit_code == 0
+    result = run(environment, "init")
+    assert result.exit_code == 0, result.output
     return environment
 
 

@@ -66,6 +66,7 @@ def test_a_report_with_only_learn_renders_and_says_what_is_empty(env: dict[str, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # learn, three optimizes, an upgrade and two browser runs: ~250 s beside another worker
 def test_a_small_demo_matches_status_and_its_report_has_labelled_figures(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "demo"
     quick = {**env, "CHIPLORE_SEARCH_PREDICTIONS": "16"}  # a few designs priced per proposal: a small demo
