@@ -31,7 +31,7 @@ from chiplore.simulator.pack.params import CHIP_ROOF
 from chiplore.simulator.target import SimRNGD
 from tests.simulator.programs import examples as shipped_examples
 
-pytestmark = pytest.mark.slow  # the fast tier (`pytest -m 'not slow'`) leaves this module out
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # not the fast tier; whole optimizes, ~250 s in CI
 
 ROOF = CHIP_ROOF.key
 
