@@ -15,6 +15,7 @@ never reports a hole it cannot prove.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.lower_dma import _aligned
 from chiplore.simulator.toolchain.lowered import LoweredProgram
 from chiplore.simulator.toolchain.op_semantics import SemOp
-from chiplore.simulator.toolchain.placement import Tensor, View
+from chiplore.simulator.toolchain.placement import Restriction, Tensor, View
 from chiplore.simulator.toolchain.rules import emit
 
 MAX_GRID = 1 << 20  # merged cells per tensor beyond which it is left unchecked
@@ -60,19 +61,32 @@ class _Layout:
         return cls(digits)
 
     def cells(self, atom: str, roots: np.ndarray) -> tuple[np.ndarray, bool]:
-        """The cells these root values of `atom` land in, and whether any falls outside what is held."""
-        index = np.zeros(len(roots), dtype=np.int64)
-        inside = np.ones(len(roots), dtype=bool)
-        for digit, held in self.digits[atom]:
-            value = (roots // digit.stride) % digit.size
-            inside &= value < held
-            index = index * held + np.minimum(value, held - 1)
+        """The cells the root values of `atom` a mask names land in, and whether any falls outside
+        what is held."""
+        cell, inside = _cell_map(tuple(self.digits[atom]), len(roots))
         marks = np.zeros(self.size(atom), dtype=bool)
-        marks[index[inside]] = True
-        return np.flatnonzero(marks), not bool(np.all(inside))
+        marks[cell[roots & inside]] = True
+        return np.flatnonzero(marks), bool(np.any(roots & ~inside))
 
     def size(self, atom: str) -> int:
         return math.prod(held for _, held in self.digits[atom])
+
+
+@functools.lru_cache(maxsize=1024)
+def _cell_map(digits: tuple[tuple[Digit, int], ...], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per root value of an atom of `size` values: its cell in a layout holding `digits`, and whether
+    the layout holds it. The same few layouts serve every op of a program (and its sibling designs),
+    so the digit arithmetic is done once per layout, not once per access."""
+    roots = np.arange(size, dtype=np.int64)
+    index = np.zeros(size, dtype=np.int64)
+    inside = np.ones(size, dtype=bool)
+    for digit, held in digits:
+        value = (roots // digit.stride) % digit.size
+        inside &= value < held
+        index = index * held + np.minimum(value, held - 1)
+    index.setflags(write=False)
+    inside.setflags(write=False)
+    return index, inside
 
 
 @dataclass
@@ -99,13 +113,15 @@ def check_reads_written(program: LoweredProgram, trace: tuple[SemOp, ...], axes:
             tensor = view.tensor
             if tensor.space == "hbm":
                 continue
-            history = histories.setdefault(tensor.id, _History(tensor, _Layout.of(tensor)))
+            history = histories.get(tensor.id)
+            if history is None:
+                history = histories[tensor.id] = _History(tensor, _Layout.of(tensor))
             if roots is None:
                 history.followed = False
                 continue
             cells, outside = {}, False
             for atom in history.layout.digits:
-                cells[atom], out = history.layout.cells(atom, np.flatnonzero(roots[atom]))
+                cells[atom], out = history.layout.cells(atom, roots[atom])
                 outside |= out
             history.events.append(_Event(write, cells, op.op_id, outside and not write))
     lines = {op.id: op.line for op in program.ops}
@@ -150,16 +166,23 @@ def _held(tensor: Tensor) -> set[str]:
 
 
 def _admitted(view: View, atom: str, size: int, shift: int) -> np.ndarray:
-    """A mask over the atom's root values: the view's indices that pass its restrictions, shifted."""
+    """A mask over the atom's root values: the view's indices that pass its restrictions, shifted
+    (read-only: it is shared)."""
+    return _admitted_by((*((r, o) for r, o in view.constraints() if r.atom == atom),), size, shift)
+
+
+@functools.lru_cache(maxsize=4096)
+def _admitted_by(constraints: tuple[tuple[Restriction, int], ...], size: int, shift: int) -> np.ndarray:
+    """`_admitted` by value: a loop's iterations address the same few tiles, so most masks recur."""
     index = np.arange(size, dtype=np.int64)
     ok = np.ones(size, dtype=bool)
-    for restriction, offset in view.constraints():
-        if restriction.atom == atom:
-            root = index + offset
-            ok &= (root < size) & restriction.admits(root)
+    for restriction, offset in constraints:
+        root = index + offset
+        ok &= (root < size) & restriction.admits(root)
     roots = np.zeros(size, dtype=bool)
     shifted = index[ok] + shift
     roots[shifted[(shifted >= 0) & (shifted < size)]] = True
+    roots.setflags(write=False)
     return roots
 
 
@@ -179,7 +202,7 @@ def _written(source: View, destination: View, reduced: set[str], axes: AxisSyste
         size = axes.atoms[atom]
         index = _admitted(destination_frame, atom, size, 0)
         if atom in held and atom not in reduced:
-            index &= _admitted(source_frame, atom, size, 0)
+            index = index & _admitted(source_frame, atom, size, 0)
         roots = np.zeros(size, dtype=bool)
         shifted = np.flatnonzero(index) + destination_frame.shift(atom)
         roots[shifted[(shifted >= 0) & (shifted < size)]] = True
@@ -206,11 +229,12 @@ def _replay(history: _History, version: str, lines: dict[str, int | None]) -> li
     written = np.zeros(counts, dtype=bool)
     noted: list[Diagnostic] = []
     for event in history.events:
-        picks = np.ix_(*(np.unique(classes[atom][event.cells[atom]]) for atom in atoms)) if atoms else ()
+        chosen = [np.unique(classes[atom][event.cells[atom]]) for atom in atoms]
+        picks = np.ix_(*chosen) if atoms else ()
         if event.write:
             written[picks] = True
             continue
-        if atoms and any(len(classes[atom][event.cells[atom]]) == 0 for atom in atoms):
+        if any(len(c) == 0 for c in chosen):
             continue
         missing = ~written[picks] if atoms else np.array(not written)
         if not bool(np.any(written)):  # nothing written yet: its first contents are undefined (a probe's own)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.env import Env, expand_layout
@@ -221,8 +223,8 @@ def live_slice_ids(view: View, axes: AxisSystem) -> tuple[int, ...]:
     """Global ids (cluster * 256 + slice) of the slices that hold the view's data or copies."""
     dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field in ("cluster", "slice")]
     base = dm_base(view)
-    ids = {int(base["cluster"]) * SLICES + int(base["slice"])}
-    for dim in dims:
-        scale = SLICES if dim.field == "cluster" else 1
-        ids = {i + v * int(dim.step) * scale for i in ids for v in dim.values}
-    return tuple(sorted(ids))
+    ids = np.array([int(base["cluster"]) * SLICES + int(base["slice"])], dtype=np.int64)
+    for dim in dims:  # every sum of one value per dim: up to 512 slices times a dim's values
+        step = int(dim.step) * (SLICES if dim.field == "cluster" else 1)
+        ids = np.unique(ids[:, None] + np.asarray(dim.values, dtype=np.int64)[None, :] * step)
+    return tuple(ids.tolist())
