@@ -142,7 +142,7 @@ def test_unresponsive_server_gives_a_clear_error(tmp_path: Path, monkeypatch: py
             EmbeddedStore(data_dir)
     finally:
         os.kill(pid, signal.SIGCONT)
-    owner.close()
+        owner.close()
 
 
 def test_a_server_slow_to_answer_is_waited_for_not_refused(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_a_server_slow_to_answer_is_waited_for_not_refused(tmp_path: Path) -> No
     finally:
         resume.join()
         os.kill(pid, signal.SIGCONT)
-    owner.close()
+        owner.close()
 
 
 def test_data_survives_a_clean_restart(tmp_path: Path) -> None:
