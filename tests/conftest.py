@@ -129,6 +129,7 @@ SERVER_FIXTURES = frozenset({"neo4j_server", "neo4j_store", "embedded_store", "s
 UNIT_FOLDERS = ("simulator",)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers: every test that reaches the Neo4j server is marked `neo4j`; a fast test that needs
     no server (the simulator's, or one its module marks `unit`) is marked `unit`. A test marked
@@ -148,6 +149,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
         if _shares_a_module_fixture(item):  # with `--dist loadgroup`, the fixture is built once, on one worker
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A worker of `--dist loadgroup` whose grouped tests lack xdist's `@group` suffix would scatter a
+    module's campaign over the workers, each building it (CI built the upgrade campaign twice, 13 min
+    each): refuse to run so rather than be slow in silence."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "loadgroup", False):
+        return
+    ungrouped = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(f"pytest-xdist did not group {len(ungrouped)} tests (first: {ungrouped[0]}): "
+                                "this pytest and pytest-xdist do not work together; see pyproject.toml")  # fmt: skip
 
 
 def _shares_a_module_fixture(item: pytest.Item) -> bool:
