@@ -102,7 +102,12 @@ def main() -> None:
         concurrent = Phase("two optimize runs at once")
         both = [command(env, ("optimize", "decoder_feedforward", "--budget", "300", "--json")) for _ in range(2)]
         concurrent.runs = 2
-        concurrent.finished = all(p.wait(timeout=3600) == 0 for p in both)
+        ended = [(p, *p.communicate(timeout=3600)) for p in both]
+        concurrent.finished = all(p.returncode == 0 for p, _, _ in ended)
+        for p, _, err in ended:
+            if p.returncode:
+                last = (err.strip().splitlines() or ["-"])[-1]
+                Console(width=140).print(f"an optimize run exited {p.returncode}: {last}")
         concurrent.violations = check(data_dir)
         phases.append(concurrent)
     table = Table(title=f"kill -9 at random points (seed {args.seed}), then two runs at once")
