@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from chiplore.agents.acceptance import JudgeAgainstBest
 from chiplore.agents.callbacks import Events, Note, RecordRuns, RecordScreenings
 from chiplore.agents.cost_model import CalibratedCostModel, GraphPredictionMemory
+from chiplore.agents.heartbeat import Heartbeat
 from chiplore.agents.knowledge import Knowledge, read_knowledge
 from chiplore.agents.lease import Lease
 from chiplore.agents.lifecycle import Decider, DesignLifecycle
@@ -231,7 +232,8 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     specs = choose_kernels(context.target, config.kernels)
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
     run.kernel_budget_s = config.budget_s / len(specs)
-    with executor.session(run, specs):
+    # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
+    with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
         outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
     run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)
@@ -386,8 +388,13 @@ class KernelRun:
             # recorded; the next run measures it again
             update_design(store, root_id, held_by=lease.owner, status="failed", reason=why, owner="", lease_until="")
             raise KernelStopped(why)
-        set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
-                 measured_cycles=float(outcome.result.median_cycles))  # fmt: skip
+        try:
+            set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
+                     measured_cycles=float(outcome.result.median_cycles))  # fmt: skip
+        except ClaimLost:  # another run took the baseline over (this run's lease ran out): join its work
+            self.run.events.note(spec.name, "another run took over the baseline's measurement: joining it")
+            self.measure_root()
+            return
         self.run.events.note(spec.name, f"baseline {outcome.result.median_cycles:,} cycles")
 
     def _root_measured_or_free(self) -> DesignNode | None:

@@ -28,7 +28,6 @@ from chiplore.agents.proposers import KernelView
 from chiplore.agents.runner import DeviceRunner, RecordRun
 from chiplore.agents.scale.calendar import Calendar, Turns
 from chiplore.agents.scale.engine import Engine, Served
-from chiplore.agents.scale.heartbeat import Heartbeat
 from chiplore.agents.scale.pool_runner import FAILED, Pool, PoolRunner
 from chiplore.agents.scale.screening import RemoteScreener
 from chiplore.agents.scale.slots import DeviceSlots
@@ -62,8 +61,7 @@ class PooledExecutor(Executor):
         self._run = run
         # on simulated devices, jobs go out in calendar order (a conservative discrete-event order)
         self.calendar = Calendar(ordered=run.context.target.simulated_clock() is not None)
-        with Heartbeat(run.context.store, run.lease, [spec.name for spec in specs]):
-            yield
+        yield
 
     def make_runner(self, target: Target, record: RecordRun, *, budget_s: float, spent_s: float,
                     charged: Callable[[], float]) -> DeviceRunner:  # fmt: skip
