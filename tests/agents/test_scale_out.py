@@ -35,7 +35,7 @@ from tests.agents.scale_targets import SlowToyChip
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
 from tests.toy import ToyChip
 
-pytestmark = pytest.mark.slow  # Ray and several processes: the fast tier leaves this module out
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # Ray and several processes; not the fast tier
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMV = "gemv"
