@@ -27,7 +27,7 @@ from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.lower_dma import _aligned
 from chiplore.simulator.toolchain.lowered import LoweredProgram
 from chiplore.simulator.toolchain.op_semantics import SemOp
-from chiplore.simulator.toolchain.placement import Restriction, Tensor, View
+from chiplore.simulator.toolchain.placement import Tensor, View, admitted_mask
 from chiplore.simulator.toolchain.rules import emit
 
 MAX_GRID = 1 << 20  # merged cells per tensor beyond which it is left unchecked
@@ -167,22 +167,13 @@ def _held(tensor: Tensor) -> set[str]:
 
 def _admitted(view: View, atom: str, size: int, shift: int) -> np.ndarray:
     """A mask over the atom's root values: the view's indices that pass its restrictions, shifted
-    (read-only: it is shared)."""
-    return _admitted_by((*((r, o) for r, o in view.constraints() if r.atom == atom),), size, shift)
-
-
-@functools.lru_cache(maxsize=4096)
-def _admitted_by(constraints: tuple[tuple[Restriction, int], ...], size: int, shift: int) -> np.ndarray:
-    """`_admitted` by value: a loop's iterations address the same few tiles, so most masks recur."""
-    index = np.arange(size, dtype=np.int64)
-    ok = np.ones(size, dtype=bool)
-    for restriction, offset in constraints:
-        root = index + offset
-        ok &= (root < size) & restriction.admits(root)
+    (read-only when unshifted: it is shared)."""
+    mask = admitted_mask(tuple(c for c in view.constraints() if c[0].atom == atom), size)
+    if shift == 0:
+        return mask
     roots = np.zeros(size, dtype=bool)
-    shifted = index[ok] + shift
+    shifted = np.flatnonzero(mask) + shift
     roots[shifted[(shifted >= 0) & (shifted < size)]] = True
-    roots.setflags(write=False)
     return roots
 
 

@@ -175,12 +175,21 @@ def _every_value(size: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=8192)
 def _admitted(digit: Digit, constraints: tuple[Constraint, ...], atom_size: int) -> tuple[int, ...]:
+    values = np.flatnonzero(admitted_mask(constraints, atom_size))
+    return tuple(int(v) for v in np.unique((values // digit.stride) % digit.size))
+
+
+@lru_cache(maxsize=4096)
+def admitted_mask(constraints: tuple[Constraint, ...], atom_size: int) -> np.ndarray:
+    """Which view indices of an atom pass every constraint (each constraint of that atom), as a
+    read-only mask: a loop's iterations address the same few tiles, so most masks recur."""
     index = np.arange(atom_size, dtype=np.int64)
     mask = np.ones(atom_size, dtype=bool)
     for restriction, shift in constraints:
         root = index + shift
         mask &= (root < atom_size) & restriction.admits(root)
-    return tuple(int(v) for v in np.unique((index[mask] // digit.stride) % digit.size))
+    mask.setflags(write=False)
+    return mask
 
 
 def live_count(place: Place, constraints: tuple[Constraint, ...], axes: AxisSystem) -> int:
