@@ -115,7 +115,7 @@ class Executor(PassStages):
         tensor = view.tensor
         root = self._root(view, index)
         if exact_in is None or not holds_exactly(tensor.dtype, exact_in):
-            values = unary(lambda v: round_to(v.astype(np.float32), tensor.dtype), values)
+            values = unary(lambda v: round_to(v.astype(np.float32, copy=False), tensor.dtype), values)
         if tensor.space == "hbm":
             flat = self._flat(tensor, root)
             out = self._output(tensor)

@@ -140,7 +140,9 @@ def from_table(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> Array:
         _check_size(int(np.prod(np.broadcast_shapes(rows.shape, cols.shape))), "a weight read")
         return table[rows, cols]
     used, key = renumber(rows, table.shape[0])
-    return Rows(key, table[used][:, cols])
+    distinct = table if len(used) == table.shape[0] else table[used]
+    picked = strided(distinct, (cols,), n)
+    return Rows(key, picked if picked is not None else distinct[:, cols])
 
 
 def unary(fn: Callable[[np.ndarray], np.ndarray], value: Array) -> Array:
@@ -174,9 +176,9 @@ def reduce_over(value: Array, axes: tuple[int, ...], reducer: Callable[..., np.n
         return value
     if isinstance(value, Rows) and not (set(axes) & key_dims(value)):
         key = value.key.reshape([s for i, s in enumerate(value.key.shape) if i not in axes])
-        pool = reducer(value.pool.astype(np.float64), axis=tuple(a + 1 for a in axes)).astype(np.float32)
+        pool = reducer(value.pool.astype(np.float64, copy=False), axis=tuple(a + 1 for a in axes)).astype(np.float32)
         return Rows(key, pool)
-    return reducer(dense(value).astype(np.float64), axis=axes).astype(np.float32)
+    return reducer(dense(value).astype(np.float64, copy=False), axis=axes).astype(np.float32)
 
 
 def as_slices(index: tuple[np.ndarray, ...]) -> tuple[slice, ...] | None:
@@ -218,9 +220,58 @@ def take(value: Array, picks: tuple[np.ndarray, ...]) -> Array:
     zero = np.zeros((1,) * n, dtype=np.int64)
     key = value.key[tuple(picks[i] if i in kd else zero for i in range(value.ndim))]
     pool_index = tuple(picks[i] if i in pd else zero for i in range(value.ndim))
-    slices = as_slices(pool_index) if n == value.ndim else None
-    pool = value.pool[(slice(None), *slices)] if slices is not None else value.pool[(slice(None), *pool_index)]
-    return Rows(lift(key, n), pool.reshape(pool.shape[0], *lift(pool[0], n).shape)).compact()
+    pool = strided(value.pool, pool_index, n)
+    if pool is None:
+        pool = value.pool[(slice(None), *pool_index)]
+        pool = pool.reshape(pool.shape[0], *lift(pool[0], n).shape)
+    return Rows(lift(key, n), pool).compact()
+
+
+def strided(pool: np.ndarray, index: tuple[np.ndarray, ...], ndim: int, writeable: bool = False) -> np.ndarray | None:
+    """pool[(slice(None), *index)] laid out over `ndim` result dims, as a view (no copy), when every
+    index array is affine in the result's coordinates (a tile of a weight read through a view: a run,
+    a stride, a constant); None otherwise. Read-only unless `writeable` (a view to write through,
+    which the caller makes sure names no element twice)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in index))
+    if len(shape) != ndim or len(index) != pool.ndim - 1:
+        return None
+    bases, strides = [], [0] * ndim
+    for dim, array in enumerate(index):
+        affine = _affine(np.asarray(array), pool.shape[dim + 1])
+        if affine is None:
+            return None
+        base, steps = affine
+        bases.append(base)
+        for axis, step in steps.items():
+            strides[axis] += step * pool.strides[dim + 1]
+    anchor = pool[(slice(None), *bases)]  # each row's first picked element: where the view starts
+    return np.lib.stride_tricks.as_strided(
+        anchor, shape=(pool.shape[0], *shape), strides=(pool.strides[0], *strides), writeable=writeable
+    )
+
+
+def _affine(array: np.ndarray, size: int) -> tuple[int, dict[int, int]] | None:
+    """(base, {dim: step}) when array == base + the sum of step * coordinate over its dims, with every
+    value in [0, size); None otherwise."""
+    if array.size == 0:
+        return None
+    base = int(array.reshape(-1)[0])
+    steps: dict[int, int] = {}
+    expected: np.ndarray = np.int64(base)  # type: ignore[assignment]
+    low = high = base
+    for dim, length in enumerate(array.shape):
+        if length < 2:
+            continue
+        step = int(array[tuple(1 if d == dim else 0 for d in range(array.ndim))]) - base
+        if step:
+            steps[dim] = step
+            line = [1] * array.ndim
+            line[dim] = length
+            expected = expected + step * np.arange(length, dtype=np.int64).reshape(line)
+            low, high = low + min(0, step * (length - 1)), high + max(0, step * (length - 1))
+    if low < 0 or high >= size or not np.array_equal(np.broadcast_to(expected, array.shape), array):
+        return None
+    return base, steps
 
 
 def _join(left: Rows, right: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -252,6 +303,11 @@ def _as_pool(operand: np.ndarray, rows: Rows) -> np.ndarray | None:
     moved = np.moveaxis(np.broadcast_to(operand, shape), sorted(kd), range(len(kd)))
     by_position = moved.reshape(-1, *moved.shape[len(kd) :])
     flat_key = rows.key.reshape(-1)  # C order over the key dims, as moveaxis left them
+    # A first look at a few thousand positions turns down most operands that vary within a key cheaply.
+    _, first, inverse = np.unique(flat_key[:4096], return_index=True, return_inverse=True)
+    sample = by_position[: len(inverse)]
+    if not np.array_equal(sample[first[inverse.reshape(-1)]], sample, equal_nan=True):
+        return None
     first_of = np.full(rows.pool.shape[0], -1, dtype=np.int64)
     first_of[flat_key[::-1]] = np.arange(len(flat_key))[::-1]  # the first position of each key
     used = np.flatnonzero(first_of >= 0)

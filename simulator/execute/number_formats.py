@@ -37,4 +37,4 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
         return bf16(values)
     if dtype == "f8e4m3":
         return f8(values)
-    return values.astype(np.float32)
+    return values.astype(np.float32, copy=False)  # nothing writes a value in place: no copy needed

@@ -16,12 +16,23 @@ def bf16(values: np.ndarray | float) -> np.ndarray:
     """Round f32 to bf16 (kept in f32 storage): nearest even, subnormals flushed, one NaN."""
     a = np.asarray(values, dtype=np.float32)
     bits = a.view(np.uint32)
-    # uint32 arithmetic wraps only for NaN bit patterns, which are replaced below.
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
-    subnormal = (rounded & np.uint32(0x7F800000)) == 0
-    rounded = np.where(subnormal, rounded & np.uint32(0x80000000), rounded)  # no subnormals: signed zero
-    rounded = np.where(np.isnan(a), _BF16_NAN, rounded)
-    return rounded.astype(np.uint32).view(np.float32)
+    # In place on one temporary (weight-sized arrays pass here often). uint32 arithmetic wraps only for
+    # NaN bit patterns, which are replaced below.
+    rounded = np.right_shift(bits, np.uint32(16), out=np.empty_like(bits))  # an array even for a scalar
+    rounded &= np.uint32(1)
+    rounded += np.uint32(0x7FFF)
+    rounded += bits
+    rounded &= np.uint32(0xFFFF0000)
+    # Subnormal: a zero exponent and a nonzero mantissa (magnitude - 1 wraps for a zero).
+    magnitude = np.bitwise_and(rounded, np.uint32(0x7FFFFFFF), out=np.empty_like(rounded))
+    magnitude -= np.uint32(1)
+    subnormal = magnitude < np.uint32(0x007FFFFF)
+    if subnormal.any():  # no subnormals: a signed zero
+        np.bitwise_and(rounded, np.uint32(0x80000000), out=rounded, where=subnormal)
+    nan = np.isnan(a)
+    if nan.any():
+        np.copyto(rounded, _BF16_NAN, where=nan)
+    return rounded.view(np.float32)
 
 
 def _f8_table() -> np.ndarray:

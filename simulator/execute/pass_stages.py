@@ -83,7 +83,7 @@ class PassStages:
         if operand is None or operand.view is None:
             raise ExecutionError("contract needs a TRF operand")
         trf = self._operand(operand.view, stream)
-        product = apply(lambda a, b: a.astype(np.float64) * b.astype(np.float64), stream.data, trf)
+        product = apply(lambda a, b: np.multiply(a, b, dtype=np.float64), stream.data, trf)  # exact in f64
         reduce = stage.kwarg("reduce")
         named = [d for p in (reduce.places or ()) for d in p.digits] if reduce else []
         # The contraction reduces what the stream carries (time and packet); a reduced axis's digits on
@@ -120,7 +120,7 @@ class PassStages:
             if operand is None:
                 raise ExecutionError(f"vector {func} needs an operand")
             binary = BINARY[func]
-            stream.data = apply(lambda a, b: binary(a, b).astype(np.float32), x, operand)  # type: ignore[arg-type]
+            stream.data = apply(lambda a, b: binary(a, b).astype(np.float32, copy=False), x, operand)  # type: ignore[arg-type]
         elif func == "stash":
             stream.stash = x  # values are never changed in place
         elif func == "erf":
@@ -129,7 +129,7 @@ class PassStages:
             stream.data = unary(lambda v: erf(v.astype(np.float64)).astype(np.float32), x)
         elif func in TRANSCENDENTAL:
             transcendental = TRANSCENDENTAL[func]
-            stream.data = unary(lambda v: transcendental(v).astype(np.float32), x)  # type: ignore[misc]
+            stream.data = unary(lambda v: transcendental(v).astype(np.float32, copy=False), x)  # type: ignore[misc]
         elif func == "sum_time":
             digits = [d for a in call.args for p in (a.places or ()) for d in p.digits]
             stream.reduce([not any(d.within(g) for g in digits) for d, _, _ in stream.dims])

@@ -66,11 +66,13 @@ def stream_at(stream: Stream, index: Index) -> tuple[Array, np.ndarray]:
         start = int(values[0])
         if int(values[-1]) - start + 1 == len(values):  # a contiguous range: no search needed
             position = wanted - start
-            inside = inside & (position >= 0) & (position < len(values))
+            found = (position >= 0) & (position < len(values))
             position = np.clip(position, 0, len(values) - 1)
         else:
             position = np.clip(np.searchsorted(values, wanted), 0, len(values) - 1)
-            inside = inside & (values[position] == wanted)
+            found = values[position] == wanted
+        if not found.all():  # the usual case finds every digit: no need to broadcast the mask
+            inside = inside & found
         picks.append(position)
     values = take(stream.data, tuple(picks)) if picks else stream.data
     return values, inside

@@ -20,12 +20,14 @@ from chiplore.simulator.execute.factored import (
     lift,
     pool_dims,
     renumber,
+    strided,
     take,
 )
 from chiplore.simulator.toolchain.digits import Digit
 from chiplore.simulator.toolchain.placement import Tensor
 
 Index = dict[str, np.ndarray]
+Picks = tuple[np.ndarray, ...] | tuple[slice, ...]  # one per stored digit: index arrays, or slices
 
 
 @dataclass
@@ -161,8 +163,12 @@ class Stored:
         whole_rows = _covers(at_pool_b, stored.pool.shape[1:])
         if whole_rows and _covers(at_key_b, stored.key.shape):  # the tensor is overwritten: start afresh
             used, key = renumber(np.broadcast_to(values.key, key_shape), values.pool.shape[0])
-            fresh = np.full((len(used), *stored.pool.shape[1:]), np.nan, dtype=np.float32)
-            fresh[(slice(None), *at_pool_b)] = values.pool[used]
+            pool = values.pool if len(used) == values.pool.shape[0] else values.pool[used]
+            if _fills(pool, at_pool_b, stored.pool):
+                fresh = pool  # the values as they are: a pool is never written in place, so sharing is safe
+            else:
+                fresh = np.full((len(used), *stored.pool.shape[1:]), np.nan, dtype=np.float32)
+                _put(fresh, at_pool_b, pool, covered=True)
             new_key = np.zeros(stored.key.shape, dtype=np.int64)
             new_key[at_key_b] = key
             self.value = Rows(new_key, fresh)
@@ -172,11 +178,14 @@ class Stored:
         width = values.pool.shape[0]
         old, new = stored.key[at_key_b], np.broadcast_to(values.key, key_shape)
         pairs, inverse = np.unique(old * width + new, return_inverse=True)
-        if whole_rows:  # nothing of the old rows survives: no need to copy them
-            rows = np.empty((len(pairs), *stored.pool.shape[1:]), dtype=np.float32)
+        landing = values.pool[pairs % width]
+        if whole_rows and _fills(landing, at_pool_b, stored.pool):
+            rows = landing  # nothing of the old rows survives, and the new ones fill them
         else:
-            rows = stored.pool[pairs // width]
-        rows[(slice(None), *at_pool_b)] = values.pool[pairs % width]
+            # Nothing of the old rows survives a write of whole rows: no need to copy them.
+            rows = (np.empty((len(pairs), *stored.pool.shape[1:]), dtype=np.float32) if whole_rows
+                    else stored.pool[pairs // width])  # fmt: skip
+            _put(rows, at_pool_b, landing, covered=whole_rows)
         stored.key[at_key_b] = stored.pool.shape[0] + inverse.reshape(key_shape)
         stored.pool = np.concatenate([stored.pool, rows])
         if stored.pool.shape[0] > 2 * stored.key.size + 64:
@@ -185,7 +194,26 @@ class Stored:
         return True
 
 
-def _covers(index: tuple[np.ndarray, ...] | tuple[slice, ...], shape: tuple[int, ...]) -> bool:
+def _put(rows: np.ndarray, index: Picks, values: np.ndarray, covered: bool) -> None:
+    """rows[(slice(None), *index)] = values; through a strided view, not a scatter, when the index is
+    affine and, covering every element (`covered`) with as many positions as elements, names each once."""
+    if covered and not all(isinstance(i, slice) for i in index):
+        shape = np.broadcast_shapes(*(np.shape(i) for i in index))
+        if math.prod(shape) == math.prod(rows.shape[1:]):
+            target = strided(rows, index, len(shape), writeable=True)  # type: ignore[arg-type]
+            if target is not None:
+                target[...] = values
+                return
+    rows[(slice(None), *index)] = values
+
+
+def _fills(rows: np.ndarray, index: Picks, pool: np.ndarray) -> bool:
+    """Whether writing `rows` at `index` of rows shaped like `pool`'s would copy them unchanged: whole
+    slices (the caller has checked that they cover), the same row shape and dtype."""
+    return all(isinstance(i, slice) for i in index) and rows.shape[1:] == pool.shape[1:] and rows.dtype == pool.dtype
+
+
+def _covers(index: Picks, shape: tuple[int, ...]) -> bool:
     """Whether the index (broadcast arrays, or slices) names every position of an array of this shape."""
     count = math.prod(shape)
     if all(isinstance(i, slice) for i in index):

@@ -112,3 +112,36 @@ def test_a_value_too_large_to_factor_is_refused_clearly() -> None:
     rows = np.arange(side)[:, None] + np.arange(side)[None, :]  # rows vary along both dims
     with pytest.raises(ExecutionError, match="do not factor by row"):
         from_table(np.zeros((1, 1), dtype=np.float32), rows % 1, rows % 1)
+
+
+def picks_over(shape: tuple[int, ...], size: int, affine: bool) -> np.ndarray:
+    """A random index array of `shape` into a dim of `size`: base + steps along some dims (negative
+    and zero steps too), or values with no such form."""
+    if not affine:
+        return RNG.integers(0, size, shape)
+    while True:
+        steps = [int(RNG.integers(-2, 3)) if n > 1 else 0 for n in shape]
+        low = -sum(min(0, s * (n - 1)) for s, n in zip(steps, shape, strict=True))
+        span = sum(abs(s) * (n - 1) for s, n in zip(steps, shape, strict=True))
+        if span < size:
+            break
+    base = low + int(RNG.integers(0, size - span))
+    grid = np.indices(shape)
+    return base + sum((s * g for s, g in zip(steps, grid, strict=True)), np.zeros(shape, dtype=np.int64))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_take_reads_a_tile_as_a_view_where_it_can_and_always_selects_like_numpy(affine: bool) -> None:
+    """Index arrays affine in the result's coordinates (runs, strides, constants) read the pool as a
+    read-only view; any other index reads a copy; both select what dense indexing selects."""
+    key = (np.arange(3)[:, None, None] % 2) * np.ones((1, 1, 1), dtype=np.int64)
+    value = Rows(key, RNG.standard_normal((2, 1, 12, 9)).astype(np.float32))
+    for _ in range(40):
+        shape = tuple(int(n) for n in RNG.integers(1, 4, 4))
+        rows = np.arange(shape[0]).reshape(-1, 1, 1, 1)
+        picks = (rows, picks_over((1, *shape[1:]), 12, affine), picks_over((1, *shape[1:]), 9, affine))
+        taken = take(value, picks)
+        assert isinstance(taken, Rows)
+        assert np.array_equal(taken.dense(), np.broadcast_to(value.dense()[picks], taken.shape))
+        if affine and taken.pool.shape[0] == value.pool.shape[0]:  # (compacting rows copies them)
+            assert not taken.pool.flags.writeable  # a view: nothing may write through it
