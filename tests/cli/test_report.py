@@ -87,4 +87,5 @@ def test_a_small_demo_matches_status_and_its_report_has_labelled_figures(env: di
     assert all(caption.strip() for _, caption in figures)
     assert "0.6.0 &rarr; 0.7.0" in dom or "0.6.0 → 0.7.0" in dom
     again = run(env, "demo", "--out", str(out), "--json")  # a finished demo runs nothing again
+    assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["kernels"] == demo["kernels"]
