@@ -218,7 +218,10 @@ def take(value: Array, picks: tuple[np.ndarray, ...]) -> Array:
     if set().union(*map(extents, key_picks)) & set().union(*map(extents, pool_picks)):
         return value.dense()[picks]
     zero = np.zeros((1,) * n, dtype=np.int64)
-    key = value.key[tuple(picks[i] if i in kd else zero for i in range(value.ndim))]
+    key_index = tuple(picks[i] if i in kd else zero for i in range(value.ndim))
+    view = strided(value.key[None], key_index, n)
+    # A copy either way: a stored tensor's key is written in place, a value read from it must not change.
+    key = view[0].copy() if view is not None else value.key[key_index]
     pool_index = tuple(picks[i] if i in pd else zero for i in range(value.ndim))
     pool = strided(value.pool, pool_index, n)
     if pool is None:
