@@ -13,6 +13,8 @@ helps; imports are not timed):
 * `host test`: `SimRNGD().host_test` of the pack's baseline after that check: the smoke set's
   fixtures, the reference and the executor. `execute (warm)`: the executor alone on a second set, in
   the same process (lowering and fixtures ready).
+* `a generated design, 2nd set`: the executor alone on the first valid point of the pack's design
+  space (what the loop executes), after a first set has warmed its lowering.
 * `grade 7 sets`: what the device's grader does for a `fixtures = "graded"` job of a built-in
   baseline (checked first, as the device does): draw, execute and compare on g0..g6.
 * `fast tests`: the wall time of `pytest -m "not slow"` on the executor's test files.
@@ -196,6 +198,12 @@ def worker(kind: str, kernel: str) -> dict[str, float]:
         started = time.perf_counter()
         execute_program(source, inputs, VERSION)
         figures["execute_warm"] = time.perf_counter() - started
+        design = first_design(kernel)
+        if design is not None:  # what the loop executes: generated designs, not the baseline
+            execute_program(design, case_inputs(pack.case, "g0"), VERSION)  # its lowering, warm
+            started = time.perf_counter()
+            execute_program(design, inputs, VERSION)
+            figures["design_warm"] = time.perf_counter() - started
     else:
         from chiplore.simulator.target import grade_job
 
@@ -205,6 +213,20 @@ def worker(kind: str, kernel: str) -> dict[str, float]:
         if correctness is None or not correctness.passed:
             raise SystemExit(f"{kernel}: not graded or failed")
     return figures
+
+
+def first_design(kernel: str) -> str | None:
+    """The program of the first valid point of the kernel's design space under VERSION (None: no space)."""
+    from chiplore.core.pack import points
+    from chiplore.simulator.pack import SimRNGDPack
+    from chiplore.simulator.pack.generator.learnt import compile_facts
+
+    space = SimRNGDPack().design_space(packs()[kernel].spec)  # type: ignore[attr-defined]
+    if space is None:
+        return None
+    facts = compile_facts(VERSION)
+    point = next(iter(points(space, facts)), None)
+    return None if point is None else space.source(point, facts, VERSION)
 
 
 def in_fresh_process(kind: str, kernel: str) -> dict[str, float]:
@@ -242,7 +264,7 @@ def timings(repeats: int) -> dict[str, float]:
 
 
 LABELS = {"check": "check (toolchain)", "host": "host test", "execute_warm": "execute, 2nd set (warm)",
-          "grade": "grade 7 sets (device)"}  # fmt: skip
+          "design_warm": "a generated design, 2nd set", "grade": "grade 7 sets (device)"}  # fmt: skip
 
 
 def show(now: dict[str, float], before: dict[str, float] | None) -> None:
