@@ -10,6 +10,7 @@ suite is never skipped.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,15 @@ from chiplore.simulator.target import SimRNGD
 
 BACKENDS = ("embedded", "neo4j")
 TEST_PASSWORD = "chiplore-test-password"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT ignored,
+    and Python then keeps it ignored: the tests of what Ctrl-C does would see nothing. Python's handler
+    here restores it, and the commands the tests start get the default disposition (a caught signal is
+    reset on exec)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Neo4jServer:
