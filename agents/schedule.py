@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from chiplore.agents.judge import Judge, SequentialJudge
 from chiplore.agents.proposers import BuiltinArchitect, BuiltinRefiner, DesignProposal, KernelView, Proposer
 from chiplore.agents.screens import Screen
+from chiplore.core.settings import MAX_SEED
 
 DEFAULT_BUDGET_S = 5400.0  # device seconds for all kernels; the stop rules usually end far sooner
 PATIENCE = 8  # proposals without an accepted change before a kernel stops
@@ -38,7 +39,7 @@ class OptimizeConfig(BaseModel):
 
     kernels: tuple[str, ...] | None = None  # None: every kernel the target offers
     budget_s: float = Field(DEFAULT_BUDGET_S, gt=0)  # device seconds for all the kernels together
-    seed: int = Field(0, ge=0, lt=2**32)  # of the builtin policies
+    seed: int = Field(0, ge=0, le=MAX_SEED)  # of the builtin policies; the settings' range
     patience: int = Field(PATIENCE, ge=1)
     target_ratio: float = Field(TARGET_RATIO, ge=1.0)
     far_ratio: float = Field(FAR_RATIO, ge=1.0)

@@ -19,7 +19,7 @@ from rich.console import Console, ConsoleDimensions
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.core.errors import ConfigError
-from chiplore.core.settings import Settings
+from chiplore.core.settings import MAX_SEED, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICIES = ("builtin", "llm")
@@ -64,6 +64,21 @@ class FiniteFloat(click.ParamType):
             bound = f"{self.low:g}..{self.high:g}" if self.high is not None else f">= {self.low:g}"
             self.fail(f"{value!r} is not a finite number {bound}", param, ctx)
         return number
+
+
+class Seed(click.ParamType):
+    """A seed as the settings take it (CHIPLORE_SEED): 0 to 2^63 - 1, refused in the settings' words."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            seed = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not 0 <= seed <= MAX_SEED:
+            self.fail(f"a seed is an integer from 0 to 2^63 - 1 (got {value})", param, ctx)
+        return seed
 
 
 @dataclass

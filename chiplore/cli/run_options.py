@@ -16,7 +16,7 @@ from chiplore.agents.llm.config import LLMConfig
 from chiplore.agents.schedule import DEFAULT_BUDGET_S, PATIENCE, TARGET_RATIO
 from chiplore.app import RoleChoice
 from chiplore.cli.complete import toolchain_versions
-from chiplore.cli.options import POLICIES, FiniteFloat, llm_options
+from chiplore.cli.options import POLICIES, FiniteFloat, Seed, llm_options
 from chiplore.cli.progress import ProgressStyle, progress_options
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,7 +62,7 @@ def schedule_options(budget_help: str) -> Callable[[F], F]:
         @click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
                       help=budget_help)  # fmt: skip
         @click.option(
-            "--seed", type=int, default=None, help="Seed of the builtin policies [default: the settings' seed]."
+            "--seed", type=Seed(), default=None, help="Seed of the builtin policies [default: the settings' seed]."
         )
         @click.option("--patience", type=click.IntRange(min=1), default=PATIENCE, show_default=True,
                       help="Stop a kernel after this many proposals without an accepted change (far from the bound, "

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import ValidationError
 
+from chiplore.agents.schedule import OptimizeConfig
+from chiplore.cli import main as chiplore
+from chiplore.core.settings import MAX_SEED
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.device import DeviceConfig, DeviceJob, DeviceStore, SimDevice
 from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES
@@ -135,6 +139,20 @@ def test_chiplore_refuses_a_negative_chiplore_seed_in_one_line(tmp_path: Path) -
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith("error: ") and "a seed is an integer from 0 to 2^63 - 1" in line
+
+
+def test_the_optimize_seed_takes_the_settings_range_and_refuses_the_rest_in_the_same_words() -> None:
+    """--seed and CHIPLORE_SEED take 0 to 2^63 - 1 alike (OptimizeConfig refused seeds past 2^32 that the
+    settings took); a seed out of range is a usage error in the settings' words."""
+    assert OptimizeConfig(seed=2**40).seed == 2**40 and OptimizeConfig(seed=MAX_SEED).seed == MAX_SEED
+    with pytest.raises(ValidationError):
+        OptimizeConfig(seed=MAX_SEED + 1)
+    for seed in ("-1", str(MAX_SEED + 1), "x"):
+        result = CliRunner().invoke(chiplore, ["optimize", "--seed", seed, "--budget", "1"])
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert "Invalid value for '--seed'" in result.stderr
+    assert "a seed is an integer from 0 to 2^63 - 1 (got -1)" in CliRunner().invoke(
+        chiplore, ["optimize", "--seed", "-1"]).stderr  # fmt: skip
 
 
 # ---- versions and JSON ------------------------------------------------------------------------
