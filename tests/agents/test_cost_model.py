@@ -3,7 +3,7 @@ again by the next run (each price may cost a compile), and the calibration appli
 
 from __future__ import annotations
 
-from chiplore.agents.cost_model import CalibratedCostModel, GraphPredictionMemory
+from chiplore.agents.cost_model import KEEP_EVERY, CalibratedCostModel, GraphPredictionMemory
 from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
@@ -39,3 +39,17 @@ def test_a_later_run_recalls_the_prices_a_killed_run_found(store: GraphStore) ->
     # the calibration applies to recalled prices too
     again.update("k", [(1000.0, 1500.0)])
     assert again.predict("k", "program 1", {"knob": 1}, {"bw": 1.0}) == 1.5 * priced[1]  # type: ignore[operator]
+
+
+def test_a_run_killed_mid_search_without_a_decision_has_kept_its_prices_every_few(store: GraphStore) -> None:
+    """The architect's search is long and decides nothing: what it priced is written on the way, every
+    KEEP_EVERY predictions, so a kill loses at most the last few."""
+    ensure_schema(store)
+    model = CalibratedCostModel(Counted(), GraphPredictionMemory(store))
+    count = 2 * KEEP_EVERY + 5
+    priced = [model.predict("k", f"program {i}", {"knob": i}, {"bw": 1.0}) for i in range(count)]
+    # killed here: no update, no keep(); the first 2 * KEEP_EVERY are in the graph
+    later = Counted()
+    again = CalibratedCostModel(later, GraphPredictionMemory(store))
+    assert [again.predict("k", f"program {i}", {"knob": i}, {"bw": 1.0}) for i in range(count)] == priced
+    assert later.asked == 5

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chiplore.agents.llm.config import OPENAI_ENDPOINT, LLMConfig
+from chiplore.agents.llm.config import ENDPOINT_VARIABLES, OPENAI_ENDPOINT, LLMConfig
 from chiplore.cli import main
 from chiplore.core.errors import ConfigError
 from tests.llm_server import ScriptedOpenAI, Turn
@@ -25,15 +25,16 @@ def _init(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("variable", ENDPOINT_VARIABLES)
 def test_openai_base_url_is_another_endpoint_that_the_providers_key_does_not_reach(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    for name in ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     hosted = LLMConfig(model="openai:gpt-5")
     assert hosted.endpoint_for_client() == OPENAI_ENDPOINT and hosted.api_key() == PROVIDER_KEY
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(variable, "http://127.0.0.1:9/v1")  # OPENAI_BASE_URL, or the older OPENAI_API_BASE
     redirected = LLMConfig(model="openai:gpt-5")
     assert redirected.endpoint_for_client() == "http://127.0.0.1:9/v1"
     assert redirected.key_variable() is None and redirected.api_key() == "not-needed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ TOY = "tests.toy:from_settings"  # learnt and optimized in seconds
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.server,
-    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs and runs a command as nobody: needs root"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs and drops a capability: needs root"),
 ]
 
 
@@ -89,11 +90,13 @@ def test_a_full_disk_during_optimize_is_one_line_and_a_rerun_loses_nothing(small
         heard.append(line)
         if "designs" in line or "baseline" in line:
             break
-    filler = fill(small_disk)
+    os.kill(run.pid, signal.SIGSTOP)  # held while the disk fills, so that its next write meets a full disk
+    try:
+        filler = fill(small_disk)
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
     _, rest = run.communicate(timeout=600)
-    done = subprocess.CompletedProcess(run.args, run.returncode, "", "".join(heard) + rest)
-    if run.returncode != 0:  # a write met the full disk: one line (the run may also end before any did)
-        one_line_error(done, "full")
+    one_line_error(subprocess.CompletedProcess(run.args, run.returncode, "", "".join(heard) + rest), "full")
     filler.unlink()
     again = chiplore(env, "optimize", "--budget", "60")
     assert again.returncode == 0, again.stderr
@@ -109,3 +112,23 @@ def test_a_data_dir_on_a_read_only_disk_is_one_line(small_disk: Path) -> None:
     assert chiplore(env, "init").returncode == 0
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     one_line_error(chiplore(env, "status"), str(data))
+
+
+def test_a_data_dir_the_user_may_not_write_is_one_line(tmp_path: Path) -> None:
+    """EACCES, a non-root user's case: the data dir's modes forbid writing, and the command runs without
+    the capabilities that let root write through file modes (as any other user would)."""
+    data = tmp_path / "data"
+    env = toy_env(data)
+    assert chiplore(env, "init").returncode == 0
+    paths = [data, *data.rglob("*")]
+    for path in paths:  # another user's tree: nothing in it may be written
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        denied = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                                 "--inh-caps=-dac_override,-dac_read_search",
+                                 sys.executable, "-m", "chiplore.cli", "status"],
+                                env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+        one_line_error(denied, str(data))
+    finally:
+        for path in paths:
+            path.chmod(path.stat().st_mode | 0o200)

@@ -23,7 +23,7 @@ from chiplore.cli import main
 from chiplore.core.errors import QueryError
 from chiplore.kg.deadline import DeadlinePassed, run_bounded
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.falkordb_server import ServerPaths
+from chiplore.kg.falkordb_server import SERVER_HEAP_MAX_BYTES, ServerPaths
 from chiplore.kg.guard import QueryTimedOut, UntrustedLimits, capped_query
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.processes import pid_alive
@@ -145,6 +145,29 @@ def test_the_issues_quadratic_string_ends_on_the_embedded_store(embedded_store: 
     with pytest.raises(QueryTimedOut, match="restarted"):
         embedded_store.read_untrusted(QUADRATIC_STRING, limits=LIMITS)
     assert time.monotonic() - started < TIMEOUT_S + 5.0
+    assert embedded_store.read_untrusted("RETURN 1 AS x", limits=LIMITS).rows == [{"x": 1}]
+
+
+def _server_memory(data_dir: Path) -> tuple[int, int]:
+    """The embedded server's heap limit (RLIMIT_DATA) and its peak resident memory so far, in bytes."""
+    pid = int(ServerPaths.for_data_dir(data_dir).pid_file.read_text().strip())
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    [data_limit] = [line.split()[3] for line in limits.splitlines() if line.startswith("Max data size")]
+    status = Path(f"/proc/{pid}/status").read_text()
+    [peak_kb] = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(data_limit), int(peak_kb) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads a process's limits from /proc (Linux)")
+@pytest.mark.parametrize("name", ["a hundred million rows", "ten billion rows"])
+def test_the_embedded_servers_memory_stays_within_what_the_docs_say(embedded_store: EmbeddedStore, name: str) -> None:
+    """The issue's `UNWIND range(1,100000000)` took the server to 3.2 GB: the server's heap is capped at
+    SERVER_HEAP_MAX_BYTES (docs/graph.md section 6), and one query at QUERY_MEM_CAPACITY."""
+    with pytest.raises(QueryError):
+        embedded_store.read_untrusted(RUNAWAYS[name], limits=LIMITS)
+    data_limit, peak = _server_memory(embedded_store.data_dir)  # the server that answers now (maybe restarted)
+    assert data_limit == SERVER_HEAP_MAX_BYTES
+    assert peak < SERVER_HEAP_MAX_BYTES + (256 << 20)  # code, stack and mapped files besides the heap
     assert embedded_store.read_untrusted("RETURN 1 AS x", limits=LIMITS).rows == [{"x": 1}]
 
 

@@ -47,3 +47,9 @@ def test_a_store_that_stopped_answering_is_an_answer_not_a_crash(embedded_store:
 
 def test_a_syntax_error_is_an_answer(store: GraphStore) -> None:
     assert _cypher(store, [])("MATCH (n RETURN n").startswith("query failed")
+
+
+def test_a_with_led_query_reads_as_any_other(store: GraphStore) -> None:
+    answer = _cypher(store, [])("WITH 2 AS x UNWIND range(1, x) AS i RETURN x, i")
+    assert not answer.startswith(("refused", "query failed")), answer
+    assert answer.count('"i"') == 2 and "CALL {" not in answer

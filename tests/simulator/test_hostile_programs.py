@@ -76,6 +76,23 @@ def test_the_issue_60000_minus_signs_are_refused_with_a_short_caret_line(tmp_pat
     assert "E0105" not in codes(parentheses)  # parentheses add no level: the parser's own stack takes them
 
 
+@pytest.mark.parametrize(("construct", "depth"), [("for", 500), ("unary minus", 60_000)], ids=["for", "minus"])
+def test_the_issues_deep_files_are_one_e0105_from_both_tools(construct: str, depth: int, tmp_path: Path) -> None:
+    """The issue's two inputs (a 16 KB file of 500 nested loops, 60,000 minus signs) crashed both tools
+    with a RecursionError; each tool now answers with the one coded diagnostic."""
+    path = tmp_path / "deep.fe"
+    path.write_text(DEEP[construct](depth))
+    runner = CliRunner()
+    checked = runner.invoke(ferc, ["check", str(path)])
+    submitted = runner.invoke(fe_run, ["submit", str(path), "--kernel", "k", "--fixtures", "smoke",
+                                       "--data-dir", str(tmp_path / "data")])  # fmt: skip
+    for tool, result in (("ferc check", checked), ("fe-run submit", submitted)):
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (tool, repr(result.exception))
+        assert "Traceback" not in result.output and "RecursionError" not in result.output, tool
+        verdict = answer(result.exit_code, result.stdout, result.stderr, tool)
+        assert verdict.answer not in UNCODED and verdict.codes == ("E0105",), (tool, verdict, result.output[-2000:])
+
+
 @pytest.mark.parametrize(
     ("literal", "refused"),
     [("9223372036854775807", False), ("9223372036854775808", True), ("9" * 5_000, True), ("1e308", False),
