@@ -6,6 +6,7 @@ says on the host."""
 from __future__ import annotations
 
 import random
+import re
 from functools import cache
 
 import numpy as np
@@ -51,6 +52,25 @@ def space_of(kernel: str) -> DesignSpace:
 
 def first_point(space: DesignSpace, facts: dict[str, float]) -> dict[str, int]:
     return next(iter(points(space, facts)))
+
+
+@pytest.mark.parametrize("kernel", ["sliding_project_qkv", "decoder_feedforward"])
+def test_a_replicated_input_is_copied_beside_the_weight_streams_not_ahead_of_them(kernel: str) -> None:
+    """Engine queues are first in, first out: a replicating copy of the (normed) input on every engine
+    held each weight stream behind it (a small projection's weights started ~1,500 cycles late). Where
+    the streams leave engines spare, the copy takes those; where they leave none, it takes every engine."""
+    space, facts = space_of(kernel), compile_facts("0.6.0")
+    copies: dict[int, str] = {}
+    for params in points(space, facts):
+        if params["bcast"] == 0 and params["engines"] not in copies:
+            source = space.source(params, facts, "0.6.0")
+            lines = [line for line in source.splitlines() if re.search(r"let x\d+_rep\b", line)]
+            if lines:
+                copies[params["engines"]] = lines[0].split("engines = ")[1]
+    assert any(engines < 4 for engines in copies), copies
+    for engines, text in copies.items():
+        spare = [4 * c + e for c in (0, 1) for e in range(engines, 4)] if engines < 4 else list(range(8))
+        assert text == f"{spare});", (engines, text)
 
 
 @pytest.mark.parametrize("kernel", ALL)

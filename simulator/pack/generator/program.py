@@ -65,6 +65,12 @@ class Engines:
     def every(self) -> str:
         return "[0, 1, 2, 3, 4, 5, 6, 7]"
 
+    def beside_weights(self) -> str:
+        """Engines of a large load issued before the weight streams: the spare ones, where the streams
+        leave some, so that the weights start at once instead of queueing behind it; every engine where
+        they leave none."""
+        return self.spare() if self.weights < 4 else self.every()
+
 
 class Program:
     """Statements of the kernel body in order, with `early` loads that go before everything else."""
