@@ -5,6 +5,7 @@ says on the host."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from functools import cache
@@ -54,23 +55,35 @@ def first_point(space: DesignSpace, facts: dict[str, float]) -> dict[str, int]:
     return next(iter(points(space, facts)))
 
 
-@pytest.mark.parametrize("kernel", ["sliding_project_qkv", "decoder_feedforward"])
-def test_a_replicated_input_is_copied_beside_the_weight_streams_not_ahead_of_them(kernel: str) -> None:
+@pytest.mark.parametrize("kernel", ["sliding_project_qkv", "decoder_feedforward", "sliding_attention_output"])
+def test_an_input_is_copied_on_every_engine_or_beside_the_weight_streams(kernel: str) -> None:
     """Engine queues are first in, first out: a replicating copy of the (normed) input on every engine
-    held each weight stream behind it (a small projection's weights started ~1,500 cycles late). Where
-    the streams leave engines spare, the copy takes those; where they leave none, it takes every engine."""
+    holds each weight stream behind it (a small projection's weights started ~1,500 cycles late), on the
+    spare engines it takes longer; the space holds both (bcast 0 and 2). bcast 2 exists only where an
+    engine is spare and an input is copied (O loads its input replicated: it has no bcast 2)."""
     space, facts = space_of(kernel), compile_facts("0.6.0")
-    copies: dict[int, str] = {}
-    for params in points(space, facts):
-        if params["bcast"] == 0 and params["engines"] not in copies:
-            source = space.source(params, facts, "0.6.0")
-            lines = [line for line in source.splitlines() if re.search(r"let x\d+_rep\b", line)]
-            if lines:
-                copies[params["engines"]] = lines[0].split("engines = ")[1]
-    assert any(engines < 4 for engines in copies), copies
-    for engines, text in copies.items():
-        spare = [4 * c + e for c in (0, 1) for e in range(engines, 4)] if engines < 4 else list(range(8))
-        assert text == f"{spare});", (engines, text)
+    copies: dict[tuple[int, int], str] = {}
+    refused: set[str] = set()
+    names = [knob.name for knob in space.knobs]
+    for values in itertools.product(*(knob.values for knob in space.knobs)):  # every setting, valid or not
+        params = dict(zip(names, values, strict=True))
+        key = (params["bcast"], params["engines"])
+        if params["bcast"] == 1 or key in copies:
+            continue
+        why = space.why_invalid(params, facts)
+        if why is not None:
+            refused.add(why.split(":")[0])
+            continue
+        lines = [line for line in space.source(params, facts, "0.6.0").splitlines()
+                 if re.search(r"let x\d+_rep\b", line)]  # fmt: skip
+        copies[key] = lines[0].split("engines = ")[1] if lines else "-"
+    for (bcast, engines), text in copies.items():
+        spare = [4 * c + e for c in (0, 1) for e in range(engines, 4)]
+        assert text == ("-" if kernel == "sliding_attention_output" else f"{spare if bcast == 2 else list(range(8))});")
+        assert bcast == 0 or (engines < 4 and kernel != "sliding_attention_output"), (bcast, engines)
+    if kernel != "sliding_attention_output":
+        assert {(2, e) for e in (1, 2, 3)} & set(copies), copies
+    assert "bcast 2" in refused
 
 
 @pytest.mark.parametrize("kernel", ALL)

@@ -35,6 +35,7 @@ class Design:
     direct: bool
     stagger: bool = False
     recompute: bool = True
+    copy_spare: bool = False  # a replicating copy of an input goes on the spare engines
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -64,7 +65,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
             *sig.extra_composites,
         }
     )
-    program = Program(facts, Engines(design.engines, design.stagger), reserved)
+    program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare), reserved)
     emitter = FrameEmitter(program, recompute=design.recompute)
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:

@@ -55,7 +55,8 @@ class Inputs:
             return trf
         copy = self.e.p.name(f"x{g}_rep")
         self.e.p.emit(f"    let {copy}: dm<bf16>{{..{rep}, elem: [{geo.k_elem()}]}} = "
-                      f"{source}.dma(engines = {self.e.p.engines.beside_weights()});\n")  # fmt: skip
+                      f"{source}.dma(engines = {self.e.p.engines.copy()});\n")  # fmt: skip
+        self.e.p.copied_input = True
         self.e.p.dm(geo.width, "bf16")
         self.e.p.emit(f"    let {trf}: {trf_type} = sub({copy}){fetch}.to_trf();\n")
         return trf

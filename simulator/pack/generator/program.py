@@ -43,6 +43,7 @@ class Engines:
 
     weights: int
     stagger: bool = False
+    copy_spare: bool = False  # a replicating copy of the input on the spare engines (else on every engine)
 
     def stream(self, clusters: tuple[int, ...] = (0, 1), count: int | None = None) -> str:
         count = count or self.weights
@@ -65,11 +66,11 @@ class Engines:
     def every(self) -> str:
         return "[0, 1, 2, 3, 4, 5, 6, 7]"
 
-    def beside_weights(self) -> str:
-        """Engines of a large load issued before the weight streams: the spare ones, where the streams
-        leave some, so that the weights start at once instead of queueing behind it; every engine where
-        they leave none."""
-        return self.spare() if self.weights < 4 else self.every()
+    def copy(self) -> str:
+        """Engines of the input's replicating copy, issued before the weight streams: every engine (the
+        copy ends soonest, the streams queue behind it: queues are first in, first out) or the spare
+        ones (the streams start at once; the copy takes longer beside them). The space prices both."""
+        return self.spare() if self.copy_spare else self.every()
 
 
 class Program:
@@ -95,6 +96,7 @@ class Program:
         self.preloaded: dict[str, str] = {}  # weight -> its block scales, loaded whole, up front (a later group's)
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
+        self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no

@@ -1,9 +1,10 @@
 """The generated design space of one kernel: knobs that are schedule choices, for any op graph.
 
 Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
-switch, 0 a replicating DMA); shared, the chunk size (a level: about 4, 8, 16 or 32 KB of weights per
-slice per chunk), the pipeline depth, the DMA engines per cluster for the weights, and whether
-quantised codes are contracted as they stream in (`direct`) or decoded in the fetch adapter. Rows per
+switch, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
+chunk size (a level: about 4, 8, 16 or 32 KB of weights per slice per chunk), the pipeline depth, the
+DMA engines per cluster for the weights, and whether quantised codes are contracted as they stream in
+(`direct`) or decoded in the fetch adapter. Rows per
 slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole heads
 when per-head ops run, and whole HBM units of output when the rows are stored.
 """
@@ -81,7 +82,7 @@ class GeneratedSpace:
             self.rows.append(rows)
         multi = len(analysis.groups) > 1
         knobs = [Knob(f"kgroups{g}" if multi else "kgroups", s.kgroups) for g, s in enumerate(self.shapes)]
-        knobs.append(Knob("bcast", (1, 0)))
+        knobs.append(Knob("bcast", (1, 0, 2)))
         if multi:  # each group its own chunk size (a later group's pipeline holds the first one's bytes)
             knobs += [Knob(f"chunk{g}", tuple(range(len(CHUNK_TARGETS) - 1))) for g in range(len(self.shapes))]
         else:
@@ -285,7 +286,11 @@ class GeneratedSpace:
             geometries.append(geo)
         if spread and not spread_out:
             return "spread: every group's rows already take the most row-groups"
-        broadcast = tuple(bool(params.get("bcast", 1)) for _ in geometries)
+        bcast = params.get("bcast", 1)
+        broadcast = tuple(bcast == 1 for _ in geometries)
+        engines = params.get("engines", 4)
+        if bcast == 2 and engines >= 4:
+            return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
@@ -295,11 +300,10 @@ class GeneratedSpace:
                     return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
                 if column_packet(plan, m.dtype, geo.width) is None:
                     return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
-        if params.get("engines", 4) not in ENGINES:
+        if engines not in ENGINES:
             return "engines"
-        return Design(
-            tuple(geometries), tuple(broadcast), params.get("engines", 4), direct, bool(params.get("stagger", 0))
-        )
+        return Design(tuple(geometries), tuple(broadcast), engines, direct, bool(params.get("stagger", 0)),
+                      copy_spare=bcast == 2)  # fmt: skip
 
     def program(self, params: Params, facts: Facts) -> Program | str:
         """The design's program (cached), or why it cannot be written."""
@@ -316,6 +320,9 @@ class GeneratedSpace:
                 result = write(self.sig, self.analysis, tuple(self.rows), design, facts, "")
             except Unsupported as error:
                 result = str(error)
+        copies = isinstance(result, Program) and not isinstance(design, str) and design.copy_spare
+        if copies and isinstance(result, Program) and not result.copied_input:
+            result = "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
         if isinstance(result, Program):
             dm, vrf = result.budget.dm, result.budget.vrf_peak()
             if dm > vocab.usable_dm(facts):
@@ -347,10 +354,11 @@ class GeneratedSpace:
         if isinstance(design, str):
             return design
         parts = []
+        copy = "DMA on the spare engines" if design.copy_spare else "DMA"
         for geo, bcast in zip(design.geometries, design.broadcast, strict=True):
             parts.append(f"group {geo.index}: {geo.kgroups} k-groups of {geo.width}, {geo.rows_per_slice} rows x "
                          f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows, depth "
-                         f"{geo.depth}, input by {'switch' if bcast else 'DMA'}")  # fmt: skip
+                         f"{geo.depth}, input by {'switch' if bcast else copy}")  # fmt: skip
         return "; ".join(parts) + f"; {design.engines} weight engines per cluster"
 
     def features(self, params: Params, facts: Facts) -> dict[str, object]:
