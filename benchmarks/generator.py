@@ -2,8 +2,8 @@
 of other shapes, each with its kernel.toml op graph): how big its space is, whether its programs
 compile, and how close its best design comes to the weight-movement bound, in true cycles.
 
-    python benchmarks/generator.py [--kernels K,...] [--versions 0.6.0,0.7.0] [--chip FILE] [--evals 200]
-                                   [--seconds 900] [--sample 30] [--json FILE]
+    python benchmarks/generator.py [--kernels K,...] [--random SEED,...] [--versions 0.6.0,0.7.0] [--chip FILE]
+                                   [--evals 200] [--seconds 900] [--exhaustive] [--sample 30] [--json FILE]
 
 Per kernel and toolchain: the space's valid points (`points`, with the compile-time facts the pack's
 own probes find: `learnt.compile_facts`), how many of the programs compile (every program the search
@@ -11,7 +11,9 @@ visits, and a random `--sample` of the others), the best true cycles a hill clim
 (restarts from the best sampled point of each k-group choice, one knob moved at a time, at most
 `--evals` estimates or `--seconds`), that over the kernel's bound, and whether the best program
 passes the host test. `--chip FILE` measures on another chip (a CHIPLORE_SIM_TRUTH file; the bound
-is that chip's).
+is that chip's). `--random 6,17` adds random packs (`chiplore.simulator.testing.random_pack`, as
+benchmarks/unseen_kernels.py draws them; `--kernels ''` leaves the shipped ones out); `--exhaustive`
+prices every valid point instead of searching, so the best is the space's own.
 
 True cycles come from `chiplore.simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
 measures the generator, which itself never calls it.
@@ -24,8 +26,11 @@ import json
 import math
 import os
 import random
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -39,6 +44,7 @@ from chiplore.simulator.kernels.builtin import shipped_folders
 from chiplore.simulator.kernels.pack import KernelPack, read_pack
 from chiplore.simulator.pack.generator import generated_space, generation_problem
 from chiplore.simulator.pack.generator.learnt import compile_facts
+from chiplore.simulator.testing import random_pack
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
 
@@ -51,6 +57,19 @@ def shipped_pack(kernel: str) -> KernelPack:
     """A shipped pack by kernel name: its spec (with the op graph) and its case (fixtures, reference)."""
     [folder] = [folder for folder in shipped_folders() if folder.name == kernel]
     return read_pack(folder, "built-in")
+
+
+def random_packs(seeds: list[int], scratch: Path) -> dict[str, KernelPack]:
+    """Random packs by kernel name (a seed whose pack does not build is said so and left out)."""
+    packs = {}
+    for seed in seeds:
+        built = random_pack(seed, scratch / str(seed))
+        if built.status != "built":
+            console.print(f"[red]random pack {seed}: {built.status} {built.reason}")
+            continue
+        pack = read_pack(built.folder, "installed")
+        packs[pack.spec.name] = pack
+    return packs
 
 
 def key(p: Params) -> str:
@@ -107,9 +126,8 @@ def climb(
     return best[0], best[1], len(seen)
 
 
-def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> dict[str, object]:
-    pack = shipped_pack(kernel)
-    spec = pack.spec
+def run(pack: KernelPack, version: str, search: Search) -> dict[str, object]:
+    spec, kernel = pack.spec, pack.spec.name
     problem = generation_problem(spec)
     bound = weight_bound_cycles(spec.weight_bytes)
     row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound}
@@ -130,8 +148,13 @@ def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> d
             failures.append(f"{key(p)}: {error}")
             return math.inf
 
-    best, best_p, visited = climb(space, facts, cost, evals, seconds)
-    others = random.Random(1).sample(valid, min(sample, len(valid)))
+    if search.exhaustive:
+        priced = [(cost(p), p) for p in valid]
+        best, best_p = min(priced, key=lambda c: c[0], default=(math.inf, {}))
+        visited = len(priced)
+    else:
+        best, best_p, visited = climb(space, facts, cost, search.evals, search.seconds)
+    others = random.Random(1).sample(valid, min(search.sample, len(valid)))
     refused = [p for p in others if not check(space.source(p, facts, version), version).ok]
     failures += [f"{key(p)}: does not compile" for p in refused]
     tested = host_test(space.source(best_p, facts, version), pack.case, version) if best < math.inf else None
@@ -141,9 +164,21 @@ def run(kernel: str, version: str, evals: int, sample: int, seconds: float) -> d
     return row
 
 
+@dataclass(frozen=True)
+class Search:
+    """How each space is searched: a climb within `evals` estimates or `seconds`, or every point."""
+
+    evals: int
+    seconds: float
+    sample: int
+    exhaustive: bool = False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernels", default=",".join(ALL))
+    parser.add_argument("--random", default="", help="seeds of random packs to add (benchmarks/unseen_kernels.py's)")
+    parser.add_argument("--exhaustive", action="store_true", help="price every valid point instead of searching")
     parser.add_argument("--versions", default="0.6.0,0.7.0")
     parser.add_argument("--chip", help="a CHIPLORE_SIM_TRUTH file: measure on that chip")
     parser.add_argument("--evals", type=int, default=200, help="estimates per search")
@@ -157,9 +192,13 @@ def main() -> None:
     table = Table(title=f"generated designs ({'chip ' + args.chip if args.chip else 'default chip'}; true cycles)")
     for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "host", "best knobs", "s"):
         table.add_column(column, justify="left" if column in ("kernel", "best knobs") else "right")
-    for kernel in args.kernels.split(","):
+    scratch = Path(tempfile.mkdtemp(prefix="chiplore-generator-"))
+    packs = {kernel: shipped_pack(kernel) for kernel in args.kernels.split(",") if kernel}
+    packs |= random_packs([int(seed) for seed in args.random.split(",") if seed], scratch)
+    search = Search(args.evals, args.seconds, args.sample, args.exhaustive)
+    for kernel, pack in packs.items():
         for version in args.versions.split(","):
-            row = run(kernel, version, args.evals, args.sample, args.seconds)
+            row = run(pack, version, search)
             rows.append(row)
             if "problem" in row:
                 table.add_row(kernel, version, "-", "-", "-", "-", "-", str(row["problem"]), "-")
@@ -171,6 +210,7 @@ def main() -> None:
             for failure in row["failures"]:  # type: ignore[attr-defined]
                 console.print(f"[red]{kernel} {version}: {failure}")
     console.print(table)
+    shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2, default=str))
 
