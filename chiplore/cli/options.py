@@ -19,7 +19,7 @@ from rich.console import Console, ConsoleDimensions
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.core.errors import ConfigError
-from chiplore.core.settings import MAX_SEED, Settings
+from chiplore.core.settings import MAX_SEED, SEED_RANGE, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICIES = ("builtin", "llm")
@@ -77,7 +77,7 @@ class Seed(click.ParamType):
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not an integer", param, ctx)
         if not 0 <= seed <= MAX_SEED:
-            self.fail(f"a seed is an integer from 0 to 2^63 - 1 (got {value})", param, ctx)
+            self.fail(f"{SEED_RANGE} (got {value})", param, ctx)
         return seed
 
 

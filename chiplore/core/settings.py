@@ -14,6 +14,7 @@ from chiplore.core.secrets import redact_uri
 
 StoreKind = Literal["embedded", "neo4j"]
 MAX_SEED = 2**63 - 1  # seeds numpy's generators and may be stored as a graph integer (64-bit signed)
+SEED_RANGE = "a seed is an integer from 0 to 2^63 - 1"  # how a seed out of range is refused, everywhere
 
 
 def default_data_dir() -> Path:
@@ -46,7 +47,7 @@ class Settings(BaseSettings):
     @classmethod
     def _seed_in_range(cls, seed: int) -> int:
         if not 0 <= seed <= MAX_SEED:
-            raise PydanticCustomError("seed_range", "a seed is an integer from 0 to 2^63 - 1")
+            raise PydanticCustomError("seed_range", SEED_RANGE)
         return seed
 
     def public_view(self) -> dict[str, object]:

@@ -4,9 +4,9 @@ Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the T
 switch, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
 chunk size (a level: about 4, 8, 16 or 32 KB of weights per slice per chunk), the pipeline depth, the
 DMA engines per cluster for the weights, and whether quantised codes are contracted as they stream in
-(`direct`) or decoded in the fetch adapter. Rows per
-slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole heads
-when per-head ops run, and whole HBM units of output when the rows are stored.
+(`direct`) or decoded in the fetch adapter. Rows per slice follow from the k-groups: the fewest rows
+that fit the row-groups in the slices, whole heads when per-head ops run, and whole HBM units of
+output when the rows are stored.
 """
 
 from __future__ import annotations
@@ -320,9 +320,9 @@ class GeneratedSpace:
                 result = write(self.sig, self.analysis, tuple(self.rows), design, facts, "")
             except Unsupported as error:
                 result = str(error)
-        copies = isinstance(result, Program) and not isinstance(design, str) and design.copy_spare
-        if copies and isinstance(result, Program) and not result.copied_input:
-            result = "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
+            else:
+                if design.copy_spare and not result.copied_input:
+                    result = "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
         if isinstance(result, Program):
             dm, vrf = result.budget.dm, result.budget.vrf_peak()
             if dm > vocab.usable_dm(facts):
