@@ -67,12 +67,16 @@ class Rows:
     def broadcastable(self) -> np.ndarray:
         """The dense values with extent 1 along key dims the key does not vary on (a row copied on
         every slice stays one row), for element-wise use only."""
+        return self.narrowed().dense()
+
+    def narrowed(self) -> Rows:
+        """The same values with the key cut to extent 1 along the key dims it does not vary on."""
         key = self.key
         for axis in key_dims(self):
             first = key.take([0], axis=axis)
             if np.array_equal(key, np.broadcast_to(first, key.shape)):
                 key = first
-        return Rows(key, self.pool).dense()
+        return self if key is self.key else Rows(key, self.pool)
 
     def compact(self) -> Rows:
         """Drop pool rows no key names (reads of a tile keep only the rows they touch); narrow rows
@@ -151,23 +155,64 @@ def unary(fn: Callable[[np.ndarray], np.ndarray], value: Array) -> Array:
 
 def apply(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], left: Array | float, right: Array | float) -> Array:
     """fn(left, right) element-wise, staying factored when the operands allow it."""
+    key, lvalues, rvalues = _paired(left, right)
+    return fn(lvalues, rvalues) if key is None else Rows(key, fn(lvalues, rvalues))
+
+
+def contract(left: Array, right: Array, axes: tuple[int, ...]) -> Array:
+    """The sum over `axes` of left * right, products and sum in f64, back to f32 (the Tensor Unit's
+    contraction): `reduce_over(apply(multiply))` without holding the products, factored when only
+    pool dims are reduced."""
+    key, lvalues, rvalues = _paired(left, right)
+    if key is None:
+        return _sum_of_products(lvalues, rvalues, axes)
+    if set(axes) & extents(key):  # rows are summed: the dense fallback
+        product = Rows(key, np.multiply(lvalues, rvalues, dtype=np.float64))
+        return reduce_over(product, axes, np.sum)
+    kept = [s for i, s in enumerate(key.shape) if i not in axes]
+    return Rows(key.reshape(kept), _sum_of_products(lvalues, rvalues, tuple(a + 1 for a in axes)))
+
+
+def _sum_of_products(left: np.ndarray, right: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """np.sum(left * right, axes) in f64, back to f32, by einsum (no product array); unit dims are
+    squeezed so einsum sees each label with one extent."""
+    left, right = lift(left, np.ndim(right)), lift(right, np.ndim(left))
+    shape = np.broadcast_shapes(left.shape, right.shape)
+    labels = [chr(ord("a") + i) for i in range(len(shape))]
+    lsub = "".join(lab for lab, n in zip(labels, left.shape, strict=True) if n > 1)
+    rsub = "".join(lab for lab, n in zip(labels, right.shape, strict=True) if n > 1)
+    out = "".join(lab for i, lab in enumerate(labels) if i not in axes and shape[i] > 1)
+    summed = np.einsum(
+        f"{lsub},{rsub}->{out}",
+        left.reshape([n for n in left.shape if n > 1]),
+        right.reshape([n for n in right.shape if n > 1]),
+        dtype=np.float64,
+        casting="safe",
+    )
+    return summed.astype(np.float32).reshape([n for i, n in enumerate(shape) if i not in axes])
+
+
+def _paired(left: Array | float, right: Array | float) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """The operands of an element-wise op as (key, left pool, right pool) over one key (a pool of
+    one row broadcasts over every row), or as (None, left, right) dense."""
     if not isinstance(left, Rows) and not isinstance(right, Rows):
-        return fn(np.asarray(left), np.asarray(right))
+        return None, np.asarray(left), np.asarray(right)
     if isinstance(left, Rows) and isinstance(right, Rows):
         joined = _join(left, right)
         if joined is not None:
-            key, lpool, rpool = joined
-            return Rows(key, fn(lpool, rpool))
-        # Densify the smaller operand; the larger stays factored if the dense one then fits it.
+            return joined
+        # Densify the operand that is smaller once its key is cut to the dims it varies on (an input
+        # read on every slice is one copy); the other stays factored if the dense one then fits it.
+        left, right = left.narrowed(), right.narrowed()
         if left.size <= right.size:
-            return apply(fn, left.broadcastable(), right)
-        return apply(fn, left, right.broadcastable())
+            return _paired(left.dense(), right)
+        return _paired(left, right.dense())
     if isinstance(left, Rows):
         pool = _as_pool(np.asarray(right), left)
-        return Rows(left.key, fn(left.pool, pool)) if pool is not None else fn(left.dense(), np.asarray(right))
+        return (left.key, left.pool, pool) if pool is not None else (None, left.dense(), np.asarray(right))
     assert isinstance(right, Rows)
     pool = _as_pool(np.asarray(left), right)
-    return Rows(right.key, fn(pool, right.pool)) if pool is not None else fn(np.asarray(left), right.dense())
+    return (right.key, pool, right.pool) if pool is not None else (None, np.asarray(left), right.dense())
 
 
 def reduce_over(value: Array, axes: tuple[int, ...], reducer: Callable[..., np.ndarray]) -> Array:

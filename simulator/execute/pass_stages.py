@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from chiplore.simulator.execute.factored import Array, ExecutionError, apply, reduce_over, unary
+from chiplore.simulator.execute.factored import Array, ExecutionError, apply, contract, unary
 from chiplore.simulator.execute.number_formats import holds_exactly, round_to
 from chiplore.simulator.execute.pass_stream import Stream
 from chiplore.simulator.execute.stored_tensor import Index
@@ -83,14 +83,16 @@ class PassStages:
         if operand is None or operand.view is None:
             raise ExecutionError("contract needs a TRF operand")
         trf = self._operand(operand.view, stream)
-        product = apply(lambda a, b: np.multiply(a, b, dtype=np.float64), stream.data, trf)  # exact in f64
         reduce = stage.kwarg("reduce")
         named = [d for p in (reduce.places or ()) for d in p.digits] if reduce else []
         # The contraction reduces what the stream carries (time and packet); a reduced axis's digits on
         # slices or clusters stay, as partial sums, until a reducer or a later pass adds them up.
         keep = [f != "elem" or not any(d.within(n) for n in named) for d, _, f in stream.dims]
         axes = tuple(i for i, k in enumerate(keep) if not k)
-        stream.data = reduce_over(product, axes, np.sum) if axes else unary(lambda v: v.astype(np.float32), product)
+        if axes:  # products exact in f64, summed in f64
+            stream.data = contract(stream.data, trf, axes)
+        else:
+            stream.data = apply(lambda a, b: np.multiply(a, b, dtype=np.float64).astype(np.float32), stream.data, trf)
         stream.dims = [d for d, k in zip(stream.dims, keep, strict=True) if k]
         fold = stage.kwarg("fold")
         if fold is not None and fold.places:
