@@ -71,8 +71,8 @@ class Rows:
 
     def narrowed(self) -> Rows:
         """The same values with the key cut to extent 1 along the key dims it does not vary on."""
-        key = self.key
-        for axis in key_dims(self):
+        key = core(self.key)  # dims it is broadcast along need no look
+        for axis in extents(key):
             first = key.take([0], axis=axis)
             if np.array_equal(key, np.broadcast_to(first, key.shape)):
                 key = first
@@ -83,6 +83,7 @@ class Rows:
         are also merged by content (tiles written one by one name the same values anew)."""
         used, key = renumber(self.key, self.pool.shape[0])
         pool = self.pool[used] if len(used) < self.pool.shape[0] else self.pool
+        shape, key = key.shape, core(key)
         width = int(np.prod(pool.shape[1:]))
         if width <= SMALL_ROW and len(used) > 1 and len(used) * width <= 1 << 20:
             rows = np.ascontiguousarray(pool, dtype=np.float32).reshape(len(used), width)
@@ -90,20 +91,37 @@ class Rows:
                 rows.view(np.dtype((np.void, 4 * width))).reshape(-1), return_index=True, return_inverse=True
             )
             if len(first) < len(used):
-                return Rows(by_content.reshape(-1)[key], pool[first])
+                return Rows(np.broadcast_to(by_content.reshape(-1)[key], shape), pool[first])
         if len(used) == self.pool.shape[0]:
             return self
-        return Rows(key, pool)
+        return Rows(np.broadcast_to(key, shape), pool)
 
 
 def renumber(key: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ids in use (sorted) and the key renumbered over them: np.unique in linear time."""
-    used = np.flatnonzero(np.bincount(key.reshape(-1), minlength=count))
+    """The ids in use (sorted) and the key renumbered over them: np.unique in linear time (over what
+    the key holds: a key broadcast along a dim is looked at once there, and stays broadcast)."""
+    held = core(key)
+    used = np.flatnonzero(np.bincount(held.reshape(-1), minlength=count))
     if len(used) == count:
         return used, key
     lookup = np.zeros(count, dtype=np.int64)
     lookup[used] = np.arange(len(used))
-    return used, lookup[key]
+    return used, np.broadcast_to(lookup[held], key.shape)
+
+
+def core(array: np.ndarray) -> np.ndarray:
+    """A view of the array with every dim it is broadcast along (stride 0) cut to extent 1."""
+    if 0 not in array.strides:
+        return array
+    cut = (slice(0, 1) if n > 1 and s == 0 else slice(None) for n, s in zip(array.shape, array.strides, strict=True))
+    return array[tuple(cut)]
+
+
+def broadcast_copy(array: np.ndarray) -> np.ndarray:
+    """A copy of the array that copies only what it holds: dims it is broadcast along stay broadcast
+    (read-only; a key read from a stored tensor, which is written in place, must not change)."""
+    held = core(array)
+    return held.copy() if held is array else np.broadcast_to(held.copy(), array.shape)
 
 
 Array = np.ndarray | Rows
@@ -266,7 +284,7 @@ def take(value: Array, picks: tuple[np.ndarray, ...]) -> Array:
     key_index = tuple(picks[i] if i in kd else zero for i in range(value.ndim))
     view = strided(value.key[None], key_index, n)
     # A copy either way: a stored tensor's key is written in place, a value read from it must not change.
-    key = view[0].copy() if view is not None else value.key[key_index]
+    key = broadcast_copy(view[0]) if view is not None else value.key[key_index]
     pool_index = tuple(picks[i] if i in pd else zero for i in range(value.ndim))
     pool = strided(value.pool, pool_index, n)
     if pool is None:
