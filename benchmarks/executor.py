@@ -181,11 +181,13 @@ def worker(kind: str, kernel: str) -> dict[str, float]:
 
     pack = packs()[kernel]
     source = pack.baseline  # type: ignore[attr-defined]
+    # The target first: registering its packs forgets earlier checks, and the host test is timed after
+    # the check (in the loop the compile screen has checked the program before its host test).
+    target = SimRNGD(kernel_paths=(BUILTIN_PACKS,))
     started = time.perf_counter()
     ferc_check(source, VERSION)
     figures = {"check": time.perf_counter() - started}
     if kind == "host":
-        target = SimRNGD(kernel_paths=(BUILTIN_PACKS,))
         started = time.perf_counter()
         result = target.host_test(source, kernel, VERSION)
         figures["host"] = time.perf_counter() - started

@@ -66,7 +66,10 @@ def assert_consistent_tree(store: GraphStore, kernel: str) -> None:
 def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: GraphStore) -> None:
     target = SimRNGD(seed=21)
     learn(graph, target, VERSION)
-    summary = optimize(OptimizeContext(graph, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=2000))
+    # Patience 4: this seed's BEST (1.135x, 3 accepted changes) is the same as at the default 8, which
+    # only spends another 35 s finding nothing; the loop's quality at its defaults is the benchmarks' job.
+    config = OptimizeConfig(kernels=(O_PROJ,), budget_s=2000, patience=4)
+    summary = optimize(OptimizeContext(graph, target, VERSION), config)
     assert summary.accepted >= 1 and summary.device_s <= 2000
     [progress] = kernel_progress(graph, ROOF)
     assert progress.ratio_to_bound is not None and progress.ratio_to_bound <= 1.2
