@@ -70,12 +70,21 @@ class EmbeddedStore:
         )
         self._graph = self._db.select_graph(GRAPH_NAME)
         self._closed = False
-        self._create_graph()
+        self._create_graph(fresh=self.started_server)
 
-    def _create_graph(self) -> None:
+    def _create_graph(self, *, fresh: bool = False) -> None:
         """Read-only queries fail on a graph key that does not exist yet (an empty graph is not in the
-        append-only file, so a restart loses it too); a write creates it."""
-        self.write("RETURN 1 AS ready")
+        append-only file, so a restart loses it too); a write creates it. A server `fresh`ly started
+        here that does not answer that write is killed and started once more: FalkorDB can deadlock as
+        it starts (rarely; a test run saw a new server answer PING, then sleep on futexes for good)."""
+        try:
+            self.write("RETURN 1 AS ready")
+        except StoreUnavailable as error:
+            if not fresh or self.server.disk_full_reason():
+                raise
+            log.warning("the embedded store's new server did not answer its first query (%s): starting it again", error)
+            self.server.restart()
+            self.write("RETURN 1 AS ready")
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -155,7 +164,7 @@ class EmbeddedStore:
             return self._unavailable(error)
         log.info("an untrusted query took the embedded store's server past its memory cap: restarting it")
         self.server.restart()
-        self._create_graph()
+        self._create_graph(fresh=True)
         return QueryError(
             f"the query asked for more memory than the embedded store's server may hold "
             f"({SERVER_HEAP_MAX_BYTES >> 30} GiB), which stopped it; chiplore started it again (nothing committed "
@@ -171,7 +180,7 @@ class EmbeddedStore:
             return timed_out(timeout_s)  # the server is done; the reply was too large to read in time
         log.info("an untrusted query outlived its timeout of %g s: restarting the embedded store", timeout_s)
         self.server.restart()
-        self._create_graph()
+        self._create_graph(fresh=True)
         return timed_out(timeout_s, " (FalkorDB cannot interrupt one long expression, so chiplore restarted the "
                                     "embedded store's server; nothing committed is lost)")  # fmt: skip
 
@@ -184,7 +193,7 @@ class EmbeddedStore:
                 return
             if self.server.others_attached(self._token):
                 self.server.restart()
-                self._create_graph()
+                self._create_graph(fresh=True)
             else:
                 self.server.kill()
         except Exception as error:  # the interrupt matters more than the clean-up

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chiplore.core.errors import StoreBusy, StoreUnavailable
-from chiplore.kg import falkordb_server
+from chiplore.kg import embedded_store, falkordb_server
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.falkordb_server import ServerPaths
 from chiplore.kg.processes import pid_alive
@@ -188,3 +188,31 @@ def test_a_query_after_the_server_died_is_store_unavailable(tmp_path: Path) -> N
     with pytest.raises(StoreUnavailable):
         store.read("RETURN 1 AS x")
     store.close()
+
+
+def test_a_new_server_silent_at_its_first_query_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FalkorDB can deadlock as it starts: a suite run saw a new server answer PING, then sleep on
+    futexes for good at its first query, and the store gave up. Frozen here with SIGSTOP once the
+    store's client has connected, the first server is killed and a second one serves the store."""
+    frozen: list[int] = []
+
+    class FreezingClient(embedded_store.FalkorDB):  # type: ignore[misc]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            if not frozen:
+                pid = ServerPaths.for_data_dir(tmp_path / "data").pid_file.read_text().strip()
+                frozen.append(int(pid))
+                os.kill(int(pid), signal.SIGSTOP)
+
+    monkeypatch.setattr(embedded_store, "FalkorDB", FreezingClient)
+    store = EmbeddedStore(tmp_path / "data", query_timeout_s=1.0)
+    try:
+        assert store.read("RETURN 1 AS x") == [{"x": 1}]
+        store.write("CREATE (:Concept {key: 'k'})")
+        assert store.read("MATCH (c:Concept) RETURN c.key AS k") == [{"k": "k"}]
+        assert frozen and store.server._read_pid() not in (None, frozen[0])
+        assert not pid_alive(frozen[0])
+    finally:
+        store.close()
