@@ -13,6 +13,7 @@ broadcasting lines them up with dense operands.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,13 +65,9 @@ class Rows:
             return self
         return Rows(lift(self.key, ndim), self.pool.reshape(self.pool.shape[0], *(1,) * extra, *self.pool.shape[1:]))
 
-    def broadcastable(self) -> np.ndarray:
-        """The dense values with extent 1 along key dims the key does not vary on (a row copied on
-        every slice stays one row), for element-wise use only."""
-        return self.narrowed().dense()
-
     def narrowed(self) -> Rows:
-        """The same values with the key cut to extent 1 along the key dims it does not vary on."""
+        """The same values with the key cut to extent 1 along the key dims it does not vary on (a row
+        copied on every slice stays one row), for element-wise use only."""
         key = core(self.key)  # dims it is broadcast along need no look
         for axis in extents(key):
             first = key.take([0], axis=axis)
@@ -196,7 +193,7 @@ def _sum_of_products(left: np.ndarray, right: np.ndarray, axes: tuple[int, ...])
     squeezed so einsum sees each label with one extent."""
     left, right = lift(left, np.ndim(right)), lift(right, np.ndim(left))
     shape = np.broadcast_shapes(left.shape, right.shape)
-    labels = [chr(ord("a") + i) for i in range(len(shape))]
+    labels = string.ascii_letters[: len(shape)]  # 52 labels: numpy broadcasts at most 32 dims
     lsub = "".join(lab for lab, n in zip(labels, left.shape, strict=True) if n > 1)
     rsub = "".join(lab for lab, n in zip(labels, right.shape, strict=True) if n > 1)
     out = "".join(lab for i, lab in enumerate(labels) if i not in axes and shape[i] > 1)

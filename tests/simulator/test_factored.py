@@ -11,6 +11,7 @@ from chiplore.simulator.execute.factored import (
     ExecutionError,
     Rows,
     apply,
+    contract,
     dense,
     from_table,
     reduce_over,
@@ -103,7 +104,7 @@ def test_narrow_rows_are_merged_by_content() -> None:
 
 def test_a_copy_along_a_key_dim_densifies_as_one_row() -> None:
     copies = Rows(np.zeros((32, 1), dtype=np.int64), TABLE[:1, None, :])
-    assert copies.broadcastable().shape == (1, 40)
+    assert copies.narrowed().dense().shape == (1, 40)
     assert copies.dense().shape == (32, 40)
 
 
@@ -145,3 +146,13 @@ def test_take_reads_a_tile_as_a_view_where_it_can_and_always_selects_like_numpy(
         assert np.array_equal(taken.dense(), np.broadcast_to(value.dense()[picks], taken.shape))
         if affine and taken.pool.shape[0] == value.pool.shape[0]:  # (compacting rows copies them)
             assert not taken.pool.flags.writeable  # a view: nothing may write through it
+
+
+def test_a_contraction_over_many_dims_sums_what_multiply_and_sum_would() -> None:
+    # einsum names each dim with a letter: a stream of 30 dims (a view cut at many digits) needs more
+    # than the 26 lower-case ones.
+    rng = np.random.default_rng(0)
+    left = rng.standard_normal((2, 1, 3, *(1,) * 25, 2, 4)).astype(np.float32)
+    right = Rows(np.arange(5).reshape(1, 5, *(1,) * 28), rng.standard_normal((5, 1, 1, 3, *(1,) * 25, 2, 4)))
+    expected = np.sum(np.multiply(left, right.dense(), dtype=np.float64), axis=(2, 29)).astype(np.float32)
+    assert np.array_equal(dense(contract(left, right, (2, 29))), expected)
