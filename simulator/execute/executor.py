@@ -17,8 +17,6 @@ Whatever mixes them falls back to dense arrays; a dense value beyond 20 M elemen
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from chiplore.simulator.dsl import ir
@@ -27,6 +25,7 @@ from chiplore.simulator.execute.fixtures import fixture
 from chiplore.simulator.execute.number_formats import holds_exactly, reinterpret_f32, round_to
 from chiplore.simulator.execute.pass_stages import PassStages
 from chiplore.simulator.execute.pass_stream import Stream, stage_cuts, stream_at
+from chiplore.simulator.execute.process_memory import keep_freed_memory, without_huge_pages
 from chiplore.simulator.execute.signature import kernel_signature
 from chiplore.simulator.execute.stored_tensor import Index, Stored, grid_index
 from chiplore.simulator.execute.values import (
@@ -47,18 +46,8 @@ from chiplore.simulator.toolchain.lower_dma import _aligned, cuts_of, dm_dims
 from chiplore.simulator.toolchain.op_semantics import SemOp
 from chiplore.simulator.toolchain.placement import Tensor, View
 
-
-def _without_huge_pages() -> None:
-    """numpy asks the kernel for transparent huge pages on every array of 4 MB or more (madvise), and
-    the executor makes weight-sized temporaries by the hundred: zeroing a fresh huge page for each took
-    a third of the FFN baseline's host test (2.9 -> 2.0 s). numpy's documented switch, unless the user
-    set NUMPY_MADVISE_HUGEPAGE; it changes where memory comes from, never a value."""
-    if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
-        core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1.26
-        core.multiarray._set_madvise_hugepage(False)
-
-
-_without_huge_pages()
+without_huge_pages()
+keep_freed_memory()
 
 
 class IndexOutOfRange(RuntimeError):

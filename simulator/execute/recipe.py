@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chiplore.core.target import KernelParam
-from chiplore.simulator.execute.numerics import bf16, f4_decode_nibbles, f4_encode, f4_pack, f8_decode, f8_encode
+from chiplore.simulator.execute.numerics import bf16, f4_encode, f4_pack, f4_unpack, f8_decode, f8_encode
 from chiplore.simulator.execute.signature import KernelSignature
 from chiplore.simulator.execute.values import ROPE_THETA, InputError, InputValue, Periodic, RopeTable, param_shape
 
@@ -297,9 +297,7 @@ def _values(
 def _decode(codes: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "f8e4m3":
         return f8_decode(codes)
-    values = np.empty((*codes.shape[:-1], codes.shape[-1] * 2), dtype=np.float32)
-    values[..., 0::2], values[..., 1::2] = f4_decode_nibbles(codes & 0xF), f4_decode_nibbles(codes >> 4)
-    return values
+    return f4_unpack(codes)
 
 
 def _store(values: np.ndarray, param: KernelParam) -> np.ndarray:

@@ -179,15 +179,20 @@ class Stored:
         old, new = stored.key[at_key_b], np.broadcast_to(values.key, key_shape)
         pairs, inverse = np.unique(old * width + new, return_inverse=True)
         landing = values.pool[pairs % width]
+        count = stored.pool.shape[0]
         if whole_rows and _fills(landing, at_pool_b, stored.pool):
-            rows = landing  # nothing of the old rows survives, and the new ones fill them
+            # Nothing of the old rows survives, and the new ones fill them.
+            grown = np.concatenate([stored.pool, landing])
         else:
-            # Nothing of the old rows survives a write of whole rows: no need to copy them.
-            rows = (np.empty((len(pairs), *stored.pool.shape[1:]), dtype=np.float32) if whole_rows
-                    else stored.pool[pairs // width])  # fmt: skip
-            _put(rows, at_pool_b, landing, covered=whole_rows)
-        stored.key[at_key_b] = stored.pool.shape[0] + inverse.reshape(key_shape)
-        stored.pool = np.concatenate([stored.pool, rows])
+            # The new rows are built in place in the grown pool (a separate array and a concatenate
+            # copied each weight-sized write twice); a write of whole rows keeps nothing of the old.
+            grown = np.empty((count + len(pairs), *stored.pool.shape[1:]), dtype=np.float32)
+            grown[:count] = stored.pool
+            if not whole_rows:
+                np.take(stored.pool, pairs // width, axis=0, out=grown[count:])
+            _put(grown[count:], at_pool_b, landing, covered=whole_rows)
+        stored.key[at_key_b] = count + inverse.reshape(key_shape)
+        stored.pool = grown
         if stored.pool.shape[0] > 2 * stored.key.size + 64:
             compacted = stored.compact()
             self.value = Rows(np.ascontiguousarray(compacted.key), compacted.pool)

@@ -31,7 +31,7 @@ import numpy as np
 
 from chiplore.core.target import KernelParam
 from chiplore.simulator.execute.factored import ExecutionError
-from chiplore.simulator.execute.numerics import F8_VALUES, bf16, bf16_from_bits, f4, f4_decode_nibbles, f8
+from chiplore.simulator.execute.numerics import F8_VALUES, bf16, bf16_from_bits, f4, f4_unpack, f8
 
 ROPE_THETA = 10_000.0
 
@@ -139,10 +139,7 @@ def _values(array: np.ndarray, param: KernelParam, count: int) -> np.ndarray:
         if array.size * 2 != count:
             raise InputError(f"{name}: {array.size:,} bytes of packed f4 codes for {count:,} elements "
                              f"(two codes per byte: expected {count // 2:,})")  # fmt: skip
-        packed = _codes(array, name, 0xFF).reshape(-1)
-        out = np.empty(count, dtype=np.float32)
-        out[0::2], out[1::2] = f4_decode_nibbles(packed & 0xF), f4_decode_nibbles(packed >> 4)
-        return out
+        return f4_unpack(_codes(array, name, 0xFF).reshape(-1))
     if array.size != count:
         raise InputError(f"{name}: {array.size:,} elements for a parameter of {count:,}")
     flat = array.reshape(-1)

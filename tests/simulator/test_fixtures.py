@@ -65,6 +65,18 @@ def test_f4_nibbles_low_first_with_a_sign_bit() -> None:
     assert f4_unpack(np.array([[0x21, 0xF9, 0x70]], dtype=np.uint8)).tolist() == [[0.5, 1.0, -0.5, -6.0, 0.0, 6.0]]
 
 
+def test_f4_unpack_decodes_every_byte_by_the_format_bit_for_bit() -> None:
+    """All 256 bytes against the format's definition (sign bit 3, magnitude code 0-7), -0.0 included,
+    in a 3-D container whose last axis doubles."""
+    packed = np.arange(256, dtype=np.uint8).reshape(4, 2, 32)
+    nibbles = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(4, 2, 64)
+    sign = np.where(nibbles & 0x8, np.float32(-1.0), np.float32(1.0))
+    expected = sign * np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)[nibbles & 0x7]
+    got = f4_unpack(packed)
+    assert got.dtype == np.float32 and got.shape == (4, 2, 64)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))  # bits: -0.0 is not +0.0
+
+
 # ---- fixtures ----------------------------------------------------------------------------------
 
 
