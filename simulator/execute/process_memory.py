@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from types import ModuleType
 
 import numpy as np
 
@@ -24,8 +25,13 @@ def without_huge_pages() -> None:
     zeroing a fresh huge page for each temporary took a third of the FFN baseline's host test
     (2.9 -> 2.0 s). numpy's documented switch, unless the user set NUMPY_MADVISE_HUGEPAGE."""
     if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
-        core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1.26
-        core.multiarray._set_madvise_hugepage(False)
+        numpy_multiarray()._set_madvise_hugepage(False)
+
+
+def numpy_multiarray() -> ModuleType:
+    """numpy's multiarray module, which holds the huge-page switch (numpy 2 / numpy 1.26)."""
+    core = getattr(np, "_core", None) or np.core
+    return core.multiarray
 
 
 def keep_freed_memory() -> bool:

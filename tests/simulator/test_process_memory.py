@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 
-import numpy as np
 import pytest
 
 from chiplore.simulator.execute import process_memory
@@ -26,7 +25,7 @@ def test_a_malloc_setting_of_the_users_is_left_alone(monkeypatch: pytest.MonkeyP
 
 
 def test_huge_pages_stay_on_where_the_user_asked_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    core = np._core.multiarray
+    core = process_memory.numpy_multiarray()
     monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
     before = core._set_madvise_hugepage(True)  # returns the previous setting
     try:
