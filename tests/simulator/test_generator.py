@@ -230,3 +230,35 @@ def test_a_good_design_computes_the_kernel(kernel: str, version: str) -> None:
 
 
 assert set(GEMMA) <= set(GOOD) and set(NEW) <= set(GOOD)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kernel", "version"), [("sliding_attention_output", "0.6.0"),
+                                                 ("sliding_attention_output", "0.7.0"),
+                                                 ("decoder_feedforward", "0.6.0"),
+                                                 ("gqa_project_qkv", "0.6.0")])  # fmt: skip
+def test_the_last_chunk_in_pieces_computes_the_kernel(kernel: str, version: str) -> None:
+    """`tail` 1 and 2 cut the last chunk of each group into a half and a half, or a half and two
+    quarters, written after the loop (a group whose chunk does not cut into lane folds keeps it
+    whole): less contraction is left once the last weight byte lands. The pieces cover the chunk
+    (every accumulator row is written: the compile check refuses a read of an unwritten row) and the
+    program computes the kernel, block scales (FFN) and heads (GQA) included."""
+    space, facts = space_of(kernel), compile_facts(version)
+    valid = list(points(space, facts))
+    for tail in (1, 2):
+        p = next(p for p in valid if p.get("tail") == tail and p.get("chunk", p.get("chunk0")) == 2)
+        design = space.design(p, facts)
+        assert not isinstance(design, str)
+        tailed = [geo for geo in design.geometries if geo.tail]  # a group whose chunk does not cut keeps it whole
+        assert tailed and all(geo.tail == tail for geo in tailed)
+        for geo in tailed:
+            assert sum(geo.tail_rows) == geo.chunk_rows and len(geo.tail_rows) == tail + 1
+        source = space.source(p, facts, version)
+        assert "_t1_c" in source and (tail == 1) == ("_t2_c" not in source)
+        assert "the last in pieces of" in space.summary(p, facts)
+        result = host_test(source, pack(kernel).case, version)
+        assert result.compiled and result.correctness is not None, result.message
+        assert result.correctness.passed, (kernel, p, result.correctness.message)
+    untailed = next(p for p in valid if p.get("tail") == 0)
+    assert space.source(untailed, facts, version) == space.source({k: v for k, v in untailed.items() if k != "tail"},
+                                                                  facts, version)  # fmt: skip

@@ -75,6 +75,19 @@ class Geometry:
     chunk_rows: int
     depth: int
     head_dim: int | None
+    tail: int = 0  # the last chunk in pieces after the loop: 1 two halves, 2 a half and two quarters
+
+    @property
+    def tail_rows(self) -> tuple[int, ...]:
+        """Rows of the pieces the last chunk is cut into (none: it stays in the loop). Smaller last
+        pieces leave less contraction to run after the last weight byte lands."""
+        half = self.chunk_rows // 2
+        return {0: (), 1: (half, half), 2: (half, half // 2, half // 2)}[self.tail]
+
+    @property
+    def uniform_chunks(self) -> int:
+        """The chunks of `chunk_rows` rows the loop streams (the rest are the tail's pieces)."""
+        return self.chunks - (1 if self.tail else 0)
 
     @property
     def R(self) -> str:
@@ -179,6 +192,11 @@ class Geometry:
             return "chunks do not divide the rows"
         if not self.row.cuts(self.per_cluster, r, self.chunk_rows):
             return "a row cut splits an atom unevenly"
+        pieces = self.tail_rows
+        if pieces and (self.chunk_rows % (1 << self.tail) or min(pieces) % 2):
+            return f"a chunk of {self.chunk_rows} rows does not cut into pieces of whole lane folds"
+        if pieces and not self.row.cuts(*pieces):
+            return "a tail piece splits an atom unevenly"
         if self.head_dim is not None and r % self.head_dim:
             return "heads would straddle slices"
         return None

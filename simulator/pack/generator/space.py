@@ -3,10 +3,11 @@
 Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
 switch, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
 chunk size (a level: about 4, 8, 16 or 32 KB of weights per slice per chunk), the pipeline depth, the
-DMA engines per cluster for the weights, and whether quantised codes are contracted as they stream in
-(`direct`) or decoded in the fetch adapter. Rows per slice follow from the k-groups: the fewest rows
-that fit the row-groups in the slices, whole heads when per-head ops run, and whole HBM units of
-output when the rows are stored.
+DMA engines per cluster for the weights, whether the last chunk is cut into smaller pieces after the
+loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
+contracted as they stream in (`direct`) or decoded in the fetch adapter. Rows per slice follow from
+the k-groups: the fewest rows that fit the row-groups in the slices, whole heads when per-head ops
+run, and whole HBM units of output when the rows are stored.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per c
 DEPTHS = (2, 3, 4, 6)
 ENGINES = (2, 3, 4)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
+TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 MAX_TRF_COLUMNS = vocab.TRF_LANE_BYTES // 2  # bf16 columns one lane holds
 
 
@@ -87,7 +89,7 @@ class GeneratedSpace:
             knobs += [Knob(f"chunk{g}", tuple(range(len(CHUNK_TARGETS) - 1))) for g in range(len(self.shapes))]
         else:
             knobs.append(Knob("chunk", tuple(range(len(CHUNK_TARGETS)))))
-        knobs += [Knob("depth", DEPTHS), Knob("engines", ENGINES), Knob("stagger", (0, 1))]
+        knobs += [Knob("depth", DEPTHS), Knob("engines", ENGINES), Knob("stagger", (0, 1)), Knob("tail", TAILS)]
         if any(self._spreads(g) for g in range(len(self.shapes))):
             knobs.append(Knob("spread", (0, 1)))
         if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
@@ -265,7 +267,11 @@ class GeneratedSpace:
         unit = vocab.hbm_unit(facts)
         depth = params.get("depth", DEPTHS[0])
         spread = bool(params.get("spread", 0))
+        tail = params.get("tail", 0)
+        if tail not in TAILS:
+            return f"tail {tail}: not one of {TAILS}"
         spread_out = False  # whether spreading changed some group's rows (else it is the unspread design)
+        tailed = False  # whether some group's last chunk is cut (else it is the tail 0 design)
         geometries: list[Geometry] = []
         for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
             kg, level = self._value(params, "kgroups", g), self._value(params, "chunk", g)
@@ -273,19 +279,27 @@ class GeneratedSpace:
             if geo is None:
                 return f"group {g}: no geometry for {kg} k-groups at chunk level {level}"
             spread_out = spread_out or (spread and geo != self._geometry(group, shape, kg, level, depth, unit))
+            if tail:
+                cut = dataclasses.replace(geo, tail=tail)
+                # a flit of bf16 rows is 4 (block-scaled chunks run down to 2 rows); a group whose last
+                # chunk does not cut keeps it whole
+                if cut.legal() is None and min(cut.tail_rows) >= (2 if shape.block else 4):
+                    geo, tailed = cut, True
             for lower in range(level):  # no two levels may write the same program
                 if self._geometry(group, shape, kg, lower, depth, unit, spread) == geo:
                     return f"group {g}: chunk level {level} chooses what level {lower} does"
-            if g == 0 and geo.depth > geo.chunks and geo.depth != DEPTHS[0]:
-                return f"group {g}: depth {geo.depth} over {geo.chunks} chunk(s)"
+            if g == 0 and geo.depth > geo.uniform_chunks and geo.depth != DEPTHS[0]:
+                return f"group {g}: depth {geo.depth} over {geo.uniform_chunks} chunk(s) in its loop"
             if g > 0:  # as many bytes in flight as the first group's pipeline holds
                 first = geometries[0]
                 held = first.depth * self._chunk_bytes(self.analysis.groups[0], first)
                 wanted = math.ceil(held / self._chunk_bytes(group, geo))
-                geo = dataclasses.replace(geo, depth=max(DEPTHS[0], min(geo.chunks, max(depth, wanted))))
+                geo = dataclasses.replace(geo, depth=max(DEPTHS[0], min(geo.uniform_chunks, max(depth, wanted))))
             geometries.append(geo)
         if spread and not spread_out:
             return "spread: every group's rows already take the most row-groups"
+        if tail and not tailed:
+            return f"tail {tail}: no group's last chunk cuts into pieces of whole flits"
         bcast = params.get("bcast", 1)
         broadcast = tuple(bcast == 1 for _ in geometries)
         engines = params.get("engines", 4)
@@ -356,9 +370,10 @@ class GeneratedSpace:
         parts = []
         copy = "DMA on the spare engines" if design.copy_spare else "DMA"
         for geo, bcast in zip(design.geometries, design.broadcast, strict=True):
+            tail = f" (the last in pieces of {', '.join(map(str, geo.tail_rows))})" if geo.tail else ""
             parts.append(f"group {geo.index}: {geo.kgroups} k-groups of {geo.width}, {geo.rows_per_slice} rows x "
-                         f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows, depth "
-                         f"{geo.depth}, input by {'switch' if bcast else copy}")  # fmt: skip
+                         f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows{tail}, "
+                         f"depth {geo.depth}, input by {'switch' if bcast else copy}")  # fmt: skip
         return "; ".join(parts) + f"; {design.engines} weight engines per cluster"
 
     def features(self, params: Params, facts: Facts) -> dict[str, object]:

@@ -5,7 +5,9 @@ of the clusters its rows land in (members sharing a row space fill one chunk buf
 then one contraction pass per buffer into the accumulator's rows. Codes the contraction takes as they
 stream in (f8, f4 where the rules allow) are contracted directly; others are decoded in the fetch
 adapter on the way in. Block scales ride along: each chunk's scales are loaded into a VRF and applied
-per block inside the contraction pass, between the contraction and the accumulation.
+per block inside the contraction pass, between the contraction and the accumulation. Chunks the loop
+does not take (the odd one a paired loop leaves, the pieces a `tail` cuts the last chunk into) follow
+it one by one, each in a buffer of its own.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class Stream:
             raise Unsupported(f"group {group.index}: members of one row space differ in dtype or scale kind")
         buffers = vocab.buffers(self.p.facts)
         units = [(m,) for m in group.members] if group.stacked else [group.members]
-        cr, chunks = geo.chunk_rows, geo.chunks
+        cr, chunks = geo.chunk_rows, geo.uniform_chunks
         # One block-scaled stream alternates two chunks per step: a VRF is not rotated by the pipeline,
         # so the next chunk's scales load into the other one while this chunk contracts.
         pairs = len(units) == 1 and units[0][0].op.scale_kind == "block" and chunks > 1
@@ -105,43 +107,51 @@ class Stream:
         head = "" if buffers else f"    #[pipeline(depth = {depth})]\n"
         body: list[str] = []
         loop_bytes = 0
-        for members in units:
-            accumulator = accumulators[members[0].index if group.stacked else -1]
-            for _, offset, suffix in steps:
-                text, size = self._chunk(members, accumulator, buffers, offset, suffix, depth)
-                body.append(text)
-                loop_bytes += size
-        self.p.budget.dm_loops.append(loop_bytes * depth)
-        for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
-            self.p.vrf_defined(name, elements)
-            self.p.vrf_used(name)
         count = chunks // 2 if pairs else chunks
-        self.p.emit(f"{head}    for {var} in 0..{count} {{\n" + "".join(body) + "    }\n")
-        if pairs and chunks % 2:  # the odd last chunk
-            text, size = self._chunk(
-                units[0],
-                accumulators[-1 if not group.stacked else units[0][0].index],
-                False,
-                str((chunks - 1) * cr),
-                "_z",
-                1,
-            )
-            self.p.budget.dm_fixed += size
-            self.p.emit(text.replace("        ", "    ", 1).replace("\n        ", "\n    "))
-            for name, elements in self.loop_vrfs[len(body) * len(units) :]:
+        if count:
+            for members in units:
+                accumulator = self._accumulator(accumulators, members)
+                for _, offset, suffix in steps:
+                    text, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr)
+                    body.append(text)
+                    loop_bytes += size
+            self.p.budget.dm_loops.append(loop_bytes * depth)
+            for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
                 self.p.vrf_defined(name, elements)
                 self.p.vrf_used(name)
+            self.p.emit(f"{head}    for {var} in 0..{count} {{\n" + "".join(body) + "    }\n")
+        # after the loop, one by one: the odd chunk a paired loop leaves, then the last chunk's pieces
+        peeled = [(chunks - 1) * cr] if pairs and chunks % 2 else []
+        pieces = [(peeled[0], cr, "_z")] if peeled else []
+        offset = chunks * cr
+        for index, rows in enumerate(geo.tail_rows):
+            pieces.append((offset, rows, f"_t{index}"))
+            offset += rows
+        for start, rows, suffix in pieces:
+            for members in units:
+                self._peel(members, self._accumulator(accumulators, members), start, rows, suffix)
 
-    def _chunk(
-        self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str, depth: int
-    ) -> tuple[str, int]:
-        """One chunk's loads and contraction, its rows starting at `offset`; names end in `suffix`."""
+    def _accumulator(self, accumulators: dict[int, str], members: tuple[Member, ...]) -> str:
+        return accumulators[members[0].index if self.group.stacked else -1]
+
+    def _peel(self, members: tuple[Member, ...], accumulator: str, start: int, rows: int, suffix: str) -> None:
+        """One chunk outside the loop (a buffer of its own, no rotation), its rows from `start`."""
+        defined = len(self.loop_vrfs)
+        text, size = self._chunk(members, accumulator, False, str(start), suffix, 1, rows)
+        self.p.budget.dm_fixed += size
+        self.p.emit(text.replace("        ", "    ", 1).replace("\n        ", "\n    "))
+        for name, elements in self.loop_vrfs[defined:]:
+            self.p.vrf_defined(name, elements)
+            self.p.vrf_used(name)
+
+    def _chunk(self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str,
+               depth: int, cr: int) -> tuple[str, int]:  # fmt: skip
+        """One chunk of `cr` rows: its loads and contraction, its rows from `offset`; names end in `suffix`."""
         geo, g = self.geo, self.group.index
         first = members[0]
         plan = contraction(first.dtype, self.direct, self.p.facts)
         if plan is None:
             raise Unsupported(f"{first.dtype} weights: the contraction takes no such stream and no decode reaches it")
-        cr = geo.chunk_rows
         rows = geo.rows_elem(cr)
         rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
         stem = (first.op.weight if len(members) == 1 else f"w{g}") + suffix
@@ -172,7 +182,7 @@ class Stream:
         decode = f"\n            .{vocab.lookup(self.p.facts)}({plan.decode})" if plan.decode else ""
         target = f"{accumulator}{tile}"
         if first.op.scale_kind == "block":
-            scale, scale_bytes, scales = self._block_scales(members, buffers, tile, rows, stem, depth)
+            scale, scale_bytes, scales = self._block_scales(members, buffers, tile, rows, stem, depth, cr)
             lines.append(scale)
             size += scale_bytes
             block = first.op.block
@@ -226,9 +236,8 @@ class Stream:
             c for c in (0, 1) if any(m.offset < (c + 1) * half and m.offset + m.rows > c * half for m in members)
         )
 
-    def _block_scales(
-        self, members: tuple[Member, ...], buffers: bool, tile: str, rows: str, stem: str, depth: int
-    ) -> tuple[str, int, str]:
+    def _block_scales(self, members: tuple[Member, ...], buffers: bool, tile: str, rows: str, stem: str,
+                      depth: int, cr: int) -> tuple[str, int, str]:  # fmt: skip
         """Each chunk's block scales in a VRF: DMA'd per chunk on a spare engine, or, for a group whose
         stream starts after another's (and an engine to spare), read from all of the group's scales
         loaded up front while the earlier streams run (their short rows are slow per packet). Gives the
@@ -250,7 +259,7 @@ class Stream:
         fetch = (f"time = [{rows}], packet = [{blocks}]" if count % 2 == 0
                  else f"time = [1], packet = [{rows}{f', {blocks}' if count > 1 else ''}]")  # fmt: skip
         vrf = self.p.name(f"{stem}_s")
-        self.loop_vrfs.append((vrf, geo.chunk_rows * geo.width // block))
+        self.loop_vrfs.append((vrf, cr * geo.width // block))
         preload = self.p.preload_engine()
         if self.group.index > 0 and preload is not None:
             engines = "[" + ", ".join(str(4 * c + preload) for c in self._clusters(members)) + "]"
@@ -268,4 +277,4 @@ class Stream:
                 f"            {scale_rows}{tile}.dma(engines = {engines});\n"
                 f"        let {vrf}: {vrf_type} = sub({loaded})\n"
                 f"            .fetch({fetch}){widen}")  # fmt: skip
-        return text, int(geo.chunk_rows * geo.width // block * dtype_bytes(dtype)), vrf
+        return text, int(cr * geo.width // block * dtype_bytes(dtype)), vrf
