@@ -25,6 +25,7 @@ from chiplore.simulator.pack.generator.geometry import even_cut
 from chiplore.simulator.pack.generator.graph import analyse
 from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
+from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
@@ -262,3 +263,20 @@ def test_the_last_chunk_in_pieces_computes_the_kernel(kernel: str, version: str)
     untailed = next(p for p in valid if p.get("tail") == 0)
     assert space.source(untailed, facts, version) == space.source({k: v for k, v in untailed.items() if k != "tail"},
                                                                   facts, version)  # fmt: skip
+
+
+@pytest.mark.unit
+def test_the_stores_of_a_cluster_share_its_engines_out() -> None:
+    """Stores run last and are mostly a DMA start-up; start-ups on one engine run one after another, so
+    several stores each on every engine paid them in a row (GQA: q out, k and v cache rows on cluster
+    1). A lone store keeps every engine of its clusters; stores sharing a cluster take its engines in turn."""
+    assert store_engines([(0, 1)]) == ["[0, 1, 2, 3, 4, 5, 6, 7]"]
+    assert store_engines([(0, 1), (0, 1), (1,), (1,)]) == ["[0, 1, 4]", "[2, 3, 5]", "[6]", "[7]"]
+    assert store_engines([(0,), (0,)]) == ["[0, 1]", "[2, 3]"]
+    assert store_engines([(1,)] * 5) == ["[4]", "[5]", "[6]", "[7]", "[4]"]  # more stores than engines: in turn
+    space, facts = space_of("gqa_project_qkv"), compile_facts("0.6.0")
+    source = space.source(first_point(space, facts), facts, "0.6.0")
+    stores = re.findall(r"dma_into\((?:q_out|k_cache|v_cache)[^\n]*engines = \[([\d, ]+)\]\);", source)
+    assert len(stores) == 4
+    cluster_1 = [{int(e) for e in s.split(", ") if int(e) >= 4} for s in stores]
+    assert all(a.isdisjoint(b) for a, b in itertools.combinations(cluster_1, 2))

@@ -82,7 +82,7 @@ class Program:
         self.engines = engines
         self.early: list[str] = []
         self.body: list[str] = []
-        self.late: list[str] = []  # stores of outputs: after everything, out of the weight engines' way
+        self.late: list[tuple[str, tuple[int, ...]]] = []  # stores of outputs (`store`): after everything
         self.inserted: dict[int, list[str]] = {}  # body index -> statements written before it later
         self.clocks: dict[int, int] = {}
         self.layouts: dict[str, str] = {}
@@ -137,6 +137,11 @@ class Program:
         (self.early if early else self.body).append(text)
         self.passes += 1
 
+    def store(self, statement: str, clusters: tuple[int, ...] = (0, 1)) -> None:
+        """A store of an output, written after everything (out of the weight engines' way): `statement`
+        is a DMA without its engines (`... .dma_into(target)`), which `text` chooses."""
+        self.late.append((statement, clusters))
+
     def mark(self) -> int:
         """A place in the body where statements can be written later (a group's loop start)."""
         self.clocks[len(self.body)] = self.passes
@@ -154,7 +159,28 @@ class Program:
 
     def text(self) -> str:
         body = [text for index, stmt in enumerate(self.body) for text in (*self.inserted.get(index, ()), stmt)]
-        return "".join(self.early) + "".join(body) + "".join(self.late)
+        engines = store_engines([clusters for _, clusters in self.late])
+        late = [f"    {statement[:-1]}, engines = {chosen});\n"
+                for (statement, _), chosen in zip(self.late, engines, strict=True)]  # fmt: skip
+        return "".join(self.early) + "".join(body) + "".join(late)
+
+
+def store_engines(stores: list[tuple[int, ...]]) -> list[str]:
+    """The engines of each store, given the clusters each reaches: the stores of a cluster share its
+    four engines out, in turn (a lone store takes all four). A store this late is mostly a DMA start-up,
+    and start-ups on one engine run one after another: several stores on every engine would pay them
+    in a row, on engines of their own they pay them side by side."""
+    sharing = {c: sum(c in clusters for clusters in stores) for c in {c for cs in stores for c in cs}}
+    turn = dict.fromkeys(sharing, 0)
+    out = []
+    for clusters in stores:
+        engines = []
+        for c in clusters:
+            share = max(1, 4 // sharing[c])
+            engines += [4 * c + (turn[c] + e) % 4 for e in range(share)]
+            turn[c] = (turn[c] + share) % 4
+        out.append("[" + ", ".join(map(str, engines)) + "]")
+    return out
 
 
 def _staircase(engines: int, turn: int) -> int:

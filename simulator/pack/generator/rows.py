@@ -276,10 +276,8 @@ class Rows:
         else:
             where = f"{target.name}.rename({self.sig.axis_of(dims)}, "
         clusters = self.operands.clusters((m,))
-        engines = "[" + ", ".join(str(4 * c + e) for c in clusters for e in range(4)) + "]"
         for piece in self.operands.pieces((m,)) if member is not None else [value.view]:
-            source = f"{value.tensor}{piece}"
-            self.e.p.late.append(f"    {source}.dma_into({where}{self.geo.R}, {m.offset}), engines = {engines});\n")
+            self.e.p.store(f"{value.tensor}{piece}.dma_into({where}{self.geo.R}, {m.offset}))", clusters)
 
 
 def _chain(value: Value) -> int:
