@@ -10,6 +10,7 @@ row-group over `kg` slices that each hold `w = K / kg` columns: slice `[R / r % 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -36,8 +37,8 @@ class RowAxis:
     name: str
     atoms: tuple[tuple[str, int], ...]
 
-    @property
-    def size(self) -> int:
+    @functools.cached_property
+    def size(self) -> int:  # cached: a space's validity check asks millions of times
         return math.prod(size for _, size in self.atoms)
 
     def strides(self) -> tuple[tuple[int, int], ...]:

@@ -76,6 +76,8 @@ class GeneratedSpace:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
         self._fit_cache: dict[tuple[int, int, int, int], list[int]] = {}
+        # a space's validity asks for each group's geometry under every knob setting: once per choice
+        self._geometries: dict[tuple[object, ...], Geometry | None] = {}
         self.shapes: list[GroupShape] = []
         self.rows: list[RowSpace] = []
         for group in analysis.groups:
@@ -168,6 +170,13 @@ class GeneratedSpace:
                   unit: int, spread: bool = False) -> Geometry | None:  # fmt: skip
         """The geometry of a group for these choices, or None when none fits. `spread`: the rows over
         the most row-groups even when they are stored (a small kernel's passes then share the slices)."""
+        key = (group.index, shape, kg, chunk_level, depth, unit, spread)
+        if key not in self._geometries:
+            self._geometries[key] = self._new_geometry(group, shape, kg, chunk_level, depth, unit, spread)
+        return self._geometries[key]
+
+    def _new_geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
+                      unit: int, spread: bool) -> Geometry | None:  # fmt: skip
         k = group.k
         if k % kg or SLICES % kg:
             return None
