@@ -6,7 +6,6 @@ says on the host."""
 from __future__ import annotations
 
 import itertools
-import math
 import random
 import re
 from functools import cache
@@ -28,6 +27,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
+from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
 
@@ -55,22 +55,6 @@ def space_of(kernel: str) -> DesignSpace:
 
 def first_point(space: DesignSpace, facts: dict[str, float]) -> dict[str, int]:
     return next(iter(points(space, facts)))
-
-
-def sampled_points(space: DesignSpace, facts: dict[str, float], count: int, rng: random.Random) -> list[dict[str, int]]:
-    """`count` distinct valid settings drawn uniformly (by rejection from the knobs' product: listing a
-    space of ~15,000 valid settings writes every program)."""
-    found: list[dict[str, int]] = []
-    tried: set[tuple[int, ...]] = set()
-    total = math.prod(len(knob.values) for knob in space.knobs)
-    while len(found) < count and len(tried) < total:
-        values = tuple(rng.choice(knob.values) for knob in space.knobs)
-        if values not in tried:
-            tried.add(values)
-            setting = {knob.name: value for knob, value in zip(space.knobs, values, strict=True)}
-            if space.valid(setting, facts):
-                found.append(setting)
-    return found
 
 
 @pytest.mark.parametrize("kernel", ["sliding_project_qkv", "decoder_feedforward", "sliding_attention_output"])
@@ -215,7 +199,7 @@ def test_the_new_packs_references_are_not_trivial() -> None:
 def test_sampled_programs_compile(kernel: str, version: str) -> None:
     space = space_of(kernel)
     facts = compile_facts(version)
-    sample = sampled_points(space, facts, 4, random.Random(kernel + version))
+    sample = sample_points(space, facts, 4, random.Random(kernel + version))
     assert sample
     for p in sample:
         result = check(space.source(p, facts, version), version)

@@ -158,7 +158,7 @@ class Inputs:
             self.e.commit(stored, dtype, stem="kept")
         value.uses -= 1
         where = f"{target.name}.rename({self.sig.axis_of(target.dims)}, {self.geo.k_axis}, 0)"
-        self.e.p.store(f"{stored.tensor}.dma_into({where})")
+        self.e.p.store(stored.tensor, where)
 
     def _elementwise(self, op: Elementwise, params: set[str]) -> Value:
         a, b = op.a, op.b

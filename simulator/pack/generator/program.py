@@ -82,7 +82,7 @@ class Program:
         self.engines = engines
         self.early: list[str] = []
         self.body: list[str] = []
-        self.late: list[tuple[str, tuple[int, ...]]] = []  # stores of outputs (`store`): after everything
+        self.late: list[tuple[str, str, tuple[int, ...]]] = []  # stores of outputs (`store`): after everything
         self.inserted: dict[int, list[str]] = {}  # body index -> statements written before it later
         self.clocks: dict[int, int] = {}
         self.layouts: dict[str, str] = {}
@@ -137,10 +137,10 @@ class Program:
         (self.early if early else self.body).append(text)
         self.passes += 1
 
-    def store(self, statement: str, clusters: tuple[int, ...] = (0, 1)) -> None:
-        """A store of an output, written after everything (out of the weight engines' way): `statement`
-        is a DMA without its engines (`... .dma_into(target)`), which `text` chooses."""
-        self.late.append((statement, clusters))
+    def store(self, source: str, target: str, clusters: tuple[int, ...] = (0, 1)) -> None:
+        """`source.dma_into(target)`, a store of an output written after everything (out of the weight
+        engines' way), on engines of `clusters` that `text` chooses (`store_engines`)."""
+        self.late.append((source, target, clusters))
 
     def mark(self) -> int:
         """A place in the body where statements can be written later (a group's loop start)."""
@@ -159,9 +159,9 @@ class Program:
 
     def text(self) -> str:
         body = [text for index, stmt in enumerate(self.body) for text in (*self.inserted.get(index, ()), stmt)]
-        engines = store_engines([clusters for _, clusters in self.late])
-        late = [f"    {statement[:-1]}, engines = {chosen});\n"
-                for (statement, _), chosen in zip(self.late, engines, strict=True)]  # fmt: skip
+        engines = store_engines([clusters for _, _, clusters in self.late])
+        late = [f"    {source}.dma_into({target}, engines = {chosen});\n"
+                for (source, target, _), chosen in zip(self.late, engines, strict=True)]  # fmt: skip
         return "".join(self.early) + "".join(body) + "".join(late)
 
 

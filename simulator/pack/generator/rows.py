@@ -277,7 +277,7 @@ class Rows:
             where = f"{target.name}.rename({self.sig.axis_of(dims)}, "
         clusters = self.operands.clusters((m,))
         for piece in self.operands.pieces((m,)) if member is not None else [value.view]:
-            self.e.p.store(f"{value.tensor}{piece}.dma_into({where}{self.geo.R}, {m.offset}))", clusters)
+            self.e.p.store(f"{value.tensor}{piece}", f"{where}{self.geo.R}, {m.offset})", clusters)
 
 
 def _chain(value: Value) -> int:

@@ -121,8 +121,7 @@ class Stream:
                 self.p.vrf_used(name)
             self.p.emit(f"{head}    for {var} in 0..{count} {{\n" + "".join(body) + "    }\n")
         # after the loop, one by one: the odd chunk a paired loop leaves, then the last chunk's pieces
-        peeled = [(chunks - 1) * cr] if pairs and chunks % 2 else []
-        pieces = [(peeled[0], cr, "_z")] if peeled else []
+        pieces = [((chunks - 1) * cr, cr, "_z")] if pairs and chunks % 2 else []
         offset = chunks * cr
         for index, rows in enumerate(geo.tail_rows):
             pieces.append((offset, rows, f"_t{index}"))
