@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from chiplore.core.errors import ConfigError
@@ -37,11 +37,57 @@ Seconds = Annotated[float, Field(ge=1, le=1e7)]  # device time, in seconds
 Spread = Annotated[float, Field(ge=0, le=0.5)]  # a relative spread of the measurement noise
 
 
+def _power_of_two(value: int) -> int:
+    if value & (value - 1):
+        raise ValueError(f"{value} is not a power of two")
+    return value
+
+
+PowerOfTwo = Annotated[int, AfterValidator(_power_of_two)]
+
+
+class ChipShape(BaseModel):
+    """The chip's structure: what a program's layouts, engine lists and buffers are checked against
+    (docs/simrngd.md §2.3). Every chip the simulator makes used to be 2 x 256 x 8; a truth file's
+    `[shape]` table makes another. Sizes that a layout's digits divide are powers of two."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clusters: int = Field(2, ge=1, le=8)  # the `cluster` mapping's positions
+    slices: PowerOfTwo = Field(256, ge=16, le=2048)  # per cluster: the `slice` mapping's positions
+    lanes: PowerOfTwo = Field(8, ge=1, le=16)  # per slice: the contraction engine's lanes (`lane` <= lanes)
+    engines_per_cluster: int = Field(4, ge=1, le=16)  # DMA engines local to each cluster, numbered cluster-major
+    dmn_slices: PowerOfTwo = Field(32, ge=1, le=2048)  # slices per DMN (slice s is in DMN s / dmn_slices)
+    trf_lane_bytes: int = Field(8 * 1024, ge=1024, le=1 << 20, multiple_of=8)  # TRF bytes per lane
+    vrf_bytes: int = Field(8 * 1024, ge=1024, le=1 << 20, multiple_of=8)  # VRF bytes per slice
+
+    @model_validator(mode="after")
+    def _dmns_tile_a_cluster(self) -> ChipShape:
+        if self.slices % self.dmn_slices:
+            raise ValueError(f"dmn_slices ({self.dmn_slices}) must divide slices ({self.slices})")
+        return self
+
+    @property
+    def engines(self) -> int:
+        """DMA engines of the chip: engine e is local to cluster e // engines_per_cluster."""
+        return self.clusters * self.engines_per_cluster
+
+    @property
+    def trf_bytes(self) -> int:
+        """TRF bytes per slice."""
+        return self.lanes * self.trf_lane_bytes
+
+    def engine_cluster(self, engine: int) -> int:
+        return engine // self.engines_per_cluster
+
+
 class ChipTruth(BaseModel):
     """One chip's true parameters, in cycles and bytes (1 cycle = 1 ns at 1 GHz)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
+    shape: ChipShape = ChipShape()
+    docs_shape: ChipShape | None = None  # the shape the chip's docs claim, when they get it wrong
     clock_ghz: float = Field(1.0, ge=1e-3, le=1e3)  # the core clock: cycles per nanosecond
     launch_cycles: PositiveCycles = 200  # P01
     dma_startup: Cycles = 340  # P02: engine busy per command
@@ -93,8 +139,9 @@ class ChipTruth(BaseModel):
 
     @property
     def roof(self) -> float:
-        """R_eff of the weight-movement bound (docs/simrngd.md §11): what both cluster ingress ports move per cycle."""
-        return 2 * self.cluster_ingress
+        """R_eff of the weight-movement bound (docs/simrngd.md §11): what all clusters' ingress ports
+        move per cycle."""
+        return self.shape.clusters * self.cluster_ingress
 
 
 class TruthFileError(ConfigError, ValueError):
@@ -153,13 +200,26 @@ def _describe(error: ValidationError, shown: int = 3) -> str:
 def _describe_one(detail: ErrorDetails) -> str:
     name = ".".join(str(part) for part in detail["loc"])
     if detail["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(name, ChipTruth.model_fields, n=1)
+        *table, field = (str(part) for part in detail["loc"])
+        known = ChipShape.model_fields if table == ["shape"] else ChipTruth.model_fields
+        close = [".".join([*table, c]) for c in difflib.get_close_matches(field, known, n=1)]
         return f"unknown field {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
     message = detail["msg"].removeprefix("Value error, ")
-    if not name:  # a rule across fields names them itself
-        return message
+    if not name or (detail["type"] == "value_error" and isinstance(detail["input"], dict)):
+        return message  # a rule across fields names them itself
     value = repr(detail["input"])
     return f"{name} = {value if len(value) <= 40 else value[:37] + '...'}: {message}"
+
+
+def chip_shape() -> ChipShape:
+    """The simulated chip's shape (no toolchain version changes it): what the compiler checks
+    layouts and engine lists against and lowers slice and engine numbers with."""
+    return load_truth().shape
+
+
+def chip_key() -> str | None:
+    """Which chip the process simulates, for caches of what depends on it (compiles, lowerings)."""
+    return os.environ.get(ENV_VAR) or None
 
 
 def truth_key(truth: ChipTruth) -> str:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from chiplore.simulator._truth import ChipTruth
+from chiplore.simulator._truth import ChipTruth, chip_shape
 from chiplore.simulator.toolchain.lowered import DmaOp, Flow
 
 HBM_READS = ("h2d", "gather")
 HBM_WRITES = ("d2h", "scatter")
 DM_TO_DM = ("d2d", "d2d_x")
-ENGINES_PER_CLUSTER = 4
 
 Resource = tuple[str, int]  # ("in", cluster) | ("out", cluster) | ("hbm", 0)
 
@@ -25,7 +24,7 @@ class FlowModel:
 
 
 def engine_cluster(engine: int) -> int:
-    return engine // ENGINES_PER_CLUSTER
+    return chip_shape().engine_cluster(engine)
 
 
 def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:
@@ -50,13 +49,12 @@ def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:
     if flow.cross_cluster:
         cap *= truth.xcluster_factor
     uses: dict[Resource, float] = {}
-    other = 1 - flow.cluster
     if op.dma_kind in HBM_WRITES:
         uses[("out", flow.cluster)] = 1.0
     else:
         uses[("in", flow.cluster)] = 1.0
     if op.dma_kind in DM_TO_DM:
-        source = other if op.dma_kind == "d2d_x" and flow.cross_cluster else flow.cluster
+        source = flow.source_cluster if op.dma_kind == "d2d_x" and flow.source_cluster is not None else flow.cluster
         uses[("out", source)] = 1.0
     if op.dma_kind in HBM_READS + HBM_WRITES:
         uses[("hbm", 0)] = units * unit / packet if packet else 1.0

@@ -372,7 +372,8 @@ class SimDevice:
                 fault = (Fault(code="NOC_TIMEOUT", cluster=0, cycle=int(report.cycles // 2)) if flaky else None) or (
                     self._bank_fault(report)
                 ) or (
-                    Fault(code="NOC_TIMEOUT", cluster=int(self.rng.integers(0, 2)), cycle=int(report.cycles // 2))
+                    Fault(code="NOC_TIMEOUT", cluster=int(self.rng.integers(0, self.noise.truth.shape.clusters)),
+                          cycle=int(report.cycles // 2))
                     if self.rng.random() < cfg.p_noc_timeout else None
                 )  # fmt: skip
                 if fault is not None:

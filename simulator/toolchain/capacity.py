@@ -7,15 +7,21 @@ Compile-time limits are what a real compiler knows; 0.7.0 reserves more DM (docs
 
 from __future__ import annotations
 
-from chiplore.simulator._truth import load_truth
+from chiplore.simulator._truth import chip_shape, load_truth
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.env import Env
 from chiplore.simulator.toolchain.rules import emit
 
-TRF_PER_SLICE = 64 * 1024
-TRF_PER_LANE = 8 * 1024
-VRF_PER_SLICE = 8 * 1024
+
+def trf_limit() -> int:
+    """TRF bytes per slice (64 KB on the default chip: 8 lanes of 8 KB)."""
+    return chip_shape().trf_bytes
+
+
+def vrf_limit() -> int:
+    """VRF bytes per slice (8 KB on the default chip)."""
+    return chip_shape().vrf_bytes
 
 
 def dm_limit(version: str) -> int:
@@ -60,28 +66,31 @@ def check_capacity(body: ir.Block, env: Env, version: str) -> list[Diagnostic]:
                             f"usable) at `{let.name}`", let.span)  # fmt: skip
         elif ttype.space == "trf":
             out += _check_trf(ttype, per_buffer, env, version, let.span)
-        elif ttype.space == "vrf" and per_buffer > VRF_PER_SLICE:
-            out += emit("0303", version, f"VRF live set {per_buffer:,.0f} B exceeds 8,192 B at `{let.name}`", let.span)
+        elif ttype.space == "vrf" and per_buffer > vrf_limit():
+            out += emit("0303", version, f"VRF live set {per_buffer:,.0f} B exceeds {vrf_limit():,} B at `{let.name}`",
+                        let.span)  # fmt: skip
     return out
 
 
 def _check_trf(ttype: ir.DevType, per_buffer: float, env: Env, version: str, span: ir.Span | None) -> list[Diagnostic]:
-    """A TRF holds 64 KB per slice, 8 KB in each of its 8 lanes; double-buffered (`buffers: 2`,
-    0.7.0) each buffer holds half of both. Pipelined loops do not rotate register files, so only the
-    type's own `buffers` counts."""
+    """A TRF holds 64 KB per slice on the default chip, 8 KB in each of its 8 lanes; double-buffered
+    (`buffers: 2`, 0.7.0) each buffer holds half of both. Pipelined loops do not rotate register
+    files, so only the type's own `buffers` counts."""
+    shape = chip_shape()
     buffers = _buffers(ttype, env, 1)
-    if buffers >= 2 and per_buffer * buffers > TRF_PER_SLICE:
-        half = TRF_PER_SLICE // buffers
+    if buffers >= 2 and per_buffer * buffers > shape.trf_bytes:
+        half = shape.trf_bytes // buffers
         return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {half:,} B per buffer when the "
                     f"TRF has {buffers} buffers", span)  # fmt: skip
-    if per_buffer > TRF_PER_SLICE:
-        return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {TRF_PER_SLICE:,} B", span)
+    if per_buffer > shape.trf_bytes:
+        return emit("0302", version, f"TRF use {per_buffer:,.0f} B per slice exceeds {shape.trf_bytes:,} B", span)
     per_lane = _lane_bytes(ttype, env)
-    lane_limit = TRF_PER_LANE // max(buffers, 1)
+    lane_limit = shape.trf_lane_bytes // max(buffers, 1)
     if per_lane is not None and per_lane > lane_limit:
         what = f" per buffer when the TRF has {buffers} buffers" if buffers >= 2 else ""
         return emit("0302", version, f"TRF use {per_lane:,.0f} B per lane exceeds {lane_limit:,} B{what}: a lane "
-                    "holds 8,192 B; spread the operand over more lanes or load it in chunks", span)  # fmt: skip
+                    f"holds {shape.trf_lane_bytes:,} B; spread the operand over more lanes or load it in chunks",
+                    span)  # fmt: skip
     return []
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from chiplore.simulator._truth import ChipTruth, load_truth, truth_key
+from chiplore.simulator._truth import ChipShape, ChipTruth, load_truth, truth_key
 from chiplore.simulator.docs.facts import FACTS, VERSIONS, Fact
 from chiplore.simulator.toolchain.rule_examples import example
 from chiplore.simulator.toolchain.rules import RULES, SEVERITY_NAMES
@@ -69,10 +69,44 @@ def _render(version: str, key: str, chip: ChipTruth) -> tuple[tuple[str, str], .
         "fact": lambda fact_id: fact_text(FACTS[fact_id], version, values),
         "since": lambda first: VERSIONS.index(version) >= VERSIONS.index(first),
         "diagnostic_codes": lambda: _codes(version),
+        "shape": shape_values(chip.docs_shape or chip.shape),
     }
     pages = [(name, _tidy(environment.get_template(f"{name}.j2").render())) for name in PAGES]
     changes = (SOURCE / "changes" / f"{version}.md").read_text()
     return (*pages, ("CHANGES.md", changes))
+
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
+
+
+def _count(n: int, noun: str) -> str:
+    """`2, "cluster"` -> "two clusters": the overview spells small counts out."""
+    return f"{_WORDS[n] if n < len(_WORDS) else n} {noun}{'' if n == 1 else 's'}"
+
+
+def _engines(first: int, count: int) -> str:
+    return f"{first}" if count == 1 else f"{first}-{first + count - 1}"
+
+
+def shape_values(shape: ChipShape) -> dict[str, object]:
+    """The shape as the docs state it (the chip's, or what a truth file's `docs_shape` claims)."""
+    per = shape.engines_per_cluster
+    ranges = [_engines(c * per, per) for c in range(shape.clusters)]
+    serves = [f"engine{'s' if per > 1 else ''} {ranges[0]} serve{'' if per > 1 else 's'} cluster 0"]
+    serves += [f"engine{'s' if per > 1 else ''} {r} cluster {c}" for c, r in enumerate(ranges) if c]
+    sites = [
+        f"{r} {'sit' + ('s' if per == 1 else '') + ' ' if c == 0 else ''}in cluster {c}" for c, r in enumerate(ranges)
+    ]
+    sites_text = sites[0] if len(sites) == 1 else ", ".join(sites[:-1]) + " and " + sites[-1]
+    return shape.model_dump() | {
+        "clusters_text": _count(shape.clusters, "cluster").capitalize(),
+        "engines_text": _count(per, "DMA engine"),
+        "engine_serves": ", ".join(serves),
+        "engine_sites": f"Engine{'s' if per > 1 else ''} {sites_text}.",
+        "trf_kb": f"{shape.trf_bytes / 1024:g}",
+        "trf_lane_kb": f"{shape.trf_lane_bytes / 1024:g}",
+        "vrf_kb": f"{shape.vrf_bytes / 1024:g}",
+    }
 
 
 def _vocabulary(version: str) -> dict[str, str]:

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from chiplore.simulator._truth import chip_key
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.parser import CACHED_SOURCE_BYTES, parse
 from chiplore.simulator.toolchain.budget import MAX_LOWERING_STEPS
@@ -39,12 +40,13 @@ def lower_semantics(text: str, version: str | None = None) -> tuple[LoweredProgr
     the compiler's coverage rule reads). Nothing in either is changed after lowering, so they are
     shared between callers."""
     if len(text) <= CACHED_SOURCE_BYTES:
-        return _lower_traced(text, version)
+        return _lower_traced(text, version, chip_key())
     return _trace(text, version)
 
 
 @functools.lru_cache(maxsize=64)
-def _lower_traced(text: str, version: str | None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
+def _lower_traced(text: str, version: str | None, chip: str | None) -> tuple[LoweredProgram, tuple[SemOp, ...]]:
+    # Keyed by chip too: slice and engine numbers are lowered for the chip's shape.
     return _trace(text, version)
 
 
@@ -60,16 +62,16 @@ def lower(program: ir.Program | str, version: str | None = None) -> LoweredProgr
     """Lower a (checked) program under `version` (else its header, else the default)."""
     if isinstance(program, str):
         if len(program) <= CACHED_SOURCE_BYTES:
-            return _lower_text(program, version)
+            return _lower_text(program, version, chip_key())
         program = parse(program)
     chosen = version or program.toolchain or DEFAULT_VERSION
     return _Lowerer(program, chosen).run()
 
 
 @functools.lru_cache(maxsize=64)
-def _lower_text(text: str, version: str | None) -> LoweredProgram:
+def _lower_text(text: str, version: str | None, chip: str | None) -> LoweredProgram:
     """check, estimate and execute all lower the same text: once is enough (the result is frozen)."""
-    return _lower_traced(text, version)[0]
+    return _lower_traced(text, version, chip)[0]
 
 
 class _Lowerer(OpLowering):

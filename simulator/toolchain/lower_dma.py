@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.lowered import DmaKind, Flow
@@ -24,8 +25,6 @@ from chiplore.simulator.toolchain.placement import Constraint, LoweringError, Vi
 
 MAX_PACKET = 4096
 HBM_UNIT = 256
-SLICES_PER_DMN = 32
-ENGINES_PER_CLUSTER = 4
 MAX_PACKETS = 4_000_000  # enumeration guard: far above any real kernel
 
 
@@ -241,7 +240,8 @@ def plan_dma(
         kind = "d2d_x" if crossing.any() else "d2d"
     chosen = engines if engines is not None else _auto_engines(cluster, auto_engines_per_cluster)
     extent = _hbm_bytes(destination) if hbm_destination else math.inf
-    flows = _flows(chosen, cluster, dm_slice, packet_sizes, hbm, hbm_destination, crossing, extent)
+    flows = _flows(chosen, cluster, dm_slice, packet_sizes, hbm, hbm_destination, crossing, extent,
+                   None if involves_hbm else source_cluster)  # fmt: skip
     total = round(float(packet_sizes.sum()))
     return DmaPlan(
         kind=kind,
@@ -253,6 +253,13 @@ def plan_dma(
         clusters=tuple(sorted({int(c) for c in np.unique(cluster)})),
         written=_intervals(hbm, packet_sizes) if hbm_destination and hbm is not None else (),
     )
+
+
+def _other_cluster(engine: int, picked: np.ndarray, sources: np.ndarray, crossing: np.ndarray) -> int:
+    """The cluster a cross-cluster copy's flow draws egress from: where most of its crossing packets
+    come from, else (its data stays home) the cluster of its remote engine."""
+    away = sources[picked][crossing[picked]]
+    return int(np.bincount(away).argmax()) if away.size else chip_shape().engine_cluster(engine)
 
 
 def _intervals(starts: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int], ...]:
@@ -369,20 +376,22 @@ def _grid(value_lists: list[tuple[int, ...]]) -> list[np.ndarray]:
 def _auto_engines(cluster: np.ndarray, per_cluster: int) -> tuple[int, ...]:
     """`engines = auto`: the first `per_cluster` engines of every destination cluster."""
     clusters = sorted({int(c) for c in np.unique(cluster)}) or [0]
-    return tuple(c * ENGINES_PER_CLUSTER + e for c in clusters for e in range(per_cluster))
+    local = chip_shape().engines_per_cluster
+    return tuple(c * local + e for c in clusters for e in range(min(per_cluster, local)))
 
 
 def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, sizes: np.ndarray,
            hbm: np.ndarray | None, hbm_write: bool, crossing: np.ndarray,
-           hbm_extent: float = math.inf) -> tuple[Flow, ...]:  # fmt: skip
+           hbm_extent: float = math.inf, sources: np.ndarray | None = None) -> tuple[Flow, ...]:  # fmt: skip
     """Split the packet sequence: equal quotas, each engine filled from its own cluster first."""
+    shape = chip_shape()
     n = len(sizes)
     quota = {e: n // len(engines) + (1 if i < n % len(engines) else 0) for i, e in enumerate(engines)}
     taken: dict[int, list[np.ndarray]] = {e: [] for e in engines}
     leftovers: list[np.ndarray] = []
     for c in sorted({int(x) for x in np.unique(cluster)}):
         mine = np.flatnonzero(cluster == c)
-        own = [e for e in engines if e // ENGINES_PER_CLUSTER == c]
+        own = [e for e in engines if shape.engine_cluster(e) == c]
         position = 0
         for e in own:
             share = min(quota[e], len(mine) - position)
@@ -402,7 +411,7 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
         picked = np.concatenate(taken[e]) if taken[e] else np.array([], dtype=np.int64)
         if picked.size == 0:
             continue
-        dmn = dm_slice[picked] // SLICES_PER_DMN + cluster[picked] * 1000
+        dmn = dm_slice[picked] // shape.dmn_slices + cluster[picked] * shape.slices  # a DMN id, chip-wide
         alt = float(np.mean(dmn[1:] != dmn[:-1])) if picked.size > 1 else 0.0
         units, partial, partial_packets = 0.0, 0, 0
         if hbm is not None:
@@ -419,17 +428,19 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
                 partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
                 partial_packets = int((head | tail).sum())
         home = int(np.bincount(cluster[picked]).argmax())
+        cross = home != shape.engine_cluster(e) or bool(crossing[picked].mean() > 0.5)
         flows.append(
             Flow(
                 engine=e,
                 cluster=home,
-                cross_cluster=home != e // ENGINES_PER_CLUSTER or bool(crossing[picked].mean() > 0.5),
+                cross_cluster=cross,
                 bytes=round(float(sizes[picked].sum())),
                 packets=int(picked.size),
                 alt_fraction=alt,
                 hbm_units=units,
                 partial_units=partial,
                 partial_packets=partial_packets,
+                source_cluster=_other_cluster(e, picked, sources, crossing) if cross and sources is not None else None,
             )
         )
     return tuple(flows)

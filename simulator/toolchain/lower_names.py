@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.env import Env, expand_layout
@@ -17,8 +18,6 @@ from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, PassOp
 from chiplore.simulator.toolchain.op_semantics import SemOp
 from chiplore.simulator.toolchain.placement import LoweringError, Place, Tensor, View, range_restrictions
 from chiplore.simulator.toolchain.versions import VersionSpec
-
-SLICES = 256  # per cluster
 
 
 @dataclass(frozen=True)
@@ -216,15 +215,17 @@ class NameResolution:
 
 def live_clusters(view: View, axes: AxisSystem) -> tuple[int, ...]:
     """Cluster indices that hold data of the view."""
-    return tuple(sorted({i // SLICES for i in live_slice_ids(view, axes)}))
+    slices = chip_shape().slices
+    return tuple(sorted({i // slices for i in live_slice_ids(view, axes)}))
 
 
 def live_slice_ids(view: View, axes: AxisSystem) -> tuple[int, ...]:
-    """Global ids (cluster * 256 + slice) of the slices that hold the view's data or copies."""
+    """Global ids (cluster * slices per cluster + slice) of the slices that hold the view's data or copies."""
+    slices = chip_shape().slices
     dims = [d for d in dm_dims(view, view.constraints(), axes, with_copies=True) if d.field in ("cluster", "slice")]
     base = dm_base(view)
-    ids = np.array([int(base["cluster"]) * SLICES + int(base["slice"])], dtype=np.int64)
-    for dim in dims:  # every sum of one value per dim: up to 512 slices times a dim's values
-        step = int(dim.step) * (SLICES if dim.field == "cluster" else 1)
+    ids = np.array([int(base["cluster"]) * slices + int(base["slice"])], dtype=np.int64)
+    for dim in dims:  # every sum of one value per dim: up to every slice of the chip times a dim's values
+        step = int(dim.step) * (slices if dim.field == "cluster" else 1)
         ids = np.unique(ids[:, None] + np.asarray(dim.values, dtype=np.int64)[None, :] * step)
     return tuple(ids.tolist())

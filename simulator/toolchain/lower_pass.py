@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit, normalise
 from chiplore.simulator.toolchain.lowered import PassShape, PassWork
@@ -296,7 +297,7 @@ def _span(source: View, places: tuple[Place, ...]) -> int:
         return 1
     involved = [d for p in places for d in p.digits]
     if any(p.is_rep for p in places) and places[0].is_rep:
-        return math.prod(p.positions for p in slices) or 256
+        return math.prod(p.positions for p in slices) or chip_shape().slices
     for index, place in enumerate(slices):
         if any(d.within(inv) or inv.within(d) for d in place.digits for inv in involved):
             # the outermost involved term spans its data, not its padding (`[G # 256]` with G = 2 spans 2)

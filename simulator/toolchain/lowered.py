@@ -30,6 +30,8 @@ class Flow(Frozen):
     hbm_units: float  # 256-byte HBM units touched, summed over packets (0 when no HBM side)
     partial_units: int  # HBM units only partly written (read-modify-write)
     partial_packets: int = 0  # packets that write at least one partial unit
+    # A cross-cluster DM -> DM flow's other cluster (where its data or its engine sits); None otherwise.
+    source_cluster: int | None = None
 
 
 class PartialDigit(Frozen):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl import ir
-from chiplore.simulator.toolchain.capacity import TRF_PER_SLICE, VRF_PER_SLICE, dm_limit
+from chiplore.simulator.toolchain.capacity import dm_limit, trf_limit, vrf_limit
 from chiplore.simulator.toolchain.lowered import DmaOp, LoweredProgram, PartialDigit, PassOp
 from chiplore.simulator.toolchain.ordering import Ordering
 from chiplore.simulator.toolchain.rules import emit
@@ -21,7 +22,6 @@ from chiplore.simulator.toolchain.rules import emit
 MAX_LOOP_ENTRIES = 8
 BANK_RUN_LIMIT = 63  # consecutive same-bank reads a pass may make while DMA writes its cluster
 FETCH_WORD = 8  # the fetch adapter hands the stream on in 8-byte words
-MAX_LANES = 8
 VALID_TRIMS = (8, 16, 24, 32)
 
 
@@ -43,8 +43,8 @@ def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
                         f"merging (max {MAX_LOOP_ENTRIES})", where)  # fmt: skip
         out += _fetch_packet(op, version, where)
         out += _partial_sums(op.mixes_partial, f"combining it with the stream of {op.label}", version, where)
-        if op.shape.lanes > MAX_LANES:
-            out += emit("0401", version, f"contraction uses {op.shape.lanes} lanes (max {MAX_LANES})", where)
+        if op.shape.lanes > chip_shape().lanes:
+            out += emit("0401", version, f"contraction uses {op.shape.lanes} lanes (max {chip_shape().lanes})", where)
         trim = op.shape.commit_packet_bytes % 32 or (32 if op.shape.commit_packet_bytes else 0)
         if trim and trim not in VALID_TRIMS:
             out += emit("0413", version, f"commit writes {trim:g} valid bytes per flit; must be 8, 16, 24 or 32", where)
@@ -54,8 +54,8 @@ def check_lowered(program: LoweredProgram) -> list[Diagnostic]:
                         f"{output.elements:,} elements, the first missing at {output.first_missing}")  # fmt: skip
     out += _bank_runs(program, version)
     out += _liveness(program, "dm", dm_limit(version), "0301")
-    out += _liveness(program, "trf", TRF_PER_SLICE, "0302")
-    out += _liveness(program, "vrf", VRF_PER_SLICE, "0303")
+    out += _liveness(program, "trf", trf_limit(), "0302")
+    out += _liveness(program, "vrf", vrf_limit(), "0303")
     return out
 
 
@@ -124,7 +124,8 @@ def _liveness(program: LoweredProgram, space: str, limit: int, number: str) -> l
 
 def _over(number: str, version: str, space: str, slice_id: int, peak: float, limit: int,
           op: DmaOp | PassOp) -> list[Diagnostic]:  # fmt: skip
-    where = f"slice {slice_id % 256} of cluster {slice_id // 256}"
+    slices = chip_shape().slices
+    where = f"slice {slice_id % slices} of cluster {slice_id // slices}"
     if space == "dm":
         message = f"DM use of {where} peaks at {peak:,.0f} B (> {limit:,} B usable) at {op.label}"
     elif space == "trf":

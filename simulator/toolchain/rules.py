@@ -118,7 +118,7 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0201",
         "{dim} mapping {m} has {n} positions, expected {expected}",
-        "cluster != 2, slice != 256, lane > 8, rep/at inside elem/time/packet",
+        "cluster or slice positions other than the chip's, more lanes than a slice's, rep/at inside elem/time/packet",
         "EEE",
     ),
     _rule(
@@ -163,7 +163,7 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0322", "{n} packets of {op} end in partial 256-byte HBM units (read-modify-write)", "partial HBM writes", "-WW"
     ),
-    _rule("0323", "engine list {list} is empty, repeats or leaves 0..7", "engines argument", "EEE"),
+    _rule("0323", "engine list {list} is empty, repeats or leaves 0..{last}", "engines argument", "EEE"),
     _rule(
         "0324",
         "a DMA copies bytes: it cannot turn {src} into {dst}",

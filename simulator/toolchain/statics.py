@@ -8,6 +8,7 @@ import itertools
 import math
 from collections.abc import Iterable
 
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.printer import print_mapping
@@ -18,14 +19,14 @@ from chiplore.simulator.toolchain.placement import LoweringError, range_restrict
 from chiplore.simulator.toolchain.rules import emit
 
 MAX_DMA_PACKET_BYTES = 4096
-ENGINES = range(8)
-EXPECTED_POSITIONS = {"cluster": 2, "slice": 256}
-MAX_LANES = 8
 DATA_ONLY_FIELDS = ("elem", "time", "packet")
 
 
 def check_mapping_sizes(root: ir.Node, env: Env, version: str) -> list[Diagnostic]:
-    """E0201 on every device type: cluster 2, slice 256, lane <= 8, no rep/at in data digits."""
+    """E0201 on every device type: as many cluster and slice positions as the chip has (2 and 256 on
+    the default), no more lanes than a slice has (8), no rep/at in data digits."""
+    shape = chip_shape()
+    expected = {"cluster": shape.clusters, "slice": shape.slices}
     out: list[Diagnostic] = []
     for node in walk(root):
         if not isinstance(node, ir.DevType):
@@ -35,12 +36,12 @@ def check_mapping_sizes(root: ir.Node, env: Env, version: str) -> list[Diagnosti
                 continue
             positions = env.positions(field.mapping)
             text = print_mapping(field.mapping)
-            if name in EXPECTED_POSITIONS and positions is not None and positions != EXPECTED_POSITIONS[name]:
+            if name in expected and positions is not None and positions != expected[name]:
                 out += emit("0201", version, f"{name} mapping {text} has {positions} positions, "
-                            f"expected {EXPECTED_POSITIONS[name]}", field.span or node.span)  # fmt: skip
-            elif name == "lane" and positions is not None and positions > MAX_LANES:
+                            f"expected {expected[name]}", field.span or node.span)  # fmt: skip
+            elif name == "lane" and positions is not None and positions > shape.lanes:
                 out += emit("0201", version, f"lane mapping {text} has {positions} positions, expected at most "
-                            f"{MAX_LANES}", field.span or node.span)  # fmt: skip
+                            f"{shape.lanes}", field.span or node.span)  # fmt: skip
             elif name in DATA_ONLY_FIELDS and any(t.kind in ("rep", "at") for t in field.mapping.terms):
                 out += emit("0201", version, f"{name} mapping {text} has replicated or placed positions, expected "
                             "data digits only", field.span or node.span)  # fmt: skip
@@ -70,6 +71,7 @@ def check_digit_operands(root: ir.Node, version: str) -> list[Diagnostic]:
 
 
 def check_dma_arguments(root: ir.Node, version: str) -> list[Diagnostic]:
+    engines_of_chip = range(chip_shape().engines)
     out: list[Diagnostic] = []
     for node in walk(root):
         if not (isinstance(node, ir.Method) and node.name in ("dma", "dma_into")):
@@ -89,10 +91,11 @@ def check_dma_arguments(root: ir.Node, version: str) -> list[Diagnostic]:
                     not engines
                     or not well_formed
                     or len(set(engines)) != len(engines)
-                    or any(e not in ENGINES for e in engines)
+                    or any(e not in engines_of_chip for e in engines)
                 ):
                     text = print_mapping(arg.value.mapping)
-                    out += emit("0323", version, f"engine list {text} is empty, repeats or leaves 0..7", arg.span)
+                    out += emit("0323", version, f"engine list {text} is empty, repeats or leaves "
+                                f"0..{engines_of_chip[-1]}", arg.span)  # fmt: skip
     return out
 
 

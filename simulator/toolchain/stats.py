@@ -32,6 +32,7 @@ import numpy as np
 from chiplore.core.stats import Counters, OpPart, OpStats, ProgramStats
 from chiplore.simulator import NAME
 from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
+from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
 from chiplore.simulator.toolchain.budget import source_over_budget
@@ -44,7 +45,6 @@ from chiplore.simulator.toolchain.versions import DEFAULT_VERSION, spec
 HBM_READS = ("h2d", "gather")
 HBM_WRITES = ("d2h", "scatter")
 DM_TO_DM = ("d2d", "d2d_x")
-SLICES_PER_CLUSTER = 256
 PASS_WORK = (
     "fetch_reads", "decode_bytes", "flits", "contract_steps", "contract_bytes", "vector_flits", "transcendentals",
     "switch_ring", "switch_flits", "reduce_ring", "reduce_flits", "cluster_reduce_flits", "commit_writes",
@@ -161,7 +161,7 @@ def _flow_part(op: DmaOp, flow: Flow) -> OpPart:
     else:
         resources.append(f"cluster{flow.cluster}.ingress")
     if op.dma_kind in DM_TO_DM:
-        source = 1 - flow.cluster if op.dma_kind == "d2d_x" and flow.cross_cluster else flow.cluster
+        source = flow.source_cluster if op.dma_kind == "d2d_x" and flow.source_cluster is not None else flow.cluster
         resources.append(f"cluster{source}.egress")
     if op.dma_kind in HBM_READS + HBM_WRITES:
         resources.append("hbm")
@@ -254,8 +254,8 @@ def _peaks(program: LoweredProgram) -> Counters:
     span = _buffer_spans(program)
     for space in ("dm", "trf", "vrf"):
         buffers = [b for b in program.buffers if b.space == space]
-        live = np.zeros((steps, 2 * SLICES_PER_CLUSTER))
-        held = np.zeros(2 * SLICES_PER_CLUSTER)
+        live = np.zeros((steps, _chip_slices()))
+        held = np.zeros(_chip_slices())
         for buffer in buffers:
             slices = _slices(buffer)
             first, last = span.get(buffer.id, (0, steps - 2))
@@ -284,4 +284,9 @@ def _buffer_spans(program: LoweredProgram) -> dict[str, tuple[int, int]]:
 def _slices(buffer: BufferInfo) -> np.ndarray:
     if buffer.slices:
         return np.asarray(buffer.slices, dtype=np.int64)
-    return np.arange(min(buffer.live_slices, 2 * SLICES_PER_CLUSTER), dtype=np.int64)  # where unknown: the first
+    return np.arange(min(buffer.live_slices, _chip_slices()), dtype=np.int64)  # where unknown: the first
+
+
+def _chip_slices() -> int:
+    shape = chip_shape()
+    return shape.clusters * shape.slices

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from chiplore.core.errors import ConfigError
-from chiplore.simulator._truth import ENV_VAR, MAX_TRUTH_BYTES, ChipTruth, TruthFileError, load_truth
+from chiplore.simulator._truth import ENV_VAR, MAX_TRUTH_BYTES, ChipShape, ChipTruth, TruthFileError, load_truth
 from chiplore.simulator.fe_run import main as fe_run
 from chiplore.simulator.ferc import main as ferc
 from tests.simulator.one_line import refused
@@ -76,8 +76,12 @@ def test_a_value_that_no_chip_could_have_is_refused_naming_the_file_and_the_fiel
 
 
 def test_every_field_has_finite_bounds() -> None:
-    """No field is left unconstrained: each has a lower and an upper bound (or is an int/Count)."""
-    for name, info in ChipTruth.model_fields.items():
+    """No field is left unconstrained: each has a lower and an upper bound, the shape's too (the
+    shape tables are checked field by field)."""
+    fields = {**ChipTruth.model_fields, **{f"shape.{k}": v for k, v in ChipShape.model_fields.items()}}
+    for name, info in fields.items():
+        if name in ("shape", "docs_shape"):
+            continue
         bounds = {type(m).__name__ for m in info.metadata}
         assert bounds & {"Ge", "Gt"} and bounds & {"Le", "Lt"}, f"{name} is unbounded: {info.metadata}"
 

@@ -1,0 +1,176 @@
+"""Chips of another shape (docs/simrngd.md §2.3): a truth file's `[shape]` table changes the
+clusters, slices, lanes, DMA engines and register files the compiler checks programs against, the
+executor runs them on and the cost model prices them with, and the docs state it (or what a
+`docs_shape` claims)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_truth
+from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.cost.estimate import estimate
+from chiplore.simulator.execute.executor import execute_program
+from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.docs import render_docs
+
+pytestmark = pytest.mark.unit
+
+H = 512  # the input's length: one bf16 row is 1 KB, well inside any TRF lane
+
+
+def gemv(shape: ChipShape, rows_per_slice: int = 8, hidden: int = H) -> str:
+    """y = W x with W's rows over every slice of every cluster, x copied to each slice and each
+    cluster's share of W moved by that cluster's first engine."""
+    c, s = shape.clusters, shape.slices
+    rows = rows_per_slice * s * c
+    per_cluster = rows_per_slice * s
+    cluster = f"R / {per_cluster}" if c > 1 else "1 # 1"
+    engines = ", ".join(str(k * shape.engines_per_cluster) for k in range(c))
+    r = rows_per_slice
+    return f"""#![toolchain = "0.6.0"]
+axes! {{ R = {rows}, H = {hidden} }}
+layout Rows = {{ cluster: [{cluster}], slice: [R / {r} % {s}] }};
+layout Every = {{ cluster: [rep({c})], slice: [rep({s})] }};
+
+kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {{
+    let xa: dm<bf16>{{..Every, elem: [H]}} = x.dma(engines = [{engines}]);
+    let xt: trf<bf16>{{..Rows, lane: [1], elem: [H]}} =
+        sub(xa).fetch(time = [H / 16], packet = [H % 16]).to_trf();
+    let wd: dm<bf16>{{..Rows, elem: [R % {r}, H]}} = w.dma(engines = [{engines}]);
+    let acc: dm<f32>{{..Rows, elem: [R % {r}]}} = main(wd)
+        .fetch(time = [R % {r}, H / 32], packet = [H % 32])
+        .contract(trf = xt, reduce = [H], fold = [R % {r}])
+        .commit();
+    acc.dma_into(y, engines = [{engines}]);
+}}
+"""
+
+
+SHAPES = {
+    "1x128": ChipShape(clusters=1, slices=128),
+    "4x256": ChipShape(clusters=4, slices=256, engines_per_cluster=4),
+    "2x512-16K": ChipShape(clusters=2, slices=512, trf_lane_bytes=16 * 1024, engines_per_cluster=8),
+}
+
+
+def use_chip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shape: ChipShape, extra: str = "") -> None:
+    table = "\n".join(f"{name} = {value}" for name, value in shape.model_dump().items())
+    text = f"{extra}\n[shape]\n{table}\n"
+    chip = tmp_path / f"chip-{abs(hash(text))}.toml"  # truth files are read once per path
+    chip.write_text(text)
+    monkeypatch.setenv(ENV_VAR, str(chip))
+    assert load_truth().shape == shape
+
+
+def errors(source: str) -> list[str]:
+    return [f"{d.code}: {d.message}" for d in check(source, "0.6.0").diagnostics if d.is_error]
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_a_program_written_for_the_chips_shape_compiles_runs_and_is_priced(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shape = SHAPES[name]
+    use_chip(monkeypatch, tmp_path, shape)
+    source = gemv(shape)
+    assert errors(source) == []
+    rows = 8 * shape.slices * shape.clusters
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((rows, H)).astype(np.float32)
+    x = rng.standard_normal(H).astype(np.float32)
+    out = execute_program(source, {"w": w, "x": x, "y": np.zeros(rows, np.float32)}, "0.6.0")["y"]
+    # The inputs are rounded to bf16 (relative error <= 2^-9 each), so each product to within 2^-8.
+    assert np.all(np.abs(out - w @ x) <= 2**-8 * (np.abs(w) @ np.abs(x))), "the rows are not W x"
+    cycles = estimate(source, "0.6.0").cycles
+    assert weight_bound_cycles(rows * H * 2) < cycles < 1e7
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_the_default_chips_program_is_refused_naming_the_chips_sizes(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shape = SHAPES[name]
+    use_chip(monkeypatch, tmp_path, shape)
+    found = " | ".join(errors(gemv(ChipShape())))
+    if shape.clusters != 2:
+        assert "cluster mapping" in found and f"expected {shape.clusters}" in found, found
+    if shape.slices != 256:
+        assert f"expected {shape.slices}" in found, found
+    # Only the shape is wrong: slices and clusters (E0201), and engines past the chip's (E0323).
+    assert {d[:5] for d in found.split(" | ")} <= {"E0201", "E0323"}, found
+
+
+def test_engines_are_numbered_over_the_chips_clusters(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    one = SHAPES["1x128"]
+    use_chip(monkeypatch, tmp_path, one)
+    program = gemv(one)
+    assert errors(program.replace("w.dma(engines = [0])", "w.dma(engines = [0, 1, 2, 3])")) == []
+    refused = errors(program.replace("w.dma(engines = [0])", "w.dma(engines = [0, 4])"))
+    assert refused and "E0323" in refused[0] and "leaves 0..3" in refused[0], refused
+
+    four = SHAPES["4x256"]
+    use_chip(monkeypatch, tmp_path, four)
+    assert errors(gemv(four).replace("w.dma(engines = [0, 4, 8, 12])", "w.dma(engines = [3, 7, 11, 15])")) == []
+
+
+def test_every_clusters_port_counts_in_the_bound_and_in_the_estimate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The roof is the clusters' ingress ports together: four clusters halve the default's bound,
+    and a program that streams through all four ports runs faster than one that uses two."""
+    weights = 1 << 24
+    default = weight_bound_cycles(weights, load_truth(path=""))
+    four = SHAPES["4x256"]
+    use_chip(monkeypatch, tmp_path, four)
+    assert weight_bound_cycles(weights) == pytest.approx(default / 2)
+    wide = gemv(four, hidden=2048)
+    engines = "[0, 1, 4, 5, 8, 9, 12, 13]"
+    all_ports = wide.replace("w.dma(engines = [0, 4, 8, 12])", f"w.dma(engines = {engines})")
+    two_ports = all_ports.replace(engines, "[0, 1, 4, 5]")
+    assert errors(all_ports) == [] and errors(two_ports) == []
+    assert estimate(all_ports, "0.6.0").cycles < 0.8 * estimate(two_ports, "0.6.0").cycles
+
+
+def test_register_files_hold_what_the_chip_gives_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A 16 KB TRF lane holds an 8,192-element bf16 operand that an 8 KB lane refuses (E0302)."""
+    wide = SHAPES["2x512-16K"]
+    big = gemv(wide, rows_per_slice=2, hidden=8192)
+    use_chip(monkeypatch, tmp_path, wide)
+    assert errors(big) == []
+    use_chip(monkeypatch, tmp_path, ChipShape(clusters=2, slices=512, engines_per_cluster=8))
+    refused = errors(big)
+    assert refused and refused[0].startswith("E0302") and "8,192 B" in refused[0], refused
+
+
+def test_the_docs_state_the_shape_or_what_they_claim_of_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    one = SHAPES["1x128"]
+    use_chip(monkeypatch, tmp_path, one)
+    index = render_docs("0.6.0", load_truth("0.6.0"))["index.md"]
+    assert "**One cluster.**" in index and "**128 slices per cluster.**" in index
+    use_chip(monkeypatch, tmp_path, one, extra="[docs_shape]\nclusters = 2\nslices = 256")
+    claimed = render_docs("0.6.0", load_truth("0.6.0"))
+    assert "**Two clusters.**" in claimed["index.md"] and "**256 slices per cluster.**" in claimed["index.md"]
+    assert "Engines 0-3 sit in cluster 0 and 4-7 in cluster 1." in claimed["dma.md"]
+    assert errors(gemv(ChipShape())) != []  # the compiler knows better than the docs
+
+
+@pytest.mark.parametrize(
+    ("table", "why"),
+    [
+        ("slices = 100", "shape.slices = 100: 100 is not a power of two"),
+        ("slices = 64\ndmn_slices = 128", "dmn_slices (128) must divide slices (64)"),
+        ("clustrs = 4", "unknown field 'shape.clustrs' (did you mean 'shape.clusters'?)"),
+        ("clusters = 0", "shape.clusters = 0: Input should be greater than or equal to 1"),
+        ("lanes = 32", "shape.lanes = 32: Input should be less than or equal to 16"),
+    ],
+)
+def test_a_shape_that_no_chip_could_have_is_refused_in_one_line(tmp_path: Path, table: str, why: str) -> None:
+    chip = tmp_path / "chip.toml"
+    chip.write_text(f"[shape]\n{table}\n")
+    with pytest.raises(TruthFileError) as caught:
+        load_truth(None, chip)
+    assert why in str(caught.value) and "\n" not in str(caught.value)
