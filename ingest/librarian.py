@@ -53,7 +53,7 @@ class Librarian:
 
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
-NUMBER = r"(?P<value>\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight)\b)\s*"
+NUMBER = r"(?P<value>\d[\d,]*(?:\.\d+)?|\b(?i:one|two|three|four|five|six|seven|eight)\b)\s*"  # "Two clusters."
 RULE = re.compile(r"\b(must|must not|cannot|never|only|is an error|are errors|rejects?|not allowed)\b")
 LIMIT = re.compile(r"\b(at most|up to|no more than|maximum|max)\b")
 CONSTRUCT = re.compile(r"`\.?([a-z_][a-z0-9_]*)(?:\([^`]*\))?`")
@@ -133,7 +133,8 @@ def constructs(text: str) -> list[str]:
 
 
 def _value(text: str) -> float:
-    return float(NUMBER_WORDS[text]) if text in NUMBER_WORDS else float(text.replace(",", ""))
+    word = text.lower()
+    return float(NUMBER_WORDS[word]) if word in NUMBER_WORDS else float(text.replace(",", ""))
 
 
 def _concept(sentence: str, heading: str) -> str:

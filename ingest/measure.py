@@ -57,7 +57,7 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             return "omit" if NOISE_SIGMA.key in measured or session.spent >= budget_s else "run"
         keys = [key.key for key in session.fits[probe_id].records.values()]
         if keys and all(key in measured for key in keys):
-            session.given |= known_values(store, version, session, probe_id)
+            session.add_given(known_values(store, version, session, probe_id))
             return "skip"
         return "skip" if session.spent >= budget_s else "run"
 

@@ -6,7 +6,7 @@ one). The run-to-run noise is a probe like the others (`NOISE_PROBE`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -85,6 +85,7 @@ class ProbeSession:
                  on_probe: Callable[[str, float], None] | None = None) -> None:  # fmt: skip
         pack = target.pack()
         self.version = version
+        self.target = target
         self.templates = {p.id: p for p in target.microbenchmarks()}
         self.fits: dict[str, ProbeFit] = {f.id: f for f in pack.fits if f.template in self.templates}
         self.keys: dict[str, ParamKey] = {name: key for f in pack.fits for name, key in f.records.items()}
@@ -130,8 +131,13 @@ class ProbeSession:
                             repeats=max(3, round(probe.repeats * self.repeats_scale)), rounds=self.rounds)  # fmt: skip
         except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
             return None
-        self.given |= {name: e.value for name, e in found.items()}
+        self.add_given({name: e.value for name, e in found.items()})
         return found
+
+    def add_given(self, values: Mapping[str, float]) -> None:
+        """Values later fits take as givens; later probes are written for them (e.g. the chip's shape)."""
+        self.given |= values
+        self.templates = {p.id: p for p in self.target.microbenchmarks_for(self.given)}
 
     def _noise(self) -> Estimate | None:
         """The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
@@ -141,7 +147,9 @@ class ProbeSession:
         if recorder.noise_jobs:
             longest = max(recorder.noise_jobs, key=lambda job: recorder.noise_jobs[job])
         else:
-            first: ProbeTemplate = next(iter(self.templates.values()))
+            # a timed probe's (a search's template may be compile-only)
+            timed = [self.templates[f.template] for f in self.fits.values() if f.search is None]
+            first: ProbeTemplate = timed[0] if timed else next(iter(self.templates.values()))
             longest = DeviceJob(kernel=first.kernel, program=first.instantiate(first.points[0], self.version),
                                 toolchain=self.version, fixtures="smoke", agent="harness")  # fmt: skip
         recorder.every_job.clear()

@@ -94,8 +94,8 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     by_probe = _stale_probes(session, stale)
     order = _priority(store, target.name, previous, version, stale, by_probe)
     names = {key.key: name for name, key in session.keys.items()}
-    session.given = {names[key]: value for key, value in _given(store, target.name, previous, version).items()
-                     if key in names}  # fmt: skip
+    session.add_given({names[key]: value for key, value in _given(store, target.name, previous, version).items()
+                       if key in names})  # fmt: skip
     rechecks: list[Recheck] = []
 
     def cost(probe_id: str) -> float:

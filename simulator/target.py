@@ -12,6 +12,7 @@ dir (`add_kernel`, `chiplore kernel add`): see simulator/kernels and docs/kernel
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from chiplore.core.errors import TargetError
@@ -31,7 +32,7 @@ from chiplore.core.target import (
     TestResult,
 )
 from chiplore.simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
-from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.bench import BenchShape, microbenchmarks
 from chiplore.simulator.device import DeviceConfig, SimDevice
 from chiplore.simulator.device.pool import DevicePool, pool_configs
 from chiplore.simulator.kernels.registry import KernelRegistry
@@ -126,8 +127,12 @@ class SimRNGD(Target):
         self._pool.wait_until(device, clock_s)
 
     def microbenchmarks(self) -> list[ProbeTemplate]:
-        """The starting probes (simulator/bench); agents may write more."""
+        """The starting probes (simulator/bench), written for the documented shape; agents may write more."""
         return microbenchmarks()
+
+    def microbenchmarks_for(self, found: Mapping[str, float]) -> list[ProbeTemplate]:
+        """The probes written for the shape MB00 found (its values by their local names)."""
+        return microbenchmarks(BenchShape.of(found))
 
     def pack(self) -> SimRNGDPack:
         """What chiplore knows of this chip family: probes, fits, doc patterns, repairs, design spaces."""

@@ -128,6 +128,16 @@ def neo4j_env(neo4j_server: Neo4jServer) -> dict[str, str]:
 @pytest.fixture
 def graph(store: GraphStore) -> GraphStore:
     """A fresh store on each backend with the schema and SimRNGD registered (the ingest and loop tests)."""
+    return _with_simrngd(store)
+
+
+@pytest.fixture
+def embedded_graph(embedded_store: EmbeddedStore) -> GraphStore:
+    """`graph` on the embedded store only: for a learning run whose subject is the chip, not the store."""
+    return _with_simrngd(embedded_store)
+
+
+def _with_simrngd(store: GraphStore) -> GraphStore:
     ensure_schema(store)
     target = SimRNGD()
     register_target(store, target.name, target.toolchains(), target.default_toolchain())

@@ -8,6 +8,7 @@ The models here are the boundary: pydantic, frozen, JSON-serialisable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -307,6 +308,12 @@ class Target:
     def microbenchmarks(self) -> list[ProbeTemplate]:
         """The starting probes whose sweeps the pack's fits turn into measurements."""
         raise NotImplementedError
+
+    def microbenchmarks_for(self, found: Mapping[str, float]) -> list[ProbeTemplate]:
+        """The probes written for what earlier probes found, by the fits' local names (a chip's shape:
+        its cluster and slice counts decide how a probe's layouts must be written). By default the
+        starting probes, whatever was found."""
+        return self.microbenchmarks()
 
     def pack(self) -> TargetPack:
         """What chiplore's generic layers need to know of this chip family (`chiplore.core.pack`)."""

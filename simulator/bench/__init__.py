@@ -7,96 +7,166 @@ the answer key the simulator's own tests hold, never shipped to agents.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from string import Template
 
 from chiplore.core.target import ProbeTemplate
 
 HERE = Path(__file__).resolve().parent
-ALL_ENGINES = "[0, 1, 2, 3, 4, 5, 6, 7]"
 
 
-def _template(name: str) -> str:
-    return (HERE / name).read_text()
+# MB00's point where every knob but the searched one stays: the documented shape, the smallest operands.
+SHAPE_START = {"CLUSTERS": "2", "SLICES": "256", "LANES": "1", "ENGINE": "0", "TRF": "16", "VRF": "16"}
 
 
-def _mb02_points() -> tuple[dict[str, str], ...]:
+@dataclass(frozen=True)
+class BenchShape:
+    """The shape the probes are written for: the one MB00 found (`of(found)`), else the one the docs
+    of the first chip state. Engines are numbered cluster by cluster."""
+
+    clusters: int = 2
+    slices: int = 256
+    engines_per_cluster: int = 4
+
+    @classmethod
+    def of(cls, found: Mapping[str, float]) -> BenchShape:
+        """From MB00's values by their local names (what is missing keeps the documented value)."""
+        default = cls()
+        return cls(*(int(found.get(name, getattr(default, name))) for name in ("clusters", "slices",
+                                                                               "engines_per_cluster")))  # fmt: skip
+
+    @property
+    def engines(self) -> int:
+        return self.clusters * self.engines_per_cluster
+
+    def local(self, cluster: int, count: int | None = None) -> list[int]:
+        """The first `count` engines of a cluster (all of them by default)."""
+        first = cluster * self.engines_per_cluster
+        return list(range(first, first + min(count or self.engines_per_cluster, self.engines_per_cluster)))
+
+    def knobs(self) -> dict[str, str]:
+        """What every template is written in: the layouts' sizes and the engines it names."""
+        return {
+            "CLUSTERS": str(self.clusters), "SLICES": str(self.slices), "SLICES_8": str(self.slices // 8),
+            "DMN": str(min(32, self.slices // 2)),  # the docs' DMN grouping, or half a small cluster
+            # the sink: cluster 0's last engine, beside the streams of engine 0 where it has another
+            "SINK": str(self.engines_per_cluster - 1), "AUX": str(min(1, self.engines - 1)),
+            "LOCAL_ENGINES": str(self.local(0)), "ALL_ENGINES": str(list(range(self.engines))),
+        }  # fmt: skip
+
+
+DEFAULT_SHAPE = BenchShape()
+
+
+def _template(name: str, shape: BenchShape = DEFAULT_SHAPE) -> str:
+    return Template((HERE / name).read_text()).safe_substitute(shape.knobs())
+
+
+def _mb02_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
     points = []
-    for size in (256, 4096, 65536, 1 << 20):
+    for size in (256, 4096, 65536, min(1 << 20, 4096 * shape.slices)):  # a 4 KB packet per slice at most
         packets = max(1, size // 4096)
         points.append({"BYTES": str(size), "PACKETS": str(packets), "PACKET_BYTES": str(size // packets)})
     return tuple(points)
 
 
-def _mb04_points() -> tuple[dict[str, str], ...]:
+def _mb04_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
     points = []
     for packet in (256, 512, 1024, 2048, 4096):
         row = max(packet, 1024)  # a packet never spans two rows of the destination
-        points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str((4 << 20) // (256 * row))})
+        rows = max(1, (4 << 20) // (shape.slices * row))
+        points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str(rows)})
     return tuple(points)
 
 
-def _mb06_points() -> tuple[dict[str, str], ...]:
-    points = []
-    for engines in ((0,), (0, 1), (0, 1, 2, 3), (0, 4), (0, 1, 4, 5), tuple(range(8))):
-        clusters = 2 if any(e >= 4 for e in engines) else 1
-        sink = next((e for e in range(7, -1, -1) if e not in engines), 7)
-        points.append({"ENGINES": str(list(engines)), "CLUSTERS": str(clusters),
-                       "ROWS": str((16 << 20) // (clusters * 256 * 4096)), "SINK_ENGINE": str(sink),
-                       "SINK_CLUSTER": str(sink // 4)})  # fmt: skip
+# MB06's engine sets: one engine, two, a whole cluster's; then one, two and all of every cluster's
+ENGINE_SETS = ("one", "two", "cluster", "one-each", "two-each", "all")
+
+
+def _mb06_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
+    every = range(shape.clusters)
+    sets = {"one": shape.local(0, 1), "two": shape.local(0, 2), "cluster": shape.local(0),
+            "one-each": [e for c in every for e in shape.local(c, 1)],
+            "two-each": [e for c in every for e in shape.local(c, 2)], "all": list(range(shape.engines))}  # fmt: skip
+    points, seen = [], set()
+    for name in ENGINE_SETS:
+        engines = sets[name]
+        if tuple(engines) in seen:  # one engine or one cluster: some sets are the same
+            continue
+        seen.add(tuple(engines))
+        clusters = len({e // shape.engines_per_cluster for e in engines})
+        sink = next((e for e in range(shape.engines - 1, -1, -1) if e not in engines), shape.engines - 1)
+        points.append({"SET": name, "ENGINES": str(engines), "USED_CLUSTERS": str(clusters),
+                       "ROWS": str(max(1, (16 << 20) // (clusters * shape.slices * 4096))), "SINK_ENGINE": str(sink),
+                       "SINK_CLUSTER": str(sink // shape.engines_per_cluster)})  # fmt: skip
     return tuple(points)
 
 
-def microbenchmarks() -> list[ProbeTemplate]:
-    return sorted(_catalogue(), key=lambda probe: probe.id)
+def microbenchmarks(shape: BenchShape = DEFAULT_SHAPE) -> list[ProbeTemplate]:
+    """The probes written for a chip of `shape` (the documented one by default; MB00 finds the
+    true one, and every other probe is written for what it found)."""
+    return sorted(_catalogue(shape), key=lambda probe: probe.id)
 
 
-def _catalogue() -> list[ProbeTemplate]:
+def _catalogue(shape: BenchShape) -> list[ProbeTemplate]:
+    dmn = shape.knobs()["DMN"]
+    rows_8mib = str(max(1, (8 << 20) // (4096 * shape.slices)))
     return [
         ProbeTemplate(
-            id="MB01", name="empty kernel and noise", kernel="mb01", template=_template("mb01_empty.fe"),
+            id="MB00", name="chip shape probe", kernel="mb00", template=(HERE / "mb00_shape.fe").read_text(),
+            measures="compile only: the cluster and slice counts a layout must have, the lanes a TRF operand may "
+            "span, the DMA engines, and the largest TRF operand of a lane and VRF operand of a slice",
+            knob="SLICES", points=(SHAPE_START,), repeats=1,
+        ),
+        ProbeTemplate(
+            id="MB01", name="empty kernel and noise", kernel="mb01", template=_template("mb01_empty.fe", shape),
             measures="the fixed cost of a kernel launch plus one DMA command; repeated, the run-to-run noise, "
             "its outliers and its drift over time",
             knob="RUN", points=tuple({"RUN": str(i)} for i in range(1)), repeats=60,
         ),
         ProbeTemplate(
-            id="MB02", name="DMA size sweep", kernel="mb02", template=_template("mb02_dma_size.fe"),
+            id="MB02", name="DMA size sweep", kernel="mb02", template=_template("mb02_dma_size.fe", shape),
             measures="a DMA command's start-up (intercept) and one engine's streaming rate (slope), 4 KB packets",
-            knob="BYTES", points=_mb02_points(), repeats=30,
+            knob="BYTES", points=_mb02_points(shape), repeats=30,
         ),
         ProbeTemplate(
-            id="MB03", name="back-to-back commands", kernel="mb03", template=_template("mb03_commands.fe"),
+            id="MB03", name="back-to-back commands", kernel="mb03", template=_template("mb03_commands.fe", shape),
             measures="what a DMA command that is already queued pays to start once its engine frees up",
             knob="COMMANDS", points=tuple({"COMMANDS": str(k)} for k in (1, 4, 8, 16, 32)), repeats=30,
         ),
         ProbeTemplate(
-            id="MB04", name="packet sweep", kernel="mb04", template=_template("mb04_packet.fe"),
+            id="MB04", name="packet sweep", kernel="mb04", template=_template("mb04_packet.fe", shape),
             measures="one engine's raw bandwidth and its per-packet overhead (time per packet against packet size)",
-            knob="PACKET", points=_mb04_points(), repeats=60,
+            knob="PACKET", points=_mb04_points(shape), repeats=60,
         ),
         ProbeTemplate(
-            id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe"),
+            id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe", shape),
             measures="the rate of a stream that stays in one DMN against one that alternates DMNs",
-            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": "[A, S % 32, S / 32]"}), repeats=30,
+            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": f"[A, S % {dmn}, S / {dmn}]"}), repeats=30,
         ),
         ProbeTemplate(
-            id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe"),
+            id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe", shape),
             measures="where adding engines stops helping: the per-cluster ingress and the chip's total",
-            knob="ENGINES", points=_mb06_points(), repeats=30,
+            knob="ENGINES", points=_mb06_points(shape), repeats=30,
         ),
         ProbeTemplate(
-            id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe"),
+            id="MB07", name="HBM alignment and stores", kernel="mb07", template=_template("mb07_alignment.fe", shape),
             measures="the read rate against the offset of each packet in HBM, and the time of stores whose rows "
             "do or do not fill whole HBM transaction units",
             knob="OFFSET", points=_mb07_points(), repeats=30,
         ),
         ProbeTemplate(
-            id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe"),
+            id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe", shape),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER",
-            points=tuple({"TO_CLUSTER": c, "COPY_ROWS": r} for r in ("16", "1") for c in ("0", "1")), repeats=120,
+            points=tuple({"TO_CLUSTER": str(c), "COPY_ROWS": r} for r in ("16", "1")
+                         for c in range(min(2, shape.clusters))),
+            repeats=120,
         ),
         ProbeTemplate(
-            id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe"),
+            id="MB10", name="pass anatomy", kernel="mb10", template=_template("mb10_pass.fe", shape),
             measures="a Tensor-Unit pass's fixed cost and read size on main and sub, and the hand-off between "
             "passes on different queues",
             knob="FLITS",
@@ -104,46 +174,48 @@ def _catalogue() -> list[ProbeTemplate]:
             repeats=300,
         ),
         ProbeTemplate(
-            id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe"),
+            id="MB09", name="decode throughput", kernel="mb09", template=_template("mb09_decode.fe", shape),
             measures="how many input bytes per cycle and slice the fetch adapter's table lookup decodes "
             "(f8 -> bf16, and f4 -> f8 with two codes per byte)",
             knob="BYTES", points=_mb09_points(), repeats=60,
         ),
         ProbeTemplate(
-            id="MB11", name="vector engine", kernel="mb11", template=_template("mb11_vector.fe"),
+            id="MB11", name="vector engine", kernel="mb11", template=_template("mb11_vector.fe", shape),
             measures="cycles per flit of a vector chain: plain arithmetic against transcendental functions",
             knob="CHAIN", points=tuple({"CHAIN": chain} for chain in _mb11_chains()), repeats=15,
         ),
         ProbeTemplate(
-            id="MB12", name="switch", kernel="mb12", template=_template("mb12_switch.fe"),
+            id="MB12", name="switch", kernel="mb12", template=_template("mb12_switch.fe", shape),
             measures="the cost of a broadcast over the switch ring against ring size and flits",
             knob="RING", points=tuple({"RING": str(r), "FLITS": str(f), "ELEMENTS": str(8 * f)}
-                                      for r in (2, 8, 32, 128, 256) for f in (1, 16, 64, 256)),
+                                      for r in (2, 8, 32, 128, 256) if r <= shape.slices for f in (1, 16, 64, 256)),
             repeats=30,
         ),
         ProbeTemplate(
-            id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe"),
+            id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe", shape),
             measures="the cost of reduce_slices against group size and flits",
             knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f)}
-                                       for g in (2, 4, 16, 64, 128, 256) for f in (1, 8, 64, 256, 512)),
+                                       for g in (2, 4, 16, 64, 128, 256) if g <= shape.slices
+                                       for f in (1, 8, 64, 256, 512)),
             repeats=30,
         ),
         ProbeTemplate(
-            id="MB14", name="DM capacity probe", kernel="mb14", template=_template("mb14_capacity.fe"),
+            id="MB14", name="DM capacity probe", kernel="mb14", template=_template("mb14_capacity.fe", shape),
             measures="compile only: the largest per-slice buffer the compiler accepts (bisect on BYTES)",
             knob="BYTES", points=tuple({"BYTES": str(b)} for b in (256 * 1024, 384 * 1024, 448 * 1024)), repeats=1,
         ),
         ProbeTemplate(
-            id="MB15", name="overlap interference", kernel="mb15", template=_template("mb15_interference.fe"),
+            id="MB15", name="overlap interference", kernel="mb15", template=_template("mb15_interference.fe", shape),
             measures="how much a Tensor-Unit pass running in a cluster slows DMA into that cluster",
             knob="N",
-            points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without", "ROWS": "8", "BYTES": "4096"},
-                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "with", "ROWS": "8", "BYTES": "4096"},
+            # 8 MiB into every cluster (8 rows of 4 KB per slice on the documented chip): longer than the passes
+            points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without", "ROWS": rows_8mib, "BYTES": "4096"},
+                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "with", "ROWS": rows_8mib, "BYTES": "4096"},
                     {"N": "20480", "WORK": "exp(), exp()", "PASSES": "only", "ROWS": "1", "BYTES": "8"}),
             repeats=120,
         ),
         ProbeTemplate(
-            id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe"),
+            id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe", shape),
             measures="what happens when a pass keeps reading one DM bank while DMA writes its cluster: "
             "diagnostics, slowdown or faults, against the length of the run",
             knob="RUN", points=tuple({"RUN": str(span // 128), "SPAN": str(span)} for span in (4096, 8192, 16384)),

@@ -11,6 +11,12 @@ from chiplore.core.params import CLOCK_HZ
 from chiplore.simulator.pack import params as P
 
 PARAM_PATTERNS = (
+    # the shape, as the overview states it ("Two clusters.", "256 slices per cluster.", ...)
+    ParamPattern(P.CLUSTERS, (r"^\W*\w+ clusters?\.?$",)),
+    ParamPattern(P.SLICES, (r"\bslices per cluster\.?$",)),
+    ParamPattern(P.LANES, (r"\bcontraction engine of a slice has\b", r"\blanes\b")),
+    ParamPattern(P.ENGINES_PER_CLUSTER, (r"^Each has its own\b", r"\bDMA engines?\b")),
+    ParamPattern(P.VRF_SLICE, (r"\bvector register file holds\b", r"\bKB\b")),
     ParamPattern(P.DMA_QUEUED_START, (r"\bqueued\b", r"\bstart")),
     ParamPattern(P.DMA_START, (r"\bDMA command\b", r"\bstart")),
     ParamPattern(P.ENGINE_BW, (r"\bDMA engine\b", r"bytes per cycle")),
@@ -42,11 +48,20 @@ FLAG_PATTERNS = (
 
 UNITS = (
     r"bytes per cycle|B/cycle|cycles per flit|flits? per cycle|cycles|KB|TB/s|GHz|%|ops|-byte|times|"
-    r"of the same-cluster rate|bytes|flits?"
+    r"of the same-cluster rate|bytes|flits?|clusters?(?=\.)|slices per cluster|lanes\b|DMA engines\b"
 )
 
 # The two read sizes come in one sentence: "reads 32 bytes per cycle on `main` and 8 on `sub`".
 READ_SIZES = re.compile(r"reads (\d+) bytes per cycle on `main` and (\d+) on `sub`")
+
+
+# The TRF comes in one sentence with the slice's total first: "holds 64 KB: 8 KB per contraction lane".
+TRF_LANE = re.compile(r"(\d+) KB per contraction lane")
+
+
+def trf_lane(sentence: str) -> list[StatedValue]:
+    match = TRF_LANE.search(sentence)
+    return [StatedValue(P.TRF_LANE, float(match.group(1)) * 1024)] if match else []
 
 
 def read_sizes(sentence: str) -> list[StatedValue]:
@@ -56,4 +71,4 @@ def read_sizes(sentence: str) -> list[StatedValue]:
     return [StatedValue(P.FETCH_MAIN, float(match.group(1))), StatedValue(P.FETCH_SUB, float(match.group(2)))]
 
 
-DOC_PATTERNS = DocPatterns(params=PARAM_PATTERNS, flags=FLAG_PATTERNS, units=UNITS, extractors=(read_sizes,))
+DOC_PATTERNS = DocPatterns(params=PARAM_PATTERNS, flags=FLAG_PATTERNS, units=UNITS, extractors=(read_sizes, trf_lane))

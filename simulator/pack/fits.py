@@ -14,6 +14,7 @@ import numpy as np
 
 from chiplore.core.probes import Bench, ProbeFit, largest_accepted
 from chiplore.core.target import DeviceJob, ProbeTemplate
+from chiplore.simulator.bench import SHAPE_START
 from chiplore.simulator.pack import params as P
 
 MIB = 1 << 20
@@ -68,10 +69,20 @@ def fit_queued_start(points: list[dict[str, str]], medians: np.ndarray, given: d
 
 
 def fit_packet_size(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
-    # cycles = c + 4 MiB / bw + packets * overhead, packets = 4 MiB / P
-    packets = np.array([4 * MIB / float(p["PACKET"]) for p in points])
+    # cycles = c + bytes / bw + packets * overhead, packets = bytes / P (4 MiB at every point where
+    # the slices divide it: ROWS rows of ROW_BYTES per slice)
+    moved = {float(p["ROWS"]) * _slices(given) * float(p["ROW_BYTES"]) for p in points}
+    if len(moved) != 1:
+        raise ValueError(f"MB04: the points move different amounts ({sorted(moved)})")
+    total = moved.pop()
+    packets = np.array([total / float(p["PACKET"]) for p in points])
     intercept, slope = _line(packets, medians)
-    return {"engine_bw": 4 * MIB / (intercept - given["empty_kernel_cycles"]), "pkt_overhead": slope}
+    return {"engine_bw": total / (intercept - given["empty_kernel_cycles"]), "pkt_overhead": slope}
+
+
+def _slices(given: dict[str, float]) -> float:
+    """The slices per cluster the probes were written for (MB00's, else the documented 256)."""
+    return given.get("slices", 256.0)
 
 
 def _rate(nbytes: float, cycles: float, given: dict[str, float]) -> float:
@@ -80,13 +91,20 @@ def _rate(nbytes: float, cycles: float, given: dict[str, float]) -> float:
 
 def fit_dmn_order(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
     one_dmn = next(i for i, p in enumerate(points) if p["ORDER"] == "[S, A]")
-    return {"dmn_bw": _rate(16 * MIB, float(medians[one_dmn]), given)}
+    moved = 16 * _slices(given) * 4096  # 16 rows of 4 KB on every slice of a cluster
+    return {"dmn_bw": _rate(moved, float(medians[one_dmn]), given)}
 
 
 def fit_engine_count(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
-    rates = {p["ENGINES"]: _rate(16 * MIB, float(m), given) for p, m in zip(points, medians, strict=True)}
-    one_cluster = [rates["[0, 1]"], rates["[0, 1, 2, 3]"]]  # two or four engines into one port: its limit
-    return {"cluster_ingress": float(np.mean(one_cluster)), "roof": rates["[0, 1, 4, 5]"]}
+    def moved(p: dict[str, str]) -> float:  # 16 MiB where the slices divide it
+        return float(p["USED_CLUSTERS"]) * float(p["ROWS"]) * _slices(given) * 4096
+
+    rates = {p["SET"]: _rate(moved(p), float(m), given) for p, m in zip(points, medians, strict=True)}
+    # two engines or a whole cluster's into one port: its limit (one engine alone where a cluster has one)
+    one_cluster = [rates[s] for s in ("two", "cluster") if s in rates] or [rates["one"]]
+    # the roof: two engines on every cluster's port (each cluster's one, where it has only one)
+    both = next(rates[s] for s in ("two-each", "one-each", "two", "one") if s in rates)
+    return {"cluster_ingress": float(np.mean(one_cluster)), "roof": both}
 
 
 def fit_dm_to_dm(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -96,6 +114,8 @@ def fit_dm_to_dm(points: list[dict[str, str]], medians: np.ndarray, given: dict[
     rows = sorted({r for _, r in by})
     extra = (rows[-1] - rows[0]) * 256 * 1024  # bytes the long copy moves beyond the short one
     same = extra / (by["0", rows[-1]] - by["0", rows[0]])
+    if ("1", rows[0]) not in by:  # a chip of one cluster: nothing crosses
+        return {"dm2dm_rate": same}
     across = extra / (by["1", rows[-1]] - by["1", rows[0]])
     return {"dm2dm_rate": same, "xcluster_factor": across / same}
 
@@ -106,7 +126,7 @@ SCALE_SLACK = 0.08  # MB07: how far the bytes a read moves may be off by one com
 def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
     start, bw, overhead = given["empty_kernel_cycles"], given["engine_bw"], given["pkt_overhead"]
     reads = {int(p["OFFSET"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] == "1"}
-    rows = 16 * 256
+    rows = 16 * _slices(given)
     moved = {off: ((t - start) / rows - overhead) * bw for off, t in reads.items()}  # bytes per 960-B read
 
     offsets = sorted(moved)
@@ -122,7 +142,7 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
 
     unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
     stores = {int(p["STORE"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] != "1"}
-    count = 16 * 256
+    count = 16 * int(_slices(given))
     touched = sum((r * 240 + 239) // unit - (r * 240) // unit + 1 for r in range(count))  # all partial
     unit_time = unit / bw
     rmw = ((stores[240] - stores[256]) / unit_time + count) / touched
@@ -218,6 +238,39 @@ def search_dm_capacity(probe: ProbeTemplate, version: str, bench: Bench) -> dict
     return {"dm_usable_per_slice": float(8 * words)}
 
 
+SHAPE_CLUSTERS = range(1, 9)
+SHAPE_SLICES = tuple(1 << k for k in range(4, 12))  # 16 .. 2048
+SHAPE_LANES = tuple(1 << k for k in range(7))  # 1 .. 64
+SHAPE_ENGINES = 256  # engine numbers searched: 0 .. 255
+OPERAND_BYTES = 1 << 17  # the largest TRF lane or VRF operand searched for, in bytes
+
+
+def search_shape(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
+    """The chip's shape, by compiling MB00 (no device time): the one cluster and slice count that
+    every layout must have, the most lanes a TRF operand may span, the highest engine number
+    (engines are numbered cluster by cluster, so each cluster has engines / clusters), and the
+    largest TRF operand of one lane and VRF operand of one slice."""
+    start = dict(SHAPE_START)
+
+    def accepted(**knobs: int) -> bool:
+        point = start | {name.upper(): str(value) for name, value in knobs.items()}
+        return bench.check(probe.instantiate(point, version), version).ok
+
+    grid = [(c, s) for c in SHAPE_CLUSTERS for s in SHAPE_SLICES if accepted(clusters=c, slices=s)]
+    if len(grid) != 1:
+        found = ", ".join(f"{c} x {s}" for c, s in grid) or "none"
+        raise ValueError(f"MB00: expected one cluster x slice count to compile, found {found}")
+    clusters, slices = grid[0]
+    start |= {"CLUSTERS": str(clusters), "SLICES": str(slices)}
+    lanes = max(n for n in SHAPE_LANES if accepted(lanes=n))
+    engines = largest_accepted(0, SHAPE_ENGINES, lambda e: not accepted(engine=e)) + 1
+    trf_words = largest_accepted(1, OPERAND_BYTES // 8 + 1, lambda k: not accepted(trf=4 * k))  # 4 bf16 per word
+    vrf_words = largest_accepted(1, OPERAND_BYTES // 8 + 1, lambda k: not accepted(vrf=2 * k))  # 2 f32 per word
+    return {"clusters": float(clusters), "slices": float(slices), "lanes": float(lanes),
+            "engines_per_cluster": float(engines // clusters), "trf_lane_bytes": float(8 * trf_words),
+            "vrf_bytes": float(8 * vrf_words)}  # fmt: skip
+
+
 def search_bank_run(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
     """The shortest same-bank run the toolchain or the device objects to: a note or an error from
     0.6.0 on, a NOC_TIMEOUT fault on 0.5.0 (a job per step of the search)."""
@@ -233,6 +286,11 @@ def search_bank_run(probe: ProbeTemplate, version: str, bench: Bench) -> dict[st
 
 
 FITS: tuple[ProbeFit, ...] = (
+    # The shape first: it is what every other probe's program must be written for.
+    ProbeFit("MB00", "MB00", ("clusters", "slices", "lanes", "engines_per_cluster", "trf_lane_bytes", "vrf_bytes"),
+             {"clusters": P.CLUSTERS, "slices": P.SLICES, "lanes": P.LANES,
+              "engines_per_cluster": P.ENGINES_PER_CLUSTER, "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE},
+             search=search_shape),
     ProbeFit("MB01", "MB01", ("empty_kernel_cycles",), {"empty_kernel_cycles": P.EMPTY_KERNEL}, fit_empty_kernel),
     ProbeFit("MB02", "MB02", ("engine_rate_4k", "dma_intercept"), {"engine_rate_4k": P.ENGINE_RATE_4K},
              fit_dma_transfer),

@@ -48,6 +48,13 @@ INTERFERENCE = ParamKey("dma.interference_factor", "x", "DMA ingress while a Ten
 BANK_RUN = ParamKey("dm.bank_run_limit", "accesses", "same-bank reads in a row beside a DMA before it objects")
 CONTRACT_STEP = ParamKey("contract.bytes_per_step", "B", "the contraction engine's stream bytes per step")
 SWITCH_CROSSES = ParamKey("switch.crosses_clusters", "bool", "whether the switch carries data between clusters")
+# The chip's shape, found by compiling (MB00); the defaults are what the docs of the first chip state.
+CLUSTERS = ParamKey("chip.clusters", "clusters", "the clusters every layout's cluster field spans", 2.0)
+SLICES = ParamKey("chip.slices_per_cluster", "slices", "the slices every layout's slice field spans", 256.0)
+LANES = ParamKey("contract.lanes", "lanes", "the contraction lanes of a slice (a TRF operand's lane field)", 8.0)
+ENGINES_PER_CLUSTER = ParamKey("dma.engines_per_cluster", "engines", "the DMA engines of each cluster", 4.0)
+TRF_LANE = ParamKey("trf.lane_bytes", "B", "the largest TRF operand one lane holds", 8192.0)
+VRF_SLICE = ParamKey("vrf.slice_bytes", "B", "the largest VRF operand one slice holds", 8192.0)
 
 PARAMS = ParamRegistry(
     (
@@ -55,5 +62,6 @@ PARAMS = ParamRegistry(
         CLUSTER_PORT, CHIP_ROOF, HBM_UNIT, PARTIAL_STORE, DM_TO_DM, CROSS_CLUSTER, DECODE_RATE, DECODE_F4_RATE,
         FETCH_MAIN, FETCH_SUB, HANDOFF, PASS_FIXED, TRANSCENDENTAL, MAX_CHAIN, SWITCH_RING_FLIT, SWITCH_RING,
         REDUCER_SLICE, REDUCER_THROUGHPUT, DM_USABLE, INTERFERENCE, BANK_RUN, CONTRACT_STEP, SWITCH_CROSSES,
+        CLUSTERS, SLICES, LANES, ENGINES_PER_CLUSTER, TRF_LANE, VRF_SLICE,
     )
 )  # fmt: skip

@@ -94,6 +94,43 @@ def test_a_chip_with_other_values_is_learnt_as_well(
     assert_recovered(learnt(graph, "0.6.0"), expected(chip))
 
 
+SHAPE_KEYS = ("chip.clusters", "chip.slices_per_cluster", "contract.lanes", "dma.engines_per_cluster",
+              "trf.lane_bytes", "vrf.slice_bytes")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["clusters = 1\nslices = 128", "clusters = 4\nengines_per_cluster = 2\nslices = 512\ntrf_lane_bytes = 16384"],
+    ids=["1x128", "4x512-e2"],
+)
+def test_a_chip_of_another_shape_is_learnt(
+    embedded_graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """Its shape exactly (by compiling), then every speed within 5 % by probes written for that shape,
+    while its docs still describe the first chip's."""
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text(f"engine_bw = 190.0\n\n[shape]\n{shape}\n\n[docs_shape]\nclusters = 2\nslices = 256\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    summary = learn(embedded_graph, SimRNGD(seed=16), "0.6.0", budget_s=BUDGET_S)
+    assert summary.measurements.probes_failed == []
+    chip = load_truth("0.6.0")
+    found, truth = learnt(embedded_graph, "0.6.0"), expected(chip)
+    if chip.shape.clusters == 1:  # nothing crosses between clusters on a chip of one
+        truth.pop("dma.cross_cluster_factor")
+    assert {k: found[k] for k in SHAPE_KEYS} == {k: truth[k] for k in SHAPE_KEYS}
+    # MB10's intercepts split the empty kernel (exact) into the launch and a start-up: fits the pack
+    # marks loose (`secondary`), held to 10 % here and to 5 % on the chips above
+    loose = {key.key for fit in FITS for name, key in fit.records.items() if name in fit.secondary}
+    assert_recovered(
+        {k: v for k, v in found.items() if k not in loose}, {k: v for k, v in truth.items() if k not in loose}
+    )
+    assert_recovered({k: found[k] for k in loose}, {k: truth[k] for k in loose}, within=0.10)
+    contradicted = {(row["param"], row["documented"]) for row in queries.run(embedded_graph, "contradicted-claims")}
+    wrong = {("chip.clusters", 2.0), ("chip.slices_per_cluster", 256.0), ("dma.engines_per_cluster", 4.0),
+             ("trf.lane_bytes", 8192.0)}  # fmt: skip
+    assert {(k, v) for k, v in wrong if truth[k] != v} <= contradicted
+
+
 def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
     real = probe_loop_module.run_fit
 
@@ -106,7 +143,7 @@ def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: 
     summary = learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
     assert summary.measurements.probes_failed == ["MB05"]
     assert "noc.dmn_bytes_per_cycle" not in learnt(graph, "0.6.0")
-    assert summary.measurements.probes_run == 16  # the other sixteen ran
+    assert summary.measurements.probes_run == 17  # the other seventeen ran
     monkeypatch.setattr(probe_loop_module, "run_fit", real)
     finished = learn(graph, SimRNGD(seed=15), "0.6.0", budget_s=BUDGET_S)
     assert finished.measurements.probes_run == 1  # the rerun measures only what was missing
@@ -145,8 +182,13 @@ def test_ctrl_c_during_the_microbenchmarks_leaves_a_graph_the_next_run_finishes(
     with pytest.raises(KeyboardInterrupt):
         learn(graph, SimRNGD(seed=17), "0.6.0", budget_s=BUDGET_S)
     partial = learnt(graph, "0.6.0")
-    dangling = graph.read("MATCH (m:Measurement) WHERE NOT (m)-[:FROM]->(:DeviceRun) RETURN count(m) AS n")
-    assert dangling == [{"n": 0}]  # what was recorded is whole: every measurement has its runs
+    searched = [f"{fit.id}:" for fit in FITS if fit.search is not None]  # compiled, not run: no device runs
+    dangling = graph.read(
+        "MATCH (m:Measurement) WHERE NOT (m)-[:FROM]->(:DeviceRun) AND NOT any(s IN $searched WHERE m.fit STARTS "
+        "WITH s) RETURN count(m) AS n",
+        {"searched": searched},
+    )
+    assert dangling == [{"n": 0}]  # what was recorded is whole: every measurement of a timed probe has its runs
     monkeypatch.setattr(Bench, "run", real)
     finished = learn(graph, SimRNGD(seed=18), "0.6.0", budget_s=BUDGET_S)
     assert finished.measurements.probes_skipped and set(partial) < set(learnt(graph, "0.6.0"))

@@ -13,7 +13,7 @@ import pytest
 
 from chiplore.ingest.fits import Bench, Estimate, run_fit
 from chiplore.simulator._truth import ChipTruth, load_truth
-from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.bench import BenchShape, microbenchmarks
 from chiplore.simulator.cost import estimate
 from chiplore.simulator.device import DeviceConfig
 from chiplore.simulator.pack.fits import FITS, search_bank_run
@@ -22,7 +22,8 @@ from chiplore.simulator.target import SimRNGD
 
 def empty_kernel(chip: ChipTruth) -> float:
     """MB01's kernel, noise-free: a launch, one command's start-up and its 8-byte transfer."""
-    probe = next(p for p in microbenchmarks() if p.id == "MB01")
+    shape = BenchShape(chip.shape.clusters, chip.shape.slices, chip.shape.engines_per_cluster)
+    probe = next(p for p in microbenchmarks(shape) if p.id == "MB01")
     version = "0.7.0" if chip.dma_chain_startup != 340 else "0.6.0"
     return estimate(probe.instantiate(probe.points[0], version), version, chip).cycles
 
@@ -58,6 +59,12 @@ def truth_of(name: str, chip: ChipTruth) -> float:
         "dm_usable_per_slice": chip.dm_usable_per_slice,
         "interference": chip.interference,
         "bank_run_limit": chip.bank_run_limit,
+        "clusters": chip.shape.clusters,
+        "slices": chip.shape.slices,
+        "lanes": chip.shape.lanes,
+        "engines_per_cluster": chip.shape.engines_per_cluster,
+        "trf_lane_bytes": chip.shape.trf_lane_bytes,
+        "vrf_bytes": chip.shape.vrf_bytes,
     }[name]
 
 

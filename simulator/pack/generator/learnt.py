@@ -22,7 +22,7 @@ FLAGS = {"widen": C.WIDEN, "decode": C.DECODE, "allreduce_slices": C.ALLREDUCE, 
          "buffers": BUFFERS}  # fmt: skip
 
 
-class _Compiler:
+class CompileOnly:
     """The bench of a compile-only search: it compiles and never runs."""
 
     def check(self, source: str, version: str):  # type: ignore[no-untyped-def]
@@ -44,7 +44,7 @@ def compile_facts(version: str) -> Facts:
         elif pair.key == "contract.stream_dtype" and "f4" in pair.purpose:
             facts[C.F4_STREAM] = float(check(pair.breaking(version, names), version).ok)
     probes = {p.id: p for p in microbenchmarks()}
-    bench = _Compiler()
+    bench = CompileOnly()
     facts[P.DM_USABLE.key] = search_dm_capacity(probes["MB14"], version, bench)["dm_usable_per_slice"]
     facts[P.MAX_CHAIN.key] = search_vector_chain(probes["MB11"], version, bench)["ve_max_chain"]
     return facts
