@@ -291,7 +291,8 @@ class KernelRun:
                                            budget_s=run.kernel_budget_s + spent, spent_s=spent,
                                            charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
         self._view = KernelView(spec=spec, version=version, knowledge=run.knowledge,
-                                space=run.pack.design_space(spec), model=run.model, seed=run.config.seed)  # fmt: skip
+                                space=run.pack.design_space(spec, run.knowledge.facts), model=run.model,
+                                seed=run.config.seed)  # fmt: skip
         screens = Screens(tuple(standard_screens(target, version, run.pack.compiler, run.knowledge.rules,
                                                  self._predict)), run.roles.screens)  # fmt: skip
         screener = executor.make_screener(self._view, screens, [RecordScreenings(store, run.activity)])

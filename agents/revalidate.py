@@ -118,7 +118,7 @@ class Revalidator:
 
     @property
     def space(self) -> DesignSpace | None:
-        return self.target.pack().design_space(self.spec)
+        return self.target.pack().design_space(self.spec, self.knowledge.facts)
 
     def _repair(self, node: DesignNode, source: str) -> tuple[str, str, Params | None] | None:
         """The space's program for the same knobs under the new knowledge (the nearest valid knobs

@@ -355,10 +355,11 @@ class TargetPack:
     # summary is written from the docs' text alone
     language_guide: LanguageGuide | None = None
 
-    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
+    def design_space(self, kernel: KernelSpec, facts: Facts | None = None) -> DesignSpace | None:
         """The builtin proposers' space for a kernel, written from what its spec declares (its op
-        graph, its baseline's signature), or None (then only other proposers design it). Called when
-        a kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
+        graph, its baseline's signature) for the chip `facts` describe (its learnt shape; the
+        documented one without facts), or None (then only other proposers design it). Called when a
+        kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
         raise NotImplementedError
 
     def lexer(self) -> Any | None:

@@ -11,7 +11,7 @@ lexer of Ferrite for the report (`lexer`). Nothing here reads the simulator's hi
 
 from __future__ import annotations
 
-from chiplore.core.pack import DesignSpace, TargetPack
+from chiplore.core.pack import DesignSpace, Facts, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
 from chiplore.simulator.pack.capabilities import CAPABILITIES
@@ -19,7 +19,7 @@ from chiplore.simulator.pack.compiler import FercRepairs, FercVocabulary
 from chiplore.simulator.pack.doc_patterns import DOC_PATTERNS
 from chiplore.simulator.pack.estimate import StatsCostModel
 from chiplore.simulator.pack.fits import FITS
-from chiplore.simulator.pack.generator import generated_space
+from chiplore.simulator.pack.generator import generated_space, vocab
 from chiplore.simulator.pack.language import FerriteGuide
 from chiplore.simulator.pack.lexer import FerriteLexer
 from chiplore.simulator.pack.params import CHIP_ROOF, PARAMS
@@ -46,13 +46,14 @@ class SimRNGDPack(TargetPack):
         self.cost_model = StatsCostModel(analyze)
         self._spaces: dict[str, DesignSpace | None] = {}
 
-    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
-        """The generator's space for the kernel's op graph (None without a graph, or with one it cannot
-        write: `chiplore.simulator.pack.generator.generation_problem` says why). One per spec: a space keeps the
-        programs it wrote."""
-        key = kernel.model_dump_json(include={"name", "baseline_source", "ops"})
+    def design_space(self, kernel: KernelSpec, facts: Facts | None = None) -> DesignSpace | None:
+        """The generator's space for the kernel's op graph on the chip's learnt shape (None without a
+        graph, or with one it cannot write: `chiplore.simulator.pack.generator.generation_problem` says
+        why). One per spec and shape: a space keeps the programs it wrote."""
+        chip = vocab.chip(facts or {})
+        key = kernel.model_dump_json(include={"name", "baseline_source", "ops"}) + repr(chip)
         if key not in self._spaces:
-            self._spaces[key] = generated_space(kernel)
+            self._spaces[key] = generated_space(kernel, chip)
         return self._spaces[key]
 
     def lexer(self) -> FerriteLexer:

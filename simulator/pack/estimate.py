@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.core.stats import ProgramStats
+from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.prices import Prices
 from chiplore.simulator.pack.timeline import makespan, schedule
 
@@ -28,7 +29,7 @@ def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
 
 def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     """What bounds a compiled program, in a line: the busiest of the Tensor Unit's queues (main, sub),
-    the DMA engines (the busiest one) and both clusters' ingress ports (the bytes HBM sends into DM
+    the DMA engines (the busiest one) and the clusters' ingress ports (the bytes HBM sends into DM
     over what the ports move in the makespan: the weight bound's resource), each as a share of the
     makespan; "" when the program does not compile or its ops cannot all run."""
     if not stats.compiled:
@@ -40,11 +41,12 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     span = planned.makespan
     engines = max((busy for queue, busy in planned.busy.items() if queue not in ("main", "sub")), default=0.0)
     inbound = sum(op.counters.get("bytes", 0.0) for op in stats.ops if op.kind == "dma.h2d")
+    clusters = facts.get(P.CLUSTERS.key, P.CLUSTERS.default or 2.0)  # every cluster's port (the learnt shape)
     shares = {
         "the Tensor Unit's main queue": planned.busy.get("main", 0.0) / span,
         "the sub queue": planned.busy.get("sub", 0.0) / span,
         "the busiest DMA engine": engines / span,
-        "the clusters' ingress": inbound / (2 * prices.cluster_port) / span,
+        "the clusters' ingress": inbound / (clusters * prices.cluster_port) / span,
     }
     ranked = sorted(shares.items(), key=lambda item: -item[1])
     rest = ", ".join(f"{name} {share:.0%}" for name, share in ranked[1:])

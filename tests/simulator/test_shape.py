@@ -5,15 +5,23 @@ executor runs them on and the cost model prices them with, and the docs state it
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_truth
+from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.execute.executor import execute_program
+from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.fits import search_shape
+from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
+from chiplore.simulator.target import SimRNGD
+from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.docs import render_docs
 
@@ -174,3 +182,77 @@ def test_a_shape_that_no_chip_could_have_is_refused_in_one_line(tmp_path: Path, 
     with pytest.raises(TruthFileError) as caught:
         load_truth(None, chip)
     assert why in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ChipShape(),
+        *SHAPES.values(),
+        ChipShape(clusters=3, slices=64, lanes=4, engines_per_cluster=2, trf_lane_bytes=4096, vrf_bytes=16384),
+    ],
+    ids=["default", *SHAPES, "3x64"],
+)
+def test_compiling_mb00_finds_the_shape_exactly(
+    shape: ChipShape, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The shape is learnt by compiling alone (no device time), whatever the docs claim."""
+    use_chip(monkeypatch, tmp_path, shape, extra="[docs_shape]\nclusters = 2")
+    probe = next(p for p in microbenchmarks() if p.id == "MB00")
+    found = search_shape(probe, "0.6.0", CompileOnly())
+    assert found == {
+        "clusters": shape.clusters, "slices": shape.slices, "lanes": shape.lanes,
+        "engines_per_cluster": shape.engines_per_cluster, "trf_lane_bytes": shape.trf_lane_bytes,
+        "vrf_bytes": shape.vrf_bytes,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def documented_facts() -> dict[str, float]:
+    """What learning finds on the documented chip (the shape facts are overridden per test)."""
+    return dict(compile_facts("0.6.0"))
+
+
+@pytest.mark.parametrize(
+    ("name", "kernel"),
+    [*((name, "sliding_attention_output") for name in SHAPES), ("1x128", "decoder_feedforward")],
+)
+def test_the_generator_writes_designs_for_the_learnt_shape(
+    name: str, kernel: str, documented_facts: dict[str, float], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The design space reads the shape from the learnt facts: on each chip its sampled designs
+    compile and its first design computes the kernel."""
+    shape = SHAPES[name]
+    use_chip(monkeypatch, tmp_path, shape)
+    facts = documented_facts | {
+        P.CLUSTERS.key: shape.clusters, P.SLICES.key: shape.slices,
+        P.ENGINES_PER_CLUSTER.key: shape.engines_per_cluster, P.TRF_LANE.key: shape.trf_lane_bytes,
+        P.VRF_SLICE.key: shape.vrf_bytes,
+    }  # fmt: skip
+    target = SimRNGD()
+    spec = next(s for s in target.kernels() if s.name == kernel)
+    space = target.pack().design_space(spec, facts)
+    assert space is not None and space is not target.pack().design_space(spec)  # one space per shape
+    designs = sample_points(space, facts, 4, random.Random(0))
+    for params in designs:
+        result = target.check(space.source(params, facts, "0.6.0"), "0.6.0")
+        assert result.ok, (params, [d.message for d in result.diagnostics if d.is_error][:1])
+    tested = target.host_test(space.source(designs[0], facts, "0.6.0"), kernel, "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
+
+
+GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"
+DEFAULT_SHAPE = [r"\[1 # 2\]", r"rep\(2\)", r"# 256\b", r"\bSLICES\s*=", r"\bCLUSTERS\s*=", r"\b4 \* c\b",
+                 r"range\(8\)", r"\[0, 1, 2, 3, 4, 5, 6, 7\]", r"\(0, 1\)\)?:?\s*$"]  # fmt: skip
+
+
+def test_the_generator_holds_no_shape_of_its_own() -> None:
+    """The generator writes layouts and engine lists from the learnt shape (`vocab.chip`): outside
+    the documented defaults in vocab.py no module spells the first chip's sizes."""
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(GENERATOR.glob("*.py")) if path.name != "vocab.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if not line.lstrip().startswith("#") and any(re.search(p, line) for p in DEFAULT_SHAPE)
+    ]  # fmt: skip
+    assert not found, found

@@ -15,6 +15,7 @@ from chiplore.simulator.pack.generator.program import Engines, Program
 from chiplore.simulator.pack.generator.rows import Rows
 from chiplore.simulator.pack.generator.signature import Signature
 from chiplore.simulator.pack.generator.stream import Stream
+from chiplore.simulator.pack.generator.vocab import DOCUMENTED_CHIP, Chip
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Design:
     stagger: bool = False
     recompute: bool = True
     copy_spare: bool = False  # a replicating copy of an input goes on the spare engines
+    chip: Chip = DOCUMENTED_CHIP  # the shape it is written for
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -47,7 +49,7 @@ def row_frame(geo: Geometry) -> Frame:
         sum_group = f"{geo.R} / {r} % {groups}" if r * groups < geo.n else f"{geo.R} / {r}"
     return Frame(
         layout=f"Lead{g}", elem=geo.rows_elem(), time=geo.row_digit(packet), packet=geo.row_mod(packet),
-        elements=r, length=geo.n, sum_group=sum_group, sum_layout=f"Sum{g}", cross=geo.clusters == 2,
+        elements=r, length=geo.n, sum_group=sum_group, sum_layout=f"Sum{g}", cross=geo.split,
         every_layout=f"Every{g}", cluster_digit=f"{geo.R} / {geo.per_cluster}",
     )  # fmt: skip
 
@@ -65,7 +67,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
             *sig.extra_composites,
         }
     )
-    program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare), reserved)
+    program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare, design.chip), reserved)
     emitter = FrameEmitter(program, recompute=design.recompute)
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:

@@ -3,9 +3,10 @@
 Each group gets axes of its own: a row axis `R` (a composite of heads x head rows when per-head ops run
 on the rows, of units x unit rows when several members share it, else an atom) and a reduction axis
 `K` (an atom); every kernel input is renamed onto them, so a cut is legal when it is even on R's atoms.
-Rows split over the two clusters (`R / Nc`), then into `G` row-groups of `r` rows per cluster, each
+Rows split over the chip's clusters (`R / Nc`), then into `G` row-groups of `r` rows per cluster, each
 row-group over `kg` slices that each hold `w = K / kg` columns: slice `[R / r % G # P, K / w]` with
-`P = 256 / kg`, so the split-K reducer's group `[K / w]` is the innermost slice digit.
+`P = S / kg` (S slices per cluster, 256 on the documented chip), so the split-K reducer's group
+`[K / w]` is the innermost slice digit.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-SLICES = 256
-CLUSTERS = 2
+from chiplore.simulator.pack.generator.vocab import DOCUMENTED_CHIP, Chip
 
 
 def even_cut(atoms: tuple[tuple[int, int], ...], stride: int) -> bool:
@@ -70,13 +70,14 @@ class Geometry:
     row: RowAxis
     k_axis: str
     k: int
-    clusters: int  # 2: rows split over the clusters; 1: cluster 0 holds every row
+    clusters: int  # the chip's: rows split over the clusters; 1: cluster 0 holds every row
     rows_per_slice: int  # r
     kgroups: int
     chunk_rows: int
     depth: int
     head_dim: int | None
     tail: int = 0  # the last chunk in pieces after the loop: 1 two halves, 2 a half and two quarters
+    chip: Chip = DOCUMENTED_CHIP
 
     @property
     def tail_rows(self) -> tuple[int, ...]:
@@ -112,7 +113,12 @@ class Geometry:
 
     @property
     def pad(self) -> int:
-        return SLICES // self.kgroups
+        return self.chip.slices // self.kgroups
+
+    @property
+    def split(self) -> bool:
+        """Whether the rows are split over the clusters (a chip of one cluster holds them all there)."""
+        return self.clusters > 1
 
     @property
     def chunks(self) -> int:
@@ -121,7 +127,7 @@ class Geometry:
     # ---- mapping terms ----------------------------------------------------------------------
 
     def cluster_term(self) -> str:
-        return f"{self.R} / {self.per_cluster}" if self.clusters == 2 else "1 # 2"
+        return f"{self.R} / {self.per_cluster}" if self.split else f"1 # {self.chip.clusters}"
 
     def group_term(self) -> str:
         """The row-group slice term, padded to its share of the slices."""
@@ -174,20 +180,24 @@ class Geometry:
         out = {
             f"Grid{g}": f"{{ cluster: [{cluster}], slice: {self.slices(self.k_term())} }}",
             f"Lead{g}": f"{{ cluster: [{cluster}], slice: {lead} }}",
-            f"KIn{g}": f"{{ cluster: [rep(2)], slice: [1 # {self.pad}{k_part}] }}",
-            f"XRep{g}": f"{{ cluster: [rep(2)], slice: [{self.rep_groups()}{k_part}] }}",
+            f"KIn{g}": f"{{ cluster: [{self.every_cluster()}], slice: [1 # {self.pad}{k_part}] }}",
+            f"XRep{g}": f"{{ cluster: [{self.every_cluster()}], slice: [{self.rep_groups()}{k_part}] }}",
         }
         every = f"[{self.rep_groups()}, 1 # {self.kgroups}]" if self.kgroups > 1 else f"[{self.rep_groups()}]"
         out[f"Sum{g}"] = f"{{ cluster: [{cluster}], slice: {every} }}"
-        out[f"Every{g}"] = f"{{ cluster: [rep(2)], slice: {every} }}"
+        out[f"Every{g}"] = f"{{ cluster: [{self.every_cluster()}], slice: {every} }}"
         return out
+
+    def every_cluster(self) -> str:
+        """A copy in every cluster of the chip."""
+        return f"rep({self.chip.clusters})"
 
     def legal(self) -> str | None:
         """Why this geometry cannot be written (None when it can)."""
         r, n = self.rows_per_slice, self.n
-        if self.clusters == 2 and n % 2:
+        if self.split and n % self.clusters:
             return "rows do not split over the clusters"
-        if self.per_cluster % r or self.groups > self.pad or SLICES % self.kgroups or self.k % self.kgroups:
+        if self.per_cluster % r or self.groups > self.pad or self.chip.slices % self.kgroups or self.k % self.kgroups:
             return "rows or columns do not divide over the slices"
         if r % self.chunk_rows or self.depth > max(self.chunks, 2):
             return "chunks do not divide the rows"

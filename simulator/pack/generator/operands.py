@@ -57,10 +57,11 @@ class RowOperands:
         self.at = at  # where the group's register loads go: before its weight loop, while `sub` idles
 
     def clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
-        if self.geo.clusters == 1:
+        if not self.geo.split:
             return (0,)
-        half = self.geo.per_cluster
-        touched = {c for m in members for c in (0, 1) if m.offset < (c + 1) * half and m.offset + m.rows > c * half}
+        share = self.geo.per_cluster
+        touched = {c for m in members for c in self.geo.chip.every
+                   if m.offset < (c + 1) * share and m.offset + m.rows > c * share}  # fmt: skip
         return tuple(sorted(touched))
 
     def pieces(self, members: tuple[Member, ...]) -> list[str]:

@@ -44,27 +44,40 @@ class Engines:
     weights: int
     stagger: bool = False
     copy_spare: bool = False  # a replicating copy of the input on the spare engines (else on every engine)
+    chip: vocab.Chip = vocab.DOCUMENTED_CHIP
 
-    def stream(self, clusters: tuple[int, ...] = (0, 1), count: int | None = None) -> str:
-        count = count or self.weights
-        return "[" + ", ".join(str(4 * c + e) for c in clusters for e in range(count)) + "]"
+    @property
+    def last(self) -> int:
+        """A cluster's last engine (its own number within the cluster)."""
+        return self.chip.engines_per_cluster - 1
 
-    def aux(self, turn: int, clusters: tuple[int, ...] = (0, 1)) -> str:
+    def spare_local(self) -> list[int]:
+        """The engines of a cluster the weight streams leave free (its last when none is)."""
+        return list(range(self.weights, self.chip.engines_per_cluster)) or [self.last]
+
+    def listed(self, clusters: tuple[int, ...] | None, local: list[int]) -> str:
+        """`local` engines of each of `clusters` (every cluster of the chip by default)."""
+        every = self.chip.every if clusters is None else clusters
+        return "[" + ", ".join(str(self.chip.engine(c, e)) for c in every for e in local) + "]"
+
+    def stream(self, clusters: tuple[int, ...] | None = None, count: int | None = None) -> str:
+        return self.listed(clusters, list(range(count or self.weights)))
+
+    def aux(self, turn: int, clusters: tuple[int, ...] | None = None) -> str:
         """One small-load engine per destination cluster, taking turns over the spare engines."""
         if self.stagger and self.weights > 1:
             engine = _staircase(self.weights, turn)
         else:
-            spare = list(range(self.weights, 4)) or [3]
+            spare = self.spare_local()
             engine = spare[turn % len(spare)]
-        return "[" + ", ".join(str(4 * c + engine) for c in clusters) + "]"
+        return self.listed(clusters, [engine])
 
-    def spare(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+    def spare(self, clusters: tuple[int, ...] | None = None) -> str:
         """Every engine the weight streams leave free (the last of each cluster when none is)."""
-        spare = list(range(self.weights, 4)) or [3]
-        return "[" + ", ".join(str(4 * c + e) for c in clusters for e in spare) + "]"
+        return self.listed(clusters, self.spare_local())
 
     def every(self) -> str:
-        return "[0, 1, 2, 3, 4, 5, 6, 7]"
+        return self.listed(None, list(range(self.chip.engines_per_cluster)))
 
     def copy(self) -> str:
         """Engines of the input's replicating copy, issued before the weight streams: every engine (the
@@ -115,19 +128,22 @@ class Program:
             self._loop_vars[stem] = self.name(stem)
         return self._loop_vars[stem]
 
-    def aux_engines(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+    def aux_engines(self, clusters: tuple[int, ...] | None = None) -> str:
         """Engines of a small load issued before the weight streams."""
         return self.engines.aux(next(self._turn), clusters)
 
     def preload_engine(self) -> int | None:
         """The engine (per cluster) that preloads later groups' block scales, when two are spare."""
-        return 3 if self.preloading and self.engines.weights <= 2 else None
+        engines = self.engines
+        spare = len(engines.spare_local()) if engines.weights < engines.chip.engines_per_cluster else 0
+        return engines.last if self.preloading and spare >= 2 else None
 
-    def loop_engines(self, clusters: tuple[int, ...] = (0, 1)) -> str:
+    def loop_engines(self, clusters: tuple[int, ...] | None = None) -> str:
         """Engines of a small load inside a weight loop: spare ones (the last when there is none)."""
-        spare = [e for e in range(self.engines.weights, 4) if e != self.preload_engine()] or [3]
+        engines = self.engines
+        spare = [e for e in engines.spare_local() if e != self.preload_engine()] or [engines.last]
         engine = spare[next(self._loop_turn) % len(spare)]
-        return "[" + ", ".join(str(4 * c + engine) for c in clusters) + "]"
+        return engines.listed(clusters, [engine])
 
     def emit(self, text: str, early: bool = False, at: int | None = None) -> None:
         """Append a statement (to the early loads, or before body statement `at`, a `mark`)."""
@@ -137,10 +153,10 @@ class Program:
         (self.early if early else self.body).append(text)
         self.passes += 1
 
-    def store(self, source: str, target: str, clusters: tuple[int, ...] = (0, 1)) -> None:
+    def store(self, source: str, target: str, clusters: tuple[int, ...] | None = None) -> None:
         """`source.dma_into(target)`, a store of an output written after everything (out of the weight
         engines' way), on engines of `clusters` that `text` chooses (`store_engines`)."""
-        self.late.append((source, target, clusters))
+        self.late.append((source, target, self.engines.chip.every if clusters is None else clusters))
 
     def mark(self) -> int:
         """A place in the body where statements can be written later (a group's loop start)."""
@@ -159,15 +175,15 @@ class Program:
 
     def text(self) -> str:
         body = [text for index, stmt in enumerate(self.body) for text in (*self.inserted.get(index, ()), stmt)]
-        engines = store_engines([clusters for _, _, clusters in self.late])
+        engines = store_engines([clusters for _, _, clusters in self.late], self.engines.chip.engines_per_cluster)
         late = [f"    {source}.dma_into({target}, engines = {chosen});\n"
                 for (source, target, _), chosen in zip(self.late, engines, strict=True)]  # fmt: skip
         return "".join(self.early) + "".join(body) + "".join(late)
 
 
-def store_engines(stores: list[tuple[int, ...]]) -> list[str]:
+def store_engines(stores: list[tuple[int, ...]], per_cluster: int = 4) -> list[str]:
     """The engines of each store, given the clusters each reaches: the stores of a cluster share its
-    four engines out, in turn (a lone store takes all four). A store this late is mostly a DMA start-up,
+    engines out, in turn (a lone store takes them all). A store this late is mostly a DMA start-up,
     and start-ups on one engine run one after another: several stores on every engine would pay them
     in a row, on engines of their own they pay them side by side."""
     sharing = {c: sum(c in clusters for clusters in stores) for c in {c for cs in stores for c in cs}}
@@ -176,9 +192,9 @@ def store_engines(stores: list[tuple[int, ...]]) -> list[str]:
     for clusters in stores:
         engines = []
         for c in clusters:
-            share = max(1, 4 // sharing[c])
-            engines += [4 * c + (turn[c] + e) % 4 for e in range(share)]
-            turn[c] = (turn[c] + share) % 4
+            share = max(1, per_cluster // sharing[c])
+            engines += [per_cluster * c + (turn[c] + e) % per_cluster for e in range(share)]
+            turn[c] = (turn[c] + share) % per_cluster
         out.append("[" + ", ".join(map(str, engines)) + "]")
     return out
 
@@ -212,4 +228,4 @@ def float_text(value: float) -> str:
 
 def limits(facts: Facts) -> tuple[int, int]:
     """(usable DM per slice, VRF bytes per slice)."""
-    return int(vocab.usable_dm(facts)), vocab.VRF_BYTES
+    return int(vocab.usable_dm(facts)), vocab.chip(facts).vrf_bytes

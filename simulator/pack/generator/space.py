@@ -24,7 +24,7 @@ from chiplore.core.pack import Facts, Knob, Params
 from chiplore.core.target import KernelSpec
 from chiplore.simulator.pack.generator import vocab
 from chiplore.simulator.pack.generator.build import Design, RowSpace, program_text, write
-from chiplore.simulator.pack.generator.geometry import SLICES, Geometry, RowAxis
+from chiplore.simulator.pack.generator.geometry import Geometry, RowAxis
 from chiplore.simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
 from chiplore.simulator.pack.generator.program import Program, dtype_bytes
 from chiplore.simulator.pack.generator.signature import Signature, SignatureError, read_signature
@@ -32,10 +32,8 @@ from chiplore.simulator.pack.generator.stream import column_packet, contraction,
 
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
-ENGINES = (2, 3, 4)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
-MAX_TRF_COLUMNS = vocab.TRF_LANE_BYTES // 2  # bf16 columns one lane holds
 
 
 @dataclass(frozen=True)
@@ -72,9 +70,14 @@ class GeneratedSpace:
 
     consults = vocab.CONSULTS
 
-    def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis) -> None:
+    def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis,
+                 chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> None:  # fmt: skip
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
+        self.chip = chip  # the shape every design is written for (its layouts' sizes, its engines)
+        self.max_trf_columns = chip.trf_lane_bytes // 2  # bf16 columns one lane holds
+        # weight engines per cluster: two up to all of a cluster's (one where a cluster has one)
+        self.engine_counts = tuple(range(min(2, chip.engines_per_cluster), chip.engines_per_cluster + 1))
         self._fit_cache: dict[tuple[int, int, int, int], list[int]] = {}
         # a space's validity asks for each group's geometry under every knob setting: once per choice
         self._geometries: dict[tuple[object, ...], Geometry | None] = {}
@@ -91,7 +94,12 @@ class GeneratedSpace:
             knobs += [Knob(f"chunk{g}", tuple(range(len(CHUNK_TARGETS) - 1))) for g in range(len(self.shapes))]
         else:
             knobs.append(Knob("chunk", tuple(range(len(CHUNK_TARGETS)))))
-        knobs += [Knob("depth", DEPTHS), Knob("engines", ENGINES), Knob("stagger", (0, 1)), Knob("tail", TAILS)]
+        knobs += [
+            Knob("depth", DEPTHS),
+            Knob("engines", self.engine_counts),
+            Knob("stagger", (0, 1)),
+            Knob("tail", TAILS),
+        ]
         if any(self._spreads(g) for g in range(len(self.shapes))):
             knobs.append(Knob("spread", (0, 1)))
         if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
@@ -139,7 +147,7 @@ class GeneratedSpace:
         for fit in FITS:
             shape = GroupShape(row, k_axis, (), block, stored, fit)
             for kg in KGROUPS:
-                geo = self._geometry(group, shape, kg, 0, 2, 256)
+                geo = self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)  # before any fact
                 if geo is not None:
                     ranked.append((-(geo.groups * kg), kg))
             if ranked:
@@ -178,15 +186,16 @@ class GeneratedSpace:
     def _new_geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
                       unit: int, spread: bool) -> Geometry | None:  # fmt: skip
         k = group.k
-        if k % kg or SLICES % kg:
+        chip = self.chip
+        if k % kg or chip.slices % kg:
             return None
         width = k // kg
-        if width % self._step(group, shape) or width > MAX_TRF_COLUMNS:
+        if width % self._step(group, shape) or width > self.max_trf_columns:
             return None
         n = shape.row.size
-        clusters = shape.fit.clusters if n % 2 == 0 else 1
+        clusters = chip.clusters if shape.fit.clusters > 1 and n % chip.clusters == 0 else 1
         per_cluster = n // clusters
-        pad = SLICES // kg
+        pad = chip.slices // kg
         fits = self._fits(group, shape, per_cluster, pad)
         if not fits:
             return None
@@ -197,7 +206,8 @@ class GeneratedSpace:
         crows = self._chunk_rows(group, shape, r, width, chunk_level)
         if crows is None:
             return None
-        geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim)
+        geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim,
+                       chip=chip)  # fmt: skip
         return None if geo.legal() else geo
 
     @staticmethod
@@ -210,18 +220,21 @@ class GeneratedSpace:
         """Why no k-group count fits under the loosest cut (the message of a refused group)."""
         step = self._step(group, shape)
         widths = [kg for kg in KGROUPS if group.k % kg == 0 and (group.k // kg) % step == 0
-                  and group.k // kg <= MAX_TRF_COLUMNS]  # fmt: skip
+                  and group.k // kg <= self.max_trf_columns]  # fmt: skip
         if not widths:
-            return f"no k-group count cuts {group.k} columns into whole tiles of {step} of at most {MAX_TRF_COLUMNS}"
+            return (
+                f"no k-group count cuts {group.k} columns into whole tiles of {step} of at most {self.max_trf_columns}"
+            )
         heads = f" of whole heads of {group.head_dim}" if group.heads else ""
         return (f"no rows per slice{heads} in multiples of {shape.fit.rows} split its rows into at most "
-                f"{SLICES // widths[0]} row-groups per cluster")  # fmt: skip
+                f"{self.chip.slices // widths[0]} row-groups per cluster")  # fmt: skip
 
     def _spreads(self, g: int) -> bool:
         """Whether spreading group g's rows over the most row-groups is another design for some k-groups."""
         group, shape = self.analysis.groups[g], self.shapes[g]
         return any(
-            self._geometry(group, shape, kg, 0, 2, 256, spread=True) != self._geometry(group, shape, kg, 0, 2, 256)
+            self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT, spread=True)
+            != self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)
             for kg in shape.kgroups
         )
 
@@ -311,8 +324,8 @@ class GeneratedSpace:
             return f"tail {tail}: no group's last chunk cuts into pieces of whole flits"
         bcast = params.get("bcast", 1)
         broadcast = tuple(bcast == 1 for _ in geometries)
-        engines = params.get("engines", 4)
-        if bcast == 2 and engines >= 4:
+        engines = params.get("engines", self.chip.engines_per_cluster)
+        if bcast == 2 and engines >= self.chip.engines_per_cluster:
             return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
@@ -323,10 +336,10 @@ class GeneratedSpace:
                     return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
                 if column_packet(plan, m.dtype, geo.width) is None:
                     return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
-        if engines not in ENGINES:
+        if engines not in self.engine_counts:
             return "engines"
         return Design(tuple(geometries), tuple(broadcast), engines, direct, bool(params.get("stagger", 0)),
-                      copy_spare=bcast == 2)  # fmt: skip
+                      copy_spare=bcast == 2, chip=self.chip)  # fmt: skip
 
     def program(self, params: Params, facts: Facts) -> Program | str:
         """The design's program (cached), or why it cannot be written."""
@@ -350,7 +363,7 @@ class GeneratedSpace:
             dm, vrf = result.budget.dm, result.budget.vrf_peak()
             if dm > vocab.usable_dm(facts):
                 result = f"{dm:,} B of DM per slice"
-            elif vrf > vocab.VRF_BYTES:
+            elif vrf > self.chip.vrf_bytes:
                 result = f"{vrf:,} B of VRF live"
         self._programs[key] = result
         if len(self._programs) > 512:
@@ -404,38 +417,38 @@ class GeneratedSpace:
                 f"predicted {predicted_cycles:,.0f} cycles")  # fmt: skip
 
 
-def generation_problem(spec: KernelSpec) -> str | None:
-    """Why no space can be generated for the kernel (None when one can)."""
+def generation_problem(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> str | None:
+    """Why no space can be generated for the kernel on a chip of this shape (None when one can)."""
     try:
-        _build(spec)
+        _build(spec, chip)
     except (Unsupported, SignatureError, KeyError) as error:
         return str(error)
     return None
 
 
-def generated_space(spec: KernelSpec) -> GeneratedSpace | None:
-    """The design space written from the kernel's op graph, or None without a graph or when the graph
-    needs something the generator does not write (`generation_problem` says what)."""
+def generated_space(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> GeneratedSpace | None:
+    """The design space written from the kernel's op graph for a chip of this shape, or None without a
+    graph or when the graph needs something the generator does not write (`generation_problem` says what)."""
     try:
-        return _build(spec)
+        return _build(spec, chip)
     except (Unsupported, SignatureError, KeyError):
         return None
 
 
-def _build(spec: KernelSpec) -> GeneratedSpace:
+def _build(spec: KernelSpec, chip: vocab.Chip) -> GeneratedSpace:
     if spec.ops is None:
         raise Unsupported(f"{spec.name} declares no op graph")
     sig = read_signature(spec.baseline_source, spec.name)
     try:
-        return GeneratedSpace(spec, sig, analyse(spec.ops, sig))
+        return GeneratedSpace(spec, sig, analyse(spec.ops, sig), chip)
     except Unsupported:  # members sharing a row space may fit the slices one by one
-        split = _split_space(spec)
+        split = _split_space(spec, chip)
         if split is None:
             raise
         return split
 
 
-def _split_space(spec: KernelSpec) -> GeneratedSpace | None:
+def _split_space(spec: KernelSpec, chip: vocab.Chip) -> GeneratedSpace | None:
     """The space with every matvec in a row space of its own, where that is another space and it fits."""
     assert spec.ops is not None
     try:
@@ -444,6 +457,6 @@ def _split_space(spec: KernelSpec) -> GeneratedSpace | None:
         analysis = analyse(spec.ops, sig, split=True)
         if len(analysis.groups) == len(whole.groups):
             return None
-        return GeneratedSpace(spec, sig, analysis)
+        return GeneratedSpace(spec, sig, analysis, chip)
     except Unsupported:
         return None

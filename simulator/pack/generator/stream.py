@@ -222,18 +222,20 @@ class Stream:
         if self.group.index == 0:
             return None
         per_chunk = any(m.op.scale_kind == "block" for m in members) and self.p.preload_engine() is None
-        return 3 if per_chunk else 4
+        every = self.geo.chip.engines_per_cluster
+        return max(1, every - 1) if per_chunk else every
 
     def _clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
         geo = self.geo
-        if geo.clusters == 1:
+        if not geo.split:
             return (0,)
-        half = geo.per_cluster
+        share = geo.per_cluster
         if self.group.stacked:
-            return (0, 1)
+            return geo.chip.every
         return tuple(
-            c for c in (0, 1) if any(m.offset < (c + 1) * half and m.offset + m.rows > c * half for m in members)
-        )
+            c for c in geo.chip.every
+            if any(m.offset < (c + 1) * share and m.offset + m.rows > c * share for m in members)
+        )  # fmt: skip
 
     def _block_scales(self, members: tuple[Member, ...], buffers: bool, tile: str, rows: str, stem: str,
                       depth: int, cr: int) -> tuple[str, int, str]:  # fmt: skip
@@ -261,7 +263,7 @@ class Stream:
         self.loop_vrfs.append((vrf, cr * geo.width // block))
         preload = self.p.preload_engine()
         if self.group.index > 0 and preload is not None:
-            engines = "[" + ", ".join(str(4 * c + preload) for c in self._clusters(members)) + "]"
+            engines = self.p.engines.listed(self._clusters(members), [preload])
             whole = self.p.preloaded.get(m.op.weight)
             if whole is None:
                 whole = self.p.preloaded[m.op.weight] = self.p.name(f"{m.op.weight}_sa")

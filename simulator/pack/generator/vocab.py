@@ -6,6 +6,8 @@ refuses the construct, 1 when none does) with the default a 0.6.0-era program wo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from chiplore.core.pack import Facts
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
@@ -15,9 +17,39 @@ BUFFERS = C.BUFFERS  # `buffers: N` in a tensor type instead of `#[pipeline(dept
 DOCUMENTED_DM = 480 * 1024  # until the capacity probe has measured it
 DOCUMENTED_CHAIN = 6  # vector ops per pass, until the chain probe has measured it
 HBM_UNIT = 256  # bytes, until measured
-VRF_BYTES = 8 * 1024  # per slice (the documented geometry)
-TRF_LANE_BYTES = 8 * 1024
 MAX_PACKET = 4096
+
+
+@dataclass(frozen=True)
+class Chip:
+    """The shape a design is written for: what the shape probe (MB00) measured, else what the docs of
+    the first chip state. Engines are numbered cluster by cluster."""
+
+    clusters: int = 2
+    slices: int = 256  # per cluster
+    engines_per_cluster: int = 4
+    trf_lane_bytes: int = 8 * 1024
+    vrf_bytes: int = 8 * 1024  # per slice
+
+    @property
+    def every(self) -> tuple[int, ...]:
+        """Every cluster, in order."""
+        return tuple(range(self.clusters))
+
+    def engine(self, cluster: int, local: int) -> int:
+        """The number of a cluster's `local`-th engine."""
+        return cluster * self.engines_per_cluster + local
+
+
+DOCUMENTED_CHIP = Chip()
+
+
+def chip(facts: Facts) -> Chip:
+    """The learnt shape (each value the documented one until it is measured)."""
+    default = Chip()
+    keys = {"clusters": P.CLUSTERS, "slices": P.SLICES, "engines_per_cluster": P.ENGINES_PER_CLUSTER,
+            "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE}  # fmt: skip
+    return Chip(**{name: int(facts.get(key.key, getattr(default, name))) for name, key in keys.items()})
 
 
 def flag(facts: Facts, key: str, default: float) -> bool:
@@ -78,4 +110,5 @@ def hbm_unit(facts: Facts) -> int:
 
 
 CONSULTS = (P.DM_USABLE.key, P.MAX_CHAIN.key, P.HBM_UNIT.key, C.WIDEN, C.DECODE, C.ALLREDUCE, C.BRIDGE,
-            C.F8_STREAM, C.F4_STREAM, BUFFERS)  # fmt: skip
+            C.F8_STREAM, C.F4_STREAM, BUFFERS, P.CLUSTERS.key, P.SLICES.key, P.ENGINES_PER_CLUSTER.key,
+            P.TRF_LANE.key, P.VRF_SLICE.key)  # fmt: skip

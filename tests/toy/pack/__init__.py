@@ -5,7 +5,7 @@ could know."""
 
 from __future__ import annotations
 
-from chiplore.core.pack import DesignSpace, TargetPack
+from chiplore.core.pack import DesignSpace, Facts, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
 from tests.toy.pack.compiler import ToylRepairs, ToylVocabulary
@@ -33,5 +33,5 @@ class ToyPack(TargetPack):
         self.cost_model = GemvCostModel()
         self._spaces = {GemvSpace.kernel: GemvSpace()}
 
-    def design_space(self, kernel: KernelSpec) -> DesignSpace | None:
+    def design_space(self, kernel: KernelSpec, facts: Facts | None = None) -> DesignSpace | None:
         return self._spaces.get(kernel.name)
