@@ -38,8 +38,8 @@ from chiplore.agents.screens import Candidate, Screen, Screener, ScreenResult, s
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import BudgetExhausted, ConfigError, KernelStop
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import Params, TargetPack
-from chiplore.core.target import KernelSpec, Target
+from chiplore.core.pack import Params, TargetPack, points
+from chiplore.core.target import CheckResult, KernelSpec, Target
 from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.repo.designs import (
     ClaimLost,
@@ -340,6 +340,23 @@ class KernelRun:
         return Candidate(node.id, self.name, source, features, params,
                          best.measured_cycles if best is not None else None)  # fmt: skip
 
+    def _stand_in(self, checked: CheckResult) -> tuple[str, str, str] | None:
+        """The design space's first design, where the official baseline cannot be compiled for this
+        chip nor ported (written for another shape, say): (source, change, rationale), or None
+        without a space or a valid design. The speedups are then against it, and the tree says so."""
+        space, facts, version = self._view.space, self.run.knowledge.facts, self.run.context.version
+        first = next(points(space, facts), None) if space is not None else None
+        if space is None or first is None:
+            return None
+        why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
+        self.run.events.note(self.name, f"the official baseline does not compile here ({why}): the design "
+                             "space's first design stands in for it")  # fmt: skip
+        return (
+            space.source(first, facts, version),
+            f"root, generated: the official baseline does not compile ({why})",
+            f"the design space's first design, standing in for an official baseline this chip refuses ({why})",
+        )
+
     def _predict(self, candidate: Candidate) -> float | None:
         return self._view.predicted(candidate.source, candidate.params) if candidate.params is not None else None
 
@@ -360,13 +377,18 @@ class KernelRun:
             update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
         else:
             source, change = spec.baseline_source, "root"
-            if not target.check(source, version).ok:
+            policy, rationale = "official", "the vendor's official baseline"
+            checked = target.check(source, version)
+            if not checked.ok:
                 fixed = repair(source, version, target.check, self.run.pack.repairs)
                 if fixed.ok:
                     source, change = fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}"
+                elif (stand_in := self._stand_in(checked)) is not None:
+                    source, change, rationale = stand_in
+                    policy = "generated"
             root_id = design_id(spec.name, content_sha(source))
-            node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy="official", depth=0,
-                              rationale="the vendor's official baseline", change=change, status="queued",
+            node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy=policy, depth=0,
+                              rationale=rationale, change=change, status="queued",
                               owner=lease.owner, lease_until=lease.until())  # fmt: skip
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                           toolchain=version),

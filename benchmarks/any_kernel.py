@@ -1,17 +1,19 @@
 """Every kernel SimRNGD ships, designed by the generator from its op graph, on two chips.
 
-    python benchmarks/any_kernel.py [--chips default,other] [--toolchains 0.6.0,0.7.0] [--seed 0]
-                                    [--kernels K,...] [--json FILE]
+    python benchmarks/any_kernel.py [--chips default,other,1x128,4x256,2x512-16k] [--toolchains 0.6.0,0.7.0]
+                                    [--seed 0] [--kernels K,...] [--json FILE]
 
 Per chip, on a scratch embedded store and with default settings, what a user runs: `learn` under
 0.6.0, `optimize` of every kernel (the three Gemma kernels and the kernel packs shipped under
 simulator/kernels/packs: a SwiGLU feed-forward, a vocabulary projection, a GQA projection), then
 `toolchain upgrade 0.7.0` and `optimize` again. The other chip is a CHIPLORE_SIM_TRUTH file with
-20-40 % other bandwidths and start-ups. Per kernel and toolchain: the baseline and BEST as `status`
-reports them (medians of the device's noisy runs), BEST over the chip's own bound (`x bound`, as
-`status` divides) and in true cycles (`x bound true`: the harness's noise-free cycles of BEST's
-program; only this benchmark reads them), the speedup, device seconds and wall time. The targets:
-every kernel within 1.15x of its bound on the default chip, 1.20x on the other.
+20-40 % other bandwidths and start-ups; 1x128, 4x256 and 2x512-16k are the chips of other shapes
+that ship in simulator/chips/ (learnt, not told: their docs may describe the first chip). Per
+kernel and toolchain: the baseline and BEST as `status` reports them (medians of the device's noisy
+runs), BEST over the chip's own bound (`x bound`, as `status` divides) and in true cycles (`x bound
+true`: the harness's noise-free cycles of BEST's program; only this benchmark reads them), the
+speedup, device seconds and wall time. The targets: every kernel within 1.15x of its bound on the
+default chip and on the other shapes, 1.20x on the other chip.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from chiplore.simulator.cost import NotCompiled, estimate
 from chiplore.simulator.target import SimRNGD
 
 PACKS = Path(__file__).resolve().parents[1] / "simulator" / "kernels" / "packs"
+SHAPES = Path(__file__).resolve().parents[1] / "simulator" / "chips"  # chips of other shapes, by file stem
 OTHER_CHIP = {"engine_bw": 165.0, "dmn_bw": 190.0, "cluster_ingress": 215.0, "dma_startup": 460.0,
               "dma_chain_startup": 240.0, "lut_bpc": 2.2}  # fmt: skip
 TARGETS = {"default": 1.15, "other": 1.20}
@@ -108,6 +111,11 @@ def main() -> None:
                 with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as handle:
                     handle.write("".join(f"{key} = {value}\n" for key, value in OTHER_CHIP.items()))
                 os.environ[ENV_VAR] = handle.name
+            elif chip != "default":
+                if not (SHAPES / f"{chip}.toml").is_file():
+                    parser.error(f"no chip {chip!r}: default, other or one of simulator/chips/ "
+                                 f"({', '.join(sorted(p.stem for p in SHAPES.glob('*.toml')))})")  # fmt: skip
+                os.environ[ENV_VAR] = str(SHAPES / f"{chip}.toml")
             rows += chip_rows(chip, args.toolchains.split(","), kernels, args.seed)
             os.environ.pop(ENV_VAR, None)
     finally:

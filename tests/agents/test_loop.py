@@ -26,6 +26,7 @@ from chiplore.kg.repo.progress import kernel_progress
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.simulator._truth import load_truth
 from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.pack.params import CHIP_ROOF
 from chiplore.simulator.target import SimRNGD
@@ -128,6 +129,31 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
     for kernel in progress:
         assert kernel.bound_cycles_true > 15_736_320 / 570  # the bound is this chip's, not the default's
         assert kernel.ratio_to_bound is not None and kernel.ratio_to_bound <= 1.25, kernel
+
+
+def test_a_chip_of_another_shape_is_optimized_from_a_generated_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cluster of 128 slices: the official baseline (written for two of 256) does not compile, so
+    the design space's first design for the learnt shape stands in for it as the tree's root."""
+    chip = tmp_path / "chip.toml"
+    chip.write_text("[shape]\nclusters = 1\nslices = 128\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    target = SimRNGD(seed=6)
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        learn(store, target, VERSION)
+        optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=150, seed=1))
+        [kernel] = kernel_progress(store, ROOF)
+        root = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d.policy AS policy, "
+                          "d.change AS change, d.status AS status", {"k": O_PROJ})  # fmt: skip
+        best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(:DesignNode)-[:HAS_VERSION]->(v:KernelVersion) "
+                          "RETURN v.source AS source", {"k": O_PROJ})  # fmt: skip
+    assert root[0]["policy"] == "generated" and "E0201" in root[0]["change"] and root[0]["status"] == "accepted"
+    assert target.check(best[0]["source"], VERSION).ok and "cluster: [1 # 1]" in best[0]["source"]
+    assert kernel.bound_cycles_true == pytest.approx(15_736_320 / load_truth().roof)  # one cluster's port
+    assert kernel.ratio_to_bound is not None and kernel.ratio_to_bound <= 1.15, kernel
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

@@ -6,14 +6,16 @@ nothing here reads the simulator's hidden truth.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 from chiplore.core.pack import Facts
 from chiplore.core.target import DeviceJob, DeviceResult
-from chiplore.simulator.bench import microbenchmarks
+from chiplore.simulator.bench import BenchShape, microbenchmarks
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
-from chiplore.simulator.pack.fits import search_dm_capacity, search_vector_chain
+from chiplore.simulator.pack.compiler import FercVocabulary
+from chiplore.simulator.pack.fits import FITS, search_dm_capacity, search_shape, search_vector_chain
 from chiplore.simulator.pack.generator.vocab import BUFFERS
 from chiplore.simulator.pack.rule_probes import CONSTRUCTS, PAIRS, vocabulary
 from chiplore.simulator.toolchain.check import check
@@ -32,19 +34,35 @@ class CompileOnly:
         raise RuntimeError("a compile-time fact needs no device run")
 
 
-@cache
 def compile_facts(version: str) -> Facts:
-    """Capability flags (1 available, 0 refused) and compile-time limits under `version`."""
-    available = {probe.construct: check(probe.program(version), version).ok for probe in CONSTRUCTS}
+    """Capability flags (1 available, 0 refused), the shape and compile-time limits under `version`,
+    on the chip the compiler checks against (the construct probes are written for the documented
+    shape: on a chip of another one, the capability flags are the documented defaults)."""
+    return dict(_compile_facts(version, os.environ.get("CHIPLORE_SIM_TRUTH")))
+
+
+@cache
+def _compile_facts(version: str, chip: str | None) -> Facts:  # one per version and chip
+    # As `learn` reads the probes: a construct is missing where the compiler says so (a probe written
+    # for another shape draws shape diagnostics as well), a stream refused where it draws more codes
+    # than the same program with a bf16 stream.
+    ferc = FercVocabulary()
+    available = {probe.construct: not any(map(ferc.unavailable, check(probe.program(version), version).diagnostics))
+                 for probe in CONSTRUCTS}  # fmt: skip
     facts: Facts = {flag: float(available.get(name, False)) for name, flag in FLAGS.items()}
     names = vocabulary(available)
+
+    def codes(source: str) -> set[str]:
+        return {d.code for d in check(source, version).diagnostics if d.is_error}
+
     for pair in PAIRS:
-        if pair.key == "contract.stream_dtype" and "f8" in pair.purpose:
-            facts[C.F8_STREAM] = float(check(pair.breaking(version, names), version).ok)
-        elif pair.key == "contract.stream_dtype" and "f4" in pair.purpose:
-            facts[C.F4_STREAM] = float(check(pair.breaking(version, names), version).ok)
-    probes = {p.id: p for p in microbenchmarks()}
+        flag = C.F8_STREAM if "f8" in pair.purpose else C.F4_STREAM if "f4" in pair.purpose else None
+        if pair.key == "contract.stream_dtype" and flag is not None:
+            facts[flag] = float(codes(pair.breaking(version, names)) <= codes(pair.fixed(version, names)))
     bench = CompileOnly()
+    shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), version, bench)
+    facts |= {key.key: shape[name] for fit in FITS if fit.id == "MB00" for name, key in fit.records.items()}
+    probes = {p.id: p for p in microbenchmarks(BenchShape.of(shape))}  # the limits' probes, for that shape
     facts[P.DM_USABLE.key] = search_dm_capacity(probes["MB14"], version, bench)["dm_usable_per_slice"]
     facts[P.MAX_CHAIN.key] = search_vector_chain(probes["MB11"], version, bench)["ve_max_chain"]
     return facts
