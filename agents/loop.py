@@ -348,11 +348,14 @@ class KernelRun:
         first = next(points(space, facts), None) if space is not None else None
         if space is None or first is None:
             return None
+        source = space.source(first, facts, version)
+        if not self.run.context.target.check(source, version).ok:  # the space is not for this chip either
+            return None
         why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
         self.run.events.note(self.name, f"the official baseline does not compile here ({why}): the design "
                              "space's first design stands in for it")  # fmt: skip
         return (
-            space.source(first, facts, version),
+            source,
             f"root, generated: the official baseline does not compile ({why})",
             f"the design space's first design, standing in for an official baseline this chip refuses ({why})",
         )

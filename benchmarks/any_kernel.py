@@ -116,14 +116,15 @@ def main() -> None:
                     parser.error(f"no chip {chip!r}: default, other or one of simulator/chips/ "
                                  f"({', '.join(sorted(p.stem for p in SHAPES.glob('*.toml')))})")  # fmt: skip
                 os.environ[ENV_VAR] = str(SHAPES / f"{chip}.toml")
-            rows += chip_rows(chip, args.toolchains.split(","), kernels, args.seed)
+            found = chip_rows(chip, args.toolchains.split(","), kernels, args.seed)
             os.environ.pop(ENV_VAR, None)
+            render(found)  # each chip's table as it finishes: a long run stopped later keeps what it found
+            rows += found
+            if args.json:
+                args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
     finally:
         if saved is not None:
             os.environ[ENV_VAR] = saved
-    render(rows)
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
 
 
 def render(rows: list[Row]) -> None:

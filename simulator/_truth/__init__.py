@@ -48,13 +48,13 @@ PowerOfTwo = Annotated[int, AfterValidator(_power_of_two)]
 
 class ChipShape(BaseModel):
     """The chip's structure: what a program's layouts, engine lists and buffers are checked against
-    (docs/simrngd.md §2.3). Every chip the simulator makes used to be 2 x 256 x 8; a truth file's
+    (docs/simrngd.md §2.1, §2.5). Every chip the simulator makes used to be 2 x 256 x 8; a truth file's
     `[shape]` table makes another. Sizes that a layout's digits divide are powers of two."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     clusters: int = Field(2, ge=1, le=8)  # the `cluster` mapping's positions
-    slices: PowerOfTwo = Field(256, ge=16, le=2048)  # per cluster: the `slice` mapping's positions
+    slices: PowerOfTwo = Field(256, ge=64, le=1024)  # per cluster: the `slice` mapping's positions
     lanes: PowerOfTwo = Field(8, ge=1, le=16)  # per slice: the contraction engine's lanes (`lane` <= lanes)
     engines_per_cluster: int = Field(4, ge=1, le=16)  # DMA engines local to each cluster, numbered cluster-major
     dmn_slices: PowerOfTwo = Field(32, ge=1, le=2048)  # slices per DMN (slice s is in DMN s / dmn_slices)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from chiplore.simulator._truth import ChipTruth, chip_shape
+from chiplore.simulator._truth import ChipTruth
 from chiplore.simulator.toolchain.lowered import DmaOp, Flow
 
 HBM_READS = ("h2d", "gather")
@@ -21,10 +21,6 @@ class FlowModel:
     cap: float  # B/cycle the flow reaches alone
     bound: str  # what sets the cap: engine | dmn | dm2dm
     uses: dict[Resource, float]  # resource -> bytes of it per payload byte
-
-
-def engine_cluster(engine: int) -> int:
-    return chip_shape().engine_cluster(engine)
 
 
 def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:

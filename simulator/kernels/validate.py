@@ -25,7 +25,7 @@ from chiplore.simulator.kernels.pack import KernelPack
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.placement import LoweringError
 
-SpaceFor = Callable[[KernelSpec], DesignSpace | None]
+SpaceFor = Callable[[KernelSpec, Facts], DesignSpace | None]
 FactsFor = Callable[[str], Facts]
 INTEGER_DTYPES = ("i8", "i32")
 
@@ -41,9 +41,9 @@ def validate_pack(pack: KernelPack, space_for: SpaceFor | None = None, facts_for
     _compiles(pack.baseline, toolchain, BASELINE)
     check_reference(pack)
     _passes(pack, pack.baseline, BASELINE)
-    space = space_for(pack.spec) if space_for is not None else None
+    facts = facts_for(toolchain) if facts_for is not None else {}
+    space = space_for(pack.spec, facts) if space_for is not None else None  # for the chip's shape
     if space is not None:
-        facts = facts_for(toolchain) if facts_for is not None else {}
         first = next(iter(points(space, facts)), None)
         if first is None:
             raise PackProblem(f"the design space of kernel {pack.name} has no valid point under {toolchain}")

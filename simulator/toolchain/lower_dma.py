@@ -255,10 +255,12 @@ def plan_dma(
     )
 
 
-def _other_cluster(engine: int, picked: np.ndarray, sources: np.ndarray, crossing: np.ndarray) -> int:
-    """The cluster a cross-cluster copy's flow draws egress from: where most of its crossing packets
-    come from, else (its data stays home) the cluster of its remote engine."""
-    away = sources[picked][crossing[picked]]
+def _other_cluster(engine: int, home: int, picked: np.ndarray, sources: np.ndarray, crossing: np.ndarray,
+                   cluster: np.ndarray) -> int:  # fmt: skip
+    """The cluster a cross-cluster copy's flow draws egress from: where most of its packets that
+    cross into its home cluster come from, else (none does) the cluster of its remote engine. On two
+    clusters that is always the other one."""
+    away = sources[picked][crossing[picked] & (cluster[picked] == home)]
     return int(np.bincount(away).argmax()) if away.size else chip_shape().engine_cluster(engine)
 
 
@@ -440,7 +442,9 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
                 hbm_units=units,
                 partial_units=partial,
                 partial_packets=partial_packets,
-                source_cluster=_other_cluster(e, picked, sources, crossing) if cross and sources is not None else None,
+                source_cluster=_other_cluster(e, home, picked, sources, crossing, cluster)
+                if cross and sources is not None
+                else None,
             )
         )
     return tuple(flows)

@@ -130,7 +130,7 @@ class BufferInfo(Frozen):
     space: Literal["dm", "trf", "vrf"]
     bytes_per_slice: float
     live_slices: int
-    slices: tuple[int, ...] = ()  # global slice ids (cluster * 256 + slice) it occupies
+    slices: tuple[int, ...] = ()  # global slice ids (cluster * slices per cluster + slice) it occupies
 
 
 class OutputCoverage(Frozen):

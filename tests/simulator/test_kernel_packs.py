@@ -239,7 +239,7 @@ def test_a_generated_program_that_fails_the_reference_fails_validation(tmp_path:
     pack = read_pack(copy_pack(tmp_path, "sliding_attention_output"), "installed")
     with pytest.raises(PackProblem) as error:
         qkv = read_pack(BUILTIN_PACKS / "sliding_project_qkv", "built-in").spec
-        validate_pack(pack, lambda spec: SimRNGDPack().design_space(qkv))
+        validate_pack(pack, lambda spec, facts: SimRNGDPack().design_space(qkv, facts))
     one_line(error.value, "the program generated from its op graph")
 
 

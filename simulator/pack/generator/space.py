@@ -33,6 +33,7 @@ from chiplore.simulator.pack.generator.stream import column_packet, contraction,
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
+FOLD_LANES = 8  # the lanes a chunk's rows fold onto (a flit of f32 sums): a chip needs at least these
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -75,6 +76,9 @@ class GeneratedSpace:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
         self.chip = chip  # the shape every design is written for (its layouts' sizes, its engines)
+        if chip.lanes < FOLD_LANES:
+            raise Unsupported(f"{spec.name}: the generator folds rows onto {FOLD_LANES} contraction lanes; this chip's "
+                              f"slices have {chip.lanes}")  # fmt: skip
         self.max_trf_columns = chip.trf_lane_bytes // 2  # bf16 columns one lane holds
         # weight engines per cluster: two up to all of a cluster's (one where a cluster has one)
         self.engine_counts = tuple(range(min(2, chip.engines_per_cluster), chip.engines_per_cluster + 1))

@@ -28,6 +28,7 @@ class Chip:
     clusters: int = 2
     slices: int = 256  # per cluster
     engines_per_cluster: int = 4
+    lanes: int = 8  # per slice: the contraction lanes a fold may span
     trf_lane_bytes: int = 8 * 1024
     vrf_bytes: int = 8 * 1024  # per slice
 
@@ -48,7 +49,7 @@ def chip(facts: Facts) -> Chip:
     """The learnt shape (each value the documented one until it is measured)."""
     default = Chip()
     keys = {"clusters": P.CLUSTERS, "slices": P.SLICES, "engines_per_cluster": P.ENGINES_PER_CLUSTER,
-            "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE}  # fmt: skip
+            "lanes": P.LANES, "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE}  # fmt: skip
     return Chip(**{name: int(facts.get(key.key, getattr(default, name))) for name, key in keys.items()})
 
 
@@ -111,4 +112,4 @@ def hbm_unit(facts: Facts) -> int:
 
 CONSULTS = (P.DM_USABLE.key, P.MAX_CHAIN.key, P.HBM_UNIT.key, C.WIDEN, C.DECODE, C.ALLREDUCE, C.BRIDGE,
             C.F8_STREAM, C.F4_STREAM, BUFFERS, P.CLUSTERS.key, P.SLICES.key, P.ENGINES_PER_CLUSTER.key,
-            P.TRF_LANE.key, P.VRF_SLICE.key)  # fmt: skip
+            P.LANES.key, P.TRF_LANE.key, P.VRF_SLICE.key)  # fmt: skip
