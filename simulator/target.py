@@ -32,12 +32,13 @@ from chiplore.core.target import (
     TestResult,
 )
 from chiplore.simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
-from chiplore.simulator.bench import BenchShape, microbenchmarks
+from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.device import DeviceConfig, SimDevice
 from chiplore.simulator.device.pool import DevicePool, pool_configs
 from chiplore.simulator.kernels.registry import KernelRegistry
 from chiplore.simulator.pack import SimRNGDPack
 from chiplore.simulator.pack.generator.learnt import compile_facts
+from chiplore.simulator.shape import Chip
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.docs import render_docs
 from chiplore.simulator.toolchain.stats import analyze
@@ -132,7 +133,7 @@ class SimRNGD(Target):
 
     def microbenchmarks_for(self, found: Mapping[str, float]) -> list[ProbeTemplate]:
         """The probes written for the shape MB00 found (its values by their local names)."""
-        return microbenchmarks(BenchShape.of(found))
+        return microbenchmarks(Chip.named(found))
 
     def pack(self) -> SimRNGDPack:
         """What chiplore knows of this chip family: probes, fits, doc patterns, repairs, design spaces."""

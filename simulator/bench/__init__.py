@@ -7,12 +7,11 @@ the answer key the simulator's own tests hold, never shipped to agents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
 from chiplore.core.target import ProbeTemplate
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 HERE = Path(__file__).resolve().parent
 
@@ -21,50 +20,22 @@ HERE = Path(__file__).resolve().parent
 SHAPE_START = {"CLUSTERS": "2", "SLICES": "256", "LANES": "1", "ENGINE": "0", "TRF": "16", "VRF": "16"}
 
 
-@dataclass(frozen=True)
-class BenchShape:
-    """The shape the probes are written for: the one MB00 found (`of(found)`), else the one the docs
-    of the first chip state. Engines are numbered cluster by cluster."""
-
-    clusters: int = 2
-    slices: int = 256
-    engines_per_cluster: int = 4
-
-    @classmethod
-    def of(cls, found: Mapping[str, float]) -> BenchShape:
-        """From MB00's values by their local names (what is missing keeps the documented value)."""
-        default = cls()
-        return cls(*(int(found.get(name, getattr(default, name))) for name in ("clusters", "slices",
-                                                                               "engines_per_cluster")))  # fmt: skip
-
-    @property
-    def engines(self) -> int:
-        return self.clusters * self.engines_per_cluster
-
-    def local(self, cluster: int, count: int | None = None) -> list[int]:
-        """The first `count` engines of a cluster (all of them by default)."""
-        first = cluster * self.engines_per_cluster
-        return list(range(first, first + min(count or self.engines_per_cluster, self.engines_per_cluster)))
-
-    def knobs(self) -> dict[str, str]:
-        """What every template is written in: the layouts' sizes and the engines it names."""
-        return {
-            "CLUSTERS": str(self.clusters), "SLICES": str(self.slices), "SLICES_8": str(self.slices // 8),
-            "DMN": str(min(32, self.slices // 2)),  # the docs' DMN grouping, or half a small cluster
-            # the sink: cluster 0's last engine, beside the streams of engine 0 where it has another
-            "SINK": str(self.engines_per_cluster - 1), "AUX": str(min(1, self.engines - 1)),
-            "LOCAL_ENGINES": str(self.local(0)), "ALL_ENGINES": str(list(range(self.engines))),
-        }  # fmt: skip
+def knobs(shape: Chip) -> dict[str, str]:
+    """What every template is written in: the layouts' sizes and the engines it names."""
+    return {
+        "CLUSTERS": str(shape.clusters), "SLICES": str(shape.slices), "SLICES_8": str(shape.slices // 8),
+        "DMN": str(min(32, shape.slices // 2)),  # the docs' DMN grouping, or half a small cluster
+        # the sink: cluster 0's last engine, beside the streams of engine 0 where it has another
+        "SINK": str(shape.engines_per_cluster - 1), "AUX": str(min(1, shape.engines - 1)),
+        "LOCAL_ENGINES": str(shape.local(0)), "ALL_ENGINES": str(list(range(shape.engines))),
+    }  # fmt: skip
 
 
-DEFAULT_SHAPE = BenchShape()
+def _template(name: str, shape: Chip) -> str:
+    return Template((HERE / name).read_text()).safe_substitute(knobs(shape))
 
 
-def _template(name: str, shape: BenchShape = DEFAULT_SHAPE) -> str:
-    return Template((HERE / name).read_text()).safe_substitute(shape.knobs())
-
-
-def _mb02_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
+def _mb02_points(shape: Chip) -> tuple[dict[str, str], ...]:
     points = []
     for size in (256, 4096, 65536, min(1 << 20, 4096 * shape.slices)):  # a 4 KB packet per slice at most
         packets = max(1, size // 4096)
@@ -72,7 +43,7 @@ def _mb02_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
     return tuple(points)
 
 
-def _mb04_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
+def _mb04_points(shape: Chip) -> tuple[dict[str, str], ...]:
     points = []
     for packet in (256, 512, 1024, 2048, 4096):
         row = max(packet, 1024)  # a packet never spans two rows of the destination
@@ -85,7 +56,7 @@ def _mb04_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
 ENGINE_SETS = ("one", "two", "cluster", "one-each", "two-each", "all")
 
 
-def _mb06_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
+def _mb06_points(shape: Chip) -> tuple[dict[str, str], ...]:
     every = range(shape.clusters)
     sets = {"one": shape.local(0, 1), "two": shape.local(0, 2), "cluster": shape.local(0),
             "one-each": [e for c in every for e in shape.local(c, 1)],
@@ -104,14 +75,14 @@ def _mb06_points(shape: BenchShape) -> tuple[dict[str, str], ...]:
     return tuple(points)
 
 
-def microbenchmarks(shape: BenchShape = DEFAULT_SHAPE) -> list[ProbeTemplate]:
+def microbenchmarks(shape: Chip = DOCUMENTED_CHIP) -> list[ProbeTemplate]:
     """The probes written for a chip of `shape` (the documented one by default; MB00 finds the
     true one, and every other probe is written for what it found)."""
     return sorted(_catalogue(shape), key=lambda probe: probe.id)
 
 
-def _catalogue(shape: BenchShape) -> list[ProbeTemplate]:
-    dmn = shape.knobs()["DMN"]
+def _catalogue(shape: Chip) -> list[ProbeTemplate]:
+    dmn = knobs(shape)["DMN"]
     rows_8mib = str(max(1, (8 << 20) // (4096 * shape.slices)))
     return [
         ProbeTemplate(

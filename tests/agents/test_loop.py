@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,21 @@ def test_optimize_reaches_near_the_bound_and_keeps_a_consistent_tree(graph: Grap
     assert examples and not [row for row in sources if normalized(row["source"]) in examples]
 
 
+@contextmanager
+def learnt_chip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, truth: str, seed: int
+                ) -> Iterator[tuple[GraphStore, SimRNGD]]:  # fmt: skip
+    """A fresh embedded graph that has learnt the chip a truth file of `truth` simulates."""
+    chip = tmp_path / "chip.toml"
+    chip.write_text(truth)
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    target = SimRNGD(seed=seed)
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        learn(store, target, VERSION)
+        yield store, target
+
+
 def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,14 +129,8 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
         "dma_chain_startup": 240.0,
         "lut_bpc": 2.2,
     }  # fmt: skip  (20-40 % off the default chip)
-    chip = tmp_path / "chip.toml"
-    chip.write_text("\n".join(f"{k} = {v}" for k, v in other.items()) + "\n")
-    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
-    target = SimRNGD(seed=5)
-    with EmbeddedStore(tmp_path / "data") as store:
-        ensure_schema(store)
-        register_target(store, target.name, target.toolchains(), target.default_toolchain())
-        learn(store, target, VERSION)
+    chip = "\n".join(f"{k} = {v}" for k, v in other.items()) + "\n"
+    with learnt_chip(tmp_path, monkeypatch, chip, seed=5) as (store, target):
         optimize(
             OptimizeContext(store, target, VERSION),
             OptimizeConfig(kernels=(O_PROJ, "sliding_project_qkv"), budget_s=3000, seed=1),
@@ -136,14 +147,7 @@ def test_a_chip_of_another_shape_is_optimized_from_a_generated_root(
 ) -> None:
     """One cluster of 128 slices: the official baseline (written for two of 256) does not compile, so
     the design space's first design for the learnt shape stands in for it as the tree's root."""
-    chip = tmp_path / "chip.toml"
-    chip.write_text("[shape]\nclusters = 1\nslices = 128\n")
-    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
-    target = SimRNGD(seed=6)
-    with EmbeddedStore(tmp_path / "data") as store:
-        ensure_schema(store)
-        register_target(store, target.name, target.toolchains(), target.default_toolchain())
-        learn(store, target, VERSION)
+    with learnt_chip(tmp_path, monkeypatch, "[shape]\nclusters = 1\nslices = 128\n", seed=6) as (store, target):
         optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=150, seed=1))
         [kernel] = kernel_progress(store, ROOF)
         root = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d.policy AS policy, "

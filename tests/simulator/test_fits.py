@@ -13,16 +13,17 @@ import pytest
 
 from chiplore.ingest.fits import Bench, Estimate, run_fit
 from chiplore.simulator._truth import ChipTruth, load_truth
-from chiplore.simulator.bench import BenchShape, microbenchmarks
+from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost import estimate
 from chiplore.simulator.device import DeviceConfig
 from chiplore.simulator.pack.fits import FITS, search_bank_run
+from chiplore.simulator.shape import Chip
 from chiplore.simulator.target import SimRNGD
 
 
 def empty_kernel(chip: ChipTruth) -> float:
     """MB01's kernel, noise-free: a launch, one command's start-up and its 8-byte transfer."""
-    shape = BenchShape(chip.shape.clusters, chip.shape.slices, chip.shape.engines_per_cluster)
+    shape = Chip(chip.shape.clusters, chip.shape.slices, chip.shape.engines_per_cluster)
     probe = next(p for p in microbenchmarks(shape) if p.id == "MB01")
     version = "0.7.0" if chip.dma_chain_startup != 340 else "0.6.0"
     return estimate(probe.instantiate(probe.points[0], version), version, chip).cycles

@@ -15,7 +15,7 @@ from chiplore.simulator.pack.generator.program import Engines, Program
 from chiplore.simulator.pack.generator.rows import Rows
 from chiplore.simulator.pack.generator.signature import Signature
 from chiplore.simulator.pack.generator.stream import Stream
-from chiplore.simulator.pack.generator.vocab import DOCUMENTED_CHIP, Chip
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 
 @dataclass(frozen=True)

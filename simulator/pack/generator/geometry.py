@@ -15,7 +15,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from chiplore.simulator.pack.generator.vocab import DOCUMENTED_CHIP, Chip
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 
 def even_cut(atoms: tuple[tuple[int, int], ...], stride: int) -> bool:

@@ -11,13 +11,14 @@ from functools import cache
 
 from chiplore.core.pack import Facts
 from chiplore.core.target import DeviceJob, DeviceResult
-from chiplore.simulator.bench import BenchShape, microbenchmarks
+from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.compiler import FercVocabulary
 from chiplore.simulator.pack.fits import FITS, search_dm_capacity, search_shape, search_vector_chain
 from chiplore.simulator.pack.generator.vocab import BUFFERS
 from chiplore.simulator.pack.rule_probes import CONSTRUCTS, PAIRS, vocabulary
+from chiplore.simulator.shape import Chip
 from chiplore.simulator.toolchain.check import check
 
 FLAGS = {"widen": C.WIDEN, "decode": C.DECODE, "allreduce_slices": C.ALLREDUCE, "reduce_clusters": C.BRIDGE,
@@ -62,7 +63,7 @@ def _compile_facts(version: str, chip: str | None) -> Facts:  # one per version 
     bench = CompileOnly()
     shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), version, bench)
     facts |= {key.key: shape[name] for fit in FITS if fit.id == "MB00" for name, key in fit.records.items()}
-    probes = {p.id: p for p in microbenchmarks(BenchShape.of(shape))}  # the limits' probes, for that shape
+    probes = {p.id: p for p in microbenchmarks(Chip.named(shape))}  # the limits' probes, for that shape
     facts[P.DM_USABLE.key] = search_dm_capacity(probes["MB14"], version, bench)["dm_usable_per_slice"]
     facts[P.MAX_CHAIN.key] = search_vector_chain(probes["MB11"], version, bench)["ve_max_chain"]
     return facts

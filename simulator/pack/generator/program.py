@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from chiplore.core.pack import Facts
 from chiplore.simulator.pack.generator import vocab
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Engines:
     weights: int
     stagger: bool = False
     copy_spare: bool = False  # a replicating copy of the input on the spare engines (else on every engine)
-    chip: vocab.Chip = vocab.DOCUMENTED_CHIP
+    chip: Chip = DOCUMENTED_CHIP
 
     @property
     def last(self) -> int:

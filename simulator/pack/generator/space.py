@@ -29,6 +29,7 @@ from chiplore.simulator.pack.generator.graph import Analysis, Group, Unsupported
 from chiplore.simulator.pack.generator.program import Program, dtype_bytes
 from chiplore.simulator.pack.generator.signature import Signature, SignatureError, read_signature
 from chiplore.simulator.pack.generator.stream import column_packet, contraction, stream_dtype
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
@@ -72,7 +73,7 @@ class GeneratedSpace:
     consults = vocab.CONSULTS
 
     def __init__(self, spec: KernelSpec, sig: Signature, analysis: Analysis,
-                 chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> None:  # fmt: skip
+                 chip: Chip = DOCUMENTED_CHIP) -> None:  # fmt: skip
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
         self.chip = chip  # the shape every design is written for (its layouts' sizes, its engines)
@@ -421,7 +422,7 @@ class GeneratedSpace:
                 f"predicted {predicted_cycles:,.0f} cycles")  # fmt: skip
 
 
-def generation_problem(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> str | None:
+def generation_problem(spec: KernelSpec, chip: Chip = DOCUMENTED_CHIP) -> str | None:
     """Why no space can be generated for the kernel on a chip of this shape (None when one can)."""
     try:
         _build(spec, chip)
@@ -430,7 +431,7 @@ def generation_problem(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHI
     return None
 
 
-def generated_space(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHIP) -> GeneratedSpace | None:
+def generated_space(spec: KernelSpec, chip: Chip = DOCUMENTED_CHIP) -> GeneratedSpace | None:
     """The design space written from the kernel's op graph for a chip of this shape, or None without a
     graph or when the graph needs something the generator does not write (`generation_problem` says what)."""
     try:
@@ -439,7 +440,7 @@ def generated_space(spec: KernelSpec, chip: vocab.Chip = vocab.DOCUMENTED_CHIP) 
         return None
 
 
-def _build(spec: KernelSpec, chip: vocab.Chip) -> GeneratedSpace:
+def _build(spec: KernelSpec, chip: Chip) -> GeneratedSpace:
     if spec.ops is None:
         raise Unsupported(f"{spec.name} declares no op graph")
     sig = read_signature(spec.baseline_source, spec.name)
@@ -452,7 +453,7 @@ def _build(spec: KernelSpec, chip: vocab.Chip) -> GeneratedSpace:
         return split
 
 
-def _split_space(spec: KernelSpec, chip: vocab.Chip) -> GeneratedSpace | None:
+def _split_space(spec: KernelSpec, chip: Chip) -> GeneratedSpace | None:
     """The space with every matvec in a row space of its own, where that is another space and it fits."""
     assert spec.ops is not None
     try:

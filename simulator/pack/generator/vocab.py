@@ -6,11 +6,10 @@ refuses the construct, 1 when none does) with the default a 0.6.0-era program wo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from chiplore.core.pack import Facts
 from chiplore.simulator.pack import capabilities as C
 from chiplore.simulator.pack import params as P
+from chiplore.simulator.shape import Chip
 
 BUFFERS = C.BUFFERS  # `buffers: N` in a tensor type instead of `#[pipeline(depth = N)]`, where the rules allow
 
@@ -20,37 +19,11 @@ HBM_UNIT = 256  # bytes, until measured
 MAX_PACKET = 4096
 
 
-@dataclass(frozen=True)
-class Chip:
-    """The shape a design is written for: what the shape probe (MB00) measured, else what the docs of
-    the first chip state. Engines are numbered cluster by cluster."""
-
-    clusters: int = 2
-    slices: int = 256  # per cluster
-    engines_per_cluster: int = 4
-    lanes: int = 8  # per slice: the contraction lanes a fold may span
-    trf_lane_bytes: int = 8 * 1024
-    vrf_bytes: int = 8 * 1024  # per slice
-
-    @property
-    def every(self) -> tuple[int, ...]:
-        """Every cluster, in order."""
-        return tuple(range(self.clusters))
-
-    def engine(self, cluster: int, local: int) -> int:
-        """The number of a cluster's `local`-th engine."""
-        return cluster * self.engines_per_cluster + local
-
-
-DOCUMENTED_CHIP = Chip()
-
-
 def chip(facts: Facts) -> Chip:
     """The learnt shape (each value the documented one until it is measured)."""
-    default = Chip()
     keys = {"clusters": P.CLUSTERS, "slices": P.SLICES, "engines_per_cluster": P.ENGINES_PER_CLUSTER,
             "lanes": P.LANES, "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE}  # fmt: skip
-    return Chip(**{name: int(facts.get(key.key, getattr(default, name))) for name, key in keys.items()})
+    return Chip.named({name: facts[key.key] for name, key in keys.items() if key.key in facts})
 
 
 def flag(facts: Facts, key: str, default: float) -> bool:
