@@ -56,6 +56,7 @@ from chiplore.kg.repo.upgrades import (
     learn_device_s,
     mark_stale,
     open_upgrade,
+    repairs_under,
     set_upgrade_budget,
     upgrade_device_s,
     upgrade_to,
@@ -212,7 +213,8 @@ def _revalidate_kernels(step: UpgradeStep, specs: dict[str, KernelSpec],
         check = Revalidator(store, target, spec, previous, version, knowledge, runner, activity, say, lease)
         try:
             out.append(check.design(root, "baseline", is_best=best is not None and best.id == root.id))
-            if best is not None and best.id != root.id:
+            # a BEST this upgrade's own repair made (a rerun after a kill finds it there) is checked already
+            if best is not None and best.id != root.id and best.id not in repairs_under(store, kernel, version):
                 out.append(check.design(best, "best", is_best=True))
         except BudgetExhausted as spent:
             pending.append(kernel)

@@ -101,5 +101,12 @@ def revalidation_of(store: GraphStore, revalidation_id: str) -> Revalidation | N
     return Revalidation.from_properties(rows[0]["node"]) if rows else None
 
 
+def repairs_under(store: GraphStore, kernel: str, version: str) -> set[str]:
+    """The designs that re-validations of a kernel under `version` wrote as repairs."""
+    rows = store.read("MATCH (v:Revalidation {kernel: $k, to_version: $v}) WHERE v.repaired_design IS NOT NULL "
+                      "RETURN v.repaired_design AS d", {"k": kernel, "v": version})  # fmt: skip
+    return {str(row["d"]) for row in rows}
+
+
 def set_upgrade_budget(store: GraphStore, upgrade_id: str, budget_s: float) -> None:
     store.write("MATCH (u:Upgrade {id: $id}) SET u.budget_s = $b", {"id": upgrade_id, "b": budget_s})
