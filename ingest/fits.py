@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from chiplore.core.errors import TargetError
 from chiplore.core.probes import ProbeFit
 from chiplore.core.target import CheckResult, DeviceJob, DeviceResult, ProbeTemplate, Target
 
@@ -55,6 +56,14 @@ class Bench:
 
     def check(self, source: str, version: str) -> CheckResult:
         return self.target.check(source, version)
+
+
+class CompileBench(Bench):
+    """The bench of a compile-only search (a chip's structure, a compiler limit): it compiles and
+    never runs, so what it finds costs no device time."""
+
+    def run(self, job: DeviceJob) -> DeviceResult:
+        raise TargetError(f"{job.kernel}: a compile-only search asked for a device run")
 
 
 def sweep(bench: Bench, probe: ProbeTemplate, version: str, repeats: int | None = None, rounds: int = ROUNDS,

@@ -2,6 +2,10 @@
 turn each diagnostic into a LegalityRule with a machine-checkable predicate, linked to the
 diagnostic, the probe program and the toolchain. Compiling is free: no device time.
 
+The probes are written for the chip's structure (its shape), which the pack's compile-only structure
+searches find first: a probe written for another shape would draw shape diagnostics beside the one
+it is about, and a limit measured through them would be off by the probe's own frame.
+
 A rule is a fact about the compiler, not about one version: when a later version's probe draws the
 same diagnostic code with the same predicate, the existing rule gains a HOLDS_UNDER link (confirmed)
 instead of a twin. A rule whose predicate or code changes is a new rule; `reconcile_rules` links it
@@ -15,11 +19,13 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from chiplore.core.errors import TargetError
 from chiplore.core.ids import content_sha
 from chiplore.core.probes import LimitProbe, RuleProbes, Vocabulary, largest_accepted
 from chiplore.core.rules import AtMost, Avoid, Forbidden, Predicate, Unavailable
 from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
+from chiplore.ingest.fits import CompileBench
 from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
 from chiplore.kg.repo.knowledge import confirm_rule, record_activity, record_rule
 from chiplore.kg.repo.measurements import claims_about
@@ -33,6 +39,28 @@ class RulesSummary(BaseModel):
     probes: int  # programs compiled
     rules: int  # rules recorded (new or confirmed)
     limits: dict[str, float]  # quantity -> the largest value the compiler accepts
+    structure: dict[str, float] = {}  # what the probes were written for (the structure searches' values)
+    structure_error: str = ""  # why the structure searches found nothing (the probes assumed the docs')
+
+
+def probe_structure(target: Target, version: str) -> dict[str, float]:
+    """What the compile probes are written for: the values of the pack's structure searches
+    (`RuleProbes.structure`), compile only, each search's program written for what the ones before
+    it found. Raises TargetError when a search finds no consistent answer."""
+    pack = target.pack()
+    fits = {fit.id: fit for fit in pack.fits}
+    bench = CompileBench(target)
+    found: dict[str, float] = {}
+    for fit_id in pack.rule_probes.structure:
+        fit = fits.get(fit_id)
+        if fit is None or fit.search is None:
+            raise TargetError(f"structure probe {fit_id}: the pack has no compile-only search of that id")
+        templates = {probe.id: probe for probe in target.microbenchmarks_for(found)}
+        try:
+            found |= fit.search(templates[fit.template], version, bench)
+        except (KeyError, ValueError) as error:
+            raise TargetError(f"structure probe {fit_id}: {error}") from error
+    return found
 
 
 def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary:
@@ -44,6 +72,10 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
     )
     compiled = 0
     rules = 0
+    try:
+        structure, structure_error = probe_structure(target, version), ""
+    except TargetError as error:  # the rules are still worth probing, written for the documented structure
+        structure, structure_error = {}, str(error)
 
     def compile_(source: str) -> CheckResult:
         nonlocal compiled
@@ -72,14 +104,15 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         rules += 1
 
     available: dict[str, bool] = {}
+    written_for = probes.vocabulary({}, structure)
     for probe in probes.constructs:  # the version's vocabulary first: the other probes are written in it
-        source = probe.program(version)
+        source = probe.program(version, written_for)
         refused = [(d, missing) for d in compile_(source).diagnostics if (missing := vocabulary.unavailable(d))]
         available[probe.construct] = not refused
         for diagnostic, missing in refused[:1]:
             record(f"construct.{probe.construct}", source, f"is `{probe.construct}` available",
                    diagnostic, Unavailable(instead=missing.instead))  # fmt: skip
-    names = probes.vocabulary(available)
+    names = probes.vocabulary(available, structure)
     for pair in probes.pairs:
         breaking, fixed = pair.breaking(version, names), pair.fixed(version, names)
         clean = {d.code for d in compile_(fixed).diagnostics}
@@ -97,7 +130,8 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         source, diagnostic = first_refused
         limits[limit.key] = largest * limit.step + limit.frame
         record(limit.key, source, limit.purpose, diagnostic, AtMost(value=limits[limit.key]))
-    return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits)
+    return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits, structure=structure,
+                        structure_error=structure_error)  # fmt: skip
 
 
 class RuleChanges(BaseModel):

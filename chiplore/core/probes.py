@@ -64,16 +64,19 @@ class ProbeFit:
             raise ValueError(f"fit {self.id}: records {sorted(unknown)} it does not find")
 
 
-# Which construct name a version accepts for each role a probe program needs (e.g. "up" -> "widen").
+# What a probe program is written in: the construct name a version accepts for each role a probe
+# needs (e.g. "up" -> "widen") and, where the chip's structure shapes a program (its layouts, its
+# engine numbers), that structure as the pack writes it (e.g. "clusters" -> "4").
 Vocabulary = Mapping[str, str]
 
 
 @dataclass(frozen=True)
 class ConstructProbe:
-    """Is `construct` available under a version? `program(version)` uses it and nothing doubtful."""
+    """Is `construct` available under a version? `program(version, names)` uses it and nothing
+    doubtful; `names` holds the chip's structure only (the construct names are what is being asked)."""
 
     construct: str
-    program: Callable[[str], str]
+    program: Callable[[str, Vocabulary], str]
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,17 @@ class LimitProbe:
 
 @dataclass(frozen=True)
 class RuleProbes:
-    """Every compile probe of a pack; `vocabulary` picks the construct names the other probes are
-    written in from what the construct probes found available."""
+    """Every compile probe of a pack. `structure` names the fits (compile-only searches) whose values
+    every probe program is written for, found first (a chip's shape: a program written for another
+    shape draws shape diagnostics beside the one it probes). `vocabulary(available, found)` writes
+    the names the probes use from what the construct probes found available and what the structure
+    searches found (by the fits' local names; empty: the structure the docs state)."""
 
     constructs: tuple[ConstructProbe, ...]
     pairs: tuple[PairProbe, ...]
     limits: tuple[LimitProbe, ...]
-    vocabulary: Callable[[Mapping[str, bool]], Vocabulary]
+    vocabulary: Callable[[Mapping[str, bool], Mapping[str, float]], Vocabulary]
+    structure: tuple[str, ...] = ()
 
 
 def largest_accepted(low: int, high: int, refused: Callable[[int], object]) -> int:

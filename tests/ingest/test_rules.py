@@ -1,16 +1,20 @@
 """Legality rules from the compiler: chiplore's probes, one limit or construct at a time, become
 rules with predicates, linked to their diagnostic, probe program, toolchain and activity; the limits
-found by bisection are the compiler's own; relearning writes nothing new. On both stores."""
+found by bisection are the compiler's own; relearning writes nothing new. On both stores. On a chip
+of another shape the probes are written for the shape they find first, and find the same rules."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from chiplore import queries
 from chiplore.ingest.rules import learn_rules
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.store import GraphStore
-from chiplore.simulator._truth import load_truth
+from chiplore.simulator._truth import ENV_VAR, load_truth
 from chiplore.simulator.target import SimRNGD
 
 
@@ -57,3 +61,47 @@ def test_each_version_refuses_its_own_vocabulary(graph: GraphStore) -> None:
     assert ("0.7.0", "construct.cast") in refused and ("0.7.0", "construct.widen") not in refused
     cast = graph.read("MATCH (r:LegalityRule {key: 'construct.cast'}) RETURN r.predicate AS p")
     assert "widen" in json.loads(cast[0]["p"])["instead"]
+
+
+CHIPS = Path(__file__).resolve().parents[2] / "simulator" / "chips"
+
+
+def rules_found(graph: GraphStore, version: str) -> tuple[set[tuple[str, str, str]], dict[str, float]]:
+    """Each rule's key, code and predicate (a limit's value aside: the limits are compared on their own)."""
+    summary = learn_rules(graph, SimRNGD(), version)
+    rows = graph.read("MATCH (r:LegalityRule) RETURN r.key AS key, r.code AS code, r.predicate AS predicate")
+    predicates = [json.loads(r["predicate"]) for r in rows]
+    for predicate in predicates:
+        if predicate["quantity"] in summary.limits:
+            predicate.pop("value"), predicate.pop("stated", None)
+    return {(r["key"], r["code"], json.dumps(p, sort_keys=True)) for r, p in zip(rows, predicates, strict=True)}, (
+        summary.limits)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "chip",
+    ["1x128", "4x256", "2x512-16k", "clusters = 3\nslices = 64\nengines_per_cluster = 1", "clusters = 1\nslices = 64"],
+    ids=["1x128", "4x256", "2x512-16k", "3x64-one-engine", "1x64"],
+)
+def test_on_a_chip_of_another_shape_the_probes_find_the_same_rules(
+    chip: str, embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The documented chip's rules first (no truth file), then the other chip's on a clean graph.
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    documented, documented_limits = rules_found(embedded_graph, "0.6.0")
+    embedded_graph.delete_all()
+    path = CHIPS / f"{chip}.toml"
+    if not path.is_file():
+        path = tmp_path / "chip.toml"
+        path.write_text(f"[shape]\n{chip}\n")
+    monkeypatch.setenv(ENV_VAR, str(path))
+    shape = load_truth("0.6.0").shape
+    summary = learn_rules(embedded_graph, SimRNGD(), "0.6.0")
+    assert summary.structure["clusters"] == shape.clusters and summary.structure["slices"] == shape.slices
+    assert summary.structure["engines_per_cluster"] == shape.engines_per_cluster and not summary.structure_error
+    found, limits = rules_found(embedded_graph, "0.6.0")
+    # a chip of one cluster has no cluster for the switch to cross: that probe finds nothing there
+    expected = {r for r in documented if shape.clusters > 1 or r[0] != "switch.crosses_clusters"}
+    assert found == expected
+    assert limits == documented_limits | {"trf.bytes_per_lane": shape.trf_lane_bytes,
+                                          "vrf.bytes_per_slice": shape.vrf_bytes}  # fmt: skip

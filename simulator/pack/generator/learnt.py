@@ -37,21 +37,23 @@ class CompileOnly:
 
 def compile_facts(version: str) -> Facts:
     """Capability flags (1 available, 0 refused), the shape and compile-time limits under `version`,
-    on the chip the compiler checks against (the construct probes are written for the documented
-    shape: on a chip of another one, the capability flags are the documented defaults)."""
+    on the chip the compiler checks against (every probe written for the shape MB00 finds first)."""
     return dict(_compile_facts(version, os.environ.get("CHIPLORE_SIM_TRUTH")))
 
 
 @cache
 def _compile_facts(version: str, chip: str | None) -> Facts:  # one per version and chip
-    # As `learn` reads the probes: a construct is missing where the compiler says so (a probe written
-    # for another shape draws shape diagnostics as well), a stream refused where it draws more codes
-    # than the same program with a bf16 stream.
+    # As `learn` reads the probes: the shape first (every probe is written for it), then a construct
+    # is missing where the compiler says so, a stream refused where it draws more codes than the same
+    # program with a bf16 stream.
+    bench = CompileOnly()
+    shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), version, bench)
     ferc = FercVocabulary()
-    available = {probe.construct: not any(map(ferc.unavailable, check(probe.program(version), version).diagnostics))
-                 for probe in CONSTRUCTS}  # fmt: skip
+    written_for = vocabulary({}, shape)
+    available = {probe.construct: not any(map(ferc.unavailable, check(probe.program(version, written_for), version)
+                                               .diagnostics)) for probe in CONSTRUCTS}  # fmt: skip
     facts: Facts = {flag: float(available.get(name, False)) for name, flag in FLAGS.items()}
-    names = vocabulary(available)
+    names = vocabulary(available, shape)
 
     def codes(source: str) -> set[str]:
         return {d.code for d in check(source, version).diagnostics if d.is_error}
@@ -60,8 +62,6 @@ def _compile_facts(version: str, chip: str | None) -> Facts:  # one per version 
         flag = C.F8_STREAM if "f8" in pair.purpose else C.F4_STREAM if "f4" in pair.purpose else None
         if pair.key == "contract.stream_dtype" and flag is not None:
             facts[flag] = float(codes(pair.breaking(version, names)) <= codes(pair.fixed(version, names)))
-    bench = CompileOnly()
-    shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), version, bench)
     facts |= {key.key: shape[name] for fit in FITS if fit.id == "MB00" for name, key in fit.records.items()}
     probes = {p.id: p for p in microbenchmarks(Chip.named(shape))}  # the limits' probes, for that shape
     facts[P.DM_USABLE.key] = search_dm_capacity(probes["MB14"], version, bench)["dm_usable_per_slice"]

@@ -31,8 +31,8 @@ def _lanes(version: str, names: Vocabulary, lanes: int) -> str:
 
 
 CONSTRUCTS = (
-    ConstructProbe("mul", lambda v: multiply(v, "mul")),
-    ConstructProbe("mac", lambda v: multiply(v, "mac")),
+    ConstructProbe("mul", lambda v, n: multiply(v, "mul")),
+    ConstructProbe("mac", lambda v, n: multiply(v, "mac")),
 )
 PAIRS = (
     PairProbe("store.after_compute", "a value is stored only once it is computed",
@@ -50,7 +50,8 @@ LIMITS = (
 )
 
 
-def vocabulary(available: Mapping[str, bool]) -> Vocabulary:
+def vocabulary(available: Mapping[str, bool], found: Mapping[str, float]) -> Vocabulary:
+    """The multiply's name; the toy chip has one shape, so `found` is empty."""
     return {"multiply": "mac" if available.get("mac") else "mul"}
 
 
