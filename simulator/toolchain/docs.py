@@ -68,7 +68,7 @@ def _render(version: str, key: str, chip: ChipTruth) -> tuple[tuple[str, str], .
         "version": version,
         "fact": lambda fact_id: fact_text(FACTS[fact_id], version, values),
         "since": lambda first: VERSIONS.index(version) >= VERSIONS.index(first),
-        "diagnostic_codes": lambda: _codes(version),
+        "diagnostic_codes": lambda: _codes(version, chip.docs_shape or chip.shape),
         "shape": shape_values(chip.docs_shape or chip.shape),
     }
     pages = [(name, _tidy(environment.get_template(f"{name}.j2").render())) for name in PAGES]
@@ -119,15 +119,16 @@ def _vocabulary(version: str) -> dict[str, str]:
     }
 
 
-def _codes(version: str) -> list[dict[str, str]]:
+def _codes(version: str, shape: ChipShape) -> list[dict[str, str]]:
     """Each rule checked in this version: its code, severity, message, what it checks, the fix, and
-    a breaking and a fixed example program (the ones the rule tests run)."""
+    a breaking and a fixed example program (the ones the rule tests run, written for the shape the
+    docs state)."""
     rows = []
     for rule in RULES:
         code = rule.code(version)
         if code is None:
             continue
-        breaking, fixed = example(rule.number, version)
+        breaking, fixed = example(rule.number, version, shape)
         rows.append({
             "code": code, "severity": SEVERITY_NAMES[code[0]], "message": rule.template, "checks": rule.predicate,
             "fix": rule.fix, "breaking": breaking.rstrip(), "fixed": fixed.rstrip(),

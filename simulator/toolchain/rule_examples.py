@@ -2,12 +2,17 @@
 
 The rule tests check that each pair behaves as its version says, and the diagnostics page of the
 docs shows the same pairs as each code's example and fix, so what the docs show is what the
-compiler does.
+compiler does. The pairs are written for the first chip (two clusters of 256 slices, eight
+engines, 8 KB TRF lanes and VRFs); `for_shape` writes them for a chip of another shape, as that
+chip's docs show them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+
+from chiplore.simulator._truth import ChipShape
 
 PRELUDE = """axes! { H = 64, K = 32, B = 131072, C = 480000 }
 layout One = { cluster: [1 # 2], slice: [1 # 256] };
@@ -381,11 +386,53 @@ WHOLE: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
 }
 
 
-def example(number: str, version: str) -> tuple[str, str]:
-    """A program that breaks the rule `number` in `version`, and the same program fixed."""
+def example(number: str, version: str, shape: ChipShape | None = None) -> tuple[str, str]:
+    """A program that breaks the rule `number` in `version`, and the same program fixed (written for
+    a chip of `shape`; the first chip's by default)."""
     if number in WHOLE:
         breaking, fixed = WHOLE[number]
-        return breaking(version), fixed(version)
-    case = min(c for c in CASES if c.split("/")[0] == number)
-    breaking, fixed = CASES[case]
-    return example_source(breaking(version)), example_source(fixed(version))
+        pair = breaking(version), fixed(version)
+    else:
+        case = min(c for c in CASES if c.split("/")[0] == number)
+        broken, mended = CASES[case]
+        pair = example_source(broken(version)), example_source(mended(version))
+    return (for_shape(pair[0], shape), for_shape(pair[1], shape)) if shape is not None else pair
+
+
+FIRST = ChipShape()  # the chip the pairs are written for
+_OPERAND = 131072  # B: TRF and VRF operands are written as B / n, a power of two of it
+
+
+def for_shape(source: str, shape: ChipShape) -> str:
+    """A pair's program written for a chip of `shape`: its cluster and slice counts in every mapping,
+    its engine numbers in every engine list, its lanes and register-file sizes in the operands that
+    probe them (where a TRF lane or VRF divides B; otherwise they stay the first chip's)."""
+    if shape == FIRST:
+        return source
+    clusters, slices = shape.clusters, shape.slices
+    other = 1 if shape.engines_per_cluster > 1 or shape.engines > 1 else 0  # the examples' second engine
+    remote = shape.engines_per_cluster if clusters > 1 else 0  # cluster 1's first engine
+    lines = []
+    for line in source.split("\n"):
+        if "dm::empty()" in line and "trf<bf16>{..One, lane:" in line and _OPERAND % shape.trf_lane_bytes == 0:
+            per_lane = _OPERAND // shape.trf_lane_bytes  # B / this many bf16 fill one lane twice over
+            line = line.replace("B / 16]", f"B / {per_lane}]").replace("B / 32]", f"B / {2 * per_lane}]")
+            line = line.replace("lane: [1 # 8]", f"lane: [1 # {shape.lanes}]")
+        if "dm::empty()" in line and "vrf<f32>{..One, elem: [B /" in line and (2 * _OPERAND) % shape.vrf_bytes == 0:
+            per_vrf = 2 * _OPERAND // shape.vrf_bytes  # B / this many f32 fill a VRF twice over
+            line = line.replace("B / 32]", f"B / {per_vrf}]").replace("B / 64]", f"B / {2 * per_vrf}]")
+        lines.append(line)
+    text = "\n".join(lines)
+    text = text.replace("cluster: [H / 32]", f"cluster: [H / 32 # {clusters}]")
+    text = text.replace("cluster: [1 # 2]", f"cluster: [1 # {clusters}]")
+    # Every full-cluster pad first; then the pads written as parts of it (E0201's example: half).
+    text = text.replace("[1 # 128]", "[1 # HALF]")
+    text = re.sub(r"# 256\b", f"# {slices}", text).replace("ring = 256", f"ring = {slices}")
+    text = text.replace("[1 # HALF]", f"[1 # {slices // 2}]")
+    text = text.replace("H / 16 % 4 # 64,", f"H / 16 % 4 # {slices // 4},")  # with K / 8: four times that
+    text = text.replace("H / 16 # 16, 1 # 16]", f"H / 16 # 16, 1 # {slices // 16}]")
+    text = text.replace("engines = [0, 4]", f"engines = [0, {remote}]")
+    text = text.replace("engines = [1, 1, 9]", f"engines = [{other}, {other}, {shape.engines + 1}]")
+    distinct = f"{other}, 2" if shape.engines > 2 else "0, 1" if shape.engines == 2 else "0"
+    text = text.replace("engines = [1, 2]", f"engines = [{distinct}]")
+    return text.replace("engines = [1]", f"engines = [{other}]").replace("engines = [1,", f"engines = [{other},")

@@ -24,6 +24,8 @@ from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.docs import render_docs
+from chiplore.simulator.toolchain.rule_examples import example
+from chiplore.simulator.toolchain.rules import RULES
 
 pytestmark = pytest.mark.unit
 
@@ -252,3 +254,28 @@ def test_the_generator_holds_no_shape_of_its_own() -> None:
         if not line.lstrip().startswith("#") and any(re.search(p, line) for p in DEFAULT_SHAPE)
     ]  # fmt: skip
     assert not found, found
+
+
+ODD_SHAPES = {
+    "3x64-one-engine": ChipShape(clusters=3, slices=64, engines_per_cluster=1),
+    "1x64": ChipShape(clusters=1, slices=64),
+    "8x1024-16k": ChipShape(clusters=8, slices=1024, engines_per_cluster=2, trf_lane_bytes=16384, vrf_bytes=16384),
+}
+
+
+@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What each example pair draws on the first chip, it draws on a chip of another shape when
+    # written for it (the diagnostics page of that chip's docs shows these pairs).
+    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    codes = lambda source: sorted(d.code for d in check(source, "0.6.0").diagnostics)  # noqa: E731
+    numbers = [rule.number for rule in RULES if rule.code("0.6.0") is not None]
+    if shape.clusters == 1:  # nothing for the switch to carry between clusters
+        numbers.remove("0420")
+    first = {number: [codes(s) for s in example(number, "0.6.0")] for number in numbers}
+    use_chip(monkeypatch, tmp_path, shape)
+    written = {number: [codes(s) for s in example(number, "0.6.0", shape)] for number in numbers}
+    assert written == first
