@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from chiplore import queries
 from chiplore.agents.acceptance import TRIAGE
 from chiplore.agents.judge import MIN_ACCEPT_PAIRS
 from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.schedule import OptimizeConfig
+from chiplore.agents.upgrade import upgrade
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
@@ -38,7 +40,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # not the fast tier; 
 
 ROOF = CHIP_ROOF.key
 
-VERSION = "0.6.0"
+VERSION, NEW = "0.6.0", "0.7.0"
 O_PROJ = "sliding_attention_output"
 TERMINAL = {"screened_out", "accepted", "rejected", "failed"}
 
@@ -142,11 +144,13 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
         assert kernel.ratio_to_bound is not None and kernel.ratio_to_bound <= 1.25, kernel
 
 
-def test_a_chip_of_another_shape_is_optimized_from_a_generated_root(
+def test_a_chip_of_another_shape_is_optimized_from_a_generated_root_and_upgraded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One cluster of 128 slices: the official baseline (written for two of 256) does not compile, so
-    the design space's first design for the learnt shape stands in for it as the tree's root."""
+    the design space's first design for the learnt shape stands in for it as the tree's root. The
+    upgrade to 0.7.0 then goes as on the first chip: the facts of 0.6.0 marked stale, the same rules
+    changed, the shape confirmed by compiling again, the BEST re-validated under the new version."""
     with learnt_chip(tmp_path, monkeypatch, "[shape]\nclusters = 1\nslices = 128\n", seed=6) as (store, target):
         optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=150, seed=1))
         [kernel] = kernel_progress(store, ROOF)
@@ -154,10 +158,24 @@ def test_a_chip_of_another_shape_is_optimized_from_a_generated_root(
                           "d.change AS change, d.status AS status", {"k": O_PROJ})  # fmt: skip
         best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(:DesignNode)-[:HAS_VERSION]->(v:KernelVersion) "
                           "RETURN v.source AS source", {"k": O_PROJ})  # fmt: skip
+        upgraded = upgrade(store, target, NEW)
+        diff = {(row["kind"], row["key"]): row for row in queries.run(store, "toolchain-diff", {"from": VERSION,
+                                                                                               "to": NEW})}  # fmt: skip
+        after = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(:DesignNode)-[:HAS_VERSION]->(v:KernelVersion) "
+                           "RETURN v.source AS source", {"k": O_PROJ})  # fmt: skip
     assert root[0]["policy"] == "generated" and "E0201" in root[0]["change"] and root[0]["status"] == "accepted"
     assert target.check(best[0]["source"], VERSION).ok and "cluster: [1 # 1]" in best[0]["source"]
     assert kernel.bound_cycles_true == pytest.approx(15_736_320 / load_truth().roof)  # one cluster's port
     assert kernel.ratio_to_bound is not None and kernel.ratio_to_bound <= 1.15, kernel
+    assert upgraded.stale and not upgraded.kernels_pending
+    assert [(k.kernel, k.role) for k in upgraded.kernels if k.role == "best"] == [(O_PROJ, "best")]
+    assert all(k.outcome in ("survived", "repaired") for k in upgraded.kernels), upgraded.kernels
+    assert target.check(after[0]["source"], NEW).ok and "cluster: [1 # 1]" in after[0]["source"]
+    # the rules change as on the first chip (the probes are written for this one's shape)
+    assert json.loads(diff["rule", "dm.bytes_per_slice"]["after"].split(" ", 1)[1])["value"] == 464 * 1024
+    assert diff["rule", "construct.cast"]["change"] == "new" and diff["rule", "construct.widen"]["change"] == "retired"
+    for key in ("chip.clusters", "chip.slices_per_cluster", "dma.engines_per_cluster"):  # compiled again: held
+        assert diff["measurement", key]["change"] == "confirmed", diff["measurement", key]
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
