@@ -114,10 +114,13 @@ def plan_pass(context: str, source: View, stages: tuple[ir.Method, ...], axes: A
         elif name in ("cast", "widen", "narrow"):
             stream.dtype = positional_dtype(stage) or stream.dtype
         elif name == "switch":
-            ring = stage.kwarg("ring")
-            add("switch_ring", int_of(ring) if ring is not None else _span(source, resolve(stage.kwarg("slice"))))
-            add("switch_flits", stream.flits)
+            ring, places = stage.kwarg("ring"), resolve(stage.kwarg("slice"))
             kind = stage.args[0].value if stage.args else None
+            # A stated ring is used as stated, but a broadcast's is never smaller than the slices its
+            # copies reach (`ring = 1` must not make a broadcast free).
+            floor = _reach(places) if isinstance(kind, ir.Name) and kind.id == "broadcast" else 1
+            add("switch_ring", max(int_of(ring), floor) if ring is not None else _span(source, places))
+            add("switch_flits", stream.flits)
             if isinstance(kind, ir.Name) and kind.id == "gather" and stage.kwarg("time") is not None:
                 stream.time *= count(resolve(stage.kwarg("time")))
         elif name in ("collect", "transpose"):
@@ -288,6 +291,16 @@ def _read_size(run: float, cap: int) -> int:
     while size > 1 and int(run) % size:
         size //= 2
     return size
+
+
+def _reach(places: tuple[Place, ...]) -> int:
+    """The slices a broadcast's copies of one value span: from its outermost replicated term inward
+    (the copies, not the padding: `[rep(16) # 256]` reaches 16 slices, `[rep(16) # 16, K / 64]` 16 x
+    the positions of K / 64)."""
+    for index, place in enumerate(places):
+        if place.is_rep:
+            return place.copies * math.prod(p.positions for p in places[index + 1 :])
+    return 1
 
 
 def _span(source: View, places: tuple[Place, ...]) -> int:

@@ -95,6 +95,18 @@ def test_a_pass_is_its_slowest_stage_plus_fixed_costs_and_latencies() -> None:
 # ---- toolchain effects (docs/simrngd.md §4.3) ------------------------------------------------------
 
 
+def test_a_broadcast_pays_for_every_slice_its_copies_reach_whatever_ring_it_states() -> None:
+    # `ring = n` states the ring a switch uses; a broadcast's copies still have to reach their slices
+    # (here 64 row-groups x 4 k-groups of 256), so stating a ring of one slice saves nothing.
+    source = program_text("qkv_opt")
+    stated = source.replace(".switch(broadcast, slice = [rep(64), H / 960])",
+                            ".switch(broadcast, slice = [rep(64), H / 960], ring = 1)")  # fmt: skip
+    assert stated != source
+    assert estimate(stated, "0.6.0").cycles == estimate(source, "0.6.0").cycles
+    wider = stated.replace("ring = 1", "ring = 512")  # a ring wider than the slices costs what it states
+    assert estimate(wider, "0.6.0").per_queue_busy["main"] > estimate(source, "0.6.0").per_queue_busy["main"]
+
+
 @pytest.mark.parametrize(("kernel", "change"), [("qkv", -0.009), ("o", -0.001), ("ffn", -0.005)])
 def test_the_official_baseline_across_toolchains(kernel: str, change: float) -> None:
     base = source(f"{kernel}_baseline")
