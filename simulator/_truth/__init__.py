@@ -140,8 +140,8 @@ class ChipTruth(BaseModel):
     @property
     def roof(self) -> float:
         """R_eff of the weight-movement bound (docs/simrngd.md §11): what all clusters' ingress ports
-        move per cycle."""
-        return self.shape.clusters * self.cluster_ingress
+        move per cycle, or what HBM gives where a chip has more ports than HBM can feed."""
+        return min(self.shape.clusters * self.cluster_ingress, self.hbm_bw)
 
 
 class TruthFileError(ConfigError, ValueError):

@@ -20,6 +20,9 @@ from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.fits import search_shape
 from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
+from chiplore.simulator.pack.language import FerriteGuide
+from chiplore.simulator.pack.language import examples as language_examples
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
@@ -147,6 +150,12 @@ def test_every_clusters_port_counts_in_the_bound_and_in_the_estimate(
     two_ports = all_ports.replace(engines, "[0, 1, 4, 5]")
     assert errors(all_ports) == [] and errors(two_ports) == []
     assert estimate(all_ports, "0.6.0").cycles < 0.8 * estimate(two_ports, "0.6.0").cycles
+    # eight clusters' ports (2,280 B/cycle) outrun HBM (1,150): HBM is the roof then
+    eight = ChipShape(clusters=8, slices=256, engines_per_cluster=2)
+    use_chip(monkeypatch, tmp_path, eight)
+    assert weight_bound_cycles(weights) == pytest.approx(weights / load_truth().hbm_bw)
+    ported = gemv(eight, hidden=2048)  # 8 rows a slice over 2,048 slices, 2,048 bf16 a row
+    assert errors(ported) == [] and estimate(ported, "0.6.0").cycles > weight_bound_cycles(8 * 2048 * 2048 * 2)
 
 
 def test_register_files_hold_what_the_chip_gives_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -279,3 +288,42 @@ def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
     use_chip(monkeypatch, tmp_path, shape)
     written = {number: [codes(s) for s in example(number, "0.6.0", shape)] for number in numbers}
     assert written == first
+
+
+@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+def test_the_packs_language_programs_behave_on_the_chip_they_are_written_for(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The DSL summary's own program of a construct (where no docs example of it compiles) draws on a
+    # chip of another shape, written for what the shape probe found, what it draws on the first chip.
+    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    codes = lambda source, version: sorted(d.code for d in check(source, version).diagnostics)  # noqa: E731
+    cases = [(construct, version) for construct in language_examples.WRITERS for version in ("0.5.0", "0.6.0", "0.7.0")]
+    first = {(c, v): codes(language_examples.example(c, v, DOCUMENTED_CHIP), v) for c, v in cases}
+    assert sum(not found for found in first.values()) > 60  # most compile cleanly there
+    use_chip(monkeypatch, tmp_path, shape)
+    chip = Chip.named(shape.model_dump())
+    assert FerriteGuide().written_for(shape.model_dump()).example("rename", "0.6.0") == language_examples.example(
+        "rename", "0.6.0", chip
+    )
+    written = {(c, v): codes(language_examples.example(c, v, chip), v) for c, v in cases}
+    assert written == first
+
+
+@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+def test_the_layouts_page_example_is_whole_on_the_shape_the_docs_state(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # `layout Rows` splits L (sized on the basics page) over every cluster and slice the docs state
+    # (here the chip's own shape): completed for the chip, it compiles.
+    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    use_chip(monkeypatch, tmp_path, shape)
+    pages = render_docs("0.6.0", load_truth("0.6.0"))
+    snippet = re.search(r"```text\n(layout Rows = .*?)\n```", pages["layouts.md"], re.S)
+    assert snippet is not None
+    guide = FerriteGuide().written_for(shape.model_dump())
+    completed = guide.complete("text", snippet.group(1), "0.6.0", "\n\n".join(pages.values()))
+    assert completed is not None
+    errors = [d.code for d in check(completed.source, "0.6.0").diagnostics if d.is_error]
+    assert not errors, completed.source
