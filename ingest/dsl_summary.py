@@ -3,14 +3,16 @@ show, written to the graph (`chiplore.kg.repo.language`), for a model that has n
 program from.
 
 `summarise` gathers the docs' code blocks (completed by the pack's `LanguageGuide`), adds the
-guide's program for a construct no block shows, and, when the graph holds an earlier version's
-summary, that summary's examples: every program is compiled, and run on the host where the guide
-states what it computes (`chiplore.ingest.dsl_examples`). Each construct's entry then gets its syntax, its
-meaning (the docs' sentences that name it, cited; or an LLM librarian's prose, kept only when an
-example of its own backs it), its availability, its constraints (the legality rules on its keys),
-its verdict and, against the earlier version, how it changed (`chiplore.ingest.dsl_entries`). Learning runs
-it after the rules; an upgrade runs it on the new version. Idempotent: ids are content hashes and
-an entry is per construct and version, so a second run rewrites the same nodes.
+guide's program for a construct no block shows (completions and programs both written for the chip's
+structure as the pack's compile-only structure searches find it, `probe_structure`), and, when the
+graph holds an earlier version's summary, that summary's examples: every program is compiled, and
+run on the host where the guide states what it computes (`chiplore.ingest.dsl_examples`). Each
+construct's entry then gets its syntax, its meaning (the docs' sentences that name it, cited; or an
+LLM librarian's prose, kept only when an example of its own backs it), its availability, its
+constraints (the legality rules on its keys), its verdict and, against the earlier version, how it
+changed (`chiplore.ingest.dsl_entries`). Learning runs it after the rules; an upgrade runs it on the
+new version. Idempotent: ids are content hashes and an entry is per construct and version, so a
+second run rewrites the same nodes.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from chiplore.core.errors import TargetError
 from chiplore.core.pack import Construct, LanguageGuide, language_guide
 from chiplore.core.target import Target
 from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.dsl_entries import Standing, change, matches, standing, verdict
 from chiplore.ingest.dsl_examples import Checker, Outcome, doc_examples, make_example
 from chiplore.ingest.librarian import Librarian, sentences
+from chiplore.ingest.rules import probe_structure
 from chiplore.kg.models import Activity, LanguageEntry, LanguageExample
 from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.repo.language import (
@@ -111,6 +115,11 @@ def summarise(store: GraphStore, target: Target, version: str, *, previous: str 
     if guide is None:
         return LanguageSummary(version=version, constructs=0, entries=0, examples=0, compiled=0, contradicted={},
                                unavailable=[])  # fmt: skip
+    try:  # a fragment completed, or a program written, for another shape draws that shape's diagnostics
+        structure = probe_structure(target, version)
+    except TargetError:  # the searches found nothing consistent: written for the documented structure
+        structure = {}
+    guide = guide.written_for(structure)
     known = {c.name: c for c in guide.constructs}
     previous = previous or previous_with_entries(store, target.name, version)
     evidence = Evidence(Checker(target, pack, guide, host_under=version))

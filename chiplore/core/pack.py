@@ -314,6 +314,12 @@ class LanguageGuide:
         """A minimal program that uses `construct`, for one the docs name in no code block."""
         raise NotImplementedError
 
+    def written_for(self, found: Mapping[str, float]) -> LanguageGuide:
+        """The guide whose completions and programs are written for what the pack's structure searches
+        found (`RuleProbes.structure`: a chip's shape, by the fits' local names; empty when they found
+        nothing); by default the guide itself."""
+        return self
+
     def host_case(self, program: str, version: str) -> HostCase | None:
         """What the program computes, when it is one whose result the team can state; else None."""
         raise NotImplementedError

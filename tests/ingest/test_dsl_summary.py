@@ -29,6 +29,7 @@ from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.simulator._truth import ENV_VAR
 from chiplore.simulator.pack.language import FerriteGuide
 from chiplore.simulator.pack.language.examples import WRITERS
 from chiplore.simulator.target import SimRNGD
@@ -37,6 +38,7 @@ from tests.conftest import Neo4jServer
 from tests.toy import ToyChip
 
 VERSIONS = ("0.5.0", "0.6.0", "0.7.0")
+CHIPS = Path(__file__).resolve().parents[2] / "simulator" / "chips"
 # What the docs get wrong about the language, per version (and the evidence's words).
 CONTRADICTED = {
     "0.5.0": {
@@ -219,6 +221,17 @@ def test_learning_each_version_in_turn_records_what_changed(
     assert summaries["0.5.0"].compared_with is None and not summaries["0.5.0"].changed
     assert {name: change.split(":")[0] for name, change in summaries["0.6.0"].changed.items()} == CHANGED_IN_060
     assert {name: change.split(":")[0] for name, change in summaries["0.7.0"].changed.items()} == CHANGED_IN_070
+
+
+def test_on_a_chip_of_another_shape_the_docs_are_contradicted_where_they_are_on_the_first(
+    embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4x256's docs state its shape: completed for the shape the structure probe finds, their examples
+    # and the pack's own programs compile as on the first chip, and only the switch claim is refuted.
+    monkeypatch.setenv(ENV_VAR, str(CHIPS / "4x256.toml"))
+    summary = learn_language(embedded_graph, SimRNGD(), "0.6.0")
+    assert set(summary.contradicted) == set(CONTRADICTED["0.6.0"]), summary.contradicted
+    assert summary.compiled == summary.entries
 
 
 # ---- the upgrade, on both stores -----------------------------------------------------------------------

@@ -327,3 +327,29 @@ def test_the_layouts_page_example_is_whole_on_the_shape_the_docs_state(
     assert completed is not None
     errors = [d.code for d in check(completed.source, "0.6.0").diagnostics if d.is_error]
     assert not errors, completed.source
+
+
+def test_a_copy_of_data_every_cluster_holds_reads_each_clusters_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Replicating a vector every cluster already holds into more slices of each cluster: each
+    cluster's engines read their own cluster's copy (no cluster's egress carries the others')."""
+    use_chip(monkeypatch, tmp_path, SHAPES["4x256"])
+    engines = ", ".join(str(e) for e in range(16))
+
+    def copy(source_clusters: str) -> str:
+        return f"""#![toolchain = "0.6.0"]
+axes! {{ K = 4096, Z = 8 }}
+kernel spread(x: &hbm<bf16>[K], sink: &mut hbm<i8>[Z]) {{
+    let k: dm<bf16>{{cluster: [{source_clusters}], slice: [1 # 256], elem: [K]}} = x.dma(engines = [0, 4, 8, 12]);
+    let r: dm<bf16>{{cluster: [rep(4)], slice: [rep(64) # 256], elem: [K]}} = k.dma(engines = [{engines}]);
+    let z: dm<i8>{{cluster: [1 # 4], slice: [1 # 256], elem: [Z]}} = dm::zeros();
+    z.dma_into(sink, engines = [0]);
+}}
+"""
+
+    local, remote = copy("rep(4)"), copy("1 # 4")
+    assert errors(local) == [] and errors(remote) == []
+    spread = lambda source: next(o for o in estimate(source, "0.6.0").per_op if o.label == "r")  # noqa: E731
+    assert spread(remote).bound_by == "egress0" and not spread(local).bound_by.startswith("egress")
+    assert spread(local).end - spread(local).start < 0.5 * (spread(remote).end - spread(remote).start)

@@ -1,14 +1,16 @@
 """A vendor-doc code block as a program ferc can check. A block with a kernel is a whole program. A
 block of declarations alone (the docs' `layout Rows = ...;` snippet) is completed: the axes it names
 are declared with the sizes the same docs declare them with, and a tiny kernel uses each layout
-and type it declares, so ferc checks them (an unused declaration is never checked). The info
-string says what the docs expect of a block: ```rust,diagnostic(E0205) draws E0205."""
+and type it declares, so ferc checks them (an unused declaration is never checked). The wrapper is
+written for the chip the guide writes for (its cluster and slice counts and its first engine). The
+info string says what the docs expect of a block: ```rust,diagnostic(E0205) draws E0205."""
 
 from __future__ import annotations
 
 import re
 
 from chiplore.core.pack import DocExample
+from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 FERRITE_INFOS = frozenset({"", "rust", "ferrite", "fe", "text"})
 EXPECTS = re.compile(r"diagnostic\((\w+)\)")
@@ -23,7 +25,7 @@ HEADER = '#![toolchain = "{version}"]\n'
 FALLBACK_SIZE = 4096  # an axis the docs never size: big enough for any cluster and slice split
 
 
-def complete(info: str, body: str, version: str, context: str) -> DocExample | None:
+def complete(info: str, body: str, version: str, context: str, chip: Chip = DOCUMENTED_CHIP) -> DocExample | None:
     words = [w.strip() for w in info.split(",")]
     if words[0].lower() not in FERRITE_INFOS:
         return None
@@ -32,10 +34,10 @@ def complete(info: str, body: str, version: str, context: str) -> DocExample | N
         return DocExample(source=body if body.endswith("\n") else body + "\n", expects=expects)
     if not DECLARATION.search(body):
         return None  # prose in a text block, a statement without its kernel: nothing to check on its own
-    return DocExample(source=_wrap(body, version, context), expects=expects)
+    return DocExample(source=_wrap(body, version, context, chip), expects=expects)
 
 
-def _wrap(body: str, version: str, context: str) -> str:
+def _wrap(body: str, version: str, context: str, chip: Chip) -> str:
     declared = {name for block in AXES_BLOCK.findall(body) for name, _ in AXIS_SIZE.findall(block)}
     names = set(LAYOUT.findall(body)) | {name for name, _ in TYPE.findall(body)}
     wanted = sorted({axis for axis in AXIS_USE.findall(body) if axis not in declared and axis not in names})
@@ -49,6 +51,7 @@ def _wrap(body: str, version: str, context: str) -> str:
     return (
         f"{header}axes! {{ {', '.join(axes)} }}\n{body.rstrip()}\n\n"
         "kernel fragment(x_: &hbm<bf16>[Z_], y_: &mut hbm<bf16>[Z_]) {\n" + "".join(uses)
-        + "    let a_: dm<bf16>{cluster: [1 # 2], slice: [1 # 256], elem: [Z_]} = x_.dma(engines = [0]);\n"
-        "    a_.dma_into(y_, engines = [0]);\n}\n"
+        + f"    let a_: dm<bf16>{{cluster: [1 # {chip.clusters}], slice: [1 # {chip.slices}], elem: [Z_]}}"
+        f" = x_.dma(engines = [{chip.engine(0, 0)}]);\n"
+        f"    a_.dma_into(y_, engines = [{chip.engine(0, 0)}]);\n}}\n"
     )  # fmt: skip
