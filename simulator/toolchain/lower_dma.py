@@ -235,6 +235,8 @@ def plan_dma(
         crossing = np.zeros(len(cluster), dtype=bool)
     else:
         source_cluster = np.repeat(far["cluster"], per_run).astype(np.int64)
+        if _in_every_cluster(other):  # data every cluster holds a copy of is read from the destination's own
+            source_cluster = dm_cluster
         cluster = dm_cluster
         crossing = source_cluster != dm_cluster
         kind = "d2d_x" if crossing.any() else "d2d"
@@ -253,6 +255,12 @@ def plan_dma(
         clusters=tuple(sorted({int(c) for c in np.unique(cluster)})),
         written=_intervals(hbm, packet_sizes) if hbm_destination and hbm is not None else (),
     )
+
+
+def _in_every_cluster(view: View) -> bool:
+    """Whether a DM tensor is replicated over every cluster of the chip (`cluster: [rep(n)]`)."""
+    places = view.tensor.places("cluster")
+    return len(places) == 1 and places[0].is_rep and places[0].copies == chip_shape().clusters > 1
 
 
 def _other_cluster(engine: int, home: int, picked: np.ndarray, sources: np.ndarray, crossing: np.ndarray,
