@@ -72,13 +72,13 @@ class Inputs:
             view = f"{value.tensor}{value.view}"
             if geo.k_axis != producer.R:
                 view += f".rename({producer.R}, {geo.k_axis}, {-offset})"
-            layout = rep if not self.broadcast else f"KIn{self.group.index}"
+            # Onto the k-leaders of every cluster first (a gather of small row runs, once per cluster);
+            # the switch or a replicating copy of each cluster's own leaders fills the row-groups.
             engines = self.e.p.engines.spare()
-            self.e.p.emit(
-                f"    let {name}: dm<bf16>{{..{layout}, elem: [{geo.k_elem()}]}} = {view}.dma(engines = {engines});\n"
-            )
+            self.e.p.emit(f"    let {name}: dm<bf16>{{..KIn{self.group.index}, elem: [{geo.k_elem()}]}} = "
+                          f"{view}.dma(engines = {engines});\n")  # fmt: skip
             self.e.p.dm(geo.width, "bf16")
-            return f"={name}" if not self.broadcast else name
+            return name
         params = {p.name for p in self.sig.params}
         if self.group.input in params and self.sig.param(self.group.input).dtype == "bf16":
             name = self.e.p.name(stem)
