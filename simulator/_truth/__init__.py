@@ -140,8 +140,9 @@ class ChipTruth(BaseModel):
     @property
     def roof(self) -> float:
         """R_eff of the weight-movement bound (docs/simrngd.md §11): what all clusters' ingress ports
-        move per cycle, or what HBM gives where a chip has more ports than HBM can feed."""
-        return min(self.shape.clusters * self.cluster_ingress, self.hbm_bw)
+        move per cycle, or less where the chip's DMA engines cannot fill them (one engine a cluster)
+        or HBM cannot feed them (many clusters)."""
+        return min(self.shape.clusters * self.cluster_ingress, self.shape.engines * self.engine_bw, self.hbm_bw)
 
 
 class TruthFileError(ConfigError, ValueError):
