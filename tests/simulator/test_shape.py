@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chiplore.core.pack import points
 from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_truth
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost.bound import weight_bound_cycles
@@ -250,6 +251,25 @@ def test_the_generator_writes_designs_for_the_learnt_shape(
         assert result.ok, (params, [d.message for d in result.diagnostics if d.is_error][:1])
     tested = target.host_test(space.source(designs[0], facts, "0.6.0"), kernel, "0.6.0")
     assert tested.correctness is not None and tested.correctness.passed, tested.message
+
+
+def test_on_a_small_vrf_the_rows_registers_are_loaded_where_they_are_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """4 KB of VRF a slice: the FFN's registers, all loaded before the weight loop, do not fit; loaded
+    where each is first used they do, and the design compiles."""
+    use_chip(monkeypatch, tmp_path, ChipShape(vrf_bytes=4096))
+    facts = compile_facts("0.6.0")
+    target = SimRNGD()
+    spec = next(s for s in target.kernels() if s.name == "decoder_feedforward")
+    space = target.pack().design_space(spec, facts)
+    first = next(points(space, facts))  # the space's first valid setting
+    program = space.program(first, facts)
+    assert not isinstance(program, str) and program.budget.vrf_peak() <= 4096
+    assert target.check(space.source(first, facts, "0.6.0"), "0.6.0").ok
+    # the same setting with every register loaded before the loop is over the VRF
+    early = space._written(space.design(first, facts), facts)
+    assert isinstance(early, str) and "of VRF live" in early, early
 
 
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"

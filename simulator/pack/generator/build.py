@@ -38,6 +38,9 @@ class Design:
     recompute: bool = True
     copy_spare: bool = False  # a replicating copy of an input goes on the spare engines
     chip: Chip = DOCUMENTED_CHIP  # the shape it is written for
+    # Registers of the rows' ops loaded where they are first used (after the weight loop), not before
+    # the loop while `sub` idles: longer tail, smaller VRF live set (a chip whose VRF holds fewer).
+    late_registers: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -82,7 +85,8 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         stream.run(accumulators)
         frame = row_frame(geo)
         space = rows[group.index]
-        operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, loop)
+        at = None if design.late_registers else loop
+        operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, at)
         out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators).run()
         for name, (value, member) in out.items():
             exports[name] = (value, member, geo)

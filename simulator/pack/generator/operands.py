@@ -49,12 +49,12 @@ class RowOperands:
     """Operands in a group's row frame (its k-group leaders)."""
 
     def __init__(self, emitter: FrameEmitter, sig: Signature, group: Group, geo: Geometry, frame: Frame,
-                 heads: tuple[str, str] | None, units: tuple[str, int] | None, at: int) -> None:  # fmt: skip
+                 heads: tuple[str, str] | None, units: tuple[str, int] | None, at: int | None) -> None:  # fmt: skip
         self.e, self.sig, self.group, self.geo, self.frame = emitter, sig, group, geo, frame
         self.heads = heads  # (head axis, head-row axis) of R, when R has heads
         self.units = units  # (unit axis, rows per unit) of R, when members share it
         self.cache: dict[Operand, str] = {}
-        self.at = at  # where the group's register loads go: before its weight loop, while `sub` idles
+        self.at = at  # where the group's register loads go: before its weight loop (None: where each is used)
 
     def clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
         if not self.geo.split:

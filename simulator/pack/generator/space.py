@@ -353,26 +353,31 @@ class GeneratedSpace:
             self._programs.move_to_end(key)
             return self._programs[key]
         design = self.design(params, facts)
-        result: Program | str
-        if isinstance(design, str):
-            result = design
-        else:
-            try:
-                result = write(self.sig, self.analysis, tuple(self.rows), design, facts, "")
-            except Unsupported as error:
-                result = str(error)
-            else:
-                if design.copy_spare and not result.copied_input:
-                    result = "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
-        if isinstance(result, Program):
-            dm, vrf = result.budget.dm, result.budget.vrf_peak()
-            if dm > vocab.usable_dm(facts):
-                result = f"{dm:,} B of DM per slice"
-            elif vrf > self.chip.vrf_bytes:
-                result = f"{vrf:,} B of VRF live"
+        result = self._written(design, facts)
+        if isinstance(result, str) and "of VRF live" in result and not isinstance(design, str):
+            # A VRF too small for every register loaded before the loop: load each where it is used.
+            late = self._written(dataclasses.replace(design, late_registers=True), facts)
+            result = late if isinstance(late, Program) else result
         self._programs[key] = result
         if len(self._programs) > 512:
             self._programs.popitem(last=False)
+        return result
+
+    def _written(self, design: Design | str, facts: Facts) -> Program | str:
+        """A design's program within the chip's DM and VRF, or why it cannot be written."""
+        if isinstance(design, str):
+            return design
+        try:
+            result = write(self.sig, self.analysis, tuple(self.rows), design, facts, "")
+        except Unsupported as error:
+            return str(error)
+        if design.copy_spare and not result.copied_input:
+            return "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
+        dm, vrf = result.budget.dm, result.budget.vrf_peak()
+        if dm > vocab.usable_dm(facts):
+            return f"{dm:,} B of DM per slice"
+        if vrf > self.chip.vrf_bytes:
+            return f"{vrf:,} B of VRF live"
         return result
 
     # ---- the DesignSpace protocol --------------------------------------------------------------------
