@@ -40,6 +40,12 @@ class Chip:
         """The number of a cluster's `local`-th engine."""
         return cluster * self.engines_per_cluster + local
 
+    def beside_first(self, count: int) -> list[int]:
+        """`count` engines for DMAs beside engine 0's: cluster 0's next ones, else the chip's next ones,
+        else engine 0 itself (a chip of one engine)."""
+        others = self.local(0)[1:] + [e for e in range(self.engines) if e not in self.local(0)]
+        return (others + [self.engine(0, 0)] * count)[:count]
+
     def local(self, cluster: int, count: int | None = None) -> list[int]:
         """The first `count` engines of a cluster (all of them by default)."""
         return [

@@ -276,13 +276,6 @@ CONSTRUCTS = (
 )  # fmt: skip
 
 
-def _beside_zero(chip: Chip) -> int:
-    """An engine for a second DMA: cluster 0's next one, else the chip's next one, else engine 0 itself."""
-    if chip.engines_per_cluster > 1:
-        return chip.engine(0, 1)
-    return 1 if chip.engines > 1 else 0
-
-
 def vocabulary(available: Mapping[str, bool], found: Mapping[str, float]) -> Names:
     """The names the other probes are written in: the construct names this version has, and the
     shape MB00 found (`found`, by its fit's names; the documented shape where it found nothing)."""
@@ -293,7 +286,7 @@ def vocabulary(available: Mapping[str, bool], found: Mapping[str, float]) -> Nam
         "lut": "decode" if available.get("decode") else "lut",
         "clusters": str(chip.clusters),
         "slices": str(chip.slices),
-        "other": str(_beside_zero(chip)),
+        "other": str(chip.beside_first(1)[0]),
         "remote": str(chip.engine(1, 0)) if chip.clusters > 1 else "",
     }
 

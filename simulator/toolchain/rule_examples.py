@@ -410,7 +410,7 @@ def for_shape(source: str, shape: ChipShape) -> str:
     if shape == FIRST:
         return source
     clusters, slices = shape.clusters, shape.slices
-    other = 1 if shape.engines_per_cluster > 1 or shape.engines > 1 else 0  # the examples' second engine
+    other = 1 if shape.engines > 1 else 0  # the examples' second engine (engines go cluster by cluster)
     remote = shape.engines_per_cluster if clusters > 1 else 0  # cluster 1's first engine
     lines = []
     for line in source.split("\n"):

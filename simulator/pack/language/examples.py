@@ -45,14 +45,6 @@ def _e0(chip: Chip) -> str:
     return f"engines = [{chip.engine(0, 0)}]"
 
 
-def _beside(chip: Chip, count: int) -> list[int]:
-    """`count` engines for DMAs beside engine 0's: cluster 0's next ones, else the chip's next ones, else
-    engine 0 itself."""
-    first = chip.engine(0, 0)
-    others = chip.local(0)[1:] + [e for e in range(chip.engines) if e not in chip.local(0)]
-    return (others + [first] * count)[:count]
-
-
 def _up(version: str) -> str:
     return "widen" if version >= "0.7.0" else "cast"
 
@@ -144,7 +136,7 @@ def _fn(version: str, chip: Chip) -> str:
 
 def _rename(version: str, chip: Chip) -> str:
     """y = a ++ b: two DMAs, each by an engine beside engine 0, into one DM tensor."""
-    first, second = _beside(chip, 2)
+    first, second = chip.beside_first(2)
     return _view(version, chip, "rename", "A = 128, B = 128, R = 256",
                  "a: &hbm<bf16>[A], b: &hbm<bf16>[B], y: &mut hbm<bf16>[R]",
                  "    let ab: dm<bf16>{..One, elem: [R]} = dm::empty();\n"
