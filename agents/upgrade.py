@@ -107,12 +107,12 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     say(f"docs: {docs.pages} page(s) read; {docs.reused_chunks} of {docs.chunks} paragraphs unchanged since {previous}")
-    learn_rules(store, target, version)
+    probed = learn_rules(store, target, version)
     reconcile_rules(store, target.name, previous, version)
     rules = rule_diff(store, target.name, previous, version)
     say(f"rules: {rules.confirmed} confirmed, {rules.changed} changed, {rules.retired} retired, {rules.new} new")
-    language = summarise(store, target, version, previous=previous,
-                         writer=librarian)  # fmt: skip
+    language = summarise(store, target, version, previous=previous, writer=librarian,
+                         structure=probed.structure)  # fmt: skip
     say(f"language: {language.entries} constructs re-checked, {len(language.changed)} changed "
         f"({', '.join(sorted(language.changed)) or 'none'})")  # fmt: skip
     # The compiler's limits first (free: the new DM capacity decides which designs still fit), then

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -107,18 +107,22 @@ class Evidence:
 
 
 def summarise(store: GraphStore, target: Target, version: str, *, previous: str | None = None,
-              writer: Librarian | None = None) -> LanguageSummary:  # fmt: skip
+              writer: Librarian | None = None, structure: Mapping[str, float] | None = None,
+              ) -> LanguageSummary:  # fmt: skip
     """Write the summary of `version` (compared with `previous`, or the latest earlier version the graph
-    has a summary of). A pack without a language guide has no summary: nothing is written."""
+    has a summary of). A pack without a language guide has no summary: nothing is written. `structure`:
+    what the pack's structure searches found under `version` (the rules' `RulesSummary.structure`;
+    searched again when not given)."""
     pack = target.pack()
     guide = language_guide(pack)
     if guide is None:
         return LanguageSummary(version=version, constructs=0, entries=0, examples=0, compiled=0, contradicted={},
                                unavailable=[])  # fmt: skip
-    try:  # a fragment completed, or a program written, for another shape draws that shape's diagnostics
-        structure = probe_structure(target, version)
-    except TargetError:  # the searches found nothing consistent: written for the documented structure
-        structure = {}
+    if structure is None:  # a fragment completed, or a program written, for another shape draws its diagnostics
+        try:
+            structure = probe_structure(target, version)
+        except TargetError:  # the searches found nothing consistent: written for the documented structure
+            structure = {}
     guide = guide.written_for(structure)
     known = {c.name: c for c in guide.constructs}
     previous = previous or previous_with_entries(store, target.name, version)

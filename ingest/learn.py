@@ -55,7 +55,7 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     rules = learn_rules(store, target, version)
-    language = summarise(store, target, version, writer=librarian)
+    language = summarise(store, target, version, writer=librarian, structure=rules.structure)
     spent, rerun = 0.0, []
     upgraded = upgrade_to(store, target.name, version)
     if upgraded is not None:
