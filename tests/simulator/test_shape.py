@@ -295,17 +295,22 @@ ODD_SHAPES = {
     "1x64": ChipShape(clusters=1, slices=64),
     "8x1024-16k": ChipShape(clusters=8, slices=1024, engines_per_cluster=2, trf_lane_bytes=16384, vrf_bytes=16384),
 }
+ANY_SHAPE = SHAPES | ODD_SHAPES
 
 
-@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+def codes(source: str, version: str = "0.6.0") -> list[str]:
+    """Every diagnostic code a program draws (warnings too), sorted."""
+    return sorted(d.code for d in check(source, version).diagnostics)
+
+
+@pytest.mark.parametrize("name", ANY_SHAPE)
 def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # What each example pair draws on the first chip, it draws on a chip of another shape when
     # written for it (the diagnostics page of that chip's docs shows these pairs).
-    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    shape = ANY_SHAPE[name]
     monkeypatch.delenv(ENV_VAR, raising=False)
-    codes = lambda source: sorted(d.code for d in check(source, "0.6.0").diagnostics)  # noqa: E731
     numbers = [rule.number for rule in RULES if rule.code("0.6.0") is not None]
     if shape.clusters == 1:  # nothing for the switch to carry between clusters
         numbers.remove("0420")
@@ -315,15 +320,14 @@ def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
     assert written == first
 
 
-@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+@pytest.mark.parametrize("name", ANY_SHAPE)
 def test_the_packs_language_programs_behave_on_the_chip_they_are_written_for(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The DSL summary's own program of a construct (where no docs example of it compiles) draws on a
     # chip of another shape, written for what the shape probe found, what it draws on the first chip.
-    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    shape = ANY_SHAPE[name]
     monkeypatch.delenv(ENV_VAR, raising=False)
-    codes = lambda source, version: sorted(d.code for d in check(source, version).diagnostics)  # noqa: E731
     cases = [(construct, version) for construct in language_examples.WRITERS for version in ("0.5.0", "0.6.0", "0.7.0")]
     first = {(c, v): codes(language_examples.example(c, v, DOCUMENTED_CHIP), v) for c, v in cases}
     assert sum(not found for found in first.values()) > 60  # most compile cleanly there
@@ -336,13 +340,13 @@ def test_the_packs_language_programs_behave_on_the_chip_they_are_written_for(
     assert written == first
 
 
-@pytest.mark.parametrize("name", [*SHAPES, *ODD_SHAPES])
+@pytest.mark.parametrize("name", ANY_SHAPE)
 def test_the_layouts_page_example_is_whole_on_the_shape_the_docs_state(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # `layout Rows` splits L (sized on the basics page) over every cluster and slice the docs state
     # (here the chip's own shape): completed for the chip, it compiles.
-    shape = SHAPES.get(name) or ODD_SHAPES[name]
+    shape = ANY_SHAPE[name]
     use_chip(monkeypatch, tmp_path, shape)
     pages = render_docs("0.6.0", load_truth("0.6.0"))
     snippet = re.search(r"```text\n(layout Rows = .*?)\n```", pages["layouts.md"], re.S)
