@@ -352,19 +352,15 @@ class GeneratedSpace:
         if key in self._programs:
             self._programs.move_to_end(key)
             return self._programs[key]
-        design = self.design(params, facts)
-        result = self._written(design, facts)
-        if isinstance(result, str) and "of VRF live" in result and not isinstance(design, str):
-            # A VRF too small for every register loaded before the loop: load each where it is used.
-            late = self._written(dataclasses.replace(design, late_registers=True), facts)
-            result = late if isinstance(late, Program) else result
+        result = self._written(self.design(params, facts), facts)
         self._programs[key] = result
         if len(self._programs) > 512:
             self._programs.popitem(last=False)
         return result
 
     def _written(self, design: Design | str, facts: Facts) -> Program | str:
-        """A design's program within the chip's DM and VRF, or why it cannot be written."""
+        """A design's program within the chip's DM and VRF (its registers loaded where they are used when
+        the VRF cannot hold them all from before the loop), or why it cannot be written."""
         if isinstance(design, str):
             return design
         try:
@@ -377,6 +373,10 @@ class GeneratedSpace:
         if dm > vocab.usable_dm(facts):
             return f"{dm:,} B of DM per slice"
         if vrf > self.chip.vrf_bytes:
+            if not design.late_registers:  # too small a VRF for every register loaded before the loop
+                late = self._written(dataclasses.replace(design, late_registers=True), facts)
+                if isinstance(late, Program):
+                    return late
             return f"{vrf:,} B of VRF live"
         return result
 
