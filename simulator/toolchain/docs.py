@@ -16,6 +16,7 @@ import jinja2
 
 from chiplore.simulator._truth import ChipShape, ChipTruth, load_truth, truth_key
 from chiplore.simulator.docs.facts import FACTS, VERSIONS, Fact
+from chiplore.simulator.shape import Chip
 from chiplore.simulator.toolchain.rule_examples import example
 from chiplore.simulator.toolchain.rules import RULES, SEVERITY_NAMES
 
@@ -98,15 +99,29 @@ def shape_values(shape: ChipShape) -> dict[str, object]:
         f"{r} {'sit' + ('s' if per == 1 else '') + ' ' if c == 0 else ''}in cluster {c}" for c, r in enumerate(ranges)
     ]
     sites_text = sites[0] if len(sites) == 1 else ", ".join(sites[:-1]) + " and " + sites[-1]
+    chip = Chip.named(shape.model_dump())
+    # the examples' engine lists: engine 0 then the engines beside it, each list distinct engines the
+    # chip has (a chip of one engine per cluster has no engines 2 and 3 to store with)
+    order = list(dict.fromkeys([chip.engine(0, 0), *chip.beside_first(chip.engines)]))
     return shape.model_dump() | {
         "clusters_text": _count(shape.clusters, "cluster").capitalize(),
         "engines_text": _count(per, "DMA engine"),
+        "engines_word": _count(per, "engine"),
         "engine_serves": ", ".join(serves),
         "engine_sites": f"Engine{'s' if per > 1 else ''} {sites_text}.",
         "trf_kb": f"{shape.trf_bytes / 1024:g}",
         "trf_lane_kb": f"{shape.trf_lane_bytes / 1024:g}",
         "vrf_kb": f"{shape.vrf_bytes / 1024:g}",
+        "load_engines": _listed(order[:2]),
+        "store_engines": _listed(order[2:4] if len(order) >= 4 else order[-2:]),
+        "second_engine": _listed(chip.beside_first(1)),
+        "cluster_engines": _listed(chip.local(0)),
+        "gemv_rows": 8 * shape.slices,  # the tutorial's matrix: eight rows on each slice of cluster 0
     }
+
+
+def _listed(engines: list[int]) -> str:
+    return "[" + ", ".join(map(str, engines)) + "]"
 
 
 def _vocabulary(version: str) -> dict[str, str]:

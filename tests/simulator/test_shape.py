@@ -16,6 +16,7 @@ from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_t
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.cost.estimate import estimate
+from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.fits import search_shape
@@ -319,6 +320,26 @@ def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
     use_chip(monkeypatch, tmp_path, shape)
     written = {number: [codes(s) for s in example(number, "0.6.0", shape)] for number in numbers}
     assert written == first
+
+
+@pytest.mark.parametrize("name", ANY_SHAPE)
+def test_every_docs_program_compiles_on_the_chip_the_docs_describe(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The pages' kernels (the diagnostics page's breaking examples aside) are written for the shape
+    # the docs state: no engine the chip lacks (one engine per cluster has no engines 2 and 3), no
+    # matrix sized for 256 slices on a chip of 64.
+    use_chip(monkeypatch, tmp_path, ANY_SHAPE[name])
+    failing = {}
+    for version in VERSIONS:
+        pages = render_docs(version, load_truth(version))
+        for page, text in pages.items():
+            programs = [block for block in re.findall(r"```rust\n(.*?)```", text, re.S) if "kernel " in block]
+            for number, program in enumerate(programs if page != "diagnostics.md" else []):
+                errors = [d.code for d in check(program, version).diagnostics if d.is_error]
+                if errors:
+                    failing[f"{version} {page} #{number}"] = errors
+    assert not failing, failing
 
 
 @pytest.mark.parametrize("name", ANY_SHAPE)
