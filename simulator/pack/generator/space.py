@@ -86,6 +86,7 @@ class GeneratedSpace:
         self._fit_cache: dict[tuple[int, int, int, int], list[int]] = {}
         # a space's validity asks for each group's geometry under every knob setting: once per choice
         self._geometries: dict[tuple[object, ...], Geometry | None] = {}
+        self._layouts: dict[tuple[object, ...], tuple[Geometry, ...] | str] = {}  # see design
         self.shapes: list[GroupShape] = []
         self.rows: list[RowSpace] = []
         for group in analysis.groups:
@@ -297,13 +298,47 @@ class GeneratedSpace:
         depth = params.get("depth", DEPTHS[0])
         spread = bool(params.get("spread", 0))
         tail = params.get("tail", 0)
+        cuts = tuple(
+            (self._value(params, "kgroups", g), self._value(params, "chunk", g)) for g in range(len(self.shapes))
+        )
+        # the groups' geometries follow from these knobs alone: a space's check asks for each of them under
+        # every setting of the others (inputs, engines, stagger, decode), so they are worked out once
+        key = (unit, depth, spread, tail, cuts)
+        if key not in self._layouts:
+            self._layouts[key] = self._layout(unit, depth, spread, tail, cuts)
+        geometries = self._layouts[key]
+        if isinstance(geometries, str):
+            return geometries
+        bcast = params.get("bcast", 1)
+        broadcast = tuple(bcast == 1 for _ in geometries)
+        engines = params.get("engines", self.chip.engines_per_cluster)
+        if bcast == 2 and engines >= self.chip.engines_per_cluster:
+            return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
+        direct = bool(params.get("direct", 1))
+        for group, geo in zip(self.analysis.groups, geometries, strict=True):
+            for m in group.members:
+                plan = contraction(m.dtype, direct, facts)
+                how = "directly" if direct else "decoded"
+                if plan is None:
+                    return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
+                if column_packet(plan, m.dtype, geo.width) is None:
+                    return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
+        if engines not in self.engine_counts:
+            return "engines"
+        return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)),
+                      copy_spare=bcast == 2, chip=self.chip)  # fmt: skip
+
+    def _layout(self, unit: int, depth: int, spread: bool, tail: int,
+                cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip
+        """Each group's geometry for its (k-groups, chunk level) in `cuts` and the shared depth, spread
+        and tail, or why they name none."""
         if tail not in TAILS:
             return f"tail {tail}: not one of {TAILS}"
         spread_out = False  # whether spreading changed some group's rows (else it is the unspread design)
         tailed = False  # whether some group's last chunk is cut (else it is the tail 0 design)
         geometries: list[Geometry] = []
         for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
-            kg, level = self._value(params, "kgroups", g), self._value(params, "chunk", g)
+            kg, level = cuts[g]
             geo = self._geometry(group, shape, kg, level, depth, unit, spread)
             if geo is None:
                 return f"group {g}: no geometry for {kg} k-groups at chunk level {level}"
@@ -329,24 +364,7 @@ class GeneratedSpace:
             return "spread: every group's rows already take the most row-groups"
         if tail and not tailed:
             return f"tail {tail}: no group's last chunk cuts into pieces of whole flits"
-        bcast = params.get("bcast", 1)
-        broadcast = tuple(bcast == 1 for _ in geometries)
-        engines = params.get("engines", self.chip.engines_per_cluster)
-        if bcast == 2 and engines >= self.chip.engines_per_cluster:
-            return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
-        direct = bool(params.get("direct", 1))
-        for group, geo in zip(self.analysis.groups, geometries, strict=True):
-            for m in group.members:
-                plan = contraction(m.dtype, direct, facts)
-                how = "directly" if direct else "decoded"
-                if plan is None:
-                    return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
-                if column_packet(plan, m.dtype, geo.width) is None:
-                    return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
-        if engines not in self.engine_counts:
-            return "engines"
-        return Design(tuple(geometries), tuple(broadcast), engines, direct, bool(params.get("stagger", 0)),
-                      copy_spare=bcast == 2, chip=self.chip)  # fmt: skip
+        return tuple(geometries)
 
     def program(self, params: Params, facts: Facts) -> Program | str:
         """The design's program (cached), or why it cannot be written."""
