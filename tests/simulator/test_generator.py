@@ -9,6 +9,7 @@ import itertools
 import random
 import re
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
+from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
@@ -166,6 +168,24 @@ def test_a_staggered_design_is_valid_exactly_when_its_twin_is(kernel: str) -> No
         verdicts["valid"] += not isinstance(alone, str)
         verdicts["over memory"] += isinstance(alone, str) and alone.endswith(("of DM per slice", "of VRF live"))
     assert verdicts["valid"] and verdicts["over memory"], verdicts
+
+
+def test_a_small_kernel_of_whole_heads_spreads_its_columns_and_streams_what_it_may(tmp_path: Path) -> None:
+    # Random pack 9: f8 q and f4 k projections of 2,048 rows over 384 columns, with per-head norms and
+    # RoPE, so each slice holds 128 rows of whole heads and 16 slices hold them all. A k-group of 384
+    # f8 columns is the only one whose rows fill an HBM unit, but halving and quartering the columns
+    # puts the rows' work on 2 and 4 times the slices: the space offers those too. And `direct` takes
+    # the f8 codes as they stream in while the f4 ones, which 0.6.0 cannot stream, are decoded.
+    spec = read_pack(random_pack(9, tmp_path).folder, "random").spec
+    space = generated_space(spec)
+    assert space is not None
+    assert dict((k.name, k.values) for k in space.knobs)["kgroups0"] == (1, 2, 4)
+    facts = compile_facts("0.6.0")
+    setting = next(p for p in points(space, facts) if p["direct"] == 1)
+    source = space.source(setting, facts, "0.6.0")
+    streams = dict(re.findall(r"main\((\w+_weight)_c\)\n\s+\.fetch\([^\n]*\)(\n\s+\.decode\(\w+\))?", source))
+    assert streams["q_weight"] == "" and ".decode(f8e4m3)" in streams["k_weight"], streams
+    assert check(source, "0.6.0").ok
 
 
 def test_the_qkv_epilogues_fuse_into_one_lane_with_identities_for_v() -> None:

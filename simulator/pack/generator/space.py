@@ -5,9 +5,9 @@ switch, 0 a replicating DMA on every engine, 2 one on the engines the weights le
 chunk size (a level: about 4, 8, 16 or 32 KB of weights per slice per chunk), the pipeline depth, the
 DMA engines per cluster for the weights, whether the last chunk is cut into smaller pieces after the
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
-contracted as they stream in (`direct`) or decoded in the fetch adapter. Rows per slice follow from
-the k-groups: the fewest rows that fit the row-groups in the slices, whole heads when per-head ops
-run, and whole HBM units of output when the rows are stored.
+contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
+Rows per slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole
+heads when per-head ops run, and whole HBM units of output when the rows are stored.
 """
 
 from __future__ import annotations
@@ -163,10 +163,14 @@ class GeneratedSpace:
         if not ranked:
             raise Unsupported(f"group {g}: no split of {group.rows} rows x {group.k} columns fits the slices "
                               f"({self._why_not(group, shape)})")  # fmt: skip
-        # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines)
+        # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines),
+        # but where few are, shorter ones fill the choices: a small kernel's rows of whole heads leave
+        # most slices idle, and spreading their columns over more slices is what shortens its passes
         row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in ranked}
-        long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT] or ranked
-        chosen = tuple(sorted(kg for _, kg in sorted(long_enough)[: 4 if len(self.analysis.groups) == 1 else 3]))
+        long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT]
+        short = [item for item in ranked if item not in long_enough]
+        wanted = 4 if len(self.analysis.groups) == 1 else 3
+        chosen = tuple(sorted(kg for _, kg in (sorted(long_enough) + sorted(short))[:wanted]))
         return GroupShape(row, k_axis, chosen, block, stored, shape.fit), space
 
     def _chained_axis(self, group: Group) -> str | None:
@@ -315,6 +319,9 @@ class GeneratedSpace:
         if bcast == 2 and engines >= self.chip.engines_per_cluster:
             return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
+        quantised = [m.dtype for group in self.analysis.groups for m in group.members if m.dtype != "bf16"]
+        if direct and quantised and not any(vocab.streams(facts, dtype) for dtype in quantised):
+            return "direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it"
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
                 plan = contraction(m.dtype, direct, facts)

@@ -36,13 +36,13 @@ class Contraction:
 
 
 def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contraction | None:
-    """The contraction of `dtype` codes a design asks for, or None when the rules refuse it. `direct`
-    is a choice for quantised codes only: bf16 weights stream as they are either way."""
+    """The contraction of `dtype` codes a design asks for, or None when no decode reaches it. `direct`
+    is a choice for quantised codes only (bf16 weights stream as they are either way): codes the rules
+    let the contraction take as they stream in are taken so, the others are decoded all the same (a
+    kernel of f8 and f4 weights streams its f8 ones where f4 ones still need a decode)."""
     if dtype == "bf16":
         return Contraction(16, None)
-    if direct:
-        if not vocab.streams(facts, dtype):
-            return None
+    if direct and vocab.streams(facts, dtype):
         return Contraction(int(CONTRACT_PACKET_BYTES / dtype_bytes(dtype)), None)
     target = "f8e4m3" if dtype == "f4e2m1" and vocab.streams(facts, "f8e4m3") else "bf16"
     # the decoded stream may be at most 64 B a step
