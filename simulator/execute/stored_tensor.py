@@ -191,6 +191,8 @@ class Stored:
             if not whole_rows:
                 np.take(stored.pool, pairs // width, axis=0, out=grown[count:])
             _put(grown[count:], at_pool_b, landing, covered=whole_rows)
+        if not stored.key.flags.writeable:  # a key another value shares (a broadcast view of it): copy it first
+            stored.key = stored.key.copy()
         stored.key[at_key_b] = count + inverse.reshape(key_shape)
         stored.pool = grown
         if stored.pool.shape[0] > 2 * stored.key.size + 64:

@@ -90,6 +90,15 @@ def test_a_pack_the_generator_cannot_write_says_why_and_is_not_a_crash(tmp_path:
     check_reference(read_pack(build.folder, "installed"))  # a pack all the same: its reference runs
 
 
+def test_a_baseline_that_writes_over_rows_a_broadcast_shares_is_run_not_crashed(tmp_path: Path) -> None:
+    # Random pack 12 (a projection chain): its baseline writes rows into a tensor whose row keys were a
+    # read-only broadcast view; the executor raised "assignment destination is read-only" (a crash in
+    # benchmarks/unseen_kernels.py). It runs now, and what it computes is graded like any baseline.
+    outcome = try_pack(12, tmp_path / "packs", SimRNGD(kernels_dir=tmp_path / "installed"), points=2)
+    assert outcome.crashes == [] and outcome.build in ("built", "baseline_fails"), outcome
+    assert "\n" not in outcome.build_reason
+
+
 @pytest.mark.slow
 def test_a_failing_pack_shrinks_to_the_smallest_that_fails_the_same_way(tmp_path: Path) -> None:
     smaller, build = shrink(rope_first(), tmp_path)  # without its rope the generator writes it: the rope stays
