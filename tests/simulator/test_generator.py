@@ -186,6 +186,8 @@ def test_a_small_kernel_of_whole_heads_spreads_its_columns_and_streams_what_it_m
     streams = dict(re.findall(r"main\((\w+_weight)_c\)\n\s+\.fetch\([^\n]*\)(\n\s+\.decode\(\w+\))?", source))
     assert streams["q_weight"] == "" and ".decode(f8e4m3)" in streams["k_weight"], streams
     assert check(source, "0.6.0").ok
+    # k's input is not q's output: it reaches k's TRF before q's weights stream, not after q's passes
+    assert source.index("let x1: trf") < source.index("    for ")
 
 
 def test_the_qkv_epilogues_fuse_into_one_lane_with_identities_for_v() -> None:

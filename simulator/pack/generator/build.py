@@ -76,9 +76,17 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
     for geo in design.geometries:
         program.layouts.update(geo.layouts())
     exports: dict[str, tuple[Value, Member | None, Geometry]] = {}
+    # An input no earlier group computes is written before every weight stream: a later group's own
+    # input (its norm, its copy to the slices) would otherwise wait for the earlier groups' passes on
+    # main, and its weights behind that copy on the engines.
+    early = {
+        group.index: Inputs(emitter, sig, group, geo, broadcast, None).run()
+        for group, geo, broadcast in zip(analysis.groups, design.geometries, design.broadcast, strict=True)
+        if group.chained_from is None
+    }
     for group, geo, broadcast in zip(analysis.groups, design.geometries, design.broadcast, strict=True):
         chained = exports.get(group.input) if group.chained_from is not None else None
-        trf = Inputs(emitter, sig, group, geo, broadcast, chained).run()
+        trf = early[group.index] if group.index in early else Inputs(emitter, sig, group, geo, broadcast, chained).run()
         stream = Stream(program, sig, group, geo, trf, design.direct, 0)
         loop = program.mark()
         accumulators = stream.accumulators()
