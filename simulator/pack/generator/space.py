@@ -108,7 +108,9 @@ class GeneratedSpace:
         ]
         if any(self._spreads(g) for g in range(len(self.shapes))):
             knobs.append(Knob("spread", (0, 1)))
-        if any(m.dtype != "bf16" for group in analysis.groups for m in group.members):
+        # the quantised weights' dtypes: `direct` chooses how they reach the contraction
+        self.quantised = sorted({m.dtype for group in analysis.groups for m in group.members if m.dtype != "bf16"})
+        if self.quantised:
             knobs.append(Knob("direct", (1, 0)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
@@ -319,15 +321,12 @@ class GeneratedSpace:
         if bcast == 2 and engines >= self.chip.engines_per_cluster:
             return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
-        quantised = [m.dtype for group in self.analysis.groups for m in group.members if m.dtype != "bf16"]
-        if direct and quantised and not any(vocab.streams(facts, dtype) for dtype in quantised):
+        if direct and self.quantised and not any(vocab.streams(facts, dtype) for dtype in self.quantised):
             return "direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it"
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
                 plan = contraction(m.dtype, direct, facts)
                 how = "directly" if direct else "decoded"
-                if plan is None:
-                    return f"{m.op.weight}: the contraction takes no {m.dtype} stream {how}"
                 if column_packet(plan, m.dtype, geo.width) is None:
                     return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
         if engines not in self.engine_counts:

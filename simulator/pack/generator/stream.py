@@ -35,8 +35,8 @@ class Contraction:
         return self.decode or ""
 
 
-def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contraction | None:
-    """The contraction of `dtype` codes a design asks for, or None when no decode reaches it. `direct`
+def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contraction:
+    """The contraction of `dtype` codes a design asks for. `direct`
     is a choice for quantised codes only (bf16 weights stream as they are either way): codes the rules
     let the contraction take as they stream in are taken so, the others are decoded all the same (a
     kernel of f8 and f4 weights streams its f8 ones where f4 ones still need a decode)."""
@@ -63,7 +63,7 @@ def column_packet(plan: Contraction, dtype: str, width: int) -> int | None:
 def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
     """The element type the contraction receives (the screener's `contract.stream_dtype`)."""
     plan = contraction(dtype, direct, facts)
-    return dtype if plan is None or plan.decode is None else plan.decode
+    return plan.decode or dtype
 
 
 class Stream:
@@ -149,8 +149,6 @@ class Stream:
         geo, g = self.geo, self.group.index
         first = members[0]
         plan = contraction(first.dtype, self.direct, self.p.facts)
-        if plan is None:
-            raise Unsupported(f"{first.dtype} weights: the contraction takes no such stream and no decode reaches it")
         rows = geo.rows_elem(cr)
         rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
         stem = (first.op.weight if len(members) == 1 else f"w{g}") + suffix
