@@ -304,7 +304,9 @@ class _Draw:
             value = self.norm(value, axis)
         first = axis
         for index in range(self.rng.choice([2, 2, 3])):
-            n_axis = first if index > 0 and self.rng.random() < 0.3 else self.axis(self.rows_size(small=True), "N")
+            # back to the first axis sometimes, never from it: a weight [H, H] names one axis twice (E0204)
+            back = index > 0 and axis != first and self.rng.random() < 0.3
+            n_axis = first if back else self.axis(self.rows_size(small=True), "N")
             value = self.matvec(value, axis, (n_axis,), f"layer{index}")
             value = self.op(self.rng.choice(ACTIVATIONS), "act", 0.6, input=value)
             axis = n_axis

@@ -289,13 +289,12 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
     (`A % 60 = 4`), or one that does not hold the digit at all, keeps its start as an offset.
     Against a tensor that holds the whole digit it keeps absolute indices, so `out.tile(Hd, 16, 8)`
     meets `k_cache.rename(Ps, Rall, 4096)` at heads 16..23."""
-    relative = {
-        atom.axis
-        for places in other.tensor.fields.values()
-        for place in places
-        if place.restrict is not None and place.written is not None
-        for atom in axes.to_atoms(place.written)
-    }
+    relative: dict[str, list[tuple[int, int]]] = {}  # atom -> (stride, size) of its digits held as a tile's extent
+    for places in other.tensor.fields.values():
+        for place in places:
+            if place.restrict is not None and place.written is not None:
+                for atom in axes.to_atoms(place.written):
+                    relative.setdefault(atom.axis, []).append((atom.stride, atom.size))
     placed = {
         atom.axis
         for places in other.tensor.fields.values()
@@ -307,9 +306,18 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
         placed |= {atom.axis for digit in other.tensor.hbm for atom in axes.to_atoms(digit)}
     for renamed in other.renames:  # a renamed view is indexed by its new axis
         placed |= {atom for axis in renamed[:2] for atom, _, _ in axes.atoms_of(axis)}
-    # A digit the other side does not hold at all has no index there: the tile's start is its row.
-    kept = tuple((atom, shift) for atom, shift in view.shifts if atom in relative or atom not in placed)
-    return dataclasses.replace(view, shifts=kept) if kept != view.shifts else view
+    # A digit the other side does not hold at all has no index there: the tile's start is its row. An
+    # atom's shift may add up tiles of several of its digits (`R / 12288` and `R % 512` of R = (Hh, Dh)
+    # both move Hh): only the part on digits the other side holds as a tile's extent stays relative.
+    kept = []
+    for atom, shift in view.shifts:
+        if atom not in placed:
+            kept.append((atom, shift))
+        elif atom in relative:
+            part = sum((shift // stride) % size * stride for stride, size in relative[atom])
+            if part:
+                kept.append((atom, part))
+    return dataclasses.replace(view, shifts=tuple(kept)) if tuple(kept) != view.shifts else view
 
 
 def _hbm_bytes(view: View) -> float:

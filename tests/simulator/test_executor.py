@@ -113,3 +113,40 @@ def test_a_run_time_index_outside_its_axis_is_reported() -> None:
     inputs["kv_pos"] = np.array([5000], dtype=np.int32)  # beyond the 1,024-row cache
     with pytest.raises(IndexOutOfRange, match="kv_pos = 5000 selects outside Ts"):
         execute_program(program_text("qkv_opt"), inputs)
+
+
+# Rows R = (Hh, Dh) of three stacked matrices, 512 rows a slice: `R / 12288` (the cluster) and `R % 512`
+# (a chunk's rows) are both digits of Hh, so a piece tiled on both shifts Hh twice. Against a chunk
+# buffer that holds `R % 512 = 8`, only the chunk's part of that shift is positional: the cluster's
+# part stays absolute (random pack 135's k rows of cluster 1 landed on q's rows of cluster 0).
+STACKED_CHUNKS = """#![toolchain = "0.7.0"]
+axes! {
+    Hh = 96, Dh = 256, Q = 8192, KV = 8192, R = (Hh, Dh),
+}
+layout Lead = { cluster: [R / 12288], slice: [R / 512 % 24 # 32, 1 # 8] };
+kernel stacked(
+    q: &hbm<f32>[Q],
+    k: &hbm<f32>[KV],
+    v: &hbm<f32>[KV],
+    o: &mut hbm<f32>[R],
+) {
+    let mut acc: dm<f32>{..Lead, elem: [R % 512]} = dm::empty();
+    for c in 0..64 {
+        let b: dm<f32>{..Lead, elem: [R % 512 = 8], buffers: 2} = dm::empty();
+        q.rename(Q, R, 0).tile(R % 512, c * 8, 8).dma_into(b, engines = [0, 1]);
+        k.rename(KV, R, 8192).tile(R / 12288, 0, 1).tile(R % 512, c * 8, 8).dma_into(b, engines = [0, 1]);
+        k.rename(KV, R, 8192).tile(R / 12288, 1, 1).tile(R % 512, c * 8, 8).dma_into(b, engines = [4, 5]);
+        v.rename(KV, R, 16384).tile(R % 512, c * 8, 8).dma_into(b, engines = [4, 5]);
+        main(b).fetch(time = [1], packet = [R % 512 = 8]).commit_into(acc.tile(R % 512, c * 8, 8));
+    }
+    acc.dma_into(o, engines = [0, 4]);
+}
+"""
+
+
+def test_a_piece_tiled_on_two_digits_of_one_atom_lands_where_its_rows_are() -> None:
+    assert check(STACKED_CHUNKS, "0.7.0").ok
+    q = np.arange(8192, dtype=np.float32)
+    inputs = {"q": q, "k": q + 10_000, "v": q + 20_000, "o": np.zeros(96 * 256, dtype=np.float32)}
+    out = np.asarray(execute_program(STACKED_CHUNKS, inputs)["o"])
+    np.testing.assert_array_equal(out, np.concatenate([q, q + 10_000, q + 20_000]))

@@ -127,8 +127,8 @@ class FrameEmitter:
         if not value.pending and value.dtype == dtype:
             return value
         pass_ = value.pass_ if value.pass_ is not None else self.start(value)
-        if not pass_.ops and not pass_.reducer and pass_.source_dtype == dtype:
-            value.pass_ = None
+        if not pass_.ops and not pass_.reducer and pass_.source_dtype == dtype:  # the source is the value
+            value.pass_, value.tensor, value.dtype, value.view = None, pass_.source, dtype, ""
             return value
         if dtype != "f32" and not pass_.ops:
             pass_.ops.append("mul(1.0)")  # the narrowing cast follows the vector engine
