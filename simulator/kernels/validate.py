@@ -46,7 +46,9 @@ def validate_pack(pack: KernelPack, space_for: SpaceFor | None = None, facts_for
     if space is not None:
         first = next(iter(points(space, facts)), None)
         if first is None:
-            raise PackProblem(f"the design space of kernel {pack.name} has no valid point under {toolchain}")
+            why = getattr(space, "why_empty", None)  # the generated space says what refuses its settings
+            reason = f": {why(facts)}" if why is not None else ""
+            raise PackProblem(f"the design space of kernel {pack.name} has no valid point under {toolchain}{reason}")
         source = space.source(first, facts, toolchain)
         what = "the program generated from its op graph (the design space's first point)"
         _compiles(source, toolchain, what)

@@ -95,7 +95,7 @@ def _baseline(sketch: PackSketch, folder: Path) -> tuple[Status, str]:
     facts = compile_facts(sketch.toolchain)
     first = next(iter(points(space, facts)), None)
     if first is None:
-        return "no_valid_point", f"no valid point under {sketch.toolchain}"
+        return "no_valid_point", f"no valid point under {sketch.toolchain}: {space.why_empty(facts)}"
     source = space.source(first, facts, sketch.toolchain)
     (folder / BASELINE).write_text(source, encoding="utf-8")
     errors = [d for d in check(source, sketch.toolchain).diagnostics if d.is_error]  # a syntax error too

@@ -116,6 +116,15 @@ def test_a_graph_the_generator_cannot_write_is_refused_with_the_reason() -> None
     assert "rope h on the input side" in str(generation_problem(broken))
 
 
+def test_a_space_with_no_valid_setting_says_what_refuses_its_settings() -> None:
+    space = space_of("vocab_projection")
+    assert space.why_empty(OLD) == ""  # type: ignore[attr-defined]
+    cramped = {**OLD, P.DM_USABLE.key: 4096.0}  # 4 KB of DM a slice: no design's buffers fit
+    assert next(iter(points(space, cramped)), None) is None
+    why = space.why_empty(cramped)  # type: ignore[attr-defined]
+    assert re.match(r"[\d,]+ B of DM per slice \([\d,]+ of [\d,]+ settings\)", why), why
+
+
 def test_the_generated_program_uses_the_vocabulary_the_facts_allow() -> None:
     space = space_of("sliding_attention_output")
     p = first_point(space, NEWER)

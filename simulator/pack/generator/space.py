@@ -16,7 +16,8 @@ import dataclasses
 import itertools
 import json
 import math
-from collections import OrderedDict
+import re
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from chiplore.core.ops import CacheWrite, Store
@@ -85,7 +86,7 @@ class GeneratedSpace:
         self.engine_counts = tuple(range(min(2, chip.engines_per_cluster), chip.engines_per_cluster + 1))
         self._fit_cache: dict[tuple[int, int, int, int], list[int]] = {}
         # a space's validity asks for each group's geometry under every knob setting: once per choice
-        self._geometries: dict[tuple[object, ...], Geometry | None] = {}
+        self._geometries: dict[tuple[object, ...], Geometry | str] = {}  # a geometry, or why there is none
         self._layouts: dict[tuple[object, ...], tuple[Geometry, ...] | str] = {}  # see design
         self.shapes: list[GroupShape] = []
         self.rows: list[RowSpace] = []
@@ -192,37 +193,46 @@ class GeneratedSpace:
                   unit: int, spread: bool = False) -> Geometry | None:  # fmt: skip
         """The geometry of a group for these choices, or None when none fits. `spread`: the rows over
         the most row-groups even when they are stored (a small kernel's passes then share the slices)."""
+        found = self._geometry_or_why(group, shape, kg, chunk_level, depth, unit, spread)
+        return found if isinstance(found, Geometry) else None
+
+    def _geometry_or_why(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
+                         unit: int, spread: bool = False) -> Geometry | str:  # fmt: skip
         key = (group.index, shape, kg, chunk_level, depth, unit, spread)
         if key not in self._geometries:
             self._geometries[key] = self._new_geometry(group, shape, kg, chunk_level, depth, unit, spread)
         return self._geometries[key]
 
     def _new_geometry(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
-                      unit: int, spread: bool) -> Geometry | None:  # fmt: skip
+                      unit: int, spread: bool) -> Geometry | str:  # fmt: skip
         k = group.k
         chip = self.chip
         if k % kg or chip.slices % kg:
-            return None
+            return f"{kg} k-groups do not divide {k} columns and {chip.slices} slices"
         width = k // kg
-        if width % self._step(group, shape) or width > self.max_trf_columns:
-            return None
+        if width % self._step(group, shape):
+            return f"{width} columns a slice are no whole tiles of {self._step(group, shape)}"
+        if width > self.max_trf_columns:
+            return f"{width} columns a slice are more than a TRF holds ({self.max_trf_columns})"
         n = shape.row.size
         clusters = chip.clusters if shape.fit.clusters > 1 and n % chip.clusters == 0 else 1
         per_cluster = n // clusters
         pad = chip.slices // kg
         fits = self._fits(group, shape, per_cluster, pad)
         if not fits:
-            return None
+            heads = f" of whole heads of {group.head_dim}" if group.heads else ""
+            return (f"no rows per slice{heads} in multiples of {shape.fit.rows} split {per_cluster} rows into at "
+                    f"most {pad} row-groups")  # fmt: skip
         # stored rows fill whole HBM units (a partial unit is read, modified and written back) unless
         # that leaves under an eighth of the row-groups; other rows take the most slices
         aligned = [r for r in fits if (2 * r) % unit == 0 and per_cluster // r >= per_cluster // fits[0] / 8]
         r = aligned[0] if shape.stored and aligned and not spread else fits[0]
         crows = self._chunk_rows(group, shape, r, width, chunk_level)
         if crows is None:
-            return None
+            return f"no chunk of whole lane folds divides {r} rows a slice"
         geo = Geometry(group.index, shape.row, shape.k_axis, k, clusters, r, kg, crows, depth, group.head_dim,
                        chip=chip)  # fmt: skip
-        return None if geo.legal() else geo
+        return geo.legal() or geo
 
     @staticmethod
     def _step(group: Group, shape: GroupShape) -> int:
@@ -345,9 +355,10 @@ class GeneratedSpace:
         geometries: list[Geometry] = []
         for g, (group, shape) in enumerate(zip(self.analysis.groups, self.shapes, strict=True)):
             kg, level = cuts[g]
-            geo = self._geometry(group, shape, kg, level, depth, unit, spread)
-            if geo is None:
-                return f"group {g}: no geometry for {kg} k-groups at chunk level {level}"
+            found = self._geometry_or_why(group, shape, kg, level, depth, unit, spread)
+            if isinstance(found, str):
+                return f"group {g}: {kg} k-groups at chunk level {level}: {found}"
+            geo = found
             spread_out = spread_out or (spread and geo != self._geometry(group, shape, kg, level, depth, unit))
             if tail:
                 cut = dataclasses.replace(geo, tail=tail)
@@ -422,6 +433,22 @@ class GeneratedSpace:
             result = self.program(params, facts)
             self._verdicts[key] = None if isinstance(result, Program) else result
         return self._verdicts[key]
+
+    def why_empty(self, facts: Facts) -> str:
+        """Why no setting is valid ("" when one is): the refusals the settings get, most frequent first,
+        each in the words of its first setting (a user learns what to change in the pack)."""
+        counts: Counter[str] = Counter()
+        first: dict[str, str] = {}
+        names = [knob.name for knob in self.knobs]
+        for values in itertools.product(*(knob.values for knob in self.knobs)):
+            why = self.why_invalid(dict(zip(names, values, strict=True)), facts)
+            if why is None:
+                return ""
+            kind = re.sub(r"\d[\d,.]*", "#", why)  # "12,288 B of VRF live" and "9,216 B ..." are one refusal
+            counts[kind] += 1
+            first.setdefault(kind, why)
+        total = sum(counts.values())
+        return "; ".join(f"{first[kind]} ({n:,} of {total:,} settings)" for kind, n in counts.most_common(2))
 
     def source(self, params: Params, facts: Facts, version: str) -> str:
         result = self.program(params, facts)
