@@ -289,12 +289,12 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
     (`A % 60 = 4`), or one that does not hold the digit at all, keeps its start as an offset.
     Against a tensor that holds the whole digit it keeps absolute indices, so `out.tile(Hd, 16, 8)`
     meets `k_cache.rename(Ps, Rall, 4096)` at heads 16..23."""
-    relative: dict[str, list[tuple[int, int]]] = {}  # atom -> (stride, size) of its digits held as a tile's extent
+    relative: dict[str, set[tuple[int, int]]] = {}  # atom -> (stride, size) of its digits held as a tile's extent
     for places in other.tensor.fields.values():
         for place in places:
             if place.restrict is not None and place.written is not None:
                 for atom in axes.to_atoms(place.written):
-                    relative.setdefault(atom.axis, []).append((atom.stride, atom.size))
+                    relative.setdefault(atom.axis, set()).add((atom.stride, atom.size))
     placed = {
         atom.axis
         for places in other.tensor.fields.values()
