@@ -161,13 +161,16 @@ class DesignSpace(Protocol):
         ...
 
 
-def points(space: DesignSpace, facts: Facts) -> Iterator[Params]:
-    """Every valid knob setting of a space, in a fixed order."""
+def settings(space: DesignSpace) -> Iterator[Params]:
+    """Every knob setting of a space, valid or not, in a fixed order."""
     names = [knob.name for knob in space.knobs]
     for values in itertools.product(*(knob.values for knob in space.knobs)):
-        setting = dict(zip(names, values, strict=True))
-        if space.valid(setting, facts):
-            yield setting
+        yield dict(zip(names, values, strict=True))
+
+
+def points(space: DesignSpace, facts: Facts) -> Iterator[Params]:
+    """Every valid knob setting of a space, in a fixed order."""
+    return (setting for setting in settings(space) if space.valid(setting, facts))
 
 
 _VALID: collections.OrderedDict[tuple[int, tuple[tuple[str, float], ...]], tuple[DesignSpace, tuple[Params, ...]]] = (

@@ -309,7 +309,7 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
     # A digit the other side does not hold at all has no index there: the tile's start is its row. An
     # atom's shift may add up tiles of several of its digits (`R / 12288` and `R % 512` of R = (Hh, Dh)
     # both move Hh): only the part on digits the other side holds as a tile's extent stays relative.
-    kept = []
+    kept: list[tuple[str, int]] = []
     for atom, shift in view.shifts:
         if atom not in placed:
             kept.append((atom, shift))
@@ -317,7 +317,8 @@ def _aligned(view: View, other: View, axes: AxisSystem) -> View:
             part = sum((shift // stride) % size * stride for stride, size in relative[atom])
             if part:
                 kept.append((atom, part))
-    return dataclasses.replace(view, shifts=tuple(kept)) if tuple(kept) != view.shifts else view
+    shifts = tuple(kept)
+    return dataclasses.replace(view, shifts=shifts) if shifts != view.shifts else view
 
 
 def _hbm_bytes(view: View) -> float:

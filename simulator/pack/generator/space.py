@@ -13,7 +13,6 @@ heads when per-head ops run, and whole HBM units of output when the rows are sto
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import re
@@ -21,7 +20,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from chiplore.core.ops import CacheWrite, Store
-from chiplore.core.pack import Facts, Knob, Params
+from chiplore.core.pack import Facts, Knob, Params, settings
 from chiplore.core.target import KernelSpec
 from chiplore.simulator.pack.generator import vocab
 from chiplore.simulator.pack.generator.build import Design, RowSpace, program_text, write
@@ -122,9 +121,8 @@ class GeneratedSpace:
     def _dry_run(self) -> None:
         """Write one design with the documented defaults, so that a graph the writers cannot lower is
         refused now (Unsupported, with the reason), not as a space of nothing but invalid points."""
-        names = [knob.name for knob in self.knobs]
-        for values in itertools.product(*(knob.values for knob in self.knobs)):
-            design = self.design(dict(zip(names, values, strict=True)), {})
+        for setting in settings(self):
+            design = self.design(setting, {})
             if not isinstance(design, str):
                 write(self.sig, self.analysis, tuple(self.rows), design, {}, "")
                 return
@@ -439,9 +437,8 @@ class GeneratedSpace:
         each in the words of its first setting (a user learns what to change in the pack)."""
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
-        names = [knob.name for knob in self.knobs]
-        for values in itertools.product(*(knob.values for knob in self.knobs)):
-            why = self.why_invalid(dict(zip(names, values, strict=True)), facts)
+        for setting in settings(self):
+            why = self.why_invalid(setting, facts)
             if why is None:
                 return ""
             kind = re.sub(r"\d[\d,.]*", "#", why)  # "12,288 B of VRF live" and "9,216 B ..." are one refusal
