@@ -22,10 +22,17 @@ REMEMBERED = 50_000  # raw predictions kept (a float each): a pack's model may c
 KEEP_EVERY = 16  # predictions written to the memory at a time
 
 
-def calibration(pairs: Sequence[tuple[float, float]]) -> float:
-    """The device's verdict on the model so far: median of measured / predicted over run designs."""
+def calibration(pairs: Sequence[tuple[float, float]], best: tuple[float, float] | None = None) -> float:
+    """The device's verdict on the model so far: the median of measured / predicted over run designs, each
+    predicted by the pack's model before any calibration (a calibrated one would undo the last factor).
+    With BEST's (predicted now, measured), the lower of that median and BEST's own ratio: a design is then
+    priced at most as the model prices it against BEST, so a model whose error differs between designs
+    (facts an upgrade left stale, say) screens out no design it ranks ahead of BEST."""
     ratios = [measured / predicted for predicted, measured in pairs if predicted > 0 and measured > 0]
-    return statistics.median(ratios) if ratios else 1.0
+    median = statistics.median(ratios) if ratios else None
+    at_best = best[1] / best[0] if best is not None and best[0] > 0 and best[1] > 0 else None
+    found = [ratio for ratio in (median, at_best) if ratio is not None]
+    return min(found) if found else 1.0
 
 
 class PredictionMemory(Protocol):
@@ -67,9 +74,14 @@ class CalibratedCostModel:
         self._lock = threading.Lock()
 
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
-        """Predicted cycles of a design, calibrated; None when the pack's model cannot price it. The
-        pack's prediction of the same design under the same facts is asked for once (across runs, with
-        a memory)."""
+        """Predicted cycles of a design, calibrated; None when the pack's model cannot price it."""
+        raw = self.raw(kernel, source, params, facts)
+        return None if raw is None else raw * self.factors.get(kernel, 1.0)
+
+    def raw(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
+        """The pack's own prediction, before the kernel's calibration: what a design records so that the
+        calibration compares the device with the model, not with itself. Asked of the pack once per
+        design and facts (across runs, with a memory)."""
         key = content_sha(f"{kernel}|{content_sha(source)}|{json.dumps(params, sort_keys=True)}|"
                           f"{json.dumps(facts, sort_keys=True, default=str)}")  # fmt: skip
         self._recall(kernel)
@@ -85,7 +97,7 @@ class CalibratedCostModel:
                 full = sum(len(batch) for batch in self._unkept.values()) >= KEEP_EVERY
             if full:
                 self.keep()
-        return None if raw is None else raw * self.factors.get(kernel, 1.0)
+        return raw
 
     def keep(self) -> None:
         """Put the predictions not kept yet into the memory (called every few predictions and after
@@ -109,7 +121,9 @@ class CalibratedCostModel:
         """What bounds the design, as the pack's model says ("" when it cannot say)."""
         return self.model.explain(kernel, source, params, facts)
 
-    def update(self, kernel: str, pairs: Sequence[tuple[float, float]]) -> None:
-        """Recalibrate from every (predicted, measured) pair of the kernel's designs so far."""
-        self.factors[kernel] = calibration(pairs)
+    def update(self, kernel: str, pairs: Sequence[tuple[float, float]], best: tuple[float, float] | None = None
+               ) -> None:  # fmt: skip
+        """Recalibrate from every (predicted, measured) pair of the kernel's designs so far and BEST's (its
+        raw price under today's facts, its measured cycles)."""
+        self.factors[kernel] = calibration(pairs, best)
         self.keep()

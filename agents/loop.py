@@ -250,6 +250,11 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     schedule: KernelSchedule | None = None
     start_spent = kernel.runner.spent_s
     stopped = ""
+    if run.knowledge.stale:
+        run.events.note(spec.name, f"{len(run.knowledge.stale)} measurement(s) are not re-checked under "
+                        f"{run.context.version} (an upgrade's budget ran out; `chiplore toolchain upgrade "
+                        f"{run.context.version} --budget S` re-measures them): the model prices with the old "
+                        "values, calibrated on the baseline's run")  # fmt: skip
     with executor.kernel_active(kernel):
         try:
             kernel.measure_root()
@@ -316,10 +321,18 @@ class KernelRun:
         """The proposers' view after the last decision: known sources, BEST, the model's calibration."""
         view = self._view
         view.tried = lambda shas: tried(self.store, self.name, shas)
-        view.best = best_of(self.store, self.name)
+        view.best = best = best_of(self.store, self.name)
         view.architect_designs = architected_under(self.store, self.name, self.run.context.version)
-        view.model.update(self.name, prediction_pairs(self.store, self.name))
+        self._calibrate(best)
         return view
+
+    def _calibrate(self, best: DesignNode | None) -> None:
+        """The model's calibration for this kernel from its run designs and BEST (priced under today's facts)."""
+        at_best = None
+        if best is not None and best.measured_cycles:
+            raw = self._model_cycles(source_of(self.store, best.id), params_of(best))
+            at_best = (raw, best.measured_cycles) if raw else None
+        self._view.model.update(self.name, prediction_pairs(self.store, self.name), at_best)
 
     def ratio_to_bound(self) -> float | None:
         bound = self.run.knowledge.measured_bound(self.spec.weight_bytes, self.run.pack.roof)
@@ -337,6 +350,7 @@ class KernelRun:
         space, facts = self._view.space, self.run.knowledge.facts
         features = space.features(params, facts) if params is not None and space else {}
         best = best_of(self.store, self.name)
+        self._calibrate(best)  # BEST may have changed since the round was proposed: price against today's
         return Candidate(node.id, self.name, source, features, params,
                          best.measured_cycles if best is not None else None)  # fmt: skip
 
@@ -361,7 +375,14 @@ class KernelRun:
         )
 
     def _predict(self, candidate: Candidate) -> float | None:
+        # a program written whole (an LLM's) is not screened by the estimate: it runs whatever its price
         return self._view.predicted(candidate.source, candidate.params) if candidate.params is not None else None
+
+    def _model_cycles(self, source: str, params: Params | None = None) -> float | None:
+        """The pack's own price of a program, before the kernel's calibration: recorded on its design so
+        that the calibration is fitted on the model's error (None: the model cannot price it)."""
+        view = self._view
+        return view.model.raw(self.name, source, params, view.knowledge.facts)
 
     # ---- the baseline, resumed designs, proposals -------------------------------------------------
 
@@ -390,8 +411,11 @@ class KernelRun:
                     source, change, rationale = stand_in
                     policy = "generated"
             root_id = design_id(spec.name, content_sha(source))
+            # the baseline's price calibrates the model from the first device run on: a model whose
+            # facts are off for this kernel (stale after an upgrade, say) does not screen out every design
             node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy=policy, depth=0,
                               rationale=rationale, change=change, status="queued",
+                              model_cycles=self._model_cycles(source),
                               owner=lease.owner, lease_until=lease.until())  # fmt: skip
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                           toolchain=version),
@@ -467,6 +491,7 @@ class KernelRun:
                           rationale=proposal.rationale, change=proposal.change,
                           depth=(parent.depth + 1) if parent else 0, params=proposal.params_json,
                           predicted_cycles=proposal.predicted_cycles,
+                          model_cycles=None if proposal.error else self._model_cycles(proposal.source, proposal.params),
                           status="failed" if proposal.error else "proposed", reason=proposal.error[:500],
                           owner="" if proposal.error else lease.owner,
                           lease_until="" if proposal.error else lease.until())  # fmt: skip

@@ -165,7 +165,8 @@ class Revalidator:
                 policy="builtin-repair", depth=node.depth + 1,
                 rationale=f"{node.id} does not compile under {version} ({broken[:300]})",
                 change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",
-                predicted_cycles=model.predict(kernel, source, params, self.knowledge.facts) if params else None,
+                predicted_cycles=model.predict(kernel, source, params, self.knowledge.facts),
+                model_cycles=model.raw(kernel, source, params, self.knowledge.facts),
                 owner=self.lease.owner, lease_until=self.lease.until(),
             )  # fmt: skip
             consulted = self.knowledge.fact_ids(space.consults) if params is not None and space is not None else ()

@@ -174,7 +174,8 @@ class DesignNode(GraphNode):
     status: DesignStatus = "proposed"
     depth: int = Field(ge=0)
     params: str = ""  # JSON of the design family's knobs; empty for a program written whole
-    predicted_cycles: float | None = None  # the graph's cost model, before any device run
+    predicted_cycles: float | None = None  # the loop's cost model (calibrated), before any device run
+    model_cycles: float | None = None  # the pack's model before calibration: what the calibration is fitted on
     measured_cycles: float | None = None  # median of its graded device run
     reason: str = ""  # why it ended where it did: the failing screen, the fault, the judge's verdict
     flagged: str = ""  # a toolchain upgrade changed facts it consulted: which, and under which version

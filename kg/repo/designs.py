@@ -189,10 +189,11 @@ def tried(store: GraphStore, kernel: str, shas: Sequence[str]) -> set[str]:
 
 
 def prediction_pairs(store: GraphStore, kernel: str) -> list[tuple[float, float]]:
-    """(predicted, measured) cycles of each of a kernel's designs that has both: the cost model's record."""
+    """(predicted, measured) cycles of each of a kernel's designs that has both, predicted by the pack's
+    model before calibration (a graph written before designs kept that: the calibrated prediction)."""
     rows = store.read(
-        "MATCH (d:DesignNode {kernel: $k}) WHERE d.predicted_cycles IS NOT NULL AND d.measured_cycles IS NOT NULL "
-        "RETURN d.predicted_cycles AS p, d.measured_cycles AS m",
+        "MATCH (d:DesignNode {kernel: $k}) WITH d, coalesce(d.model_cycles, d.predicted_cycles) AS p "
+        "WHERE p IS NOT NULL AND d.measured_cycles IS NOT NULL RETURN p, d.measured_cycles AS m",
         {"k": kernel},
     )
     return [(float(row["p"]), float(row["m"])) for row in rows]

@@ -3,7 +3,9 @@ again by the next run (each price may cost a compile), and the calibration appli
 
 from __future__ import annotations
 
-from chiplore.agents.cost_model import KEEP_EVERY, CalibratedCostModel, GraphPredictionMemory
+import pytest
+
+from chiplore.agents.cost_model import KEEP_EVERY, CalibratedCostModel, GraphPredictionMemory, calibration
 from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
@@ -53,3 +55,35 @@ def test_a_run_killed_mid_search_without_a_decision_has_kept_its_prices_every_fe
     again = CalibratedCostModel(later, GraphPredictionMemory(store))
     assert [again.predict("k", f"program {i}", {"knob": i}, {"bw": 1.0}) for i in range(count)] == priced
     assert later.asked == 5
+
+
+def test_the_calibration_is_fitted_on_the_models_own_prices_so_it_does_not_undo_itself(store: GraphStore) -> None:
+    """A design records the pack's raw price beside the calibrated one; fitted on those, a model off by a
+    factor stays corrected as designs priced after the first calibration are measured (fitted on the
+    calibrated prices, the second fit would see no error and fall back to the raw model)."""
+    ensure_schema(store)
+    model = CalibratedCostModel(Counted(), GraphPredictionMemory(store))
+    off = 0.6  # the device runs everything at 0.6 of the model's price (its facts are stale, say)
+    baseline = model.raw("k", "baseline", None, {})
+    assert baseline is not None
+    model.update("k", [(baseline, off * baseline)])
+    designs = [f"design {i}" for i in range(5)]
+    raw = [model.raw("k", d, {"i": i}, {}) for i, d in enumerate(designs)]
+    calibrated = [model.predict("k", d, {"i": i}, {}) for i, d in enumerate(designs)]
+    assert calibrated == [pytest.approx(off * r) for r in raw if r is not None]
+    model.update("k", [(baseline, off * baseline), *((r, off * r) for r in raw if r is not None)])
+    assert model.factors["k"] == pytest.approx(off)
+
+
+def test_a_design_the_model_ranks_ahead_of_best_is_priced_ahead_of_best_whatever_the_median_says() -> None:
+    """The model's error differs between designs (stale facts: the baseline runs at 0.65 of its price,
+    BEST at 0.5): the median would price a design the model ranks 5 % ahead of BEST at 1.2x BEST's cycles,
+    and the estimate screen would never let it run. Against BEST's own ratio it is priced ahead of BEST."""
+    baseline, best = (35_000.0, 22_750.0), (28_000.0, 14_000.0)
+    assert calibration([baseline, best]) == pytest.approx((0.65 + 0.5) / 2)
+    factor = calibration([baseline, best], best)
+    assert factor == pytest.approx(0.5)
+    assert 0.95 * best[0] * factor < best[1]
+    # where BEST's ratio is the higher, the median (the model's error over every run design) serves
+    assert calibration([baseline, best], (20_000.0, 19_000.0)) == pytest.approx((0.65 + 0.5) / 2)
+    assert calibration([], None) == 1.0 and calibration([], best) == pytest.approx(0.5)
