@@ -20,6 +20,7 @@ from chiplore.kg.store import GraphStore
 
 REMEMBERED = 50_000  # raw predictions kept (a float each): a pack's model may compile to price
 KEEP_EVERY = 16  # predictions written to the memory at a time
+MIN_PAIRS = 3  # run designs of a kernel before its model error is taken as known
 
 
 def calibration(pairs: Sequence[tuple[float, float]], best: tuple[float, float] | None = None) -> float:
@@ -33,6 +34,14 @@ def calibration(pairs: Sequence[tuple[float, float]], best: tuple[float, float] 
     at_best = best[1] / best[0] if best is not None and best[0] > 0 and best[1] > 0 else None
     found = [ratio for ratio in (median, at_best) if ratio is not None]
     return min(found) if found else 1.0
+
+
+def model_error(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """How far the model's error varies between a kernel's run designs: the largest measured / predicted
+    ratio over the smallest, less one (None before MIN_PAIRS designs ran). A design the model prices x
+    slower than another can be the faster one only when x is below it."""
+    ratios = [measured / predicted for predicted, measured in pairs if predicted > 0 and measured > 0]
+    return max(ratios) / min(ratios) - 1 if len(ratios) >= MIN_PAIRS else None
 
 
 class PredictionMemory(Protocol):
@@ -68,6 +77,7 @@ class CalibratedCostModel:
     def __init__(self, model: CostModel, memory: PredictionMemory | None = None) -> None:
         self.model, self.memory = model, memory
         self.factors: dict[str, float] = {}
+        self.errors: dict[str, float | None] = {}  # model_error of each kernel's run designs
         self._raw: OrderedDict[str, float | None] = OrderedDict()
         self._recalled: set[str] = set()
         self._unkept: dict[str, dict[str, float | None]] = {}
@@ -126,4 +136,5 @@ class CalibratedCostModel:
         """Recalibrate from every (predicted, measured) pair of the kernel's designs so far and BEST's (its
         raw price under today's facts, its measured cycles)."""
         self.factors[kernel] = calibration(pairs, best)
+        self.errors[kernel] = model_error(pairs)
         self.keep()

@@ -34,7 +34,7 @@ from chiplore.agents.proposers import DesignProposal, KernelView
 from chiplore.agents.repair import repair
 from chiplore.agents.runner import DeviceRunner, RecordRun
 from chiplore.agents.schedule import KernelSchedule, OptimizeConfig, Result, Roles
-from chiplore.agents.screens import Candidate, Screen, Screener, ScreenResult, standard_screens
+from chiplore.agents.screens import Candidate, Screen, Screener, ScreenResult, skip_margin, standard_screens
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import BudgetExhausted, ConfigError, KernelStop
 from chiplore.core.ids import content_sha
@@ -352,7 +352,8 @@ class KernelRun:
         best = best_of(self.store, self.name)
         self._calibrate(best)  # BEST may have changed since the round was proposed: price against today's
         return Candidate(node.id, self.name, source, features, params,
-                         best.measured_cycles if best is not None else None)  # fmt: skip
+                         best.measured_cycles if best is not None else None,
+                         margin=skip_margin(self._view.model.errors.get(self.name)))  # fmt: skip
 
     def _stand_in(self, checked: CheckResult) -> tuple[str, str, str] | None:
         """The design space's first design, where the official baseline cannot be compiled for this

@@ -16,6 +16,7 @@ from chiplore.core.pack import CompilerVocabulary, Params
 from chiplore.core.target import CheckResult, Diagnostic, Target
 
 SKIP_MARGIN = 0.10  # a design predicted this much slower than the best is not worth device time
+TIGHT_MARGIN = 0.02  # the least margin, however well the model has done: two medians' noise
 Features = dict[str, object]
 
 
@@ -31,6 +32,7 @@ class Candidate:
     best_cycles: float | None = None
     checked: CheckResult | None = None  # the compiler's answer, asked once
     predicted_cycles: float | None = None
+    margin: float | None = None  # the estimate screen's for this kernel (None: the screen's own)
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,19 @@ class EstimateScreen(Screen):
     def check(self, candidate: Candidate) -> ScreenResult:
         predicted = candidate.predicted_cycles = self.predict(candidate)
         best = candidate.best_cycles
-        if predicted is not None and best is not None and predicted > best * (1 + self.margin):
-            return ScreenResult(False, self.name, f"predicted {predicted:,.0f} cycles, the best is {best:,.0f}",
-                                predicted)  # fmt: skip
+        margin = self.margin if candidate.margin is None else candidate.margin
+        if predicted is not None and best is not None and predicted > best * (1 + margin):
+            return ScreenResult(False, self.name, f"predicted {predicted:,.0f} cycles, the best is {best:,.0f} "
+                                f"(margin {margin:.0%})", predicted)  # fmt: skip
         return ScreenResult(True, self.name, "" if predicted is None else f"predicted {predicted:,.0f} cycles",
                             predicted)  # fmt: skip
+
+
+def skip_margin(error: float | None) -> float:
+    """How much slower than BEST a design may be predicted and still reach the device: the model's
+    observed error on the kernel (a design predicted x slower than BEST can be faster only when the model
+    is off by more than x between them), within [TIGHT_MARGIN, SKIP_MARGIN]; SKIP_MARGIN while unknown."""
+    return SKIP_MARGIN if error is None else min(SKIP_MARGIN, max(TIGHT_MARGIN, error))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Kernels nobody here wrote, optimized: random kernel packs learnt and optimized as a user would.
 
-    python benchmarks/unseen_optimize.py [--packs 20] [--seed 0] [--budget SECONDS] [--results FILE] [--fresh]
+    python benchmarks/unseen_optimize.py [--packs 20] [--seed 0] [--only SEED,...] [--budget SECONDS]
+                                         [--results FILE] [--fresh]
 
 Draws `chiplore.simulator.testing.random_pack(seed * 1,000,000 + i)` for i = 0, 1, ... and keeps the
 first `--packs` that build (a pack the generator cannot write a baseline for is listed, and skipped).
@@ -14,7 +15,8 @@ pack within 1.25x of its bound, the median within 1.12x.
 
 Resumable: each pack's row is a line of `--results` (default
 benchmarks/results/unseen_optimize-seed<S>.jsonl), and the learnt graph is kept beside it, so a rerun
-skips what it holds (`--fresh` starts over).
+skips what it holds (`--fresh` starts over). `--only 2,3` optimizes only those packs of the draw (a
+quicker look; the upgrade then re-validates fewer kernels within its budget than the whole run's).
 """
 
 from __future__ import annotations
@@ -110,11 +112,17 @@ def optimize_pack(session: Session, pack: Built, budget: float | None) -> PackRo
     return row
 
 
-def run(seed: int, count: int, budget: float | None, results: Path) -> tuple[list[PackRow], list[tuple[int, str]]]:
+def run(seed: int, count: int, budget: float | None, results: Path,
+        only: set[int] | None = None) -> tuple[list[PackRow], list[tuple[int, str]]]:  # fmt: skip
     work = results.with_suffix("")  # the packs and the learnt graph, kept for a rerun
     packs = work / "packs"
     packs.mkdir(parents=True, exist_ok=True)
     built, skipped = draw(seed, count, packs)
+    if only is not None:
+        for pack in built:
+            if pack[0] not in only:  # off the kernel path too: the upgrade re-validates only what is chosen
+                shutil.rmtree(packs / pack[2], ignore_errors=True)
+        built = [pack for pack in built if pack[0] in only]
     done = {row["seed"]: PackRow(**row) for row in map(json.loads, _lines(results))}
     store = EmbeddedStore(work / "data")
     try:
@@ -195,6 +203,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--packs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", help="comma-separated pack seeds of the draw to optimize (default: all)")
     parser.add_argument("--budget", type=float, help="device seconds per kernel (default: optimize's own)")
     parser.add_argument("--results", type=Path)
     parser.add_argument("--fresh", action="store_true", help="forget the rows and the learnt graph in --results")
@@ -204,7 +213,8 @@ def main() -> int:
         results.unlink(missing_ok=True)
         shutil.rmtree(results.with_suffix(""), ignore_errors=True)
     results.parent.mkdir(parents=True, exist_ok=True)
-    rows, skipped = run(args.seed, args.packs, args.budget, results)
+    only = {int(seed) for seed in args.only.split(",")} if args.only else None
+    rows, skipped = run(args.seed, args.packs, args.budget, results, only)
     return render(rows, skipped)
 
 

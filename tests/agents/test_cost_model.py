@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from chiplore.agents.cost_model import KEEP_EVERY, CalibratedCostModel, GraphPredictionMemory, calibration
+from chiplore.agents.cost_model import (
+    KEEP_EVERY,
+    CalibratedCostModel,
+    GraphPredictionMemory,
+    calibration,
+    model_error,
+)
+from chiplore.agents.screens import SKIP_MARGIN, TIGHT_MARGIN, Candidate, EstimateScreen, skip_margin
 from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
@@ -87,3 +94,24 @@ def test_a_design_the_model_ranks_ahead_of_best_is_priced_ahead_of_best_whatever
     # where BEST's ratio is the higher, the median (the model's error over every run design) serves
     assert calibration([baseline, best], (20_000.0, 19_000.0)) == pytest.approx((0.65 + 0.5) / 2)
     assert calibration([], None) == 1.0 and calibration([], best) == pytest.approx(0.5)
+
+
+def test_the_estimate_screens_out_at_the_models_observed_error_once_it_is_known() -> None:
+    """A design predicted x slower than BEST can be the faster one only when the model's error differs
+    by more than x between them: the screen's margin is that spread, within [2 %, 10 %], 10 % until
+    MIN_PAIRS designs ran."""
+    assert model_error([(100.0, 101.0), (200.0, 199.0)]) is None  # too few to say
+    close = [(100.0, 101.0), (200.0, 199.0), (300.0, 303.0)]
+    assert model_error(close) == pytest.approx(1.01 / 0.995 - 1)
+    assert skip_margin(model_error(close)) == TIGHT_MARGIN  # within the noise: the least margin
+    assert skip_margin(None) == SKIP_MARGIN and skip_margin(0.3) == SKIP_MARGIN
+    assert skip_margin(0.05) == pytest.approx(0.05)
+
+    def candidate() -> Candidate:
+        return Candidate("d", "k", "src", {}, {"knob": 1}, best_cycles=10_000.0, margin=skip_margin(0.04))
+
+    assert EstimateScreen(lambda c: 10_300.0).check(candidate()).passed  # 3 % slower: within the model's 4 %
+    slower = EstimateScreen(lambda c: 10_500.0).check(candidate())
+    assert not slower.passed and "margin 4%" in slower.detail
+    # without a kernel margin the screen keeps its own
+    assert EstimateScreen(lambda c: 10_500.0).check(Candidate("d", "k", "src", {}, {}, 10_000.0)).passed
