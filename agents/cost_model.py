@@ -29,7 +29,7 @@ def calibration(pairs: Sequence[tuple[float, float]], best: tuple[float, float] 
     With BEST's (predicted now, measured), the lower of that median and BEST's own ratio: a design is then
     priced at most as the model prices it against BEST, so a model whose error differs between designs
     (facts an upgrade left stale, say) screens out no design it ranks ahead of BEST."""
-    ratios = [measured / predicted for predicted, measured in pairs if predicted > 0 and measured > 0]
+    ratios = _ratios(pairs)
     median = statistics.median(ratios) if ratios else None
     at_best = best[1] / best[0] if best is not None and best[0] > 0 and best[1] > 0 else None
     found = [ratio for ratio in (median, at_best) if ratio is not None]
@@ -40,8 +40,12 @@ def model_error(pairs: Sequence[tuple[float, float]]) -> float | None:
     """How far the model's error varies between a kernel's run designs: the largest measured / predicted
     ratio over the smallest, less one (None before MIN_PAIRS designs ran). A design the model prices x
     slower than another can be the faster one only when x is below it."""
-    ratios = [measured / predicted for predicted, measured in pairs if predicted > 0 and measured > 0]
+    ratios = _ratios(pairs)
     return max(ratios) / min(ratios) - 1 if len(ratios) >= MIN_PAIRS else None
+
+
+def _ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
+    return [measured / predicted for predicted, measured in pairs if predicted > 0 and measured > 0]
 
 
 class PredictionMemory(Protocol):
