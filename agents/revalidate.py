@@ -95,8 +95,13 @@ class Revalidator:
                     why = f"the device: {outcome.result.message}"
                     return self._record(base.model_copy(update={"outcome": "broken", "detail": why}), outcome.run_ids)
                 cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
-            if is_best:
-                update_design(store, node.id, measured_cycles=statistics.median(pooled_cycles(store, node.id, version)))
+            if is_best:  # its cycles and its raw price both under the new version: the calibration pairs them
+                params = json.loads(node.params) if node.params else None
+                model = CalibratedCostModel(self.target.pack().cost_model)
+                raw = model.raw(kernel, source, params, self.knowledge.facts)
+                priced = {"model_cycles": raw} if raw is not None else {}
+                update_design(store, node.id, measured_cycles=statistics.median(pooled_cycles(store, node.id, version)),
+                              **priced)  # fmt: skip
             self.say(f"{kernel}: {role} {node.id} compiles under {version}: {cycles:,.0f} cycles")
             return self._record(base.model_copy(update={"cycles_after": cycles}), run_ids)
         broken = "; ".join(sorted({f"{d.code}: {d.message}" for d in errors}))[:1000]

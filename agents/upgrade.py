@@ -8,7 +8,8 @@ record the difference. Nothing is deleted; facts change status and gain links.
    The language summary is re-checked: every example of the old version's summary and every code
    block of the new docs compiled (and run on the host) under the new version; each construct that
    was renamed, added, removed, deprecated or changed in its constraints says so (SUPERSEDES).
-4. Measurements: re-measured within the budget, most important first (`chiplore.ingest.remeasure`).
+4. Measurements: re-measured most important first (`chiplore.ingest.remeasure`), within half the
+   budget before the kernels and with whatever the kernels leave after them.
 5. Kernels: each kernel's baseline and BEST are re-validated under the new version
    (`chiplore.agents.revalidate`): measured again if they compile, repaired, screened and measured if not.
 6. Designs that consulted a fact that changed or was retired are flagged.
@@ -64,6 +65,9 @@ from chiplore.kg.repo.upgrades import (
 from chiplore.kg.store import GraphStore
 
 BUDGET_SHARE = 0.20  # of the device time learning the old version took
+# of the upgrade's budget the most important measurements may take before the kernels are re-validated:
+# with many kernels in the graph, the kernels alone used to spend it all
+MEASURE_FIRST_SHARE = 0.5
 Event = Callable[[str], None]
 
 
@@ -115,20 +119,26 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
                          structure=probed.structure)  # fmt: skip
     say(f"language: {language.entries} constructs re-checked, {len(language.changed)} changed "
         f"({', '.join(sorted(language.changed)) or 'none'})")  # fmt: skip
-    # The compiler's limits first (free: the new DM capacity decides which designs still fit), then
-    # the kernels (a BEST that no longer compiles is the costliest thing an upgrade can leave), then
-    # the measurements the device budget still allows, most important first.
+    # The compiler's limits first (free: the new DM capacity decides which designs still fit); then the
+    # most important measurements, within a share of the budget (the cost model's inputs: left stale,
+    # every design priced after the upgrade is priced on the old version's numbers); then the kernels (a
+    # BEST that no longer compiles is the costliest thing an upgrade can leave); then the measurements
+    # the budget still allows.
     progress = lambda probe, s: say(f"re-measured {probe} ({s:.0f} device-s)")  # noqa: E731
-    remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
-              spent_s=upgrade_device_s(store, activity), free_only=True, on_probe=progress)  # fmt: skip
+
+    def measure(budget_s: float, free_only: bool = False) -> RemeasureSummary:
+        return remeasure(store, target, previous, version, budget_s=budget_s, activity=activity,
+                         spent_s=upgrade_device_s(store, activity), free_only=free_only, on_probe=progress)  # fmt: skip
+
+    measure(state.budget_s, free_only=True)
+    first = measure(MEASURE_FIRST_SHARE * state.budget_s)
     closed = close_unfinished(store, previous, f"left unfinished when the toolchain moved to {version}")
     if closed:
         say(f"{closed} design(s) a budget left unfinished under {previous} closed")
     specs = {spec.name: spec for spec in target.kernels()}
     kernels, pending = _revalidate_kernels(UpgradeStep(store, target, previous, version, activity, say), specs,
                                            state.budget_s)  # fmt: skip
-    measured = remeasure(store, target, previous, version, budget_s=state.budget_s, activity=activity,
-                         spent_s=upgrade_device_s(store, activity), on_probe=progress)  # fmt: skip
+    measured = first.then(measure(state.budget_s))
     rechecked = recheck_state(store, target.name, previous, version)
     say(f"measurements: {len(rechecked.confirmed)} confirmed, {len(rechecked.changed)} changed "
         f"({', '.join(r.param for r in rechecked.changed) or 'none'}), {len(rechecked.stale)} still stale")  # fmt: skip

@@ -72,6 +72,14 @@ class RemeasureSummary(BaseModel):
     claims_judged: int
     device_s: float
 
+    def then(self, later: RemeasureSummary) -> RemeasureSummary:
+        """This pass followed by a later one of the same upgrade: what both ran, what is still skipped."""
+        return later.model_copy(update={
+            "order": self.order, "probes_run": self.probes_run + later.probes_run,
+            "probes_failed": self.probes_failed + later.probes_failed, "rechecks": self.rechecks + later.rechecks,
+            "claims_judged": self.claims_judged + later.claims_judged, "device_s": self.device_s + later.device_s,
+        })  # fmt: skip
+
 
 def consistent(old: Measurement, new: Estimate) -> bool:
     """Whether a re-measurement agrees with the measurement it re-checks."""
