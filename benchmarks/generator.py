@@ -42,7 +42,7 @@ from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.execute.grading import host_test
 from chiplore.simulator.kernels.builtin import shipped_folders
 from chiplore.simulator.kernels.pack import KernelPack, read_pack
-from chiplore.simulator.pack.generator import generated_space, generation_problem
+from chiplore.simulator.pack.generator import generated_space, generation_problem, vocab
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.toolchain.check import check
@@ -133,9 +133,9 @@ def run(pack: KernelPack, version: str, search: Search) -> dict[str, object]:
     row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound}
     if problem:
         return {**row, "problem": problem}
-    space = generated_space(spec)
-    assert space is not None
     facts = compile_facts(version)
+    space = generated_space(spec, vocab.chip(facts))  # the shape the compile probes find on the chip
+    assert space is not None
     start = time.perf_counter()
     valid = list(points(space, facts))
     failures: list[str] = []
