@@ -376,8 +376,8 @@ class KernelRun:
         )
 
     def _predict(self, candidate: Candidate) -> float | None:
-        # a program written whole (an LLM's) is not screened by the estimate: it runs whatever its price
-        return self._view.predicted(candidate.source, candidate.params) if candidate.params is not None else None
+        # a program written whole (an LLM's) is priced from its text like a design of the space
+        return self._view.predicted(candidate.source, candidate.params)
 
     def _model_cycles(self, source: str, params: Params | None = None) -> float | None:
         """The pack's own price of a program, before the kernel's calibration: recorded on its design so

@@ -23,9 +23,11 @@ from chiplore.simulator.target import SimRNGD
 VERSION = "0.6.0"
 O_PROJ = "sliding_attention_output"
 PROGRAMS = Path(__file__).resolve().parents[1] / "simulator" / "programs"
-# sixteen 256-wide chunks summed through bf16: right on the random sets, wrong on `cancel`
-BF16_SUMS = PROGRAMS / "bugs" / "o_bf16_accumulation.fe"
+# o_opt's 512-wide dot products summed as two bf16 halves: right on the random sets, wrong on `cancel`,
+# and as fast as o_opt (so the estimate screen lets it through to the check sets)
+BF16_SUMS = PROGRAMS / "bugs" / "o_opt_bf16_halves.fe"
 CORRECT = PROGRAMS / "examples" / "o_opt.fe"
+SLOW = PROGRAMS / "bugs" / "o_bf16_accumulation.fe"  # shaped like the official baseline: about 15x o_opt's cycles
 
 
 class AcceptEverything(Judge):
@@ -91,13 +93,19 @@ def test_a_design_wrong_only_on_the_check_sets_never_becomes_best(graph: GraphSt
     session = Session(graph, SimRNGD(seed=11))
     session.prepare()
     session.learn(toolchain=VERSION)
-    wrong, right = BF16_SUMS.read_text(), CORRECT.read_text()
-    roles = Roles(architect=Programs([wrong, right]), refiner=Nothing(), judge=AcceptEverything())
+    wrong, right, slow = BF16_SUMS.read_text(), CORRECT.read_text(), SLOW.read_text()
+    roles = Roles(architect=Programs([wrong, right, slow]), refiner=Nothing(), judge=AcceptEverything())
     session.optimize([O_PROJ], toolchain=VERSION, roles=roles, patience=1)
     decided = designs(graph)
     status, reason = decided[wrong]
     assert status == "failed" and "check sets" in reason and "cancel" in reason, reason
     assert decided[right][0] == "accepted"  # a correct design passes the same checks and becomes BEST
+    # a program written whole (an LLM's, here a script's) is priced from its text like a design of the
+    # space: one predicted far slower than BEST never reaches the device
+    status, reason = decided[slow]
+    assert status == "screened_out" and reason.startswith("estimate: predicted"), reason
+    ran = graph.read("MATCH (v:KernelVersion {source: $s})<-[:RAN]-(r:DeviceRun) RETURN count(r) AS n", {"s": slow})
+    assert ran == [{"n": 0}]
     best = graph.read("MATCH (:Kernel {name: $k})-[:BEST]->(:DesignNode)-[:HAS_VERSION]->(v:KernelVersion) "
                       "RETURN v.source AS source", {"k": O_PROJ})  # fmt: skip
     assert best == [{"source": right}]
