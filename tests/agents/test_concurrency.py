@@ -27,7 +27,12 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def test_two_optimize_runs_on_one_graph_share_the_work_and_corrupt_nothing(tmp_path: Path) -> None:
-    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        **os.environ,
+        "CHIPLORE_STORE": "embedded",
+        "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
+        "CHIPLORE_SEARCH_PREDICTIONS": "16",
+    }  # a few designs priced per proposal: the sharing is tested here
     assert _cli(env, "init").wait(timeout=120) == 0
     learnt = _cli(env, "learn", "--json")
     assert learnt.wait(timeout=300) == 0, learnt.stderr.read() if learnt.stderr else ""

@@ -184,7 +184,12 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        **os.environ,
+        "CHIPLORE_STORE": "embedded",
+        "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
+        "CHIPLORE_SEARCH_PREDICTIONS": "16",
+    }  # a few designs priced per proposal: kills land on every step
     assert _cli(env, "init").wait(timeout=120) == 0
     learnt = _cli(env, "learn", "--json")
     assert learnt.wait(timeout=240) == 0, learnt.stderr.read() if learnt.stderr else ""
