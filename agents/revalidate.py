@@ -14,6 +14,7 @@ import json
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from chiplore.agents.callbacks import Events, RecordScreenings
 from chiplore.agents.cost_model import CalibratedCostModel
@@ -97,8 +98,7 @@ class Revalidator:
                 cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
             if is_best:  # its cycles and its raw price both under the new version: the calibration pairs them
                 params = json.loads(node.params) if node.params else None
-                model = CalibratedCostModel(self.target.pack().cost_model)
-                raw = model.raw(kernel, source, params, self.knowledge.facts)
+                raw = self.model.raw(kernel, source, params, self.knowledge.facts)
                 priced = {"model_cycles": raw} if raw is not None else {}
                 update_design(store, node.id, measured_cycles=statistics.median(pooled_cycles(store, node.id, version)),
                               **priced)  # fmt: skip
@@ -125,6 +125,11 @@ class Revalidator:
     def space(self) -> DesignSpace | None:
         return self.target.pack().design_space(self.spec, self.knowledge.facts)
 
+    @cached_property
+    def model(self) -> CalibratedCostModel:
+        """The pack's cost model, uncalibrated: nothing has run under the new version yet."""
+        return CalibratedCostModel(self.target.pack().cost_model)
+
     def _repair(self, node: DesignNode, source: str) -> tuple[str, str, Params | None] | None:
         """The space's program for the same knobs under the new knowledge (the nearest valid knobs
         when the old ones no longer fit), else the source rewritten from the diagnostics."""
@@ -143,8 +148,7 @@ class Revalidator:
 
     def _nearest_valid(self, space: DesignSpace, params: Params) -> Params | None:
         """The valid setting closest to `params` (fewest knobs moved, then predicted fastest)."""
-        model = CalibratedCostModel(self.target.pack().cost_model)
-        facts = self.knowledge.facts
+        model, facts = self.model, self.knowledge.facts
         best: tuple[int, float, Params] | None = None
         for p in points(space, facts):
             moved = sum(1 for k in p if p[k] != params.get(k))
@@ -163,8 +167,7 @@ class Revalidator:
         node_id = design_id(kernel, sha)
         repaired = get_design(store, node_id)  # an interrupted run may have added it
         if repaired is None:
-            model = CalibratedCostModel(self.target.pack().cost_model)
-            space = self.space
+            model, space = self.model, self.space
             repaired = DesignNode(
                 id=node_id, kernel=kernel, role="baseline" if role == "baseline" else "refiner",
                 policy="builtin-repair", depth=node.depth + 1,

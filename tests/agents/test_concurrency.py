@@ -14,6 +14,7 @@ import pytest
 
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
+from tests.helpers import QUICK_SEARCH
 
 pytestmark = pytest.mark.slow  # the fast tier leaves this module out
 
@@ -27,12 +28,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def test_two_optimize_runs_on_one_graph_share_the_work_and_corrupt_nothing(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "CHIPLORE_STORE": "embedded",
-        "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
-        "CHIPLORE_SEARCH_PREDICTIONS": "16",
-    }  # a few designs priced per proposal: the sharing is tested here
+    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"), **QUICK_SEARCH}
     assert _cli(env, "init").wait(timeout=120) == 0
     learnt = _cli(env, "learn", "--json")
     assert learnt.wait(timeout=300) == 0, learnt.stderr.read() if learnt.stderr else ""

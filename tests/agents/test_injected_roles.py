@@ -19,6 +19,7 @@ from chiplore.cli import main
 from chiplore.kg.store import GraphStore
 from chiplore.session import Session
 from chiplore.simulator.target import SimRNGD
+from tests.helpers import QUICK_SEARCH
 
 VERSION = "0.6.0"
 O_PROJ = "sliding_attention_output"
@@ -116,12 +117,8 @@ def test_a_design_wrong_only_on_the_check_sets_never_becomes_best(graph: GraphSt
 
 @pytest.mark.slow
 def test_the_cli_takes_a_judge_and_a_screen_of_ones_own(tmp_path: Path) -> None:
-    env = {
-        "CHIPLORE_STORE": "embedded",
-        "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
-        "CHIPLORE_SEED": "3",
-        "CHIPLORE_SEARCH_PREDICTIONS": "16",
-    }  # a few designs priced per proposal: the roles are tested here
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"), "CHIPLORE_SEED": "3",
+           **QUICK_SEARCH}  # fmt: skip
     runner = CliRunner()
     assert runner.invoke(main, ["init"], env=env).exit_code == 0
     assert runner.invoke(main, ["learn", "--budget", "60"], env=env).exit_code == 0

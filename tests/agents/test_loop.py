@@ -34,6 +34,7 @@ from chiplore.simulator._truth import load_truth
 from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.pack.params import CHIP_ROOF
 from chiplore.simulator.target import SimRNGD
+from tests.helpers import QUICK_SEARCH
 from tests.simulator.programs import examples as shipped_examples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # not the fast tier; whole optimizes, ~250 s in CI
@@ -184,12 +185,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def test_kill_9_at_random_points_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "CHIPLORE_STORE": "embedded",
-        "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
-        "CHIPLORE_SEARCH_PREDICTIONS": "16",
-    }  # a few designs priced per proposal: kills land on every step
+    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"), **QUICK_SEARCH}
     assert _cli(env, "init").wait(timeout=120) == 0
     learnt = _cli(env, "learn", "--json")
     assert learnt.wait(timeout=240) == 0, learnt.stderr.read() if learnt.stderr else ""

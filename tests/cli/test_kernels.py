@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from chiplore.cli import main
 from chiplore.simulator.toolchain.harness import BUILTIN_PACKS
+from tests.helpers import QUICK_SEARCH
 
 GEMMA = ["sliding_project_qkv", "sliding_attention_output", "decoder_feedforward"]
 GQA = "gqa_project_qkv"
@@ -79,8 +80,7 @@ def test_an_added_pack_is_listed_optimized_and_reported(env: dict[str, str], pac
     assert graph_nodes(env) == before  # adding a kernel does not touch the graph
     assert [(r["kernel"], r["from"]) for r in listed(env)][-1] == (GQA, "installed")
 
-    quick = {**env, "CHIPLORE_SEARCH_PREDICTIONS": "16"}  # a few designs priced per proposal: the plumbing is tested
-    optimized = run(quick, "optimize", GQA, "--budget", "30")  # table mode: other tests read --json
+    optimized = run({**env, **QUICK_SEARCH}, "optimize", GQA, "--budget", "30")  # table mode: other tests read --json
     assert optimized.exit_code == 0, optimized.output
     stops = [line for line in optimized.stdout.splitlines() if line.startswith(f"{GQA} stopped: ")]
     assert len(stops) == 1 and len(stops[0]) > len(f"{GQA} stopped: "), optimized.stdout  # the reason, in words

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
+from tests.helpers import QUICK_SEARCH
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -69,7 +70,7 @@ def test_a_report_with_only_learn_renders_and_says_what_is_empty(env: dict[str, 
 @pytest.mark.timeout(900)  # learn, three optimizes, an upgrade and two browser runs: ~250 s beside another worker
 def test_a_small_demo_matches_status_and_its_report_has_labelled_figures(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    quick = {**env, "CHIPLORE_SEARCH_PREDICTIONS": "16"}  # a few designs priced per proposal: a small demo
+    quick = {**env, **QUICK_SEARCH}  # a small demo
     result = run(quick, "demo", "--patience", "1", "--budget", "120", "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     demo = json.loads(result.stdout)
