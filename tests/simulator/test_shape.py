@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -273,6 +274,30 @@ def test_on_a_small_vrf_the_rows_registers_are_loaded_where_they_are_used(
     # the same setting with every register loaded before the loop is over the VRF
     early = write(space.sig, space.analysis, tuple(space.rows), space.design(first, facts), facts, "")
     assert early.budget.vrf_peak() > 4096
+
+
+def test_where_late_registers_still_overflow_the_vrf_each_dies_with_the_pass_that_reads_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """2 x 128 slices, two engines a cluster, 4 KB of VRF (a chip a user wrote): QKV's epilogue holds its
+    scale, norm weight, cos and sin (1 KB each) and the head sums at once, 32 B over even when each is
+    loaded where it is first used, so its space had no valid point. Each pass that reads a register is
+    now committed at once: the design fits, compiles and passes its host test."""
+    use_chip(monkeypatch, tmp_path, ChipShape(slices=128, engines_per_cluster=2, vrf_bytes=4096))
+    facts = compile_facts("0.6.0")
+    target = SimRNGD()
+    spec = next(s for s in target.kernels() if s.name == "sliding_project_qkv")
+    space = target.pack().design_space(spec, facts)
+    params = {"kgroups": 4, "bcast": 1, "chunk": 4, "depth": 2, "engines": 2, "stagger": 0, "tail": 0, "direct": 1}
+    design = space.design(params, facts)
+    late = write(space.sig, space.analysis, tuple(space.rows), replace(design, late_registers=True), facts, "")
+    assert late.budget.vrf_peak() > 4096
+    program = space.program(params, facts)
+    assert not isinstance(program, str) and program.budget.vrf_peak() <= 4096
+    source = space.source(params, facts, "0.6.0")
+    assert target.check(source, "0.6.0").ok
+    tested = target.host_test(source, spec.name, "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
 
 
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"

@@ -41,6 +41,9 @@ class Design:
     # Registers of the rows' ops loaded where they are first used (after the weight loop), not before
     # the loop while `sub` idles: longer tail, smaller VRF live set (a chip whose VRF holds fewer).
     late_registers: bool = False
+    # Each pass that reads a register is committed at once, so the register dies with it: the VRF holds
+    # one pass's operands at a time, at the cost of a pass per operand (a VRF too small for the rest).
+    release_registers: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -71,7 +74,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         }
     )
     program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare, design.chip), reserved)
-    emitter = FrameEmitter(program, recompute=design.recompute)
+    emitter = FrameEmitter(program, recompute=design.recompute, release=design.release_registers)
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:
         program.layouts.update(geo.layouts())

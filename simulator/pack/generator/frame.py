@@ -67,13 +67,15 @@ class Value:
 
 class FrameEmitter:
     """Writes passes over values of frames into a program. `recompute`: a value read again by a sum
-    (a norm) is recomputed from its pass's source instead of being committed and read back."""
+    (a norm) is recomputed from its pass's source instead of being committed and read back. `release`:
+    a pass that reads a register is committed at once, so no register outlives the pass that reads it."""
 
-    def __init__(self, program: Program, recompute: bool = False) -> None:
+    def __init__(self, program: Program, recompute: bool = False, release: bool = False) -> None:
         self.p = program
         self.facts = program.facts
         self.limit = vocab.chain_limit(program.facts)
         self.recompute = recompute
+        self.release = release
 
     # ---- reading values ----------------------------------------------------------------------
 
@@ -107,7 +109,10 @@ class FrameEmitter:
         chosen = self.read(value, len(ops))
         chosen.ops.extend(ops)
         chosen.vrfs.extend(vrfs)
-        return Value(value.frame, pass_=chosen, uses=1)
+        result = Value(value.frame, pass_=chosen, uses=1)
+        if vrfs and self.release:
+            self.commit(result, "f32")
+        return result
 
     def fetch_text(self, pass_: Pass) -> str:
         widen = f".{vocab.widen(self.facts)}(f32)" if pass_.source_dtype != "f32" else ""

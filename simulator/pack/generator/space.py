@@ -408,10 +408,11 @@ class GeneratedSpace:
         if dm > vocab.usable_dm(facts):
             return f"{dm:,} B of DM per slice"
         if vrf > self.chip.vrf_bytes:
-            if not design.late_registers:  # too small a VRF for every register loaded before the loop
-                late = self._written(dataclasses.replace(design, late_registers=True), facts)
-                if isinstance(late, Program):
-                    return late
+            tighter = _tighter(design)
+            if tighter is not None:
+                written = self._written(tighter, facts)
+                if isinstance(written, Program):
+                    return written
             return f"{vrf:,} B of VRF live"
         return result
 
@@ -528,3 +529,14 @@ def _split_space(spec: KernelSpec, chip: Chip) -> GeneratedSpace | None:
         return GeneratedSpace(spec, sig, analysis, chip)
     except Unsupported:
         return None
+
+
+def _tighter(design: Design) -> Design | None:
+    """The design written to need less VRF, when a VRF cannot hold its registers: loaded where they are
+    first used (after the weight loop) rather than before it; then also dying with the pass that reads
+    them. None when it already is both."""
+    if not design.late_registers:
+        return dataclasses.replace(design, late_registers=True)
+    if not design.release_registers:
+        return dataclasses.replace(design, release_registers=True, recompute=False)
+    return None
