@@ -355,18 +355,27 @@ class KernelRun:
                          best.measured_cycles if best is not None else None,
                          margin=skip_margin(self._view.model.errors.get(self.name)))  # fmt: skip
 
-    def _stand_in(self, checked: CheckResult) -> tuple[str, str, str] | None:
+    def _stand_in(self, checked: CheckResult) -> tuple[str, str, str] | str:
         """The design space's first design, where the official baseline cannot be compiled for this
-        chip nor ported (written for another shape, say): (source, change, rationale), or None
-        without a space or a valid design. The speedups are then against it, and the tree says so."""
+        chip nor ported (written for another shape, say): (source, change, rationale), or why nothing
+        stands in (no space, no valid design). The speedups are then against it, and the tree says so."""
         space, facts, version = self._view.space, self.run.knowledge.facts, self.run.context.version
+        why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
         first = next(points(space, facts), None) if space is not None else None
         if space is None or first is None:
-            return None
+            # the kernel ends here: say why in one line, the space's own refusals where it gives them
+            empty = getattr(space, "why_empty", None)
+            reason = "the target pack has no design space for it"
+            if space is not None:
+                reason = (empty(facts) if callable(empty) else "") or "its design space has no valid design"
+            nothing = f"the official baseline does not compile here ({why}), and nothing stands in for it: {reason}"
+            self.run.events.note(self.name, nothing)
+            return nothing
         source = space.source(first, facts, version)
         if not self.run.context.target.check(source, version).ok:  # the space is not for this chip either
-            return None
-        why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
+            nothing = f"the official baseline does not compile here ({why}), nor does the design space's first design"
+            self.run.events.note(self.name, nothing)
+            return nothing
         self.run.events.note(self.name, f"the official baseline does not compile here ({why}): the design "
                              "space's first design stands in for it")  # fmt: skip
         return (
@@ -393,6 +402,7 @@ class KernelRun:
         store, target, version = self.store, self.run.context.target, self.run.context.version
         spec, lease = self.spec, self.run.lease
         root = self._root_measured_or_free()
+        unreplaced = ""  # why nothing stands in for a baseline this chip refuses
         if root is not None and root.status == "accepted":
             if best_of(store, spec.name) is None:
                 set_best(store, spec.name, root.id)
@@ -408,9 +418,11 @@ class KernelRun:
                 fixed = repair(source, version, target.check, self.run.pack.repairs)
                 if fixed.ok:
                     source, change = fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}"
-                elif (stand_in := self._stand_in(checked)) is not None:
+                elif isinstance(stand_in := self._stand_in(checked), tuple):
                     source, change, rationale = stand_in
                     policy = "generated"
+                else:
+                    rationale, unreplaced = f"{rationale}; {stand_in}", stand_in
             root_id = design_id(spec.name, content_sha(source))
             # the baseline's price calibrates the model from the first device run on: a model whose
             # facts are off for this kernel (stale after an upgrade, say) does not screen out every design
@@ -436,6 +448,7 @@ class KernelRun:
             raise
         if not outcome.ok or outcome.result.median_cycles is None:
             why = f"the baseline did not run: {outcome.result.status} {outcome.result.message}".strip()
+            why += f"; {unreplaced}" if unreplaced else ""
             # recorded; the next run measures it again
             update_design(store, root_id, held_by=lease.owner, status="failed", reason=why, owner="", lease_until="")
             raise KernelStopped(why)

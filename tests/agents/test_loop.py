@@ -243,3 +243,27 @@ def test_a_baseline_the_device_cannot_run_stops_its_kernel_and_is_recorded(tmp_p
         )
         assert again.accepted >= 1
         assert store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s") == [{"s": "accepted"}]
+
+
+def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cluster of 128 slices and nothing learnt: the official baseline (two clusters of 256) does not
+    compile, and the space's first design, written for the documented shape since no shape was learnt,
+    does not either. The kernel stops, and its root says both reasons, not only "does not compile"."""
+    chip = tmp_path / "chip.toml"
+    chip.write_text("[shape]\nclusters = 1\nslices = 128\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    target = SimRNGD(seed=9)
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        notes: list[str] = []
+        summary = optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=60),
+                           on_event=lambda kernel, message: notes.append(message))  # fmt: skip
+        root = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s, d.reason AS reason, "
+                          "d.rationale AS rationale")  # fmt: skip
+    why = "the official baseline does not compile here (E0201"
+    assert root[0]["s"] == "failed" and why in root[0]["reason"] and why in root[0]["rationale"]
+    assert "nor does the design space's first design" in root[0]["reason"]
+    assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
