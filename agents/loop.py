@@ -51,6 +51,7 @@ from chiplore.kg.repo.designs import (
     prediction_pairs,
     proposals_since_accept,
     register_kernel,
+    retire_root,
     root_of,
     set_best,
     source_of,
@@ -105,6 +106,17 @@ class OptimizeContext:
     store: GraphStore
     target: Target
     version: str
+
+
+@dataclass(frozen=True)
+class RootChoice:
+    """A kernel's root program and how the tree records it."""
+
+    source: str
+    change: str
+    policy: str
+    rationale: str
+    unreplaced: str = ""  # why nothing stands in for an official baseline this chip refuses
 
 
 @dataclass
@@ -396,10 +408,27 @@ class KernelRun:
 
     # ---- the baseline, resumed designs, proposals -------------------------------------------------
 
+    def _root_choice(self) -> RootChoice:
+        """What the tree's root is on this chip and toolchain: the official baseline, ported when it was
+        written for another toolchain, else the design space's first design standing in for it."""
+        target, version = self.run.context.target, self.run.context.version
+        source = self.spec.baseline_source
+        checked = target.check(source, version)
+        if checked.ok:
+            return RootChoice(source, "root", "official", "the vendor's official baseline")
+        fixed = repair(source, version, target.check, self.run.pack.repairs)
+        if fixed.ok:
+            return RootChoice(fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}", "official",
+                              "the vendor's official baseline")  # fmt: skip
+        stand_in = self._stand_in(checked)
+        if isinstance(stand_in, tuple):
+            return RootChoice(stand_in[0], stand_in[1], "generated", stand_in[2])
+        return RootChoice(source, "root", "official", f"the vendor's official baseline; {stand_in}", stand_in)
+
     def measure_root(self) -> None:
         """The official baseline is the tree's root and the first BEST, once measured. Written for
         another toolchain, it is ported first, from the compiler's diagnostics."""
-        store, target, version = self.store, self.run.context.target, self.run.context.version
+        store, version = self.store, self.run.context.version
         spec, lease = self.spec, self.run.lease
         root = self._root_measured_or_free()
         unreplaced = ""  # why nothing stands in for a baseline this chip refuses
@@ -407,22 +436,23 @@ class KernelRun:
             if best_of(store, spec.name) is None:
                 set_best(store, spec.name, root.id)
             return
+        superseded, choice = None, None
+        if root is not None and root.status == "failed":
+            # A root an earlier run could not compile gives way to what stands in for it now (the pack, the
+            # learnt shape or chiplore changed since); a root that faulted on the device is measured again.
+            choice = self._root_choice()
+            if content_sha(choice.source) != content_sha(source_of(store, root.id)):
+                retire_root(store, spec.name, root.id, held_by=lease.owner)
+                self.run.events.note(spec.name, f"the root {root.id[:10]} ({root.reason}) gives way to a new one")
+                superseded, root = root.id, None
+            unreplaced = choice.unreplaced
         if root is not None:  # a root a killed or faulted run left unmeasured
             root_id, source = root.id, source_of(store, root.id)
             update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
         else:
-            source, change = spec.baseline_source, "root"
-            policy, rationale = "official", "the vendor's official baseline"
-            checked = target.check(source, version)
-            if not checked.ok:
-                fixed = repair(source, version, target.check, self.run.pack.repairs)
-                if fixed.ok:
-                    source, change = fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}"
-                elif isinstance(stand_in := self._stand_in(checked), tuple):
-                    source, change, rationale = stand_in
-                    policy = "generated"
-                else:
-                    rationale, unreplaced = f"{rationale}; {stand_in}", stand_in
+            choice = choice or self._root_choice()
+            source, change, policy, rationale, unreplaced = (choice.source, choice.change, choice.policy,
+                                                             choice.rationale, choice.unreplaced)  # fmt: skip
             root_id = design_id(spec.name, content_sha(source))
             # the baseline's price calibrates the model from the first device run on: a model whose
             # facts are off for this kernel (stale after an upgrade, say) does not screen out every design
@@ -433,6 +463,8 @@ class KernelRun:
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                           toolchain=version),
                        parent=None, activity=self.run.activity)  # fmt: skip
+            if superseded is not None:
+                link(store, [Link(Ref("DesignNode", root_id), "SUPERSEDES", Ref("DesignNode", superseded))])
             if not holds(store, root_id, lease):  # another run added it a moment earlier: it measures it
                 self.measure_root()
                 return

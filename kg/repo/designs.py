@@ -76,6 +76,19 @@ def update_design(store: GraphStore, design_id: str, *, held_by: str | None = No
         raise KeyError(f"no design {design_id!r}")
 
 
+def retire_root(store: GraphStore, kernel: str, design_id: str, *, held_by: str) -> None:
+    """The kernel's root gives way to another (the caller adds it next, SUPERSEDES this one): its ROOT
+    edge goes and the design stays, released, with its status and reason, for the record. Only while
+    `held_by` holds it (ClaimLost otherwise)."""
+    rows = store.write(
+        "MATCH (:Kernel {name: $kernel})-[r:ROOT]->(d:DesignNode {id: $id}) WHERE d.owner = $held "
+        "SET d.owner = '', d.lease_until = '' DELETE r RETURN d.id AS id",
+        {"kernel": kernel, "id": design_id, "held": held_by},
+    )
+    if not rows:
+        raise ClaimLost(f"root {design_id} of {kernel} is no longer held by {held_by}")
+
+
 def claim_design(store: GraphStore, design_id: str, owner: str, until: str, *, held_by: str, held_until: str) -> bool:
     """Take a design over from `held_by` (whose lease reads `held_until`), atomically: False when
     someone else changed the claim first."""

@@ -250,7 +250,8 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
 ) -> None:
     """One cluster of 128 slices and nothing learnt: the official baseline (two clusters of 256) does not
     compile, and the space's first design, written for the documented shape since no shape was learnt,
-    does not either. The kernel stops, and its root says both reasons, not only "does not compile"."""
+    does not either. The kernel stops, and its root says both reasons, not only "does not compile".
+    Once the chip is learnt, the next run's stand-in takes the failed root's place (SUPERSEDES it)."""
     chip = tmp_path / "chip.toml"
     chip.write_text("[shape]\nclusters = 1\nslices = 128\n")
     monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
@@ -261,9 +262,18 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
         notes: list[str] = []
         summary = optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=60),
                            on_event=lambda kernel, message: notes.append(message))  # fmt: skip
-        root = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s, d.reason AS reason, "
-                          "d.rationale AS rationale")  # fmt: skip
-    why = "the official baseline does not compile here (E0201"
-    assert root[0]["s"] == "failed" and why in root[0]["reason"] and why in root[0]["rationale"]
-    assert "nor does the design space's first design" in root[0]["reason"]
-    assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
+        root = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.id AS id, d.status AS s, "
+                          "d.reason AS reason, d.rationale AS rationale")  # fmt: skip
+        why = "the official baseline does not compile here (E0201"
+        assert root[0]["s"] == "failed" and why in root[0]["reason"] and why in root[0]["rationale"]
+        assert "nor does the design space's first design" in root[0]["reason"]
+        assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
+        learn(store, target, VERSION)
+        again = optimize(OptimizeContext(store, target, VERSION),
+                         OptimizeConfig(kernels=(O_PROJ,), budget_s=60, patience=1))  # fmt: skip
+        new = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode)-[:SUPERSEDES]->(old:DesignNode) "
+                         "RETURN d.policy AS policy, d.status AS s, old.id AS old, old.status AS old_status, "
+                         "old.owner AS owner")  # fmt: skip
+        assert violations(store) == []
+    assert new == [{"policy": "generated", "s": "accepted", "old": root[0]["id"], "old_status": "failed", "owner": ""}]
+    assert "baseline did not run" not in again.stopped.get(O_PROJ, "")
