@@ -62,7 +62,7 @@ from chiplore.kg.repo.designs import (
 from chiplore.kg.repo.devices import DeviceUsage
 from chiplore.kg.repo.knowledge import finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
-from chiplore.kg.repo.runs import graded_median, ledger_seconds
+from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
 from chiplore.kg.store import GraphStore
 
 ROOT_POLL_S = 1.0  # how often a run waiting for another's baseline looks again
@@ -311,7 +311,9 @@ class KernelRun:
                                 space=run.pack.design_space(spec, run.knowledge.facts), model=run.model,
                                 seed=run.config.seed)  # fmt: skip
         screens = Screens(tuple(standard_screens(target, version, run.pack.compiler, run.knowledge.rules,
-                                                 self._predict)), run.roles.screens)  # fmt: skip
+                                                 self._predict, spec.check_sets,
+                                                 lambda: wrong_on_check_sets(store, spec.name))),
+                          run.roles.screens)  # fmt: skip
         screener = executor.make_screener(self._view, screens, [RecordScreenings(store, run.activity)])
         judge = JudgeAgainstBest(store, spec.name, version, self.runner, run.roles.judge, run.knowledge.noise_sigma,
                                  run.activity, run.events, run.lease, spec.check_sets)  # fmt: skip

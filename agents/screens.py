@@ -136,6 +136,30 @@ class EstimateScreen(Screen):
                             predicted)  # fmt: skip
 
 
+@dataclass
+class CheckSetScreen(Screen):
+    """Right on the kernel's check sets, on the host, once a design of the kernel has run wrong on them on
+    the device (`armed`; a rounding the generator does not keep, say): its later designs stop here, free,
+    instead of after their A/B pairs. After the estimate: the executor is the slowest check."""
+
+    target: Target
+    version: str
+    sets: tuple[str, ...]
+    armed: Callable[[], bool]
+    name: str = "check_sets"
+
+    def check(self, candidate: Candidate) -> ScreenResult:
+        if not self.armed():
+            return ScreenResult(True, self.name, "on the device before BEST (no design has run wrong on them)")
+        tested = self.target.host_check(candidate.source, candidate.kernel, self.version, self.sets)
+        if tested is None:
+            return ScreenResult(True, self.name, "on the device before BEST (the target cannot test them here)")
+        if tested.correctness is None or not tested.correctness.passed:
+            detail = (tested.correctness.message if tested.correctness else tested.message) or "not executed"
+            return ScreenResult(False, self.name, f"wrong on the host: {detail}")
+        return ScreenResult(True, self.name, tested.correctness.message)
+
+
 def skip_margin(error: float | None) -> float:
     """How much slower than BEST a design may be predicted and still reach the device: the model's
     observed error on the kernel (a design predicted x slower than BEST can be faster only when the model
@@ -169,7 +193,16 @@ def first(diagnostics: list[Diagnostic]) -> str:
 
 
 def standard_screens(target: Target, version: str, vocabulary: CompilerVocabulary, rules: Sequence[Rule],
-                     predict: Callable[[Candidate], float | None]) -> list[Screen]:  # fmt: skip
-    """The loop's screens, cheapest first."""
-    return [ParseScreen(target, version, vocabulary), RuleScreen(rules, vocabulary), CompileScreen(target, version),
-            HostTestScreen(target, version), EstimateScreen(predict)]  # fmt: skip
+                     predict: Callable[[Candidate], float | None], check_sets: tuple[str, ...] = (),
+                     armed: Callable[[], bool] = lambda: False) -> list[Screen]:  # fmt: skip
+    """The loop's screens, cheapest first (the check sets on the host once `armed` says so)."""
+    screens: list[Screen] = [
+        ParseScreen(target, version, vocabulary),
+        RuleScreen(rules, vocabulary),
+        CompileScreen(target, version),
+        HostTestScreen(target, version),
+        EstimateScreen(predict),
+    ]
+    if check_sets:
+        screens.append(CheckSetScreen(target, version, check_sets, armed))
+    return screens

@@ -105,6 +105,10 @@ class SimRNGD(Target):
         """The executor on the smoke fixtures: free, on the host, slower than the device."""
         return self._kernels.host_test(source, kernel, version)
 
+    def host_check(self, source: str, kernel: str, version: str, sets: tuple[str, ...]) -> TestResult | None:
+        """The executor on named fixture sets (a kernel's check sets), as the device would grade them."""
+        return self._kernels.host_test(source, kernel, version, sets)
+
     def devices(self) -> list[DeviceInfo]:
         """The simulated devices (`CHIPLORE_DEVICES`), `rngd-sim-0` first."""
         return self._pool.infos()

@@ -32,7 +32,7 @@ from chiplore.agents.scale.pool_runner import FAILED, Pool, PoolRunner
 from chiplore.agents.scale.screening import RemoteScreener
 from chiplore.agents.scale.slots import DeviceSlots
 from chiplore.agents.schedule import Result
-from chiplore.agents.screens import Screener, ScreenResult
+from chiplore.agents.screens import CheckSetScreen, Screener, ScreenResult
 from chiplore.core.errors import KernelStop
 from chiplore.core.target import KernelSpec, Target
 from chiplore.kg.models import DesignNode
@@ -70,8 +70,10 @@ class PooledExecutor(Executor):
 
     def make_screener(self, view: KernelView, screens: Screens,
                       recording: list[Callable[[str, ScreenResult], None]]) -> Screener:  # fmt: skip
-        # the standard screens run on a CPU worker with its own target; the roles' own screens run here after
-        return RemoteScreener(self.engine, view, recording, local=screens.extra)
+        # the standard screens run on a CPU worker with its own target; the check sets (they read the graph
+        # for whether they are armed) and the roles' own screens run here after
+        here = [s for s in screens.standard if isinstance(s, CheckSetScreen)]
+        return RemoteScreener(self.engine, view, recording, local=[*here, *screens.extra])
 
     def decider(self, kernel: KernelRun, inner: Decider) -> Decider:
         return _InTurn(inner, self, kernel)

@@ -289,6 +289,11 @@ class Target:
         screener's last check before device time is spent."""
         raise NotImplementedError
 
+    def host_check(self, source: str, kernel: str, version: str, sets: tuple[str, ...]) -> TestResult | None:
+        """Correctness on the host on named fixture sets (a kernel's check sets); None where the target
+        cannot test them there, the default (the device grades them before a design becomes BEST)."""
+        return None
+
     def devices(self) -> list[DeviceInfo]:
         """The devices jobs can run on, first the default one; at least one. A rack lists each device
         (SimRNGD: `CHIPLORE_DEVICES` of them). Read by `optimize --workers N`, which runs one runner

@@ -183,6 +183,16 @@ def last_accepted_ratio(store: GraphStore, kernel: str) -> float | None:
     return float(rows[0]["ratio"]) if rows else None
 
 
+def wrong_on_check_sets(store: GraphStore, kernel: str) -> bool:
+    """Whether a design of the kernel has run wrong on its check sets (the device said so once)."""
+    rows = store.read(
+        "MATCH (r:DeviceRun {kernel: $k}) WHERE r.fixtures = 'checks' AND r.status = 'incorrect' "
+        "RETURN r.id AS id LIMIT 1",
+        {"k": kernel},
+    )
+    return bool(rows)
+
+
 def graded_median(store: GraphStore, design: str, toolchain: str) -> float | None:
     """The median cycles of a design's successful graded run under a toolchain, if one was recorded
     (a run killed after the job but before the design moved on has it already)."""

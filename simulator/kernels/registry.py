@@ -19,7 +19,7 @@ from chiplore.core.errors import TargetError
 from chiplore.core.target import Correctness, KernelSpec, TestResult
 from chiplore.simulator.device import DeviceHang
 from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
-from chiplore.simulator.execute.grading import grade_case, host_test
+from chiplore.simulator.execute.grading import SMOKE_SET, grade_case, host_test
 from chiplore.simulator.kernel_specs import packed_input_bytes
 from chiplore.simulator.kernels.builtin import builtin_packs, is_shipped
 from chiplore.simulator.kernels.manifest import MANIFEST, PackProblem
@@ -55,11 +55,11 @@ class KernelRegistry:
     def origins(self) -> dict[str, Origin]:
         return {name: pack.origin for name, pack in self.packs.items()}
 
-    def host_test(self, source: str, kernel: str, version: str) -> TestResult:
-        """The executor on the smoke fixtures against the kernel's reference."""
+    def host_test(self, source: str, kernel: str, version: str, sets: tuple[str, ...] = (SMOKE_SET,)) -> TestResult:
+        """The executor on fixture sets (the smoke one by default) against the kernel's reference."""
         pack = self.packs.get(kernel)
         if pack is not None:
-            return host_test(source, pack.case, version)
+            return host_test(source, pack.case, version, sets)
         checked = check(source, version)
         base = {"kernel": kernel, "toolchain": checked.version, "diagnostics": checked.diagnostics}
         if not checked.ok:

@@ -95,11 +95,19 @@ def test_a_design_wrong_only_on_the_check_sets_never_becomes_best(graph: GraphSt
     session.prepare()
     session.learn(toolchain=VERSION)
     wrong, right, slow = BF16_SUMS.read_text(), CORRECT.read_text(), SLOW.read_text()
-    roles = Roles(architect=Programs([wrong, right, slow]), refiner=Nothing(), judge=AcceptEverything())
+    again = wrong.replace("\n", "\n// the same bug, written again\n", 1)
+    roles = Roles(architect=Programs([wrong, again, right, slow]), refiner=Nothing(), judge=AcceptEverything())
     session.optimize([O_PROJ], toolchain=VERSION, roles=roles, patience=1)
     decided = designs(graph)
     status, reason = decided[wrong]
     assert status == "failed" and "check sets" in reason and "cancel" in reason, reason
+    # once one design ran wrong on them, the kernel's designs are tested on the check sets on the host
+    # (free) before any device time: the same bug again is stopped there, with no device run
+    status, reason = decided[again]
+    assert status == "screened_out" and reason.startswith("check_sets: wrong on the host"), reason
+    assert "cancel" in reason
+    ran = graph.read("MATCH (v:KernelVersion {source: $s})<-[:RAN]-(r:DeviceRun) RETURN count(r) AS n", {"s": again})
+    assert ran == [{"n": 0}]
     assert decided[right][0] == "accepted"  # a correct design passes the same checks and becomes BEST
     # a program written whole (an LLM's, here a script's) is priced from its text like a design of the
     # space: one predicted far slower than BEST never reaches the device
