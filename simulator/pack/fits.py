@@ -100,11 +100,11 @@ def fit_engine_count(points: list[dict[str, str]], medians: np.ndarray, given: d
         return float(p["USED_CLUSTERS"]) * float(p["ROWS"]) * _slices(given) * 4096
 
     rates = {p["SET"]: _rate(moved(p), float(m), given) for p, m in zip(points, medians, strict=True)}
-    # two engines or a whole cluster's into one port: its limit (one engine alone where a cluster has one)
-    one_cluster = [rates[s] for s in ("two", "cluster") if s in rates] or [rates["one"]]
-    # the roof: two engines on every cluster's port (each cluster's one, where it has only one)
-    both = next(rates[s] for s in ("two-each", "one-each", "two", "one") if s in rates)
-    return {"cluster_ingress": float(np.mean(one_cluster)), "roof": both}
+    # The most any set of engines moves into one cluster is its port's limit, or all its engines' where they
+    # cannot fill the port (slow engines, few of them); the most any set moves into the chip is its roof.
+    # Two engines fill a port only where each moves more than half of it, so neither is read off two alone.
+    one_cluster = max(rates[s] for s in ("one", "two", "cluster") if s in rates)
+    return {"cluster_ingress": one_cluster, "roof": max(rates.values())}
 
 
 def fit_dm_to_dm(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

@@ -99,17 +99,22 @@ SHAPE_KEYS = ("chip.clusters", "chip.slices_per_cluster", "contract.lanes", "dma
 
 
 @pytest.mark.parametrize(
-    "shape",
-    ["clusters = 1\nslices = 128", "clusters = 4\nengines_per_cluster = 2\nslices = 512\ntrf_lane_bytes = 16384"],
-    ids=["1x128", "4x512-e2"],
+    ("speeds", "shape"),
+    [
+        ("engine_bw = 190.0", "clusters = 1\nslices = 128"),
+        ("engine_bw = 190.0", "clusters = 4\nengines_per_cluster = 2\nslices = 512\ntrf_lane_bytes = 16384"),
+        # slow engines: two of them do not fill a port, eight do (a user's chip whose roof was learnt 23 % low)
+        ("engine_bw = 120.0\nhbm_bw = 350.0", "clusters = 1\nslices = 512\nengines_per_cluster = 8"),
+    ],
+    ids=["1x128", "4x512-e2", "1x512-e8-slow-engines"],
 )
 def test_a_chip_of_another_shape_is_learnt(
-    embedded_graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+    embedded_graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speeds: str, shape: str
 ) -> None:
     """Its shape exactly (by compiling), then every speed within 5 % by probes written for that shape,
     while its docs still describe the first chip's."""
     chip_file = tmp_path / "chip.toml"
-    chip_file.write_text(f"engine_bw = 190.0\n\n[shape]\n{shape}\n\n[docs_shape]\nclusters = 2\nslices = 256\n")
+    chip_file.write_text(f"{speeds}\n\n[shape]\n{shape}\n\n[docs_shape]\nclusters = 2\nslices = 256\n")
     monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
     summary = learn(embedded_graph, SimRNGD(seed=16), "0.6.0", budget_s=BUDGET_S)
     assert summary.measurements.probes_failed == []
@@ -117,6 +122,8 @@ def test_a_chip_of_another_shape_is_learnt(
     found, truth = learnt(embedded_graph, "0.6.0"), expected(chip)
     if chip.shape.clusters == 1:  # nothing crosses between clusters on a chip of one
         truth.pop("dma.cross_cluster_factor")
+    if chip.engine_bw < chip.dmn_bw:  # no engine reaches a DMN's cap: a stream into one DMN is the engine's
+        truth["noc.dmn_bytes_per_cycle"] = truth["dma.engine_rate_4k_bytes_per_cycle"]
     assert {k: found[k] for k in SHAPE_KEYS} == {k: truth[k] for k in SHAPE_KEYS}
     # MB10's intercepts split the empty kernel (exact) into the launch and a start-up: fits the pack
     # marks loose (`secondary`), held to 10 % here and to 5 % on the chips above
