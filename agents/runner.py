@@ -5,6 +5,7 @@ budget can be read back from the graph after a restart."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -62,10 +63,13 @@ class DeviceRunner:
     def same_device(self) -> AbstractContextManager[None]:
         return nullcontext()  # one device: every job runs on it
 
+    def _spent(self) -> float:
+        """Device time spent, by this runner or (through the ledger) by any other process."""
+        return max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
+
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
-        spent = max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
-        return spent >= self.budget_s
+        return self._spent() >= self.budget_s
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
             repeats: int = 7) -> Outcome:  # fmt: skip
@@ -77,9 +81,14 @@ class DeviceRunner:
         def attempt() -> DeviceResult:
             if self.exhausted():
                 raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent")
-            result = self._submit(job)
+            left = self.budget_s - self._spent()
+            result = self._submit(job.model_copy(update={"limit_s": left if math.isfinite(left) else None}))
             self.spent_s += result.device_s
             runs.append(self.record(job, sha, result))
+            if result.status == "timeout" and result.device_s >= left * (1 - 1e-9):
+                # stopped at what was left of the budget (a hang, or a job longer than that): the budget's
+                # end, not the design's fault
+                raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent (a job was stopped at its end)")
             if result.status in ("fault", "timeout"):
                 faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)
             return result

@@ -171,6 +171,9 @@ class DeviceJob(Frozen):
     repeats: int = Field(1, ge=1, le=50)  # timed runs per fixture set
     profile: bool = False  # a coarse timeline; costs device time
     agent: str = "agent"  # whose budget and pending-job allowance it uses
+    # the most device time the job may take: the device stops it there, as at its own cap (whichever is
+    # less); a runner sets what is left of its budget, so a job that hangs cannot spend past it
+    limit_s: float | None = Field(None, gt=0)
 
 
 class DeviceInfo(Frozen):

@@ -245,7 +245,7 @@ class SimDevice:
             except Exception as error:  # a grader's bug must not pass a program ungraded, nor crash the device
                 log.debug("grading failed", exc_info=True)
                 correctness = Correctness(passed=False, message=f"the grader failed ({_one_line(error)})")
-        outcome = self._hang(hang) if hang else self._execute(job, sets, report, start, planned)
+        outcome = self._hang(hang, job) if hang else self._execute(job, sets, report, start, planned)
         device_s = outcome.device_s
         finish = start + device_s + outcome.extra_busy_s
         slot = min(range(self.config.slots), key=lambda i: self._slot_free[i])
@@ -333,11 +333,17 @@ class SimDevice:
 
     # ---- running ---------------------------------------------------------------------------------
 
-    def _hang(self, reason: str) -> _Outcome:
-        cfg = self.config
-        out = _Outcome(status="timeout", device_s=cfg.job_cap_s, extra_busy_s=cfg.hang_reset_s)
+    def _cap(self, job: DeviceJob) -> tuple[float, str]:
+        """Where the job is stopped: the device's cap, or the job's own limit when that is less."""
+        if job.limit_s is not None and job.limit_s < self.config.job_cap_s:
+            return job.limit_s, f"the job's limit of {job.limit_s:.1f} s"
+        return self.config.job_cap_s, f"the {self.config.job_cap_s:.0f} s cap"
+
+    def _hang(self, reason: str, job: DeviceJob) -> _Outcome:
+        cap, named = self._cap(job)
+        out = _Outcome(status="timeout", device_s=cap, extra_busy_s=self.config.hang_reset_s)
         out.faults.append(Fault(code="HANG"))
-        out.message = f"the job hung and was killed at the {cfg.job_cap_s:.0f} s cap (device reset follows)"
+        out.message = f"the job hung and was killed at {named} (device reset follows)"
         if reason:
             out.message += f": {reason}"
         return out
@@ -348,13 +354,14 @@ class SimDevice:
         cfg = self.config
         out = _Outcome()
         if self.rng.random() < cfg.p_hang:
-            return self._hang("")
+            return self._hang("", job)
         transient_at = self.rng.random() if self.rng.random() < cfg.p_transient else None
         # drawn only on a flaky device, so a healthy one's stream (its every run and fault) is unchanged
         flaky_at = self.rng.random() if cfg.p_job_fault and self.rng.random() < cfg.p_job_fault else None
-        if planned > cfg.job_cap_s:
-            out.status, out.device_s = "timeout", cfg.job_cap_s
-            out.message = f"the job needs {planned:.1f} s of device time, over the {cfg.job_cap_s:.0f} s cap"
+        cap, named = self._cap(job)
+        if planned > cap:
+            out.status, out.device_s = "timeout", cap
+            out.message = f"the job needs {planned:.1f} s of device time, over {named}"
             return out
         scale = 2 if job.profile else 1
         elapsed = cfg.load_s * scale

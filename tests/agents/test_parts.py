@@ -21,6 +21,7 @@ from chiplore.kg.models import Activity, KernelVersion
 from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.store import GraphStore
+from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.target import SimRNGD
 from tests.helpers import kernel_view
 
@@ -103,6 +104,23 @@ def test_the_runner_submits_nothing_past_its_budget(graph: GraphStore) -> None:
     with pytest.raises(BudgetExhausted):
         runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
     assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 0}]
+
+
+def test_a_job_that_hangs_is_stopped_where_the_budget_ends(graph: GraphStore) -> None:
+    """Every job hangs (the device kills one at its 70 s cap): with 5 s of budget left, the runner's job
+    carries that as its limit, the device stops it there, and the runner reports the budget spent, not
+    a fault of the design; the run is recorded with the 5 s it took."""
+    target = SimRNGD(seed=4, device=DeviceConfig(p_hang=1.0))
+    spec = next(k for k in target.kernels() if k.name == "sliding_attention_output")
+    activity = Activity(id="runner-hang", role="runner", policy="builtin")
+    record_activity(graph, activity)
+    upsert(graph, [KernelVersion(sha=content_sha(spec.baseline_source), kernel=spec.name, source=spec.baseline_source,
+                                 toolchain=VERSION)])  # fmt: skip
+    runner = DeviceRunner(target, RecordRuns(graph, activity), budget_s=25.0, spent_s=20.0, backoff_s=0.0)
+    with pytest.raises(BudgetExhausted, match="stopped at its end"):
+        runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
+    runs = graph.read("MATCH (r:DeviceRun) RETURN r.status AS status, r.device_s AS s")
+    assert runs == [{"status": "timeout", "s": pytest.approx(5.0)}] and runner.spent_s == pytest.approx(25.0)
 
 
 def test_capabilities_come_from_the_rules_in_force_under_each_version(graph: GraphStore) -> None:
