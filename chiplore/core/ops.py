@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Op(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a pack's `round_bf16 = "yes"` or `head_dim = "256"` is refused, not read as true or 256
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     def reads(self) -> tuple[str, ...]:
         """The names this op reads (kernel inputs or earlier outputs)."""

@@ -120,6 +120,13 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
                       ("budget: unknown field",)),
     "unknown op": (lambda p: edit(p / "kernel.toml", 'op = "head_norm"\ninput = "q"', 'op = "layer_norm"\ninput = "q"'),
                    ("ops[5]: unknown op 'layer_norm'",)),
+    # TOML has types: a string or a number where a flag or a count goes is refused, not read as one
+    "a flag as text": (lambda p: edit(p / "kernel.toml", 'out = "qn"\nround_bf16 = true',
+                                      'out = "qn"\nround_bf16 = "yes"'),
+                       ("ops[5].round_bf16: Input should be a valid boolean",)),
+    "a count as text": (lambda p: edit(p / "kernel.toml", "head_dim = 128\nweight = \"q_norm_weight\"",
+                                       "head_dim = \"128\"\nweight = \"q_norm_weight\""),
+                        ("ops[5].head_dim: Input should be a valid integer",)),
     "op graph against the signature": (lambda p: edit(p / "kernel.toml", 'input = "qn"', 'input = "qnn"'),
                                        ("reads 'qnn'",)),
     "missing recipe": (lambda p: edit(p / "kernel.toml", "[fixtures.inputs.q_scale]\n", "[fixtures.inputs.q_scalar]\n"),
