@@ -62,8 +62,8 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
     if summary.devices:
         console.print(devices_table(summary.devices))
     calendar = f", {summary.calendar_s:,.0f} s on the devices' calendar" if summary.calendar_s is not None else ""
-    console.print(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s"
-                  f"{calendar}")  # fmt: skip
+    console.print(f"{summary.proposals} proposals, {summary.accepted} accepted (the baseline aside), "
+                  f"{summary.device_s:.0f} device-s{calendar}")  # fmt: skip
 
 
 @main.command()
