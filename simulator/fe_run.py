@@ -17,8 +17,8 @@ from chiplore.simulator.cli_common import OneLineErrors, fail, package_version, 
 from chiplore.simulator.device import ALL_SETS, DeviceConfig, DeviceJob, InvalidJob, SimDevice
 from chiplore.simulator.device.models import declared_kernels, unknown_kernel
 from chiplore.simulator.device.state import DeviceStatus, DeviceStore, ResetReport
-from chiplore.simulator.kernel_specs import input_bytes
-from chiplore.simulator.target import grade_job
+from chiplore.simulator.kernels.registry import KernelRegistry
+from chiplore.simulator.target import KERNELS_DIR, kernel_paths
 from chiplore.simulator.toolchain.rules import VERSIONS
 
 CONFIG = DeviceConfig()
@@ -43,7 +43,12 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--kernel", required=True, help="Kernel of FILE the harness runs (e.g. sliding_attention_output).")
-@click.option("--fixtures", default="graded", show_default=True, help=f"smoke, graded, or sets: {','.join(ALL_SETS)}.")
+@click.option(
+    "--fixtures",
+    default="graded",
+    show_default=True,
+    help=f"smoke, graded, or a comma-separated list of sets among {','.join(ALL_SETS)} (e.g. exact,cancel).",
+)
 @click.option("--repeats", type=click.IntRange(1, 50), default=1, show_default=True, help="Timed runs per set.")
 @click.option("--toolchain", type=click.Choice(VERSIONS), default=None, help="Version (default: the file's header).")
 @click.option("--profile", is_flag=True, help="Add a coarse timeline (doubles device time).")
@@ -61,7 +66,9 @@ def submit(file: Path, kernel: str, fixtures: str, repeats: int, toolchain: str 
         fail(f"{file}: {unknown_kernel(kernel, declared)}")
     job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=_fixtures(fixtures),
                     repeats=repeats, profile=profile, agent=agent)  # fmt: skip
-    device = SimDevice(config.seed, CONFIG, input_bytes=input_bytes, grader=grade_job)
+    # the kernels SimRNGD offers: built in, on CHIPLORE_KERNELS, and installed in the data dir (graded alike)
+    kernels = KernelRegistry(kernel_paths(config), config.data_dir / KERNELS_DIR)
+    device = SimDevice(config.seed, CONFIG, input_bytes=kernels.input_bytes, grader=kernels.grade_job)
     try:
         with DeviceStore(config.data_dir, CONFIG.device_id).session(device):
             result = device.result(device.submit(job))

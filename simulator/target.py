@@ -145,8 +145,8 @@ class SimRNGD(Target):
 
 
 def grade_job(source: str, kernel: str, version: str, sets: tuple[str, ...]) -> Correctness | None:
-    """The grader of a device that runs the built-in kernels only (`fe-run`): the executor against
-    their references; None when it cannot be checked."""
+    """The grader of a device that runs the built-in kernels only (benchmarks/executor.py): the executor
+    against their references; None when it cannot be checked. `fe-run` grades every pack SimRNGD offers."""
     return _builtin_registry().grade_job(source, kernel, version, sets)
 
 

@@ -25,8 +25,10 @@ from chiplore.simulator.device import DeviceConfig, DeviceJob, DeviceStore, SimD
 from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES
 from chiplore.simulator.fe_run import main as fe_run
 from chiplore.simulator.ferc import main as ferc
+from chiplore.simulator.target import KERNELS_DIR, SimRNGD
 from tests.simulator.one_line import refused
 from tests.simulator.programs import baseline_path
+from tests.simulator.test_kernel_packs import copy_pack, edit
 
 O_BASELINE = str(baseline_path("o"))
 # the empty kernel: no reference, so it is timed and never graded
@@ -99,6 +101,20 @@ def test_fixture_sets_are_named_or_refused(tmp_path: Path, probe: Path) -> None:
     ran = submit(tmp_path, probe, "--fixtures", "g0,exact", "--json")
     assert ran.exit_code == 0, ran.output
     assert [run["fixture"] for run in json.loads(ran.stdout)["runs"]] == ["g0", "g0", "exact", "exact"]
+
+
+def test_a_pack_installed_in_the_data_dir_is_graded_like_a_built_in_one(tmp_path: Path) -> None:
+    """`fe-run` grades every kernel SimRNGD offers: a pack `kernel add` installed in the data dir (here the
+    GQA pack under another name) is checked against its reference, not run ungraded."""
+    pack = copy_pack(tmp_path, folder="mine")
+    edit(pack / "kernel.toml", 'name = "gqa_project_qkv"', 'name = "my_gqa"')
+    edit(pack / "baseline.fe", "kernel gqa_project_qkv(", "kernel my_gqa(")
+    data = tmp_path / "data"
+    SimRNGD(kernels_dir=data / KERNELS_DIR).add_kernel(pack)  # what `chiplore kernel add` does with it
+    ran = submit(data, pack / "baseline.fe", "--fixtures", "exact,cancel", "--json", kernel="my_gqa")
+    assert ran.exit_code == 0, ran.output
+    correctness = json.loads(ran.stdout)["correctness"]
+    assert correctness is not None and correctness["passed"] and correctness["sets"] == ["exact", "cancel"]
 
 
 def test_a_bad_environment_value_is_one_line(tmp_path: Path, probe: Path) -> None:
