@@ -21,7 +21,9 @@ from chiplore import queries
 from chiplore.agents.acceptance import TRIAGE
 from chiplore.agents.judge import MIN_ACCEPT_PAIRS
 from chiplore.agents.loop import OptimizeContext, optimize
-from chiplore.agents.schedule import OptimizeConfig
+from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.proposers.search import SearchBudget
+from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import upgrade
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
@@ -270,8 +272,8 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
         assert "nor does the design space's first design" in root[0]["reason"]
         assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
         learn(store, target, VERSION)
-        again = optimize(OptimizeContext(store, target, VERSION),
-                         OptimizeConfig(kernels=(O_PROJ,), budget_s=60, patience=1))  # fmt: skip
+        again = optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=60,
+                         patience=1), Roles(BuiltinArchitect(SearchBudget(predictions=16))))  # fmt: skip
         new = store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode)-[:SUPERSEDES]->(old:DesignNode) "
                          "RETURN d.policy AS policy, d.status AS s, old.id AS old, old.status AS old_status, "
                          "old.owner AS owner")  # fmt: skip
