@@ -369,9 +369,9 @@ class KernelRun:
                          best.measured_cycles if best is not None else None,
                          margin=skip_margin(self._view.model.errors.get(self.name)))  # fmt: skip
 
-    def _stand_in(self, checked: CheckResult) -> tuple[str, str, str] | str:
+    def _stand_in(self, checked: CheckResult) -> RootChoice | str:
         """The design space's first design, where the official baseline cannot be compiled for this
-        chip nor ported (written for another shape, say): (source, change, rationale), or why nothing
+        chip nor ported (written for another shape, say), as the root, or why nothing
         stands in (no space, no valid design). The speedups are then against it, and the tree says so."""
         space, facts, version = self._view.space, self.run.knowledge.facts, self.run.context.version
         why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
@@ -392,9 +392,10 @@ class KernelRun:
             return nothing
         self.run.events.note(self.name, f"the official baseline does not compile here ({why}): the design "
                              "space's first design stands in for it")  # fmt: skip
-        return (
+        return RootChoice(
             source,
             f"root, generated: the official baseline does not compile ({why})",
+            "generated",
             f"the design space's first design, standing in for an official baseline this chip refuses ({why})",
         )
 
@@ -423,8 +424,8 @@ class KernelRun:
             return RootChoice(fixed.source, f"root, ported to {version}: {', '.join(fixed.changes)}", "official",
                               "the vendor's official baseline")  # fmt: skip
         stand_in = self._stand_in(checked)
-        if isinstance(stand_in, tuple):
-            return RootChoice(stand_in[0], stand_in[1], "generated", stand_in[2])
+        if isinstance(stand_in, RootChoice):
+            return stand_in
         return RootChoice(source, "root", "official", f"the vendor's official baseline; {stand_in}", stand_in)
 
     def measure_root(self) -> None:
@@ -453,13 +454,12 @@ class KernelRun:
             update_design(store, root_id, held_by=lease.owner, status="queued", lease_until=lease.until())
         else:
             choice = choice or self._root_choice()
-            source, change, policy, rationale, unreplaced = (choice.source, choice.change, choice.policy,
-                                                             choice.rationale, choice.unreplaced)  # fmt: skip
+            source, unreplaced = choice.source, choice.unreplaced
             root_id = design_id(spec.name, content_sha(source))
             # the baseline's price calibrates the model from the first device run on: a model whose
             # facts are off for this kernel (stale after an upgrade, say) does not screen out every design
-            node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy=policy, depth=0,
-                              rationale=rationale, change=change, status="queued",
+            node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy=choice.policy, depth=0,
+                              rationale=choice.rationale, change=choice.change, status="queued",
                               model_cycles=self._model_cycles(source),
                               owner=lease.owner, lease_until=lease.until())  # fmt: skip
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,

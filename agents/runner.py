@@ -79,9 +79,9 @@ class DeviceRunner:
         faults: list[str] = []
 
         def attempt() -> DeviceResult:
-            if self.exhausted():
+            left = self.budget_s - self._spent()  # the ledger is read once a job
+            if left <= 0:
                 raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent")
-            left = self.budget_s - self._spent()
             result = self._submit(job.model_copy(update={"limit_s": left if math.isfinite(left) else None}))
             self.spent_s += result.device_s
             runs.append(self.record(job, sha, result))
