@@ -3,7 +3,8 @@
 For one random pack (`build.random_pack`): load it as `chiplore kernel add` does (read and validate,
 the generated program of its space's first point included), build its design space, compile a
 seeded sample of the space's valid points (`SimRNGD.check`: its first, then drawn ones) and
-host-test the first drawn one (`SimRNGD.host_test`; the space's first where no other is found).
+host-test the first drawn one on the smoke and check sets (`SimRNGD.host_check`; the space's first
+where no other is found).
 Every outcome is data (`PackOutcome`), a Python exception included (where it happened and its
 message): a campaign counts them and goes on. `tabulate` sums outcomes by kind of
 kernel; `failure_reasons` lists the distinct reasons with the first seed that shows each.
@@ -21,6 +22,8 @@ from typing import Any
 
 from chiplore.core.errors import TargetError
 from chiplore.core.pack import DesignSpace, Facts, Params, points
+from chiplore.simulator.execute.grading import SMOKE_SET
+from chiplore.simulator.kernels.pack import CHECK_SETS
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing.build import PackBuild, crash_line, random_pack
@@ -118,7 +121,9 @@ def _load_and_design(build: PackBuild, target: SimRNGD, points: int, outcome: Pa
             outcome.host_test = "not run: no valid point sampled"
             return
         step = "host test"
-        tested = target.host_test(tested_source, spec.name, version)
+        # the smoke set and the check sets (`exact`, `cancel`): those see a rounding point a design lets go
+        tested = target.host_check(tested_source, spec.name, version, (SMOKE_SET, *CHECK_SETS))
+        assert tested is not None  # SimRNGD checks every kernel it offers
         if tested.correctness is None:
             outcome.host_test = f"not run: {tested.message}"
         elif tested.correctness.passed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import shutil
 from functools import cache
 from pathlib import Path
 
@@ -334,3 +335,71 @@ def test_the_stores_of_a_cluster_share_its_engines_out() -> None:
     assert len(stores) == 4
     cluster_1 = [{int(e) for e in s.split(", ") if int(e) >= 4} for s in stores]
     assert all(a.isdisjoint(b) for a, b in itertools.combinations(cluster_1, 2))
+
+
+# ---- rounding points ------------------------------------------------------------------------------
+
+PACKS = Path(__file__).parent / "packs"
+
+
+def test_a_rounding_point_the_check_sets_see_is_kept() -> None:
+    """A pack written from the docs alone rounds k to bf16 before RoPE, and its `cancel` set draws
+    large rows whose rotation cancels: a k kept in f32 misses the reference there. Each design of its
+    space keeps the point (the rounding costs nothing: RoPE commits k anyway, so no `rounding` knob
+    offers to let it go) and matches the reference on every set."""
+    kv = read_pack(PACKS / "kv_rope_blockscale", "test")
+    space = generated_space(kv.spec)
+    assert space is not None, generation_problem(kv.spec)
+    assert "rounding" not in {knob.name for knob in space.knobs}
+    facts = compile_facts("0.6.0")
+    for p in sample_points(space, facts, 2, random.Random("rounding")):
+        source = space.source(p, facts, "0.6.0")
+        assert re.search(r"let pre_rope\w*: dm<bf16>", source), p  # k is rounded where RoPE commits it
+        result = host_test(source, kv.case, "0.6.0", ("g0", "exact", "cancel"))
+        assert result.correctness is not None and result.correctness.passed, (p, result.message)
+
+
+def test_the_rounding_knob_lets_go_only_the_points_that_cost_a_pass() -> None:
+    """The FFN rounds up, gate and the down projection to bf16: a design keeps them all (`rounding`
+    1, the first) or only those where the value is committed anyway (0: closer to the f32 ideal,
+    a pass shorter; the kernel's grading decides)."""
+    space, facts = space_of("decoder_feedforward"), compile_facts("0.6.0")
+    assert space.knobs[-1].name == "rounding" and space.knobs[-1].values == (1, 0)
+    kept = first_point(space, facts)
+    assert kept["rounding"] == 1
+    loose = kept | {"rounding": 0}
+    programs = {r: space.program(p, facts) for r, p in ((1, kept), (0, loose))}
+    assert programs[1].rounding_dropped == 0 and programs[0].rounding_dropped > 0  # type: ignore[union-attr]
+    sources = {r: space.source(p, facts, "0.6.0") for r, p in ((1, kept), (0, loose))}
+    assert sources[1].count("dm<bf16>") > sources[0].count("dm<bf16>")
+    assert all(check(source, "0.6.0").ok for source in sources.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rounding", [1, 0])
+def test_either_rounding_computes_the_ffn(rounding: int) -> None:
+    space, facts = space_of("decoder_feedforward"), compile_facts("0.6.0")
+    source = space.source(first_point(space, facts) | {"rounding": rounding}, facts, "0.6.0")
+    result = host_test(source, pack("decoder_feedforward").case, "0.6.0")
+    assert result.correctness is not None and result.correctness.passed, result.message
+
+
+def test_members_run_as_one_lane_only_where_they_round_alike(tmp_path: Path) -> None:
+    """q, k and v of the sliding QKV are rounded after their head norms; v rides RoPE as an identity,
+    which rounds it again, harmlessly. Once v's head norm no longer rounds, the lane would round v
+    where its graph does not: the members are lowered one by one, and the design still computes the
+    kernel."""
+    folder = tmp_path / "qkv"
+    [source_folder] = [f for f in shipped_folders() if f.name == "sliding_project_qkv"]
+    shutil.copytree(source_folder, folder)
+    text = (folder / "kernel.toml").read_text()
+    assert text.count('out = "vn"\nround_bf16 = true') == 1
+    (folder / "kernel.toml").write_text(text.replace('out = "vn"\nround_bf16 = true', 'out = "vn"'))
+    edited = read_pack(folder, "test")
+    for spec, lane in ((pack("sliding_project_qkv").spec, True), (edited.spec, False)):
+        analysis = analyse(spec.ops, read_signature(spec.baseline_source, spec.name))  # type: ignore[arg-type]
+        assert (fuse(analysis.groups[0], analysis) is not None) == lane
+    space, facts = generated_space(edited.spec), compile_facts("0.6.0")
+    assert space is not None
+    result = host_test(space.source(first_point(space, facts), facts, "0.6.0"), edited.case, "0.6.0")
+    assert result.correctness is not None and result.correctness.passed, result.message

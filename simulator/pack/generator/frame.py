@@ -6,6 +6,12 @@ slice digits, and across the clusters when the vector is split over them). A *va
 committed to a DM tensor or a pass still being built: element-wise ops extend the pass, and the value
 is committed only when something needs it in memory (a second reader, a register operand, a store),
 or when the pass's vector chain is full.
+
+A value may carry a *rounding point* (the kernel's reference rounds it to bf16 there, `round_bf16`).
+The vector engine cannot round within a pass, only the commit that narrows to bf16 does, so the
+point is kept by committing the value in bf16 before anything reads on: where the value is committed
+anyway this is free (half the bytes); where a reader would have extended its pending pass it costs a
+pass, and an emitter that keeps only the free points (`rounding="free"`) lets the reader go on in f32.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class Value:
     view: str = ""
     pass_: Pass | None = None
     uses: int = 1  # readers still to come
+    narrow: bool = False  # a rounding point not kept yet: readers want the value rounded to bf16
 
     @property
     def pending(self) -> bool:
@@ -68,14 +75,17 @@ class Value:
 class FrameEmitter:
     """Writes passes over values of frames into a program. `recompute`: a value read again by a sum
     (a norm) is recomputed from its pass's source instead of being committed and read back. `release`:
-    a pass that reads a register is committed at once, so no register outlives the pass that reads it."""
+    a pass that reads a register is committed at once, so no register outlives the pass that reads it.
+    `rounding`: "all" keeps every rounding point, "free" only those where the value is committed anyway."""
 
-    def __init__(self, program: Program, recompute: bool = False, release: bool = False) -> None:
+    def __init__(self, program: Program, recompute: bool = False, release: bool = False, rounding: str = "all") -> None:
         self.p = program
         self.facts = program.facts
         self.limit = vocab.chain_limit(program.facts)
         self.recompute = recompute
         self.release = release
+        self.keep_all = rounding == "all"
+        self.dropped = 0  # rounding points let go (a reader went on in f32): see `rounding`
 
     # ---- reading values ----------------------------------------------------------------------
 
@@ -91,11 +101,16 @@ class FrameEmitter:
         pending = value.pass_
         if consume:
             value.uses -= 1
+        if value.narrow and self.keep_all:
+            self.round(value)
+            return self.start(value)
         if pending is not None and pending.chain + more <= self.limit:
             if consume and value.uses <= 0:
+                self.drop(value)
                 value.pass_ = None
                 return pending
             if not consume and self.recompute and not any(op.startswith(TRANSCENDENTAL) for op in pending.ops):
+                self.drop(value)
                 return replace(pending, ops=list(pending.ops), vrfs=list(pending.vrfs))
         if value.pass_ is not None:
             self.commit(value, "f32")
@@ -127,9 +142,32 @@ class FrameEmitter:
         for vrf in pass_.vrfs:
             self.p.vrf_used(vrf)
 
-    def commit(self, value: Value, dtype: str, stem: str = "v") -> Value:
-        """Put the value in a DM tensor of `dtype` (in place; nothing happens when it already is one)."""
-        if not value.pending and value.dtype == dtype:
+    def drop(self, value: Value) -> None:
+        """Let the value's rounding point go: its readers go on in f32 (only under `rounding="free"`)."""
+        if value.narrow:
+            self.dropped += 1
+            value.narrow = False
+
+    def round(self, value: Value, stem: str = "rnd") -> Value:
+        """Keep the value's rounding point: commit it in bf16 (in place; a pass when it is already
+        committed wider)."""
+        assert value.pending or not value.view, "a view's rows are rounded as a whole copy of its tensor"
+        value.narrow = False
+        if value.dtype != "bf16" or value.pending:
+            self.commit(value, "bf16", stem=stem)
+        return value
+
+    def commit(self, value: Value, dtype: str, stem: str = "v", exact: bool = False) -> Value:
+        """Put the value in a DM tensor of `dtype` (in place; nothing happens when it already is one).
+        A value at a rounding point is committed in bf16 instead of f32, and a value in bf16 already stays
+        so, unless `exact` (a reader of either widens what it fetches); with `exact`, an f32 tensor."""
+        if value.narrow and (value.pending or self.keep_all) and (self.keep_all or not exact or dtype == "bf16"):
+            self.round(value, stem=stem)
+            if not exact:
+                return value
+        if exact and dtype == "f32":
+            self.drop(value)  # an f32 output of a rounded value: a second pass, kept under "all" only
+        if not value.pending and (value.dtype == dtype or (dtype == "f32" and not exact)):
             return value
         pass_ = value.pass_ if value.pass_ is not None else self.start(value)
         if not pass_.ops and not pass_.reducer and pass_.source_dtype == dtype:  # the source is the value

@@ -140,6 +140,7 @@ class Inputs:
             else:
                 raise Unsupported(f"{op.op} {out} on the input side of group {self.group.index}")
             value.uses = readers.get(out, 0)
+            value.narrow = op.round_bf16
             self.values[out] = value
             for sink in self.group.input_sinks:
                 if sink.input == out:
@@ -155,7 +156,7 @@ class Inputs:
         stored = value
         if dtype != value.dtype or value.pending:
             stored = value if value.uses <= 1 else Value(self.frame, tensor=value.tensor, dtype=value.dtype, uses=1)
-            self.e.commit(stored, dtype, stem="kept")
+            self.e.commit(stored, dtype, stem="kept", exact=True)
         value.uses -= 1
         where = f"{target.name}.rename({self.sig.axis_of(target.dims)}, {self.geo.k_axis}, 0)"
         self.e.p.store(stored.tensor, where)

@@ -28,6 +28,15 @@ class Step:
     parts: tuple[tuple[str, Part], ...] = ()  # (operand role, this member's part)
     op: GraphOp | None = None
 
+    @property
+    def round(self) -> bool:
+        return bool(getattr(self.op, "round_bf16", False))
+
+    @property
+    def match(self) -> tuple[object, ...]:
+        """What must be equal for two members' steps to run as one (a rounding point included)."""
+        return (self.kind, self.key, self.round)
+
 
 @dataclass
 class FusedStep:
@@ -35,6 +44,7 @@ class FusedStep:
     key: tuple[object, ...]
     operands: dict[str, Operand]
     identity: frozenset[int] = frozenset()  # members for which the step changes nothing
+    round: bool = False  # a rounding point after the step (for the identity members too: see `fuse`)
 
 
 @dataclass
@@ -114,31 +124,35 @@ def fuse(group: Group, analysis: Analysis) -> Lane | None:
     if any(c is None for c in chains):
         return None
     segments = [_segments(c[0]) for c in chains if c is not None]
-    anchors = [[(s[0].kind, s[0].key) for s in seg[1::2]] for seg in segments]
-    if any(a != anchors[0] for a in anchors) or any(k == "rms_norm" for k, _ in anchors[0]):
+    anchors = [[s[0].match for s in seg[1::2]] for seg in segments]
+    if any(a != anchors[0] for a in anchors) or any(k[0] == "rms_norm" for k in anchors[0]):
         return None  # a norm over the whole vector does not fuse across members
+    if len({m.op.round_bf16 for m in group.members}) > 1:
+        return None  # the accumulators are rounded for all members or for none
     fused: list[FusedStep] = []
     done: list[list[int]] = [[] for _ in group.members]  # per member: fused step index after each own step
     for position in range(len(segments[0])):
         pieces = [seg[position] for seg in segments]
         if position % 2:  # an anchor: every member has it
-            fused.append(_merge(pieces[0][0].kind, pieces[0][0].key, [p[0] for p in pieces], group))
+            fused.append(_merge(pieces[0][0], [p[0] for p in pieces], group))
             for own in done:
                 own.append(len(fused))
             continue
         longest = max(pieces, key=len)
-        keys = [(s.kind, s.key) for s in longest]
-        placed = [_subsequence([(s.kind, s.key) for s in piece], keys) for piece in pieces]
+        keys = [s.match for s in longest]
+        placed = [_subsequence([s.match for s in piece], keys) for piece in pieces]
         if any(p is None for p in placed):
             return None
-        for index, (kind, key) in enumerate(keys):
+        for index, step in enumerate(longest):
             steps = [
                 piece[placed_at.index(index)] if index in placed_at else None
                 for piece, placed_at in zip(pieces, placed, strict=True)
             ]  # type: ignore[arg-type]
-            fused.append(_merge(kind, key, steps, group))
+            fused.append(_merge(step, steps, group))
         for own, placed_at in zip(done, placed, strict=True):
             own.extend(len(fused) - len(keys) + i + 1 for i in placed_at)  # type: ignore[union-attr]
+    if not _rounds_agree(group, fused):
+        return None
     lane = Lane(group.members, fused)
     for member, c, own in zip(group.members, chains, done, strict=True):
         assert c is not None
@@ -162,9 +176,21 @@ def _segments(steps: list[Step]) -> list[list[Step]]:
     return out
 
 
-def _subsequence(
-    part: list[tuple[str, tuple[object, ...]]], whole: list[tuple[str, tuple[object, ...]]]
-) -> list[int] | None:
+def _rounds_agree(group: Group, fused: list[FusedStep]) -> bool:
+    """Whether the lane rounds each member's rows only where its own chain does. A rounding step
+    rounds its identity members as well: harmless only when their rows are rounded already (rounding
+    is idempotent, and an identity leaves a value unchanged)."""
+    rounded = {m.index: m.op.round_bf16 for m in group.members}
+    for step in fused:
+        for m in group.members:
+            if m.index not in step.identity:
+                rounded[m.index] = step.round
+            elif step.round and not rounded[m.index]:
+                return False
+    return True
+
+
+def _subsequence(part: list[tuple[object, ...]], whole: list[tuple[object, ...]]) -> list[int] | None:
     """Where each of `part` sits in `whole`, in order (None when it is not a subsequence)."""
     at, out = 0, []
     for item in part:
@@ -177,7 +203,8 @@ def _subsequence(
     return out
 
 
-def _merge(kind: str, key: tuple[object, ...], steps: list[Step | None], group: Group) -> FusedStep:
+def _merge(first: Step, steps: list[Step | None], group: Group) -> FusedStep:
+    kind, key = first.kind, first.key
     roles = IDENTITY.get(kind, {})
     operands: dict[str, Operand] = {}
     identity = frozenset(m.index for m, step in zip(group.members, steps, strict=True)
@@ -191,4 +218,4 @@ def _merge(kind: str, key: tuple[object, ...], steps: list[Step | None], group: 
         if kind == "scale":
             shape = "scalar"
         operands[role] = Operand(shape, tuple(parts))  # type: ignore[arg-type]
-    return FusedStep(kind, key, operands, identity)
+    return FusedStep(kind, key, operands, identity, first.round)

@@ -56,11 +56,18 @@ class Rows:
         if lane is not None:
             self._lane(lane, root)
             return self.exports
+        rounded: Value | None = None  # the rows in bf16, for the members that round when others do not
         for member in group.members:
             view = self.operands.tile((member,))
             if view:
-                self.e.commit(root, "f32", stem="rows")
-                self.values[member.out] = Value(self.frame, root.tensor, "f32", view,
+                source = self.e.commit(root, "f32", stem="rows")
+                if member.op.round_bf16 and source.dtype != "bf16":
+                    if self.e.keep_all:  # a view is read in the whole tensor's layout: a whole rounded copy
+                        rounded = rounded or self.e.round(Value(self.frame, root.tensor, root.dtype), stem="rows")
+                        source = rounded
+                    else:
+                        self.e.drop(Value(self.frame, narrow=True))
+                self.values[member.out] = Value(self.frame, source.tensor, source.dtype, view,
                                                 uses=self.readers.get(member.out, 0))  # fmt: skip
             else:
                 self.values[member.out] = root
@@ -91,6 +98,7 @@ class Rows:
             shape = "row" if role == "row" else "scalar"
             value = self._by("mul", value, Operand(shape, tuple(parts)), members)  # type: ignore[arg-type]
         value.uses = max(readers, 1)
+        value.narrow = all(m.op.round_bf16 for m in members)  # each member's rows are rounded on their own otherwise
         return value
 
     # ---- operands -------------------------------------------------------------------------------
@@ -119,6 +127,7 @@ class Rows:
                     self._sink(sink, value, member, self.operands.tile((member,)))
             if done < len(lane.steps):
                 value = self._fused(lane.steps[done], value, lane.members)
+                value.narrow = lane.steps[done].round
 
     def _fused(self, step: FusedStep, value: Value, members: tuple[Member, ...]) -> Value:
         if step.kind in ("scale", "mul", "add"):
@@ -173,6 +182,7 @@ class Rows:
             else:
                 raise Unsupported(f"{op.op} on the rows of group {self.group.index}")
             result.uses = self.readers.get(out, 0)
+            result.narrow = op.round_bf16
             self.values[out] = result
             for name, _ in self.group.exports:
                 if name == out:
@@ -249,8 +259,9 @@ class Rows:
         value.uses -= 1
         turned = self.e.p.name("turned_d")
         roll = f"{value.ref()}.roll({self.geo.row_mod(hd)} / {hd // 2}, 1)"
+        fetch = self.e.fetch_text(Pass(roll, value.dtype, frame.time, frame.packet))
         self.e.p.emit(f"    let {turned}: dm<f32>{{..{frame.layout}, elem: [{frame.elem}]}} = main({roll})\n"
-                      f"        .fetch(time = [{frame.time}], packet = [{frame.packet}])\n"
+                      f"        {fetch}\n"
                       f"        .vector(mul(vrf = {sin}))\n        .commit();\n")  # fmt: skip
         self.e.p.vrf_used(sin)
         self.e.p.dm(frame.elements, "f32")
@@ -266,7 +277,7 @@ class Rows:
             self.exports[sink] = (Value(self.frame, value.tensor, "bf16", value.view or view), member)
             return
         target = self.sig.param(sink.to if isinstance(sink, Store) else sink.cache)
-        self.e.commit(value, target.dtype if target.dtype in ("bf16", "f32") else "bf16", stem="out")
+        self.e.commit(value, target.dtype if target.dtype in ("bf16", "f32") else "bf16", stem="out", exact=True)
         value.uses -= 1
         m = member or self.group.members[0]
         dims = target.dims
