@@ -44,10 +44,6 @@ class Design:
     # Each pass that reads a register is committed at once, so the register dies with it: the VRF holds
     # one pass's operands at a time, at the cost of a pass per operand (a VRF too small for the rest).
     release_registers: bool = False
-    # "all": every rounding point of the op graph is kept (a bf16 commit, a pass where none was due);
-    # "free": only where the value is committed anyway. Closer to the f32 ideal, further from a
-    # reference that rounds: a kernel's grading decides whether it passes.
-    rounding: str = "all"
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -78,8 +74,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         }
     )
     program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare, design.chip), reserved)
-    emitter = FrameEmitter(program, recompute=design.recompute, release=design.release_registers,
-                           rounding=design.rounding)  # fmt: skip
+    emitter = FrameEmitter(program, recompute=design.recompute, release=design.release_registers)
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:
         program.layouts.update(geo.layouts())
@@ -106,7 +101,6 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators).run()
         for name, (value, member) in out.items():
             exports[name] = (value, member, geo)
-    program.rounding_dropped = emitter.dropped
     return program
 
 

@@ -11,7 +11,7 @@ A value may carry a *rounding point* (the kernel's reference rounds it to bf16 t
 The vector engine cannot round within a pass, only the commit that narrows to bf16 does, so the
 point is kept by committing the value in bf16 before anything reads on: where the value is committed
 anyway this is free (half the bytes); where a reader would have extended its pending pass it costs a
-pass, and an emitter that keeps only the free points (`rounding="free"`) lets the reader go on in f32.
+pass.
 """
 
 from __future__ import annotations
@@ -75,17 +75,14 @@ class Value:
 class FrameEmitter:
     """Writes passes over values of frames into a program. `recompute`: a value read again by a sum
     (a norm) is recomputed from its pass's source instead of being committed and read back. `release`:
-    a pass that reads a register is committed at once, so no register outlives the pass that reads it.
-    `rounding`: "all" keeps every rounding point, "free" only those where the value is committed anyway."""
+    a pass that reads a register is committed at once, so no register outlives the pass that reads it."""
 
-    def __init__(self, program: Program, recompute: bool = False, release: bool = False, rounding: str = "all") -> None:
+    def __init__(self, program: Program, recompute: bool = False, release: bool = False) -> None:
         self.p = program
         self.facts = program.facts
         self.limit = vocab.chain_limit(program.facts)
         self.recompute = recompute
         self.release = release
-        self.keep_all = rounding == "all"
-        self.dropped = 0  # rounding points let go (a reader went on in f32): see `rounding`
 
     # ---- reading values ----------------------------------------------------------------------
 
@@ -101,16 +98,14 @@ class FrameEmitter:
         pending = value.pass_
         if consume:
             value.uses -= 1
-        if value.narrow and self.keep_all:
+        if value.narrow:
             self.round(value)
             return self.start(value)
         if pending is not None and pending.chain + more <= self.limit:
             if consume and value.uses <= 0:
-                self.drop(value)
                 value.pass_ = None
                 return pending
             if not consume and self.recompute and not any(op.startswith(TRANSCENDENTAL) for op in pending.ops):
-                self.drop(value)
                 return replace(pending, ops=list(pending.ops), vrfs=list(pending.vrfs))
         if value.pass_ is not None:
             self.commit(value, "f32")
@@ -142,12 +137,6 @@ class FrameEmitter:
         for vrf in pass_.vrfs:
             self.p.vrf_used(vrf)
 
-    def drop(self, value: Value) -> None:
-        """Let the value's rounding point go: its readers go on in f32 (only under `rounding="free"`)."""
-        if value.narrow:
-            self.dropped += 1
-            value.narrow = False
-
     def round(self, value: Value, stem: str = "rnd") -> Value:
         """Keep the value's rounding point: commit it in bf16 (in place; a pass when it is already
         committed wider)."""
@@ -161,12 +150,8 @@ class FrameEmitter:
         """Put the value in a DM tensor of `dtype` (in place; nothing happens when it already is one).
         A value at a rounding point is committed in bf16 instead of f32, and a value in bf16 already stays
         so, unless `exact` (a reader of either widens what it fetches); with `exact`, an f32 tensor."""
-        if value.narrow and (value.pending or self.keep_all) and (self.keep_all or not exact or dtype == "bf16"):
+        if value.narrow:
             self.round(value, stem=stem)
-            if not exact:
-                return value
-        if exact and dtype == "f32":
-            self.drop(value)  # an f32 output of a rounded value: a second pass, kept under "all" only
         if not value.pending and (value.dtype == dtype or (dtype == "f32" and not exact)):
             return value
         pass_ = value.pass_ if value.pass_ is not None else self.start(value)

@@ -111,7 +111,6 @@ class Program:
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
         self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
-        self.rounding_dropped = 0  # rounding points of the op graph the program lets go (Design.rounding)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no

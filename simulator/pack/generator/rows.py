@@ -62,11 +62,9 @@ class Rows:
             if view:
                 source = self.e.commit(root, "f32", stem="rows")
                 if member.op.round_bf16 and source.dtype != "bf16":
-                    if self.e.keep_all:  # a view is read in the whole tensor's layout: a whole rounded copy
-                        rounded = rounded or self.e.round(Value(self.frame, root.tensor, root.dtype), stem="rows")
-                        source = rounded
-                    else:
-                        self.e.drop(Value(self.frame, narrow=True))
+                    # a view is read in the whole tensor's layout: the rounded rows are a whole copy
+                    rounded = rounded or self.e.round(Value(self.frame, root.tensor, root.dtype), stem="rows")
+                    source = rounded
                 self.values[member.out] = Value(self.frame, source.tensor, source.dtype, view,
                                                 uses=self.readers.get(member.out, 0))  # fmt: skip
             else:

@@ -116,19 +116,16 @@ class GeneratedSpace:
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
         # why a design is invalid (None: it is valid), per design with `stagger` off and facts: see why_invalid
         self._verdicts: dict[tuple[Design, tuple[tuple[str, float], ...]], str | None] = {}
-        first = self._dry_run()
-        # `rounding` 0 lets the rounding points go that cost a pass; a knob only where the first design has one
-        if self._write(dataclasses.replace(first, rounding="free"), {}).rounding_dropped:
-            self.knobs = (*self.knobs, Knob("rounding", (1, 0)))
+        self._dry_run()
 
-    def _dry_run(self) -> Design:
+    def _dry_run(self) -> None:
         """Write one design with the documented defaults, so that a graph the writers cannot lower is
         refused now (Unsupported, with the reason), not as a space of nothing but invalid points."""
         for setting in settings(self):
             design = self.design(setting, {})
             if not isinstance(design, str):
                 self._write(design, {})
-                return design
+                return
         raise Unsupported(f"{self.kernel}: no knob setting fits its rows and columns on the slices")
 
     def _write(self, design: Design, facts: Facts) -> Program:
@@ -346,8 +343,7 @@ class GeneratedSpace:
         if engines not in self.engine_counts:
             return "engines"
         return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)),
-                      copy_spare=bcast == 2, chip=self.chip,
-                      rounding="all" if params.get("rounding", 1) else "free")  # fmt: skip
+                      copy_spare=bcast == 2, chip=self.chip)  # fmt: skip
 
     def _layout(self, unit: int, depth: int, spread: bool, tail: int,
                 cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip
@@ -411,8 +407,6 @@ class GeneratedSpace:
             return str(error)
         if design.copy_spare and not result.copied_input:
             return "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
-        if design.rounding == "free" and not result.rounding_dropped:
-            return "rounding 0: every rounding point is kept at no cost here: rounding 1 writes it"
         dm, vrf = result.budget.dm, result.budget.vrf_peak()
         if dm > vocab.usable_dm(facts):
             return f"{dm:,} B of DM per slice"
