@@ -11,6 +11,9 @@ lexer of Ferrite for the report (`lexer`). Nothing here reads the simulator's hi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from chiplore.core.pack import DesignSpace, Facts, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
@@ -25,6 +28,14 @@ from chiplore.simulator.pack.lexer import FerriteLexer
 from chiplore.simulator.pack.params import CHIP_ROOF, PARAMS
 from chiplore.simulator.pack.rule_probes import RULE_PROBES
 from chiplore.simulator.toolchain.stats import analyze
+
+# Spaces are shared by every pack in the process: a space is a function of the kernel and the chip's
+# shape, and it keeps what it worked out (its programs, which settings are valid under which facts;
+# chiplore.core.pack.valid_points remembers a space's points). Each target, each test, each run made
+# its own before, and enumerated the FFN's 17,920 settings again (10 s) under every facts set.
+_SPACES: OrderedDict[str, DesignSpace | None] = OrderedDict()
+_SPACES_KEPT = 32  # kernels x shapes one process works with
+_SPACES_LOCK = threading.Lock()
 
 
 class SimRNGDPack(TargetPack):
@@ -44,17 +55,23 @@ class SimRNGDPack(TargetPack):
         self.repairs = FercRepairs(self.compiler)
         # every program priced the same way, a generated design's as an LLM's: by ferc's statistics
         self.cost_model = StatsCostModel(analyze)
-        self._spaces: dict[str, DesignSpace | None] = {}
 
     def design_space(self, kernel: KernelSpec, facts: Facts | None = None) -> DesignSpace | None:
         """The generator's space for the kernel's op graph on the chip's learnt shape (None without a
         graph, or with one it cannot write: `chiplore.simulator.pack.generator.generation_problem` says
-        why). One per spec and shape: a space keeps the programs it wrote."""
+        why). One per spec and shape in the process: a space keeps the programs it wrote."""
         chip = vocab.chip(facts or {})
         key = kernel.model_dump_json(include={"name", "baseline_source", "ops"}) + repr(chip)
-        if key not in self._spaces:
-            self._spaces[key] = generated_space(kernel, chip)
-        return self._spaces[key]
+        with _SPACES_LOCK:
+            if key in _SPACES:
+                _SPACES.move_to_end(key)
+                return _SPACES[key]
+        space = generated_space(kernel, chip)  # outside the lock: a big space takes seconds to build
+        with _SPACES_LOCK:
+            space = _SPACES.setdefault(key, space)
+            while len(_SPACES) > _SPACES_KEPT:
+                _SPACES.popitem(last=False)
+        return space
 
     def lexer(self) -> FerriteLexer:
         """Ferrite's Pygments lexer (the optional TargetPack member the report highlights programs with)."""
