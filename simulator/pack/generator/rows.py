@@ -59,10 +59,10 @@ class Rows:
         rounded: Value | None = None  # the rows in bf16, for the members that round when others do not
         for member in group.members:
             view = self.operands.tile((member,))
-            if view:
+            own = member.op.round_bf16 and not root.narrow and root.dtype != "bf16"  # rounded, unlike others
+            if view or own:
                 source = self.e.commit(root, "f32", stem="rows")
-                if member.op.round_bf16 and source.dtype != "bf16":
-                    # a view is read in the whole tensor's layout: the rounded rows are a whole copy
+                if own:  # a view is read in the whole tensor's layout: the rounded rows are a whole copy
                     rounded = rounded or self.e.round(Value(self.frame, root.tensor, root.dtype), stem="rows")
                     source = rounded
                 self.values[member.out] = Value(self.frame, source.tensor, source.dtype, view,
