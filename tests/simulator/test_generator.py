@@ -396,3 +396,23 @@ def test_members_run_as_one_lane_only_where_they_round_alike(tmp_path: Path) -> 
             assert re.search(r"let rows\w*: dm<bf16>", source), source  # q and k's rounded copy
         result = host_test(source, edited.case, "0.6.0", ("g0", "exact", "cancel"))
         assert result.correctness is not None and result.correctness.passed, (name, result.message)
+
+
+def test_an_unweighted_input_norm_whose_scalar_drops_computes_the_graph(tmp_path: Path) -> None:
+    """QKV renormalises every output per head, so the input norm's scalar drops; without a weight the
+    normed input is the input itself. Its rounding point is the TRF copy's, and the design computes
+    the graph on every set (the reference is the graph's: no reference.py)."""
+    [source_folder] = [f for f in shipped_folders() if f.name == "sliding_project_qkv"]
+    folder = tmp_path / "qkv"
+    shutil.copytree(source_folder, folder)
+    (folder / "reference.py").unlink()
+    text = (folder / "kernel.toml").read_text()
+    old = 'input = "x"\nweight = "input_rms_weight"\nout = "h"'
+    assert text.count(old) == 1
+    (folder / "kernel.toml").write_text(text.replace(old, 'input = "x"\nout = "h"'))
+    edited = read_pack(folder, "test")
+    space, facts = generated_space(edited.spec), compile_facts("0.6.0")
+    assert space is not None and space.analysis.groups[0].weight_only_norm
+    result = host_test(space.source(first_point(space, facts), facts, "0.6.0"), edited.case, "0.6.0",
+                       ("g0", "exact", "cancel"))  # fmt: skip
+    assert result.correctness is not None and result.correctness.passed, result.message

@@ -139,8 +139,12 @@ class Inputs:
                 value = self._elementwise(op, params)
             else:
                 raise Unsupported(f"{op.op} {out} on the input side of group {self.group.index}")
+            fresh = not any(value is other for other in self.values.values())
             value.uses = readers.get(out, 0)
-            value.narrow = op.round_bf16
+            # an op that changed nothing (a norm whose scalar drops, without weight) is its input, which
+            # other ops may read unrounded: the copy for the TRF rounds it for the contraction
+            if fresh:
+                value.narrow = op.round_bf16
             self.values[out] = value
             for sink in self.group.input_sinks:
                 if sink.input == out:
