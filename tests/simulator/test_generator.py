@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import random
 import re
-import shutil
 from functools import cache
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
+from tests.simulator.test_kernel_packs import copy_pack, edit
 
 OLD = {C.WIDEN: 0.0, C.DECODE: 1.0, C.ALLREDUCE: 0.0, C.BRIDGE: 0.0, C.F8_STREAM: 1.0, C.F4_STREAM: 0.0}
 NEWER = {C.WIDEN: 1.0, C.DECODE: 1.0, C.ALLREDUCE: 1.0, C.BRIDGE: 1.0, C.F8_STREAM: 1.0, C.F4_STREAM: 1.0}
@@ -373,7 +373,6 @@ def test_members_run_as_one_lane_only_where_they_round_alike(tmp_path: Path) -> 
     where its graph does not; once v's projection no longer rounds, the shared accumulator rows cannot
     be rounded for all three. Either way the members are lowered one by one (q and k read a rounded
     copy of the rows in the second case), and the design computes the kernel on every set."""
-    [source_folder] = [f for f in shipped_folders() if f.name == "sliding_project_qkv"]
     edits = {"vn": ('out = "vn"\nround_bf16 = true', 'out = "vn"'),
              "v": ('out = "v"\nround_bf16 = true', 'out = "v"')}  # fmt: skip
     lane_spec = pack("sliding_project_qkv").spec
@@ -381,11 +380,8 @@ def test_members_run_as_one_lane_only_where_they_round_alike(tmp_path: Path) -> 
     assert fuse(analysis.groups[0], analysis) is not None
     facts = compile_facts("0.6.0")
     for name, (old, new) in edits.items():
-        folder = tmp_path / name
-        shutil.copytree(source_folder, folder)
-        text = (folder / "kernel.toml").read_text()
-        assert text.count(old) == 1
-        (folder / "kernel.toml").write_text(text.replace(old, new))
+        folder = copy_pack(tmp_path, "sliding_project_qkv", name)
+        edit(folder / "kernel.toml", old, new)
         edited = read_pack(folder, "test")
         analysis = analyse(edited.spec.ops, read_signature(edited.spec.baseline_source, edited.spec.name))  # type: ignore[arg-type]
         assert fuse(analysis.groups[0], analysis) is None, name
@@ -402,14 +398,9 @@ def test_an_unweighted_input_norm_whose_scalar_drops_computes_the_graph(tmp_path
     """QKV renormalises every output per head, so the input norm's scalar drops; without a weight the
     normed input is the input itself. Its rounding point is the TRF copy's, and the design computes
     the graph on every set (the reference is the graph's: no reference.py)."""
-    [source_folder] = [f for f in shipped_folders() if f.name == "sliding_project_qkv"]
-    folder = tmp_path / "qkv"
-    shutil.copytree(source_folder, folder)
+    folder = copy_pack(tmp_path, "sliding_project_qkv")
     (folder / "reference.py").unlink()
-    text = (folder / "kernel.toml").read_text()
-    old = 'input = "x"\nweight = "input_rms_weight"\nout = "h"'
-    assert text.count(old) == 1
-    (folder / "kernel.toml").write_text(text.replace(old, 'input = "x"\nout = "h"'))
+    edit(folder / "kernel.toml", 'input = "x"\nweight = "input_rms_weight"\nout = "h"', 'input = "x"\nout = "h"')
     edited = read_pack(folder, "test")
     space, facts = generated_space(edited.spec), compile_facts("0.6.0")
     assert space is not None and space.analysis.groups[0].weight_only_norm
