@@ -6,6 +6,7 @@ Deterministic from the seed (ties are broken by a seeded order)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from chiplore.agents.proposers.base import DesignProposal, KernelView, Role
 from chiplore.agents.proposers.search import Priced, Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import DesignSpace, Params, neighbours, valid_points
+from chiplore.core.pack import DesignSpace, Params, neighbours, shuffled_points
 
 
 class BuiltinArchitect:
@@ -29,21 +30,16 @@ class BuiltinArchitect:
         if space is None:
             return []
         facts = view.knowledge.facts
-        valid = valid_points(space, facts)
         # a later architect round (a new branch far from the bound) searches from another seeded sample
         search = Search(space, facts, view.version, view.predicted, self.budget)
-        priced = search_space(search, valid, view.seed + view.architect_designs)
+        priced = search_space(search, shuffled_points(space, facts, view.seed + view.architect_designs))
         fresh = _fresh(view, priced.values())
         if len(fresh) < count:  # the tree holds what the search found: the rest of the space, in seeded order
-            rest = [p for p in valid if setting_key(p) not in priced]
-            random.Random(view.seed + 1).shuffle(rest)
-            for start in range(0, len(rest), self.budget.predictions):
-                batch = rest[start : start + self.budget.predictions]
+            rest = (p for p in shuffled_points(space, facts, view.seed + 1) if setting_key(p) not in priced)
+            while len(fresh) < count and (batch := list(itertools.islice(rest, self.budget.predictions))):
                 more = [Priced(p, src, view.predicted(src, p) or math.inf)
                         for p in batch for src in [space.source(p, facts, view.version)]]  # fmt: skip
                 fresh += _fresh(view, more)
-                if len(fresh) >= count:
-                    break
         order = {setting_key(p.params): i for i, p in enumerate(fresh)}
         ranked = [p.params for p in sorted(fresh, key=lambda p: (_rank(p.cycles), order[setting_key(p.params)]))]
         first = space.knobs[0].name

@@ -3,7 +3,7 @@
 A prediction costs what the pack's cost model costs: microseconds for a model over knobs, a compile
 for one over a program's statistics, and a generated space holds hundreds to thousands of valid
 settings. So a search prices a bounded number of them (`SearchBudget`), the way a tuner's search
-strategy spends its cost model: a seeded sample of the valid settings first, then hill climbs from
+strategy spends its cost model: a seeded sample of the valid settings first (drawn lazily), then hill climbs from
 the best sampled setting of each value of the space's first knob (its most structural choice), each
 step moving one knob to whichever of its values prices best, while that improves. A setting is
 priced once per search; the tree's known programs are priced too (a climb may pass through them)
@@ -12,10 +12,10 @@ but never proposed again. Deterministic from the seed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from chiplore.core.ids import content_sha
@@ -89,14 +89,13 @@ class Search:
             value, _, here = better
 
 
-def search_space(search: Search, valid: Sequence[Params], seed: int) -> dict[str, Priced]:
-    """Price a seeded sample of `valid`, then climb from the best sampled setting of each value of
-    the first knob, best first; every setting `search` priced, by key."""
+def search_space(search: Search, candidates: Iterable[Params]) -> dict[str, Priced]:
+    """Price a sample of `candidates` (valid settings in a seeded order: `shuffled_points`), then climb
+    from the best sampled setting of each value of the first knob, best first; every setting `search`
+    priced, by key."""
     space, budget = search.space, search.budget
-    order = list(valid)
-    random.Random(seed).shuffle(order)
     sample = max(1, int(budget.predictions * budget.sample_share))
-    for params in order[:sample]:
+    for params in itertools.islice(candidates, sample):
         search.price(params)
     first = space.knobs[0].name if space.knobs else None
     starts: dict[object, Priced] = {}

@@ -30,9 +30,9 @@ from chiplore.simulator.pack.rule_probes import RULE_PROBES
 from chiplore.simulator.toolchain.stats import analyze
 
 # Spaces are shared by every pack in the process: a space is a function of the kernel and the chip's
-# shape, and it keeps what it worked out (its programs, which settings are valid under which facts;
-# chiplore.core.pack.valid_points remembers a space's points). Each target, each test, each run made
-# its own before, and enumerated the FFN's 17,920 settings again (10 s) under every facts set.
+# shape, and it keeps what it worked out (its programs, which settings are valid under which facts).
+# Each target, each test, each run made its own before, and wrote the FFN's programs again under
+# every facts set.
 _SPACES: OrderedDict[str, DesignSpace | None] = OrderedDict()
 _SPACES_KEPT = 32  # kernels x shapes one process works with
 _SPACES_LOCK = threading.Lock()

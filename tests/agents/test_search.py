@@ -4,6 +4,7 @@ the seed, and never proposes a program the tree holds."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from chiplore.agents.cost_model import CalibratedCostModel
@@ -11,7 +12,7 @@ from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.proposers import BuiltinArchitect, KernelView
 from chiplore.agents.proposers.search import Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import Params, points
+from chiplore.core.pack import Params, points, settings, shuffled_points
 from tests.toy.pack.params import LANE_BUFFER
 from tests.toy.target import ToyChip
 
@@ -38,7 +39,10 @@ def test_the_search_prices_no_more_settings_than_its_budget() -> None:
         calls.append(params)
         return view.predicted(source, params)
 
-    priced = search_space(Search(view.space, FACTS, view.version, predict, SearchBudget(predictions=5)), valid, 0)
+    priced = search_space(
+        Search(view.space, FACTS, view.version, predict, SearchBudget(predictions=5)),
+        shuffled_points(view.space, FACTS, 0),
+    )
     assert len(priced) == len(calls) == 5 < len(valid)
     assert len({setting_key(p) for p in calls}) == 5  # nothing priced twice
 
@@ -49,7 +53,9 @@ def test_with_budget_enough_the_climb_ends_at_the_best_setting_and_is_the_same_f
     valid = list(points(view.space, FACTS))
     exhaustive = min(valid, key=lambda p: view.predicted(view.space.source(p, FACTS, view.version), p) or math.inf)  # type: ignore[union-attr]
     budget = SearchBudget(predictions=len(valid) - 1, sample_share=0.2)
-    found = [search_space(Search(view.space, FACTS, view.version, view.predicted, budget), valid, 7) for _ in range(2)]
+    space = view.space
+    found = [search_space(Search(space, FACTS, view.version, view.predicted, budget), shuffled_points(space, FACTS, 7))
+             for _ in range(2)]  # fmt: skip
     assert list(found[0]) == list(found[1])  # the same settings, priced in the same order
     best = min(found[0].values(), key=lambda p: p.cycles)
     assert best.params == exhaustive
@@ -63,3 +69,22 @@ def test_the_architect_proposes_only_programs_the_tree_does_not_hold() -> None:
     view.tried = lambda shas: {sha for sha in shas if sha in held}
     again = BuiltinArchitect(SearchBudget(predictions=6)).propose(view, 3)
     assert again and not {content_sha(p.source) for p in again} & held
+
+
+def test_the_seeded_order_holds_every_valid_setting_once_and_a_sample_checks_only_what_it_draws() -> None:
+    _, view = _toy()
+    space = view.space
+    assert space is not None
+    drawn = list(shuffled_points(space, FACTS, 5))
+    assert sorted(map(setting_key, drawn)) == sorted(map(setting_key, points(space, FACTS)))
+    assert drawn == list(shuffled_points(space, FACTS, 5)) != list(shuffled_points(space, FACTS, 6))
+    checked: list[Params] = []
+    valid = space.valid
+
+    def counted(setting: Params, facts: dict[str, float]) -> bool:
+        checked.append(setting)
+        return valid(setting, facts)
+
+    space.valid = counted  # type: ignore[method-assign]
+    first = list(itertools.islice(shuffled_points(space, FACTS, 5), 3))
+    assert first == drawn[:3] and len(checked) < len(list(settings(space))) // 2
