@@ -26,7 +26,7 @@ from chiplore.agents.repair import repair
 from chiplore.agents.runner import DeviceRunner
 from chiplore.agents.screens import Candidate, Screener, standard_screens
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import DesignSpace, Params, points
+from chiplore.core.pack import DesignSpace, Params, nearest_points
 from chiplore.core.target import KernelSpec, Target
 from chiplore.kg.models import Activity, DesignNode, KernelVersion, Revalidation
 from chiplore.kg.repo.designs import add_design, claim_design, get_design, set_best, source_of, update_design
@@ -149,13 +149,8 @@ class Revalidator:
     def _nearest_valid(self, space: DesignSpace, params: Params) -> Params | None:
         """The valid setting closest to `params` (fewest knobs moved, then predicted fastest)."""
         model, facts = self.model, self.knowledge.facts
-        best: tuple[int, float, Params] | None = None
-        for p in points(space, facts):
-            moved = sum(1 for k in p if p[k] != params.get(k))
-            key = (moved, model.predict(self.spec.name, "", p, facts) or 0.0)
-            if best is None or key < best[:2]:
-                best = (*key, p)
-        return best[2] if best else None
+        nearest = nearest_points(space, params, facts)
+        return min(nearest, key=lambda p: model.predict(self.spec.name, "", p, facts) or 0.0) if nearest else None
 
     def _measure_repair(self, node: DesignNode, role: str, repair: tuple[str, str, Params | None], broken: str,
                         is_best: bool) -> tuple[str, float, tuple[str, ...]] | None:  # fmt: skip

@@ -204,6 +204,29 @@ def _permutation(total: int, rng: random.Random) -> Iterator[int]:
     yield from rest
 
 
+def nearest_points(space: DesignSpace, params: Params, facts: Facts) -> list[Params]:
+    """The valid settings that move the fewest knobs from `params` (a knob `params` lacks, or holds at
+    a value the space no longer has, always moves), in `settings` order: the rings around `params`
+    are checked outward, so a setting one knob away costs a few checks, not the whole space's."""
+    knobs = space.knobs
+    kept = [knob for knob in knobs if params.get(knob.name) in knob.values]
+    must = [knob for knob in knobs if knob not in kept]
+    for extra in range(len(kept) + 1):
+        found: list[Params] = []
+        for chosen in itertools.combinations(kept, extra):
+            moved = {knob.name for knob in (*must, *chosen)}
+            choices = [[v for v in knob.values if v != params.get(knob.name)] if knob.name in moved
+                       else [params[knob.name]] for knob in knobs]  # fmt: skip
+            for values in itertools.product(*choices):
+                setting = dict(zip((knob.name for knob in knobs), values, strict=True))
+                if space.valid(setting, facts):
+                    found.append(setting)
+        if found:
+            order = {knob.name: {v: i for i, v in enumerate(knob.values)} for knob in knobs}
+            return sorted(found, key=lambda p: [order[name][value] for name, value in p.items()])
+    return []
+
+
 def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
     """Valid settings one knob step from `params`: what a refiner tries next to BEST. A knob added to
     the space since `params` was written takes its first value."""

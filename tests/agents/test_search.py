@@ -12,7 +12,7 @@ from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.proposers import BuiltinArchitect, KernelView
 from chiplore.agents.proposers.search import Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import Params, points, settings, shuffled_points
+from chiplore.core.pack import Params, nearest_points, points, settings, shuffled_points
 from tests.toy.pack.params import LANE_BUFFER
 from tests.toy.target import ToyChip
 
@@ -88,3 +88,19 @@ def test_the_seeded_order_holds_every_valid_setting_once_and_a_sample_checks_onl
     space.valid = counted  # type: ignore[method-assign]
     first = list(itertools.islice(shuffled_points(space, FACTS, 5), 3))
     assert first == drawn[:3] and len(checked) < len(list(settings(space))) // 2
+
+
+def test_the_nearest_valid_settings_are_those_a_whole_scan_finds() -> None:
+    _, view = _toy()
+    space = view.space
+    assert space is not None
+    every = list(settings(space))
+    valid = list(points(space, FACTS))
+    first_knob = space.knobs[0].name
+    for params in [*every, {k: v for k, v in every[0].items() if k != first_knob}, {**every[-1], first_knob: -1}]:
+
+        def moved(p: Params, params: Params = params) -> int:
+            return sum(1 for k in p if p[k] != params.get(k))
+
+        fewest = min(map(moved, valid))
+        assert nearest_points(space, params, FACTS) == [p for p in valid if moved(p) == fewest]
