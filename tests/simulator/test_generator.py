@@ -357,6 +357,27 @@ def test_a_rounding_point_the_check_sets_see_is_kept() -> None:
         assert result.correctness is not None and result.correctness.passed, (p, result.message)
 
 
+def test_block_scaled_members_of_one_input_share_a_row_space_and_a_scale_buffer() -> None:
+    """k and v of kv_rope_blockscale are f8 codes with f32 scales per 128-block of K, projected from one
+    normed input: one row space, as q, k and v of the Gemma QKV are. Their codes fill one chunk buffer
+    and their scales one scale buffer side by side (two DMAs into each per chunk), so the input is
+    normed and copied once and both streams run together; every sampled design computes every set."""
+    kv = read_pack(PACKS / "kv_rope_blockscale", "test")
+    space = generated_space(kv.spec)
+    assert space is not None, generation_problem(kv.spec)
+    assert [[m.op.out for m in g.members] for g in space.analysis.groups] == [["k", "v"]]
+    facts = compile_facts("0.6.0")
+    for p in sample_points(space, facts, 2, random.Random("shared scales")):
+        source = space.source(p, facts, "0.6.0")
+        buffers: dict[str, set[str]] = {}
+        for member, buffer in re.findall(r"\b([kv])_ws\.rename[^\n]*\.dma_into\((\w+)", source):
+            buffers.setdefault(buffer, set()).add(member)
+        assert buffers and all(members == {"k", "v"} for members in buffers.values()), (p, buffers)
+        assert len(re.findall(r"let norm_d(?:_\d+)?: dm<", source)) == 1, p  # the input normed once
+        result = host_test(source, kv.case, "0.6.0", ("g0", "exact", "cancel"))
+        assert result.correctness is not None and result.correctness.passed, (p, result.message)
+
+
 def test_a_rounding_point_that_costs_a_pass_is_kept() -> None:
     """The FFN rounds up, gate and the down projection to bf16: where the next op would have gone on
     in the same pass (SiLU(g) * u, the residual add after the norm), the value is committed in bf16

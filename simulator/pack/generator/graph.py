@@ -153,8 +153,8 @@ def _input_sinks(graph: OpGraph, groups: list[Group], origin: dict[str, set[int]
 def _row_spaces(graph: OpGraph, matvecs: list[MatVec], sig: Signature, split: bool) -> list[list[MatVec]]:
     """The matvecs of each group, groups in the order of their first matvec. Matvecs of one input share
     a row space (q, k, v), stacked when their rows meet in an element-wise op (gelu(gate) * up), unless
-    their weights differ in format: codes of one dtype and scales of one kind fill one chunk buffer,
-    and a block-scaled weight streams alone (its scales ride in a register of its own)."""
+    their weights differ in format: codes of one dtype and scales of one kind (and block) fill one
+    chunk buffer, their block scales one scale buffer."""
     derives: dict[str, set[str]] = {}  # value -> the matvec outputs its rows come from
     for op in graph.ops:
         out = op.writes()
@@ -171,10 +171,10 @@ def _row_spaces(graph: OpGraph, matvecs: list[MatVec], sig: Signature, split: bo
     for op in matvecs:
         if len(met[op.out]) > 1:  # stacked: each its own accumulator of the whole row space
             key: tuple[object, ...] = ("stacked", op.input, min(met[op.out]))
-        elif split or op.scale_kind == "block":
+        elif split:
             key = ("alone", op.out)
         else:
-            key = ("shared", op.input, sig.param(op.weight).dtype)
+            key = ("shared", op.input, sig.param(op.weight).dtype, op.scale_kind == "block", op.block)
         spaces.setdefault(key, []).append(op)
     return list(spaces.values())
 

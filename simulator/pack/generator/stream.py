@@ -12,6 +12,7 @@ it one by one, each in a buffer of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chiplore.simulator.pack.generator import vocab
@@ -239,18 +240,17 @@ class Stream:
                       depth: int, cr: int) -> tuple[str, int, str]:  # fmt: skip
         """Each chunk's block scales in a VRF: DMA'd per chunk on a spare engine, or, for a group whose
         stream starts after another's (and an engine to spare), read from all of the group's scales
-        loaded up front while the earlier streams run (their short rows are slow per packet). Gives the
-        statements, their DM bytes and the VRF's name."""
+        loaded up front while the earlier streams run (their short rows are slow per packet). Members
+        sharing a row space fill one scale buffer side by side, as their codes fill the chunk's. Gives
+        the statements, their DM bytes and the VRF's name."""
         geo, g = self.geo, self.group.index
-        m = members[0]
-        if len(members) > 1:
-            raise Unsupported("block-scaled members sharing a row space")
-        block = m.op.block
-        scale = self.sig.param(str(m.op.scale))
-        dtype = scale.dtype
+        block = members[0].op.block
+        dtypes = {self.sig.param(str(m.op.scale)).dtype for m in members}
+        if len(dtypes) > 1:
+            raise Unsupported(f"group {g}: the block scales of one row space differ in dtype")
+        dtype = dtypes.pop()
         rotate = f", buffers: {depth}" if buffers and depth > 1 else ""
         blocks = f"{geo.k_axis} % {geo.width} / {block}" if geo.kgroups > 1 else f"{geo.k_axis} / {block}"
-        scale_rows = f"{scale.name}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
         widen = (f".{vocab.widen(self.p.facts)}(f32)" if dtype != "f32" else "") + ".to_vrf();\n"
         vrf_type = f"vrf<f32>{{..Grid{g}, elem: [{rows}, {blocks}]}}"
         # a row's scales as one packet of f32 words, or (an odd count) the chunk's rows of them at once
@@ -261,19 +261,42 @@ class Stream:
         self.loop_vrfs.append((vrf, cr * geo.width // block))
         preload = self.p.preload_engine()
         if self.group.index > 0 and preload is not None:
-            engines = self.p.engines.listed(self._clusters(members), [preload])
-            whole = self.p.preloaded.get(m.op.weight)
+            key = ",".join(m.op.weight for m in members)
+            whole = self.p.preloaded.get(key)
             if whole is None:
-                whole = self.p.preloaded[m.op.weight] = self.p.name(f"{m.op.weight}_sa")
-                self.p.emit(f"    let {whole}: dm<{dtype}>{{..Grid{g}, elem: [{geo.rows_elem()}, {blocks}]}} = "
-                            f"{scale_rows}.dma(engines = {engines});\n", early=True)  # fmt: skip
+                stem_whole = members[0].op.weight if len(members) == 1 else f"w{g}"
+                whole = self.p.preloaded[key] = self.p.name(f"{stem_whole}_sa")
+                buffer = f"dm<{dtype}>{{..Grid{g}, elem: [{geo.rows_elem()}, {blocks}]}}"
+                loads = self._scale_loads(members, whole, buffer, "", lambda c: self.p.engines.listed(c, [preload]))
+                self.p.emit(loads, early=True)
                 self.p.dm(geo.rows_per_slice * geo.width // block, dtype)
             return (f"        let {vrf}: {vrf_type} = sub({whole}{tile})\n"
                     f"            .fetch({fetch}){widen}"), 0, vrf  # fmt: skip
-        engines = self.p.loop_engines(self._clusters(members))
         loaded = self.p.name(f"{stem}_sd")
-        text = (f"        let {loaded}: dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}} =\n"
-                f"            {scale_rows}{tile}.dma(engines = {engines});\n"
-                f"        let {vrf}: {vrf_type} = sub({loaded})\n"
-                f"            .fetch({fetch}){widen}")  # fmt: skip
+        buffer = f"dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}}"
+        text = self._scale_loads(members, loaded, buffer, tile, self.p.loop_engines, indent="        ")
+        text += f"        let {vrf}: {vrf_type} = sub({loaded})\n            .fetch({fetch}){widen}"
         return text, int(cr * geo.width // block * dtype_bytes(dtype)), vrf
+
+    def _scale(self, m: Member) -> str:
+        geo = self.geo
+        return f"{m.op.scale}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
+
+    def _scale_loads(self, members: tuple[Member, ...], name: str, buffer: str, tile: str,
+                     engines: Callable[[tuple[int, ...]], str], indent: str = "    ") -> str:  # fmt: skip
+        """`let name: buffer` holding the members' block scales (of the chunk `tile` selects): one DMA
+        for a member alone, else one per member and cluster its rows land in, side by side."""
+        if len(members) == 1:  # the early load on one line, a loop's over two
+            head = " " if indent == "    " else f"\n{indent}    "
+            load = f"{self._scale(members[0])}{tile}.dma(engines = {engines(self._clusters(members))})"
+            return f"{indent}let {name}: {buffer} ={head}{load};\n"
+        lines = [f"{indent}let {name}: {buffer} = dm::empty();\n"]
+        share = self.geo.per_cluster
+        for m in members:
+            clusters = self._clusters((m,))
+            for cluster in clusters:
+                part = f".tile({self.geo.R} / {share}, {cluster}, 1)" if len(clusters) > 1 else ""
+                lines.append(
+                    f"{indent}{self._scale(m)}{part}{tile}.dma_into({name}, engines = {engines((cluster,))});\n"
+                )
+        return "".join(lines)
