@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -52,9 +53,23 @@ def graph_reference(graph: OpGraph, signature: KernelSignature) -> Callable[[Inp
     return partial(evaluate, graph, signature)
 
 
-def evaluate(graph: OpGraph, signature: KernelSignature, inputs: Inputs) -> Outputs:
+@dataclass(frozen=True)
+class Narrowing:
+    """How an evaluation narrows values (`rounding_envelope`): the rounding points of the ops writing
+    `directed` round toward zero or away from it instead of to nearest, and with `bf16_inputs` a
+    matvec's input is rounded to bf16 first, as a TRF holds it."""
+
+    directed: frozenset[str] = frozenset()
+    away: bool = False
+    bf16_inputs: bool = False
+
+
+NEAREST = Narrowing()
+
+
+def evaluate(graph: OpGraph, signature: KernelSignature, inputs: Inputs, narrowing: Narrowing = NEAREST) -> Outputs:
     """Every output parameter the graph writes, in its shape: floats (bf16 outputs rounded) or integers."""
-    run = _Run(signature, inputs)
+    run = _Run(signature, inputs, narrowing)
     for index, op in enumerate(graph.ops):
         try:
             run.step(op)
@@ -64,12 +79,46 @@ def evaluate(graph: OpGraph, signature: KernelSignature, inputs: Inputs) -> Outp
     return run.outputs()
 
 
+def rounding_envelope(graph: OpGraph, signature: KernelSignature, inputs: Inputs) -> Outputs:
+    """How far each output element may lie from the reference in a program that keeps every rounding
+    point, computed by a chip whose contraction reads bf16 inputs: its matvec inputs rounded to bf16,
+    and each rounding point no matvec reads from rounded to either neighbour (an f32 value in another
+    order lands on the other side of a tie; where an add then cancels the rounded value, that ulp is
+    the whole answer). Points a matvec reads from round to nearest: their flips at a tie are few and
+    are summed away, where all rounded one way would add up."""
+    feeds: set[str] = set()  # values some matvec's input derives from
+    for op in reversed(graph.ops):
+        out = op.writes()
+        if isinstance(op, MatVec) or (out is not None and out in feeds):
+            feeds.update(op.reads() if not isinstance(op, MatVec) else (op.input,))
+    late = frozenset(str(op.writes()) for op in graph.ops if getattr(op, "round_bf16", False)) - feeds
+    reference = evaluate(graph, signature, inputs)
+    spread = {name: np.zeros(np.shape(value)) for name, value in reference.items()}
+    for away in (False, True):
+        varied = evaluate(graph, signature, inputs, Narrowing(late, away, bf16_inputs=True))
+        for name, value in varied.items():
+            moved = np.abs(np.asarray(value, np.float64) - np.asarray(reference[name], np.float64))
+            spread[name] = np.maximum(spread[name], moved)
+    return spread
+
+
+def _bf16_directed(value: np.ndarray, away: bool) -> np.ndarray:
+    """`value` (f32 first) rounded to bf16 toward zero, or away from zero (infinities and NaNs kept)."""
+    bits = value.astype(np.float32).view(np.uint32)
+    truncated = bits & np.uint32(0xFFFF0000)
+    if away:
+        inexact = (bits != truncated) & np.isfinite(value)
+        truncated = np.where(inexact, truncated + np.uint32(0x10000), truncated)
+    return truncated.view(np.float32).astype(np.float64)
+
+
 class _Run:
     """One evaluation: the values defined so far (f64 vectors) and the outputs written."""
 
-    def __init__(self, signature: KernelSignature, inputs: Inputs) -> None:
+    def __init__(self, signature: KernelSignature, inputs: Inputs, narrowing: Narrowing = NEAREST) -> None:
         self.params = {p.name: p for p in signature.params}
         self.inputs = inputs
+        self.narrowing = narrowing
         self.values: dict[str, np.ndarray] = {}
         self.written: dict[str, np.ndarray] = {}
 
@@ -124,7 +173,10 @@ class _Run:
             return
         value = self.compute(op)
         if getattr(op, "round_bf16", False):
-            value = bf16(value.astype(np.float32)).astype(np.float64)
+            if op.writes() in self.narrowing.directed:
+                value = _bf16_directed(value, self.narrowing.away)
+            else:
+                value = bf16(value.astype(np.float32)).astype(np.float64)
         self.values[str(op.writes())] = value
 
     def compute(self, op: GraphOp) -> np.ndarray:
@@ -164,6 +216,8 @@ class _Run:
 
     def matvec(self, op: MatVec) -> np.ndarray:
         x = self.vector(op.input)
+        if self.narrowing.bf16_inputs:
+            x = bf16(x.astype(np.float32)).astype(np.float64)
         k = x.size
         weights, n = self.rows(op.weight, k)
         blocks: np.ndarray | None = None

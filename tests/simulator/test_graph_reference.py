@@ -13,7 +13,7 @@ from chiplore.core.target import KernelParam
 from chiplore.simulator.execute.criterion import grade_outputs
 from chiplore.simulator.execute.fixtures import SETS
 from chiplore.simulator.execute.grading import case_inputs
-from chiplore.simulator.execute.graph_reference import GraphReferenceError, graph_reference
+from chiplore.simulator.execute.graph_reference import GraphReferenceError, graph_reference, rounding_envelope
 from chiplore.simulator.execute.numerics import bf16, f4_unpack, f8_decode
 from chiplore.simulator.execute.signature import KernelSignature
 from chiplore.simulator.execute.values import Periodic, RopeTable
@@ -95,6 +95,31 @@ def test_rounding_happens_where_the_graph_says_and_where_a_bf16_output_stores() 
            {"op": "store", "input": "kept", "to": "c"}]  # fmt: skip
     out = run(ops, params, {"x": x})
     assert out["a"][0] == np.float32(1.0 + 2.0**-10) and out["b"][0] == 1.0 and out["c"][0] == 1.0
+
+
+def test_the_rounding_envelope_is_an_ulp_where_an_add_cancels_a_rounded_value_and_bf16_where_a_matvec_reads() -> None:
+    """y = x * 3 rounds to bf16 and an add cancels most of it: either neighbour of y is what a program
+    computing y in another order may keep, so the output may move by an ulp of y (2^-6 near 3). A
+    matvec of an f32 input reads it in bf16; a rounding point a matvec reads from rounds to nearest
+    (its flips at a tie are summed away, where all rounded one way would add up)."""
+    x = np.array([1.0 + 2.0**-9, 1.0], dtype=np.float32)
+    params = [param("x", "f32", 2), param("c", "f32", 2), param("w", "f32", 1, 2), param("out", "f32", 2, mutable=True),
+              param("z", "f32", 1, mutable=True)]  # fmt: skip
+    ops = [{"op": "scale", "input": "x", "by": 3.0, "out": "y", "round_bf16": True},
+           {"op": "add", "a": "y", "b": "c", "out": "d"}, {"op": "store", "input": "d", "to": "out"},
+           {"op": "scale", "input": "x", "by": 1.0, "out": "v", "round_bf16": True},
+           {"op": "matvec", "input": "v", "weight": "w", "out": "m"},
+           {"op": "store", "input": "m", "to": "z"}]  # fmt: skip
+    inputs = {"x": x, "c": -3.0 * x, "w": np.array([[1.0, 1.0]], dtype=np.float32)}
+    signature = KernelSignature(name="k", params=tuple(params), axes={})
+    graph = OpGraph.model_validate({"ops": ops})
+    spread = rounding_envelope(graph, signature, inputs)  # type: ignore[arg-type]
+    assert spread["out"][0] == pytest.approx(2.0**-6, rel=1e-6) and spread["out"][1] == 0.0  # 3 is a bf16 value
+    assert spread["z"][0] == 0.0  # v is rounded to nearest, as the reference does, and is bf16 already
+    inputs["x"] = np.array([1.0 + 2.0**-9, 1.0 + 2.0**-9], dtype=np.float32)
+    ops[3] = {"op": "scale", "input": "x", "by": 1.0, "out": "v"}  # v unrounded: the TRF rounds it
+    graph = OpGraph.model_validate({"ops": ops})
+    assert rounding_envelope(graph, signature, inputs)["z"][0] == pytest.approx(2 * 2.0**-9, rel=1e-6)  # type: ignore[arg-type]
 
 
 def test_rope_rotates_each_head_with_the_table_s_row_and_a_cache_write_keeps_the_other_rows() -> None:
