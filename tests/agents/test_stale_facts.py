@@ -32,7 +32,7 @@ def test_designs_reach_the_device_when_an_upgrade_left_the_models_facts_stale(tm
         upgraded = session.upgrade("0.7.0", budget_s=0.5)  # no device time for the measurements
         assert "dma.queued_start_cycles" in upgraded.measurements.stale
         notes: list[str] = []
-        session.optimize([built.name], toolchain="0.7.0", budget_s=20, patience=2,
+        session.optimize([built.name], toolchain="0.7.0", budget_s=40, patience=2,
                          on_event=lambda kernel, message: notes.append(message))  # fmt: skip
         assert any("not re-checked under 0.7.0" in note for note in notes), notes
         root = root_of(store, built.name)
@@ -40,6 +40,8 @@ def test_designs_reach_the_device_when_an_upgrade_left_the_models_facts_stale(tm
         assert root.model_cycles > 1.3 * root.measured_cycles  # the stale model: every design looks slow
         [status] = [k for k in session.status() if k.kernel == built.name]
         assert status.best_cycles is not None and status.baseline_cycles is not None
-        assert status.best_cycles < 0.75 * status.baseline_cycles, status
+        # the space's best is about 0.8 of this baseline (q, k and n share a row space since 71af417, so the
+        # baseline is no longer three streams one after the other); a screen on the stale model kept the baseline
+        assert status.best_cycles < 0.85 * status.baseline_cycles, status
     finally:
         store.close()
