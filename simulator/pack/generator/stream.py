@@ -157,20 +157,8 @@ class Stream:
         chunk_type = f"dm<{first.dtype}>{{..Grid{g}, elem: [{rows}, {geo.k_elem()}]{rotate}}}"
         tile = f".tile({geo.row_mod(geo.rows_per_slice)}, {offset}, {cr})"
         packet = f", packet = {self.packet}" if self.packet else ""
-        lines: list[str] = []
-        if len(members) == 1:
-            lines.append(f"        let {buf}: {chunk_type} =\n            {self._weight(first)}{tile}"
-                         f".dma(engines = {self._engines(members)}{packet});\n")  # fmt: skip
-        else:
-            lines.append(f"        let {buf}: {chunk_type} = dm::empty();\n")
-            for m in members:  # a member over both clusters: one DMA per cluster, on that cluster's engines
-                clusters = self._clusters((m,))
-                for cluster in clusters:
-                    part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if len(clusters) > 1 else ""
-                    engines = self.p.engines.stream((cluster,), self._count((m,)))
-                    lines.append(
-                        f"        {self._weight(m)}{part}{tile}.dma_into({buf}, engines = {engines}{packet});\n"
-                    )
+        # a member over both clusters: one DMA per cluster, on that cluster's engines
+        lines = [self._loads(members, buf, chunk_type, lambda m: m.op.weight, tile, self._engines, packet)]
         size = int(cr * geo.width * dtype_bytes(first.dtype))
         packet = column_packet(plan, first.dtype, geo.width)
         if packet is None:
@@ -207,15 +195,11 @@ class Stream:
                          f"            .commit_into({target});\n")  # fmt: skip
         return "".join(lines), size
 
-    def _weight(self, m: Member) -> str:
-        geo = self.geo
-        return f"{m.op.weight}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
-
-    def _engines(self, members: tuple[Member, ...]) -> str:
+    def _engines(self, m: Member, clusters: tuple[int, ...]) -> str:
         """The first group streams on the design's engines (the others load its operands); a later
         group's small loads are done by the time it streams, so it takes every engine but the one
         that loads its block scales chunk by chunk."""
-        return self.p.engines.stream(self._clusters(members), self._count(members))
+        return self.p.engines.stream(clusters, self._count((m,)))
 
     def _count(self, members: tuple[Member, ...]) -> int | None:
         if self.group.index == 0:
@@ -267,36 +251,41 @@ class Stream:
                 stem_whole = members[0].op.weight if len(members) == 1 else f"w{g}"
                 whole = self.p.preloaded[key] = self.p.name(f"{stem_whole}_sa")
                 buffer = f"dm<{dtype}>{{..Grid{g}, elem: [{geo.rows_elem()}, {blocks}]}}"
-                loads = self._scale_loads(members, whole, buffer, "", lambda c: self.p.engines.listed(c, [preload]))
+                loads = self._loads(members, whole, buffer, lambda m: str(m.op.scale), "",
+                                    lambda m, c: self.p.engines.listed(c, [preload]), indent="    ")  # fmt: skip
                 self.p.emit(loads, early=True)
                 self.p.dm(geo.rows_per_slice * geo.width // block, dtype)
             return (f"        let {vrf}: {vrf_type} = sub({whole}{tile})\n"
                     f"            .fetch({fetch}){widen}"), 0, vrf  # fmt: skip
         loaded = self.p.name(f"{stem}_sd")
         buffer = f"dm<{dtype}>{{..Grid{g}, elem: [{rows}, {blocks}]{rotate}}}"
-        text = self._scale_loads(members, loaded, buffer, tile, self.p.loop_engines, indent="        ")
+        text = self._loads(members, loaded, buffer, lambda m: str(m.op.scale), tile,
+                           lambda m, c: self.p.loop_engines(c))  # fmt: skip
         text += f"        let {vrf}: {vrf_type} = sub({loaded})\n            .fetch({fetch}){widen}"
         return text, int(cr * geo.width // block * dtype_bytes(dtype)), vrf
 
-    def _scale(self, m: Member) -> str:
+    def _loads(self, members: tuple[Member, ...], name: str, buffer: str, param: Callable[[Member], str],
+               tile: str, engines: Callable[[Member, tuple[int, ...]], str], packet: str = "",
+               indent: str = "        ") -> str:  # fmt: skip
+        """`let name: buffer` holding each member's rows of a [rows, K] parameter (its codes, its block
+        scales; the chunk `tile` selects): one DMA for a member alone, else one per member and cluster
+        its rows land in, side by side. The early loads (indented once) are written on one line."""
         geo = self.geo
-        return f"{m.op.scale}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
 
-    def _scale_loads(self, members: tuple[Member, ...], name: str, buffer: str, tile: str,
-                     engines: Callable[[tuple[int, ...]], str], indent: str = "    ") -> str:  # fmt: skip
-        """`let name: buffer` holding the members' block scales (of the chunk `tile` selects): one DMA
-        for a member alone, else one per member and cluster its rows land in, side by side."""
-        if len(members) == 1:  # the early load on one line, a loop's over two
-            head = " " if indent == "    " else f"\n{indent}    "
-            load = f"{self._scale(members[0])}{tile}.dma(engines = {engines(self._clusters(members))})"
-            return f"{indent}let {name}: {buffer} ={head}{load};\n"
+        def rows(m: Member) -> str:
+            return f"{param(m)}.rename({m.row_axis}, {geo.R}, {m.offset}).rename({m.k_axis}, {geo.k_axis}, 0)"
+
+        if len(members) == 1:
+            m = members[0]
+            wrap = " " if indent == "    " else f"\n{indent}    "
+            load = f"{rows(m)}{tile}.dma(engines = {engines(m, self._clusters(members))}{packet})"
+            return f"{indent}let {name}: {buffer} ={wrap}{load};\n"
         lines = [f"{indent}let {name}: {buffer} = dm::empty();\n"]
-        share = self.geo.per_cluster
         for m in members:
             clusters = self._clusters((m,))
             for cluster in clusters:
-                part = f".tile({self.geo.R} / {share}, {cluster}, 1)" if len(clusters) > 1 else ""
+                part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if len(clusters) > 1 else ""
                 lines.append(
-                    f"{indent}{self._scale(m)}{part}{tile}.dma_into({name}, engines = {engines((cluster,))});\n"
+                    f"{indent}{rows(m)}{part}{tile}.dma_into({name}, engines = {engines(m, (cluster,))}{packet});\n"
                 )
         return "".join(lines)
