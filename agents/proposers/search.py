@@ -3,11 +3,11 @@
 A prediction costs what the pack's cost model costs: microseconds for a model over knobs, a compile
 for one over a program's statistics, and a generated space holds hundreds to thousands of valid
 settings. So a search prices a bounded number of them (`SearchBudget`), the way a tuner's search
-strategy spends its cost model: a seeded sample of the valid settings first (drawn lazily), then hill climbs from
-the best sampled setting of each value of the space's first knob (its most structural choice), each
-step moving one knob to whichever of its values prices best, while that improves. A setting is
-priced once per search; the tree's known programs are priced too (a climb may pass through them)
-but never proposed again. Deterministic from the seed.
+strategy spends its cost model: a seeded sample of the valid settings first (drawn, never listed:
+`shuffled_points`), then hill climbs from the best sampled setting of each value of the space's first
+knob (its most structural choice), each step moving one knob to whichever of its values prices best,
+while that improves. A setting is priced once per search; the tree's known programs are priced too
+(a climb may pass through them) but never proposed again. Deterministic from the seed.
 """
 
 from __future__ import annotations

@@ -79,20 +79,23 @@ def evaluate(graph: OpGraph, signature: KernelSignature, inputs: Inputs, narrowi
     return run.outputs()
 
 
-def rounding_envelope(graph: OpGraph, signature: KernelSignature, inputs: Inputs) -> Outputs:
+def rounding_envelope(graph: OpGraph, signature: KernelSignature, inputs: Inputs,
+                      reference: Outputs | None = None) -> Outputs:  # fmt: skip
     """How far each output element may lie from the reference in a program that keeps every rounding
     point, computed by a chip whose contraction reads bf16 inputs: its matvec inputs rounded to bf16,
     and each rounding point no matvec reads from rounded to either neighbour (an f32 value in another
     order lands on the other side of a tie; where an add then cancels the rounded value, that ulp is
     the whole answer). Points a matvec reads from round to nearest: their flips at a tie are few and
-    are summed away, where all rounded one way would add up."""
+    are summed away, where all rounded one way would add up. `reference`: the graph's outputs on these
+    inputs, when the caller has them."""
     feeds: set[str] = set()  # values some matvec's input derives from
     for op in reversed(graph.ops):
-        out = op.writes()
-        if isinstance(op, MatVec) or (out is not None and out in feeds):
-            feeds.update(op.reads() if not isinstance(op, MatVec) else (op.input,))
+        if isinstance(op, MatVec):
+            feeds.add(op.input)
+        elif op.writes() in feeds:
+            feeds.update(op.reads())
     late = frozenset(str(op.writes()) for op in graph.ops if getattr(op, "round_bf16", False)) - feeds
-    reference = evaluate(graph, signature, inputs)
+    reference = reference if reference is not None else evaluate(graph, signature, inputs)
     spread = {name: np.zeros(np.shape(value)) for name, value in reference.items()}
     for away in (False, True):
         varied = evaluate(graph, signature, inputs, Narrowing(late, away, bf16_inputs=True))

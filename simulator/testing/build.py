@@ -105,7 +105,7 @@ def _covering_its_rounding(sketch: PackSketch, folder: Path) -> PackSketch:
     for fixture_set in (SMOKE_SET, *CHECK_SETS):
         inputs = case_inputs(pack.case, fixture_set)
         expected = evaluate(graph, pack.signature, inputs)
-        for name, spread in rounding_envelope(graph, pack.signature, inputs).items():
+        for name, spread in rounding_envelope(graph, pack.signature, inputs, expected).items():
             beyond = spread - sketch.rtol * np.abs(np.asarray(expected[name], np.float64))
             needed = max(needed, float(beyond.max(initial=0.0)))
     if 1.5 * needed <= sketch.atol:
