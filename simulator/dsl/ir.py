@@ -9,24 +9,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 from chiplore.core.target import Span
 
 DTYPES = ("bf16", "f32", "i32", "i8", "f8e4m3", "f4e2m1")
+WALKED = "_walked"  # the key of a node's walk in its __dict__ (Node.walked)
 DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}  # f4: two per byte
 
 
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     span: Span | None = Field(default=None, repr=False)
-    # The node and every node below it, once walked (dsl/walk.py): the checks walk each program's
-    # tree a few dozen times, and a frozen tree's nodes never change.
-    _walked: tuple[Node, ...] | None = PrivateAttr(default=None)
+
+    # The node and every node below it, once walked (dsl/walk.py), is kept in the instance's __dict__
+    # under WALKED: the checks walk each program's tree a few dozen times, and a frozen tree's nodes never
+    # change. Not a PrivateAttr: pydantic initialises those on every construction, which made building a
+    # program's IR 2.5x slower per node (a parse is half an architect's price of a design).
+
+    def walked(self) -> tuple[Node, ...] | None:
+        return self.__dict__.get(WALKED)
+
+    def keep_walked(self, nodes: tuple[Node, ...]) -> None:
+        self.__dict__[WALKED] = nodes
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:  # type: ignore[override]
         copy = super().model_copy(update=update, deep=deep)
-        copy._walked = None  # another node: what was below this one may not be below it
+        copy.__dict__.pop(WALKED, None)  # another node: what was below this one may not be below it
         return copy
 
     def _key(self) -> tuple[Any, ...]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from importlib import resources
+from types import SimpleNamespace
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -40,10 +42,24 @@ class FerriteSyntaxError(Exception):
         self.diagnostic = diagnostic
 
 
+def _grammar() -> str:
+    return resources.files("chiplore.simulator.dsl").joinpath("grammar.lark").read_text()
+
+
 @functools.cache
 def _parser() -> Lark:
-    grammar = resources.files("chiplore.simulator.dsl").joinpath("grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", start="start", propagate_positions=True, maybe_placeholders=True)
+    """The reference reader: a parse tree, then its limits (`_past_limits`), then the IR."""
+    return Lark(_grammar(), parser="lalr", start="start", propagate_positions=True, maybe_placeholders=True)
+
+
+@functools.cache
+def _fast_parser() -> Lark:
+    """The same grammar, building the IR as it reduces (`_Reduced`)."""
+    to_ir = _ToIR()
+    names = {str(rule.alias or rule.options.template_source or rule.origin.name) for rule in _parser().rules}
+    callbacks = SimpleNamespace(**{name: _reducer(name, getattr(to_ir, name, None)) for name in names})
+    return Lark(_grammar(), parser="lalr", start="start", propagate_positions=True, maybe_placeholders=True,
+                transformer=callbacks)  # fmt: skip
 
 
 def parse(text: str) -> ir.Program:
@@ -73,6 +89,70 @@ def _parse_small(text: str) -> ir.Program | Diagnostic:
 
 
 def _parse(text: str) -> ir.Program:
+    """The IR of a text: built while parsing where the text is well within the reader's limits (the
+    architect parses a program per design it prices), else by the reference reader, which also gives
+    every refusal, so both answer the same."""
+    try:
+        return _parse_reducing(text)
+    except Exception:  # past a limit, not Ferrite, or refused by the IR builder: the reference reader says how
+        return _parse_tree(text)
+
+
+class _PastLimits(Exception):
+    """The fast reader met a nesting or a literal past the reader's limits."""
+
+
+class _Reduced(Tree):  # type: ignore[type-arg]
+    """A rule the fast reader has reduced. Its children are IR already; its own IR is built when its
+    parent is reduced, once Lark has given it its position (`meta`), as the transformer would."""
+
+    height: int  # levels of the parse tree from here down, as `_past_limits` counts them
+    user: Callable[[Any, list[Any]], Any] | None
+    value: Any
+    built: bool
+
+    def ir(self) -> Any:
+        if not self.built:
+            self.value = self.user(self.meta, self.children) if self.user else Tree(self.data, self.children, self.meta)
+            self.built = True
+        return self.value
+
+
+def _reducer(rule: str, user: Callable[[Any, list[Any]], Any] | None) -> Callable[[list[Any]], Tree[Token]]:
+    """Lark's callback for `rule`: its children's IR, its depth and its literals checked on the way."""
+    if rule.startswith("_"):  # spliced into its parent by Lark: its children stay as they are
+        return lambda children: Tree(rule, children)
+
+    def reduce(children: list[Any]) -> _Reduced:
+        height, values = 0, []
+        for child in children:
+            if isinstance(child, _Reduced):
+                height = max(height, child.height)
+                values.append(child.ir())
+            else:
+                if isinstance(child, Token) and child.type in ("INT", "FLOAT") and _literal_problem(child):
+                    raise _PastLimits
+                values.append(child)
+        node = _Reduced(rule, values)
+        node.height, node.user, node.value, node.built = height + 1, user, None, False
+        if node.height > MAX_NESTING_DEPTH:
+            raise _PastLimits
+        return node
+
+    return reduce
+
+
+def _parse_reducing(text: str) -> ir.Program:
+    root = _fast_parser().parse(text)
+    if not isinstance(root, _Reduced):
+        raise TypeError(f"the start rule reduced to {type(root).__name__}")
+    program = root.ir()
+    if not isinstance(program, ir.Program):
+        raise TypeError(f"the start rule built {type(program).__name__}")
+    return program
+
+
+def _parse_tree(text: str) -> ir.Program:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as error:

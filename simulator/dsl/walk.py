@@ -9,9 +9,10 @@ from chiplore.simulator.dsl import ir
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:
     """The node and every node below it, parents before children, in source order."""
-    walked = node._walked
+    walked = node.walked()
     if walked is None:
-        walked = node._walked = tuple(_walk(node))
+        walked = tuple(_walk(node))
+        node.keep_walked(walked)
     return iter(walked)
 
 

@@ -8,7 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.diagnostics import render
 from chiplore.simulator.dsl import ir
-from chiplore.simulator.dsl.parser import MAX_SOURCE_BYTES, FerriteSyntaxError, parse
+from chiplore.simulator.dsl.parser import (
+    MAX_NESTING_DEPTH,
+    MAX_SOURCE_BYTES,
+    FerriteSyntaxError,
+    _parse_reducing,
+    _parse_tree,
+    parse,
+)
 from chiplore.simulator.dsl.printer import print_program
 from tests.simulator.programs import SHORT, all_programs, baseline_path, label, program_path
 from tests.simulator.strategies import programs
@@ -96,3 +103,37 @@ def test_oversized_input_is_refused_before_parsing() -> None:
     source = "// " + "x" * MAX_SOURCE_BYTES
     with pytest.raises(FerriteSyntaxError, match="at most 10,485,760 bytes"):
         parse(source)
+
+
+def _read(reader: object, text: str) -> tuple[str, object]:
+    try:
+        return "ir", reader(text).model_dump()  # type: ignore[operator]
+    except FerriteSyntaxError as error:
+        return "refused", error.diagnostic.model_dump()
+
+
+def _broken(text: str) -> list[str]:
+    return [text[: len(text) // 2], text.replace(";", "", 1), text.replace("(", "((", 3),
+            text.replace("= 8", "= 99999999999999999999999", 1), text.replace("let", "let let", 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", [p.read_text() for p in SHIPPED[::3]] + [t for _, t in PROBES[::5]],
+                         ids=[label(p) for p in SHIPPED[::3]] + [n for n, _ in PROBES[::5]])  # fmt: skip
+def test_the_reducing_reader_builds_what_the_reference_reader_builds(text: str) -> None:
+    """`parse` builds the IR while Lark reduces and leaves every text it cannot take (a limit, a syntax
+    error, a refusal of the IR builder) to the reference reader: both give the same IR, spans included,
+    or the same diagnostic."""
+    assert _read(parse, text) == _read(_parse_tree, text)
+    assert _parse_reducing(text).model_dump() == _parse_tree(text).model_dump()
+    for broken in _broken(text):
+        assert _read(parse, broken) == _read(_parse_tree, broken)
+
+
+def test_the_reducing_reader_refuses_nothing_itself() -> None:
+    """Past the nesting limit it stops and the reference reader gives E0105 where it always has."""
+    deep = "kernel k() { let a = " + "-" * (MAX_NESTING_DEPTH + 5) + "1; }"
+    with pytest.raises(Exception) as raised:
+        _parse_reducing(deep)
+    assert not isinstance(raised.value, FerriteSyntaxError)
+    assert _read(parse, deep) == _read(_parse_tree, deep)
+    assert _read(parse, deep)[0] == "refused"
