@@ -25,12 +25,12 @@ from chiplore.simulator.kernels.builtin import builtin_packs, is_shipped
 from chiplore.simulator.kernels.manifest import MANIFEST, PackProblem
 from chiplore.simulator.kernels.pack import KernelPack, Origin, read_pack
 from chiplore.simulator.kernels.validate import FactsFor, SpaceFor, validate_pack
-from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.check import check, checked_chip
 from chiplore.simulator.toolchain.harness import register_kernel
 from chiplore.simulator.toolchain.placement import LoweringError
 
 STAMP = ".chiplore-validated"  # in an installed pack: the digest it was validated with
-_validated: set[str] = set()  # digests validated in this process
+_validated: set[tuple[str, str | None]] = set()  # (digest, chip) validated in this process
 
 
 class KernelRegistry:
@@ -162,13 +162,14 @@ def _read(folder: Path, origin: Origin) -> KernelPack:
 
 
 def _validate(pack: KernelPack, space_for: SpaceFor | None, facts_for: FactsFor | None) -> None:
-    if pack.digest in _validated:
+    key = (pack.digest, checked_chip())  # a pack is validated on a chip: its baseline may not compile on another
+    if key in _validated:
         return
     try:
         validate_pack(pack, space_for, facts_for)
     except PackProblem as problem:
         raise TargetError(f"kernel pack {pack.name} ({pack.folder}): {problem}") from None
-    _validated.add(pack.digest)
+    _validated.add(key)
 
 
 def _forget_checks() -> None:

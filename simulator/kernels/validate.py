@@ -22,7 +22,7 @@ from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_cas
 from chiplore.simulator.execute.values import InputError, param_shape
 from chiplore.simulator.kernels.manifest import BASELINE, PackProblem
 from chiplore.simulator.kernels.pack import KernelPack
-from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.check import check, documented_shape
 from chiplore.simulator.toolchain.placement import LoweringError
 
 SpaceFor = Callable[[KernelSpec, Facts], DesignSpace | None]
@@ -38,17 +38,27 @@ def validate_pack(pack: KernelPack, space_for: SpaceFor | None = None, facts_for
     toolchain = pack.manifest.toolchain
     if toolchain not in TOOLCHAIN_VERSIONS:
         raise PackProblem(f"toolchain {toolchain!r} is not one of this ferc's: {', '.join(TOOLCHAIN_VERSIONS)}")
-    _compiles(pack.baseline, toolchain, BASELINE)
+    # A baseline is written for a chip: on one of another shape (a truth file's [shape]) it may not
+    # compile, as the shipped kernels' do not. There the pack is what its op graph generates: its first
+    # design must compile and pass, and the loop's root is that design (it says why).
+    refused = _compile_problem(pack.baseline, toolchain, BASELINE)
+    if refused and documented_shape():
+        raise PackProblem(refused)
     check_reference(pack)
-    _passes(pack, pack.baseline, BASELINE)
+    if not refused:
+        _passes(pack, pack.baseline, BASELINE)
     facts = facts_for(toolchain) if facts_for is not None else {}
     space = space_for(pack.spec, facts) if space_for is not None else None  # for the chip's shape
+    if space is None and refused:
+        raise PackProblem(f"{refused}, and the target has no design space for kernel {pack.name} to stand in")
     if space is not None:
         first = next(iter(points(space, facts)), None)
         if first is None:
             why = getattr(space, "why_empty", None)  # the generated space says what refuses its settings
             reason = f": {why(facts)}" if why is not None else ""
-            raise PackProblem(f"the design space of kernel {pack.name} has no valid point under {toolchain}{reason}")
+            also = f"{refused}; " if refused else ""
+            raise PackProblem(f"{also}the design space of kernel {pack.name} has no valid point under {toolchain}"
+                              f"{reason}")  # fmt: skip
         source = space.source(first, facts, toolchain)
         what = "the program generated from its op graph (the design space's first point)"
         _compiles(source, toolchain, what)
@@ -91,15 +101,22 @@ def check_reference(pack: KernelPack) -> None:
 
 
 def _compiles(source: str, toolchain: str, what: str) -> None:
+    problem = _compile_problem(source, toolchain, what)
+    if problem:
+        raise PackProblem(problem)
+
+
+def _compile_problem(source: str, toolchain: str, what: str) -> str:
+    """Why `source` does not compile, in one line ("" when it does)."""
     # E0102 holds a program to the signature the harness passes, and the pack's baseline declares it:
     # only another pack's registration of this kernel could make it differ, and this pack replaces that
     errors = [d for d in check(source, toolchain).diagnostics if d.is_error and d.code != "E0102"]
-    if errors:
-        first = errors[0]
-        where = f" (line {first.span.line})" if first.span is not None else ""
-        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
-        raise PackProblem(f"{what} does not compile under {toolchain}: error[{first.code}]{where}: "
-                          f"{first.message}{more}")  # fmt: skip
+    if not errors:
+        return ""
+    first = errors[0]
+    where = f" (line {first.span.line})" if first.span is not None else ""
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"{what} does not compile under {toolchain}: error[{first.code}]{where}: {first.message}{more}"
 
 
 def _passes(pack: KernelPack, source: str, what: str) -> None:

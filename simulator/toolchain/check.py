@@ -13,6 +13,7 @@ import os
 
 from chiplore.core.target import CheckResult
 from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
+from chiplore.simulator._truth import ChipShape, chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
@@ -65,8 +66,20 @@ def check(source: str, version: str | None = None) -> CheckResult:
     if version is not None:
         spec(version)  # an unknown explicit version is the caller's error
     if len(source) <= CACHED_SOURCE_BYTES:
-        return _check_cached(source, version, os.environ.get(TRUTH_ENV))
+        return _check_cached(source, version, checked_chip())
     return _check_guarded(source, version)
+
+
+def checked_chip() -> str | None:
+    """Which chip programs are checked against (its truth file; None: the default): verdicts are per chip."""
+    return os.environ.get(TRUTH_ENV) or None
+
+
+def documented_shape() -> bool:
+    """Whether the chip this compiler checks against has the shape its first chip's docs describe (2
+    clusters of 256 slices, ...). A program written for that shape is refused on another for its sizes
+    (E0201 positions, E0323 engines, E03xx capacities), not for what it computes."""
+    return chip_shape() == ChipShape()
 
 
 @functools.lru_cache(maxsize=256)

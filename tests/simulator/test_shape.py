@@ -255,6 +255,24 @@ def test_the_generator_writes_designs_for_the_learnt_shape(
     assert tested.correctness is not None and tested.correctness.passed, tested.message
 
 
+USER_PACKS = Path(__file__).resolve().parent / "packs"  # written from docs/kernels.md for the documented chip
+
+
+def test_a_pack_written_for_the_documented_chip_loads_on_another_shape(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's pack brings a baseline for 2 x 256: on a chip of four clusters it does not compile, as
+    the shipped kernels' baselines do not, and the pack still loads, since the design its op graph
+    generates for that chip compiles and passes its reference. On the documented chip a baseline that
+    does not compile is still refused (tests/simulator/test_kernel_packs.py)."""
+    pack = USER_PACKS / "kv_rope_blockscale"
+    assert check((pack / "baseline.fe").read_text(), "0.6.0").ok
+    use_chip(monkeypatch, tmp_path, SHAPES["4x256"])
+    assert not check((pack / "baseline.fe").read_text(), "0.6.0").ok
+    target = SimRNGD(kernel_paths=(pack,))
+    assert "kv_rope_blockscale" in [spec.name for spec in target.kernels()]
+
+
 def test_on_a_small_vrf_the_rows_registers_are_loaded_where_they_are_used(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
