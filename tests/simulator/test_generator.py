@@ -223,6 +223,33 @@ def test_stacked_members_and_chained_groups() -> None:
     assert not analysis.groups[0].weight_only_norm  # v is not renormalised: the input norm stays
 
 
+def test_a_chained_group_loads_its_first_weights_before_its_input_is_copied() -> None:
+    """The down projection reads the gated rows, so its input's copy waits for the up/gate passes, and
+    the engines run their commands in order. With `ahead` its first loop step's weights are loaded
+    right after the up/gate stream, before that copy, and the loop goes on from the next step; the
+    design still computes the kernel on every set."""
+    space = space_of("decoder_feedforward")
+    assert ("ahead", (0, 1)) in [(k.name, k.values) for k in space.knobs]
+    assert "ahead" not in [k.name for k in space_of("sliding_project_qkv").knobs]  # one group: nothing to chain
+    facts = compile_facts("0.6.0")
+    setting = next(p for p in points(space, facts) if p["ahead"] == 1 and p["bcast"] == 0)
+
+    def order(source: str) -> tuple[int, int, list[str]]:
+        lines = source.splitlines()
+        down = [i for i, line in enumerate(lines) if line.strip().startswith("down_weight_packed.") or
+                re.match(r"\s*let down_weight_packed\w*_c\b", line)]  # fmt: skip
+        copy = next(i for i, line in enumerate(lines) if re.match(r"\s*let x1_k\b", line))
+        return down[0], copy, [lines[i + 1] if lines[i].rstrip().endswith("=") else lines[i] for i in down]
+
+    first, copy, loads = order(space.source(setting, facts, "0.6.0"))
+    assert first < copy and "tile(R1_ % 128, 0, " in loads[0] and any("s * 4 + 4" in line for line in loads)
+    first, copy, _ = order(space.source({**setting, "ahead": 0}, facts, "0.6.0"))
+    assert first > copy
+    result = host_test(space.source(setting, facts, "0.6.0"), pack("decoder_feedforward").case, "0.6.0",
+                       ("g0", "exact", "cancel"))  # fmt: skip
+    assert result.correctness is not None and result.correctness.passed, result.message
+
+
 def test_an_uneven_cut_of_a_composite_is_refused() -> None:
     heads = ((256, 16), (1, 256))  # (stride, size): 16 heads of 256
     assert even_cut(heads, 128) and even_cut(heads, 512) and even_cut(heads, 4096)

@@ -44,6 +44,9 @@ class Design:
     # Each pass that reads a register is committed at once, so the register dies with it: the VRF holds
     # one pass's operands at a time, at the cost of a pass per operand (a VRF too small for the rest).
     release_registers: bool = False
+    # A group that reads an earlier group's rows loads its first loop step's weights right after the
+    # previous group's stream, ahead of its own input's copy (which waits for that group's passes).
+    ahead: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -87,13 +90,16 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         for group, geo, broadcast in zip(analysis.groups, design.geometries, design.broadcast, strict=True)
         if group.chained_from is None
     }
+    streamed: int | None = None  # the body mark just after the previous group's stream
     for group, geo, broadcast in zip(analysis.groups, design.geometries, design.broadcast, strict=True):
         chained = exports.get(group.input) if group.chained_from is not None else None
         trf = early[group.index] if group.index in early else Inputs(emitter, sig, group, geo, broadcast, chained).run()
-        stream = Stream(program, sig, group, geo, trf, design.direct, 0)
+        ahead = streamed if design.ahead and group.chained_from is not None else None
+        stream = Stream(program, sig, group, geo, trf, design.direct, 0, ahead)
         loop = program.mark()
         accumulators = stream.accumulators()
         stream.run(accumulators)
+        streamed = program.mark()
         frame = row_frame(geo)
         space = rows[group.index]
         at = None if design.late_registers else loop

@@ -112,6 +112,8 @@ class GeneratedSpace:
         self.quantised = sorted({m.dtype for group in analysis.groups for m in group.members if m.dtype != "bf16"})
         if self.quantised:
             knobs.append(Knob("direct", (1, 0)))
+        if any(group.chained_from is not None for group in analysis.groups):
+            knobs.append(Knob("ahead", (0, 1)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
         # why a design is invalid (None: it is valid), per design with `stagger` off and facts: see why_invalid
@@ -343,7 +345,7 @@ class GeneratedSpace:
         if engines not in self.engine_counts:
             return "engines"
         return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)),
-                      copy_spare=bcast == 2, chip=self.chip)  # fmt: skip
+                      copy_spare=bcast == 2, chip=self.chip, ahead=bool(params.get("ahead", 0)))  # fmt: skip
 
     def _layout(self, unit: int, depth: int, spread: bool, tail: int,
                 cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip

@@ -69,9 +69,11 @@ def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
 
 class Stream:
     def __init__(self, p: Program, sig: Signature, group: Group, geo: Geometry, trf: str, direct: bool,
-                 packet: int) -> None:  # fmt: skip
+                 packet: int, ahead: int | None = None) -> None:  # fmt: skip
         self.p, self.sig, self.group, self.geo, self.trf = p, sig, group, geo, trf
         self.direct, self.packet = direct, packet
+        # a body mark (after the previous group's stream) where the first loop step's weights are loaded
+        self.ahead = ahead
         self.loop_vrfs: list[tuple[str, int]] = []
 
     def accumulators(self) -> dict[int, str]:
@@ -109,12 +111,23 @@ class Stream:
         body: list[str] = []
         loop_bytes = 0
         count = chunks // 2 if pairs else chunks
+        if count and self.ahead is not None:
+            # The first step's weights are loaded right after the previous group's stream, before this
+            # group's input is copied: the engines run their commands in order, and that copy waits for
+            # the previous group's passes, so the weights behind it would wait too.
+            step = 2 * cr if pairs else cr
+            for members in units:
+                for start in range(0, step, cr):
+                    suffix = f"_h{start // cr}"
+                    self._peel(members, self._accumulator(accumulators, members), start, cr, suffix, self.ahead)
+            count -= 1
+            steps = [(v, f"{offset} + {step}", suffix) for v, offset, suffix in steps]
         if count:
             for members in units:
                 accumulator = self._accumulator(accumulators, members)
                 for _, offset, suffix in steps:
-                    text, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr)
-                    body.append(text)
+                    loads, work, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr)
+                    body.append(loads + work)
                     loop_bytes += size
             self.p.budget.dm_loops.append(loop_bytes * depth)
             for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
@@ -134,19 +147,26 @@ class Stream:
     def _accumulator(self, accumulators: dict[int, str], members: tuple[Member, ...]) -> str:
         return accumulators[members[0].index if self.group.stacked else -1]
 
-    def _peel(self, members: tuple[Member, ...], accumulator: str, start: int, rows: int, suffix: str) -> None:
-        """One chunk outside the loop (a buffer of its own, no rotation), its rows from `start`."""
+    def _peel(self, members: tuple[Member, ...], accumulator: str, start: int, rows: int, suffix: str,
+              ahead: int | None = None) -> None:  # fmt: skip
+        """One chunk outside the loop (a buffer of its own, no rotation), its rows from `start`; its
+        weights loaded at body mark `ahead` when given, else just before it contracts."""
         defined = len(self.loop_vrfs)
-        text, size = self._chunk(members, accumulator, False, str(start), suffix, 1, rows)
+        loads, work, size = self._chunk(members, accumulator, False, str(start), suffix, 1, rows)
         self.p.budget.dm_fixed += size
-        self.p.emit(text.replace("        ", "    ", 1).replace("\n        ", "\n    "))
+        if ahead is not None:
+            self.p.emit(_outdented(loads), at=ahead)
+            self.p.emit(_outdented(work))
+        else:
+            self.p.emit(_outdented(loads + work))
         for name, elements in self.loop_vrfs[defined:]:
             self.p.vrf_defined(name, elements)
             self.p.vrf_used(name)
 
     def _chunk(self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str,
-               depth: int, cr: int) -> tuple[str, int]:  # fmt: skip
-        """One chunk of `cr` rows: its loads and contraction, its rows from `offset`; names end in `suffix`."""
+               depth: int, cr: int) -> tuple[str, str, int]:  # fmt: skip
+        """One chunk of `cr` rows, its rows from `offset` and names ending in `suffix`: the loads of its
+        weights, then the rest (its block scales and contraction), and its DM bytes."""
         geo, g = self.geo, self.group.index
         first = members[0]
         plan = contraction(first.dtype, self.direct, self.p.facts)
@@ -193,7 +213,7 @@ class Stream:
                          f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}], "
                          f"fold = [{geo.row_mod(lanes)}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
-        return "".join(lines), size
+        return lines[0], "".join(lines[1:]), size
 
     def _engines(self, m: Member, clusters: tuple[int, ...]) -> str:
         """The first group streams on the design's engines (the others load its operands); a later
@@ -289,3 +309,8 @@ class Stream:
                     f"{indent}{rows(m)}{part}{tile}.dma_into({name}, engines = {engines(m, (cluster,))}{packet});\n"
                 )
         return "".join(lines)
+
+
+def _outdented(text: str) -> str:
+    """A loop body's statements one level out (a chunk peeled off the loop)."""
+    return text.replace("        ", "    ", 1).replace("\n        ", "\n    ")
