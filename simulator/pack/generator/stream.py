@@ -123,6 +123,7 @@ class Stream:
             count -= 1
             steps = [(v, f"{offset} + {step}", suffix) for v, offset, suffix in steps]
         if count:
+            looped = len(self.loop_vrfs)  # the head's registers, if any, were live before the loop
             for members in units:
                 accumulator = self._accumulator(accumulators, members)
                 for _, offset, suffix in steps:
@@ -130,7 +131,7 @@ class Stream:
                     body.append(loads + work)
                     loop_bytes += size
             self.p.budget.dm_loops.append(loop_bytes * depth)
-            for name, elements in self.loop_vrfs:  # all of a loop step's registers are live together
+            for name, elements in self.loop_vrfs[looped:]:  # all of a loop step's registers are live together
                 self.p.vrf_defined(name, elements)
                 self.p.vrf_used(name)
             self.p.emit(f"{head}    for {var} in 0..{count} {{\n" + "".join(body) + "    }\n")
