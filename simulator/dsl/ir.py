@@ -14,8 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from chiplore.core.target import Span
 
 DTYPES = ("bf16", "f32", "i32", "i8", "f8e4m3", "f4e2m1")
-WALKED = "_walked"  # the key of a node's walk in its __dict__ (Node.walked)
 DTYPE_BYTES = {"bf16": 2.0, "f32": 4.0, "i32": 4.0, "i8": 1.0, "f8e4m3": 1.0, "f4e2m1": 0.5}  # f4: two per byte
+
+
+WALKED = "_walked"  # the key of a node's walk in its __dict__ (Node.walked)
 
 
 class Node(BaseModel):
@@ -25,7 +27,7 @@ class Node(BaseModel):
     # The node and every node below it, once walked (dsl/walk.py), is kept in the instance's __dict__
     # under WALKED: the checks walk each program's tree a few dozen times, and a frozen tree's nodes never
     # change. Not a PrivateAttr: pydantic initialises those on every construction, which made building a
-    # program's IR 2.5x slower per node (a parse is half an architect's price of a design).
+    # program's IR 2.5x slower per node (the architect parses a program per design it prices).
 
     def walked(self) -> tuple[Node, ...] | None:
         return self.__dict__.get(WALKED)

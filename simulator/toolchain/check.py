@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 
 from chiplore.core.target import CheckResult
-from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
-from chiplore.simulator._truth import ChipShape, chip_shape
+from chiplore.simulator._truth import ChipShape, chip_key, chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.parser import CACHED_SOURCE_BYTES, FerriteSyntaxError, parse
@@ -72,7 +70,7 @@ def check(source: str, version: str | None = None) -> CheckResult:
 
 def checked_chip() -> str | None:
     """Which chip programs are checked against (its truth file; None: the default): verdicts are per chip."""
-    return os.environ.get(TRUTH_ENV) or None
+    return chip_key()
 
 
 def documented_shape() -> bool:

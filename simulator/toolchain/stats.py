@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from collections import defaultdict
 
 import numpy as np
 
 from chiplore.core.stats import Counters, OpPart, OpStats, ProgramStats
 from chiplore.simulator import NAME
-from chiplore.simulator._truth import ENV_VAR as TRUTH_ENV
 from chiplore.simulator._truth import chip_shape
 from chiplore.simulator.diagnostics import Diagnostic
 from chiplore.simulator.dsl.parser import FerriteSyntaxError, parse
 from chiplore.simulator.toolchain.budget import source_over_budget
-from chiplore.simulator.toolchain.check import check
+from chiplore.simulator.toolchain.check import check, checked_chip
 from chiplore.simulator.toolchain.lower import lower
 from chiplore.simulator.toolchain.lowered import BufferInfo, DmaOp, Flow, LoweredProgram, PassOp
 from chiplore.simulator.toolchain.ordering import Ordering
@@ -58,7 +56,7 @@ def analyze(source: str, version: str | None = None) -> ProgramStats:
     if version is not None:
         spec(version)  # an unknown explicit version is the caller's error
     digest = hashlib.sha256(source.encode("utf-8", errors="surrogatepass")).hexdigest()
-    return _analyze(digest, version, os.environ.get(TRUTH_ENV), source)
+    return _analyze(digest, version, checked_chip(), source)
 
 
 @functools.lru_cache(maxsize=128)  # a large program's stats take about 1 MB
