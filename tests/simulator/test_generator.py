@@ -16,6 +16,7 @@ import pytest
 
 from chiplore.core.ops import OpGraph
 from chiplore.core.pack import DesignSpace, points
+from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.execute.grading import expected_outputs, host_test
 from chiplore.simulator.kernels.builtin import shipped_folders
 from chiplore.simulator.kernels.pack import KernelPack, read_pack
@@ -28,6 +29,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
+from chiplore.simulator.pack.generator.space import STAGE_NONE
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
@@ -248,6 +250,31 @@ def test_a_chained_group_loads_its_first_weights_before_its_input_is_copied() ->
     result = host_test(space.source(setting, facts, "0.6.0"), pack("decoder_feedforward").case, "0.6.0",
                        ("g0", "exact", "cancel"))  # fmt: skip
     assert result.correctness is not None and result.correctness.passed, result.message
+
+
+def test_a_store_whose_slices_hold_partial_units_gathers_its_rows_first() -> None:
+    """Spread over the most row-groups, O's rows leave 64 B (a quarter of an HBM unit) on each slice,
+    and each partial unit of the residual store is read, modified and written back. With `stage` the
+    rows are first gathered, DM to DM, onto one slice of each cluster (3,840 B: whole units) and
+    stored from there: no partial unit is left, the estimate is lower, and the design still computes
+    the kernel on every set. Where the slices already hold whole units, `stage 1` is no design."""
+    space = space_of("sliding_attention_output")
+    assert ("stage", (0, 1)) in [(k.name, k.values) for k in space.knobs]
+    facts = compile_facts("0.6.0")
+    setting = next(p for p in points(space, facts) if p["stage"] == 1 and p["spread"] == 1)
+    staged, plain = (space.source({**setting, "stage": s}, facts, "0.6.0") for s in (1, 0))
+    gather = re.search(r"let (\w+): dm<bf16>\{\.\.Stage0, elem: \[R0_ % 1920\]\} = (\w+)\.dma\(", staged)
+    assert gather is not None and f"{gather[1]}.dma_into(residual" in staged, staged[-600:]
+    assert "Stage0" not in plain and f"{gather[2]}.dma_into(residual" in plain
+    codes = {which: {d.code for d in check(source, "0.6.0").diagnostics} for which, source in
+             (("staged", staged), ("plain", plain))}  # fmt: skip
+    assert "W0322" in codes["plain"] and "W0322" not in codes["staged"], codes  # partial units: read-modify-write
+    assert estimate(staged, "0.6.0").cycles < estimate(plain, "0.6.0").cycles
+    result = host_test(staged, pack("sliding_attention_output").case, "0.6.0", ("g0", "exact", "cancel"))
+    assert result.correctness is not None and result.correctness.passed, result.message
+    whole = next(p for p in points(space, facts) if (p["kgroups"], p["spread"], p["stage"]) == (8, 0, 0))
+    assert "128 rows x 15 row-groups" in space.summary(whole, facts)  # 256 B a slice
+    assert space.why_invalid({**whole, "stage": 1}, facts) == STAGE_NONE
 
 
 def test_an_uneven_cut_of_a_composite_is_refused() -> None:

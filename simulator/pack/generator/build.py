@@ -47,6 +47,9 @@ class Design:
     # A group that reads an earlier group's rows loads its first loop step's weights right after the
     # previous group's stream, ahead of its own input's copy (which waits for that group's passes).
     ahead: bool = False
+    # A store whose slices hold partial HBM units of its rows (each read, modified and written back)
+    # gathers them first, by a DM-to-DM copy, onto few slices that hold whole units.
+    stage: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -104,7 +107,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         space = rows[group.index]
         at = None if design.late_registers else loop
         operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, at)
-        out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators).run()
+        out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators, design.stage).run()
         for name, (value, member) in out.items():
             exports[name] = (value, member, geo)
     return program

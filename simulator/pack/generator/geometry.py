@@ -52,6 +52,9 @@ class RowAxis:
         return all(even_cut(self.strides(), s) for s in strides if 1 < s < self.size)
 
 
+STAGE_BYTES = 32 * 1024  # a cluster's stored rows up to this gather onto one slice
+
+
 def digit(axis: str, stride: int, size: int, total: int) -> str:
     """`axis / stride % size` written as simply as it reads (`axis` alone, `axis % m`, `axis / d`)."""
     text = axis
@@ -192,6 +195,30 @@ class Geometry:
         """A copy in every cluster of the chip."""
         return f"rep({self.chip.clusters})"
 
+    def staging(self, row_bytes: int, unit: int, max_packet: int) -> Staging | None:
+        """Where a store of these rows (`row_bytes` each) gathers them into whole HBM units first, or
+        None when a slice's rows already fill whole units (or no gather fits): all of a cluster's rows
+        on one slice when they are at most `STAGE_BYTES`, else the fewest rows a slice that fill a
+        packet in whole units and cut the cluster's rows evenly."""
+        r, per = self.rows_per_slice, self.per_cluster
+        if r * row_bytes % unit == 0:
+            return None
+        rows = per
+        if per * row_bytes > STAGE_BYTES:
+            step = unit // math.gcd(unit, row_bytes)  # rows of one whole unit
+            fits = [s for s in range(step, per, step)
+                    if per % s == 0 and per // s <= self.chip.slices and s * row_bytes >= max_packet
+                    and self.row.cuts(s)]  # fmt: skip
+            if not fits:
+                return None
+            rows = fits[0]
+        slices = per // rows
+        term = "1" if slices == 1 else digit(self.R, rows, slices, self.n)
+        if slices < self.chip.slices:
+            term += f" # {self.chip.slices}"
+        layout = f"{{ cluster: [{self.cluster_term()}], slice: [{term}] }}"
+        return Staging(layout, digit(self.R, 1, rows, self.n), rows)
+
     def legal(self) -> str | None:
         """Why this geometry cannot be written (None when it can)."""
         r, n = self.rows_per_slice, self.n
@@ -211,3 +238,13 @@ class Geometry:
         if self.head_dim is not None and r % self.head_dim:
             return "heads would straddle slices"
         return None
+
+
+@dataclass(frozen=True)
+class Staging:
+    """A store's gather into whole HBM units: the layout (clusters and slices), the elements' digit and
+    how many rows one staging slice holds."""
+
+    layout: str
+    elem: str
+    rows: int

@@ -96,7 +96,7 @@ class Program:
         self.engines = engines
         self.early: list[str] = []
         self.body: list[str] = []
-        self.late: list[tuple[str, str, tuple[int, ...]]] = []  # stores of outputs (`store`): after everything
+        self.late: list[Store] = []  # stores of outputs (`store`): after everything
         self.inserted: dict[int, list[str]] = {}  # body index -> statements written before it later
         self.clocks: dict[int, int] = {}
         self.layouts: dict[str, str] = {}
@@ -111,6 +111,7 @@ class Program:
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
         self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
+        self.staged = 0  # stores gathered into whole HBM units first (`store`)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no
@@ -154,10 +155,13 @@ class Program:
         (self.early if early else self.body).append(text)
         self.passes += 1
 
-    def store(self, source: str, target: str, clusters: tuple[int, ...] | None = None) -> None:
+    def store(self, source: str, target: str, clusters: tuple[int, ...] | None = None, staged: str = "") -> None:
         """`source.dma_into(target)`, a store of an output written after everything (out of the weight
-        engines' way), on engines of `clusters` that `text` chooses (`store_engines`)."""
-        self.late.append((source, target, self.engines.chip.every if clusters is None else clusters))
+        engines' way), on engines of `clusters` that `text` chooses (`store_engines`). `staged`: the type
+        of a DM tensor the rows are first gathered into (by a DM-to-DM copy on the same engines)."""
+        chosen = self.engines.chip.every if clusters is None else clusters
+        self.late.append(Store(source, target, chosen, self.name(f"{source}_s") if staged else "", staged))
+        self.staged += bool(staged)
 
     def mark(self) -> int:
         """A place in the body where statements can be written later (a group's loop start)."""
@@ -176,10 +180,27 @@ class Program:
 
     def text(self) -> str:
         body = [text for index, stmt in enumerate(self.body) for text in (*self.inserted.get(index, ()), stmt)]
-        engines = store_engines([clusters for _, _, clusters in self.late], self.engines.chip.engines_per_cluster)
-        late = [f"    {source}.dma_into({target}, engines = {chosen});\n"
-                for (source, target, _), chosen in zip(self.late, engines, strict=True)]  # fmt: skip
+        engines = store_engines([store.clusters for store in self.late], self.engines.chip.engines_per_cluster)
+        late = [store.text(chosen) for store, chosen in zip(self.late, engines, strict=True)]
         return "".join(self.early) + "".join(body) + "".join(late)
+
+
+@dataclass(frozen=True)
+class Store:
+    """A store of an output, written after everything; `staged` (with its local `name`): first gathered
+    into a DM tensor of that type, whose slices hold whole HBM units of the rows."""
+
+    source: str
+    target: str
+    clusters: tuple[int, ...]
+    name: str = ""
+    staged: str = ""
+
+    def text(self, engines: str) -> str:
+        if not self.staged:
+            return f"    {self.source}.dma_into({self.target}, engines = {engines});\n"
+        return (f"    let {self.name}: {self.staged} = {self.source}.dma(engines = {engines});\n"
+                f"    {self.name}.dma_into({self.target}, engines = {engines});\n")  # fmt: skip
 
 
 def store_engines(stores: list[tuple[int, ...]], per_cluster: int = 4) -> list[str]:

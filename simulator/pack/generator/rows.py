@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from chiplore.core.ops import Activation, CacheWrite, Elementwise, HeadNorm, MatVec, RmsNorm, Rope, Scale, Store
 from chiplore.core.ops import Op as GraphOp
+from chiplore.simulator.pack.generator import vocab
 from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Pass, Value
 from chiplore.simulator.pack.generator.geometry import Geometry
 from chiplore.simulator.pack.generator.graph import Analysis, Group, Member, Unsupported, activation_ops
 from chiplore.simulator.pack.generator.lanes import FusedStep, Lane, fuse
 from chiplore.simulator.pack.generator.operands import Operand, Part, RowOperands
-from chiplore.simulator.pack.generator.program import float_text
+from chiplore.simulator.pack.generator.program import dtype_bytes, float_text
 from chiplore.simulator.pack.generator.signature import Signature
 
 
 class Rows:
     def __init__(self, e: FrameEmitter, sig: Signature, analysis: Analysis, group: Group, geo: Geometry,
-                 frame: Frame, operands: RowOperands, accumulators: dict[int, str]) -> None:  # fmt: skip
+                 frame: Frame, operands: RowOperands, accumulators: dict[int, str],
+                 stage: bool = False) -> None:  # fmt: skip
         self.e, self.sig, self.a, self.group, self.geo, self.frame = e, sig, analysis, group, geo, frame
+        self.stage = stage  # a store whose slices hold partial HBM units gathers its rows into whole ones first
         self.operands = operands
         self.accumulators = accumulators  # member index (or -1 for the shared one) -> DM tensor
         self.values: dict[str, Value] = {}
@@ -285,8 +288,26 @@ class Rows:
         else:
             where = f"{target.name}.rename({self.sig.axis_of(dims)}, "
         clusters = self.operands.clusters((m,))
-        for piece in self.operands.pieces((m,)) if member is not None else [value.view]:
+        pieces = self.operands.pieces((m,)) if member is not None else [value.view]
+        if pieces == [""] and len(self.group.members) == 1:
+            self.e.p.store(value.tensor, f"{where}{self.geo.R}, {m.offset})", clusters, self._staged(value))
+            return
+        for piece in pieces:
             self.e.p.store(f"{value.tensor}{piece}", f"{where}{self.geo.R}, {m.offset})", clusters)
+
+    def _staged(self, value: Value) -> str:
+        """The type of the tensor a stored value is gathered into first (`stage`), or "" for none: when
+        its slices' rows end in partial HBM units, each of which the store would read, modify and write."""
+        if not self.stage or value.frame.elements != self.geo.rows_per_slice:
+            return ""
+        row_bytes = int(dtype_bytes(value.dtype))
+        staging = self.geo.staging(row_bytes, vocab.hbm_unit(self.e.facts), vocab.MAX_PACKET) if row_bytes else None
+        if staging is None:
+            return ""
+        g = self.geo.index
+        self.e.p.layouts[f"Stage{g}"] = staging.layout
+        self.e.p.dm(staging.rows, value.dtype)
+        return f"dm<{value.dtype}>{{..Stage{g}, elem: [{staging.elem}]}}"
 
 
 def _chain(value: Value) -> int:

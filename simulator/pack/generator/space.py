@@ -7,7 +7,9 @@ DMA engines per cluster for the weights, whether the last chunk is cut into smal
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
 contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
 Rows per slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole
-heads when per-head ops run, and whole HBM units of output when the rows are stored.
+heads when per-head ops run, and whole HBM units of output when the rows are stored. Where a design's
+stored rows still end in partial units on their slices (spread rows, a cluster's share no multiple of
+a unit), `stage` gathers them onto few slices in whole units before the store.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per c
 DEPTHS = (2, 3, 4, 6)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
 FOLD_LANES = 8  # the lanes a chunk's rows fold onto (a flit of f32 sums): a chip needs at least these
+
+
+class Twin(str):
+    """A refusal that only says another setting writes the same program (not a limit of the chip or
+    the pack): `why_empty` leaves it out of what it reports."""
+
+
+STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -114,6 +124,11 @@ class GeneratedSpace:
             knobs.append(Knob("direct", (1, 0)))
         if any(group.chained_from is not None for group in analysis.groups):
             knobs.append(Knob("ahead", (0, 1)))
+        # a store gathers whole rows only (a member's rows among others' are written where they lie)
+        groups = zip(self.shapes, analysis.groups, strict=True)
+        self.stageable = tuple(shape.stored and len(group.members) == 1 for shape, group in groups)
+        if any(self.stageable):
+            knobs.append(Knob("stage", (0, 1)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
         # why a design is invalid (None: it is valid), per design with `stagger` off and facts: see why_invalid
@@ -344,8 +359,13 @@ class GeneratedSpace:
                     return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
         if engines not in self.engine_counts:
             return "engines"
-        return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)),
-                      copy_spare=bcast == 2, chip=self.chip, ahead=bool(params.get("ahead", 0)))  # fmt: skip
+        stage = bool(params.get("stage", 0))
+        # bf16 rows are the smallest a store writes: rows that fill whole units in bf16 fill them in f32
+        partial = (ok and geo.rows_per_slice * 2 % unit for ok, geo in zip(self.stageable, geometries, strict=True))
+        if stage and not any(partial):
+            return STAGE_NONE
+        return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)), copy_spare=bcast == 2,
+                      chip=self.chip, ahead=bool(params.get("ahead", 0)), stage=stage)  # fmt: skip
 
     def _layout(self, unit: int, depth: int, spread: bool, tail: int,
                 cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip
@@ -371,7 +391,7 @@ class GeneratedSpace:
                     geo, tailed = cut, True
             for lower in range(level):  # no two levels may write the same program
                 if self._geometry(group, shape, kg, lower, depth, unit, spread) == geo:
-                    return f"group {g}: chunk level {level} chooses what level {lower} does"
+                    return Twin(f"group {g}: chunk level {level} chooses what level {lower} does")
             if g == 0 and geo.depth > geo.uniform_chunks and geo.depth != DEPTHS[0]:
                 return f"group {g}: depth {geo.depth} over {geo.uniform_chunks} chunk(s) in its loop"
             if g > 0:  # as many bytes in flight as the first group's pipeline holds
@@ -381,9 +401,9 @@ class GeneratedSpace:
                 geo = dataclasses.replace(geo, depth=max(DEPTHS[0], min(geo.uniform_chunks, max(depth, wanted))))
             geometries.append(geo)
         if spread and not spread_out:
-            return "spread: every group's rows already take the most row-groups"
+            return Twin("spread: every group's rows already take the most row-groups")
         if tail and not tailed:
-            return f"tail {tail}: no group's last chunk cuts into pieces of whole flits"
+            return Twin(f"tail {tail}: no group's last chunk cuts into pieces of whole flits")
         return tuple(geometries)
 
     def program(self, params: Params, facts: Facts) -> Program | str:
@@ -407,8 +427,10 @@ class GeneratedSpace:
             result = self._write(design, facts)
         except Unsupported as error:
             return str(error)
+        if design.stage and not result.staged:
+            return STAGE_NONE
         if design.copy_spare and not result.copied_input:
-            return "bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it"
+            return Twin("bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it")
         dm, vrf = result.budget.dm, result.budget.vrf_peak()
         if dm > vocab.usable_dm(facts):
             return f"{dm:,} B of DM per slice"
@@ -440,13 +462,16 @@ class GeneratedSpace:
 
     def why_empty(self, facts: Facts) -> str:
         """Why no setting is valid ("" when one is): the refusals the settings get, most frequent first,
-        each in the words of its first setting (a user learns what to change in the pack)."""
+        each in the words of its first setting (a user learns what to change in the pack). A setting
+        refused only as another's twin counts in neither: that other setting's refusal is the reason."""
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
         for setting in settings(self):
             why = self.why_invalid(setting, facts)
             if why is None:
                 return ""
+            if isinstance(why, Twin):
+                continue
             kind = re.sub(r"\d[\d,.]*", "#", why)  # "12,288 B of VRF live" and "9,216 B ..." are one refusal
             counts[kind] += 1
             first.setdefault(kind, why)
@@ -470,7 +495,8 @@ class GeneratedSpace:
             parts.append(f"group {geo.index}: {geo.kgroups} k-groups of {geo.width}, {geo.rows_per_slice} rows x "
                          f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows{tail}, "
                          f"depth {geo.depth}, input by {'switch' if bcast else copy}")  # fmt: skip
-        return "; ".join(parts) + f"; {design.engines} weight engines per cluster"
+        staged = "; stores gathered into whole HBM units" if design.stage else ""
+        return "; ".join(parts) + f"; {design.engines} weight engines per cluster{staged}"
 
     def features(self, params: Params, facts: Facts) -> dict[str, object]:
         result = self.program(params, facts)
