@@ -273,6 +273,34 @@ def test_a_pack_written_for_the_documented_chip_loads_on_another_shape(
     assert "kv_rope_blockscale" in [spec.name for spec in target.kernels()]
 
 
+def test_on_four_clusters_os_residual_store_is_gathered_into_whole_units(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """O's 3,840 rows over four clusters are 960 a cluster, 7.5 HBM units of bf16, so no cut of them
+    over the slices leaves whole units on each, and the residual store reads, modifies and writes
+    back every unit it touches. With `stage` each cluster's rows are gathered onto one slice first:
+    the store is left with the units the clusters share, the estimate is lower, and the design
+    still computes the kernel."""
+    use_chip(monkeypatch, tmp_path, SHAPES["4x256"])
+    facts = compile_facts("0.6.0")
+    target = SimRNGD()
+    spec = next(s for s in target.kernels() if s.name == "sliding_attention_output")
+    space = target.pack().design_space(spec, facts)
+    setting = {"kgroups": 8, "bcast": 1, "chunk": 3, "depth": 2, "engines": 3, "stagger": 0, "tail": 0,
+               "direct": 1, "stage": 1}  # fmt: skip
+    staged, plain = (space.source({**setting, "stage": stage}, facts, "0.6.0") for stage in (1, 0))
+    assert "elem: [R0_ % 960]" in staged and "Stage0" not in plain
+
+    def partial(source: str) -> int:
+        found = [d.message for d in check(source, "0.6.0").diagnostics if d.code == "W0322"]
+        return int(re.match(r"(\d+) packets", found[0])[1]) if found else 0  # type: ignore[index]
+
+    assert partial(staged) < partial(plain) / 10, (partial(staged), partial(plain))
+    assert estimate(staged, "0.6.0").cycles < estimate(plain, "0.6.0").cycles
+    tested = target.host_test(staged, "sliding_attention_output", "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
+
+
 def test_on_a_small_vrf_the_rows_registers_are_loaded_where_they_are_used(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
