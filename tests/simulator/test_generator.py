@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from chiplore.core.ops import OpGraph
-from chiplore.core.pack import DesignSpace, points
+from chiplore.core.pack import DesignSpace, points, settings
 from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.execute.grading import expected_outputs, host_test
 from chiplore.simulator.kernels.builtin import shipped_folders
@@ -29,7 +29,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
-from chiplore.simulator.pack.generator.space import STAGE_NONE
+from chiplore.simulator.pack.generator.space import STAGE_NONE, Twin
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
@@ -126,6 +126,11 @@ def test_a_space_with_no_valid_setting_says_what_refuses_its_settings() -> None:
     assert next(iter(points(space, cramped)), None) is None
     why = space.why_empty(cramped)  # type: ignore[attr-defined]
     assert re.match(r"[\d,]+ B of DM per slice \([\d,]+ of [\d,]+ settings\)", why), why
+    # a staged design is its unstaged twin and a gather more: refused where the twin is, for its reason
+    o = space_of("sliding_attention_output")
+    staged = next(p for p in settings(o) if p["stage"] == 1 and not isinstance(o.design(p, OLD), str))
+    assert o.why_invalid(staged, cramped) == f"stage 1: as stage 0, {o.why_invalid({**staged, 'stage': 0}, cramped)}"
+    assert isinstance(o.why_invalid(staged, cramped), Twin) and "of DM per slice" in str(o.why_invalid(staged, cramped))
 
 
 def test_the_generated_program_uses_the_vocabulary_the_facts_allow() -> None:
@@ -176,7 +181,11 @@ def test_a_staggered_design_is_valid_exactly_when_its_twin_is(kernel: str) -> No
         twin = {**setting, "stagger": 1 - setting["stagger"]}
         checked.why_invalid(twin, tight)  # the twin first: its verdict is the one remembered
         alone = written.program(setting, tight)
-        assert checked.why_invalid(setting, tight) == (None if not isinstance(alone, str) else alone)
+        verdict = checked.why_invalid(setting, tight)
+        if isinstance(verdict, Twin) and verdict.startswith("stage 1: as stage 0"):  # refused as its unstaged twin
+            assert isinstance(alone, str) and written.why_invalid({**setting, "stage": 0}, tight) is not None
+            continue
+        assert verdict == (None if not isinstance(alone, str) else alone)
         verdicts["valid"] += not isinstance(alone, str)
         verdicts["over memory"] += isinstance(alone, str) and alone.endswith(("of DM per slice", "of VRF live"))
     assert verdicts["valid"] and verdicts["over memory"], verdicts

@@ -456,7 +456,10 @@ class GeneratedSpace:
         # design and its staggered twin are valid together, and checking a space writes one of the two.
         key = (dataclasses.replace(design, stagger=False), tuple(sorted(facts.items())))
         if key not in self._verdicts:
-            result = self.program(params, facts)
+            # A staged design is its unstaged twin and a gather more (more DM, the same passes): where the
+            # twin is refused, so is it, and an empty space's check writes one program of the two.
+            plain = self.why_invalid({**params, "stage": 0}, facts) if design.stage else None
+            result = Twin(f"stage 1: as stage 0, {plain}") if plain is not None else self.program(params, facts)
             self._verdicts[key] = None if isinstance(result, Program) else result
         return self._verdicts[key]
 
