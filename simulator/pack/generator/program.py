@@ -96,7 +96,7 @@ class Program:
         self.engines = engines
         self.early: list[str] = []
         self.body: list[str] = []
-        self.late: list[Store] = []  # stores of outputs (`store`): after everything
+        self.late: list[LateStore] = []  # stores of outputs (`store`): after everything
         self.inserted: dict[int, list[str]] = {}  # body index -> statements written before it later
         self.clocks: dict[int, int] = {}
         self.layouts: dict[str, str] = {}
@@ -111,7 +111,6 @@ class Program:
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
         self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
-        self.staged = 0  # stores gathered into whole HBM units first (`store`)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no
@@ -160,8 +159,12 @@ class Program:
         engines' way), on engines of `clusters` that `text` chooses (`store_engines`). `staged`: the type
         of a DM tensor the rows are first gathered into (by a DM-to-DM copy on the same engines)."""
         chosen = self.engines.chip.every if clusters is None else clusters
-        self.late.append(Store(source, target, chosen, self.name(f"{source}_s") if staged else "", staged))
-        self.staged += bool(staged)
+        self.late.append(LateStore(source, target, chosen, self.name(f"{source}_s") if staged else "", staged))
+
+    @property
+    def staged(self) -> int:
+        """Stores gathered into whole HBM units first."""
+        return sum(bool(store.staged) for store in self.late)
 
     def mark(self) -> int:
         """A place in the body where statements can be written later (a group's loop start)."""
@@ -186,7 +189,7 @@ class Program:
 
 
 @dataclass(frozen=True)
-class Store:
+class LateStore:
     """A store of an output, written after everything; `staged` (with its local `name`): first gathered
     into a DM tensor of that type, whose slices hold whole HBM units of the rows."""
 

@@ -289,11 +289,10 @@ class Rows:
             where = f"{target.name}.rename({self.sig.axis_of(dims)}, "
         clusters = self.operands.clusters((m,))
         pieces = self.operands.pieces((m,)) if member is not None else [value.view]
-        if pieces == [""] and len(self.group.members) == 1:
-            self.e.p.store(value.tensor, f"{where}{self.geo.R}, {m.offset})", clusters, self._staged(value))
-            return
+        # only a group's whole rows are gathered (a member's among others' are written where they lie)
+        staged = self._staged(value) if pieces == [""] and len(self.group.members) == 1 else ""
         for piece in pieces:
-            self.e.p.store(f"{value.tensor}{piece}", f"{where}{self.geo.R}, {m.offset})", clusters)
+            self.e.p.store(f"{value.tensor}{piece}", f"{where}{self.geo.R}, {m.offset})", clusters, staged)
 
     def _staged(self, value: Value) -> str:
         """The type of the tensor a stored value is gathered into first (`stage`), or "" for none: when
