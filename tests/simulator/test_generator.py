@@ -29,7 +29,8 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
-from chiplore.simulator.pack.generator.space import STAGE_NONE, Twin
+from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, Twin
+from chiplore.simulator.pack.generator.stream import share_out
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
@@ -284,6 +285,45 @@ def test_a_store_whose_slices_hold_partial_units_gathers_its_rows_first() -> Non
     whole = next(p for p in points(space, facts) if (p["kgroups"], p["spread"], p["stage"]) == (8, 0, 0))
     assert "128 rows x 15 row-groups" in space.summary(whole, facts)  # 256 B a slice
     assert space.why_invalid({**whole, "stage": 1}, facts) == STAGE_NONE
+
+
+def test_engines_are_shared_out_in_proportion_to_the_loads() -> None:
+    assert share_out([1024, 1024, 1024], [0, 1, 2]) == [[0], [1], [2]]
+    assert share_out([6656, 1024], [0, 1, 2, 3]) == [[0, 1, 2], [3]]
+    assert share_out([512, 512], [0, 1, 2]) == [[0, 1], [2]]  # the remainder to the first of a tie
+    assert share_out([1, 1, 1], [4, 5]) == [[4], [5], [4]]  # more loads than engines: in turn
+    assert share_out([1, 1], []) == [[], []]
+
+
+def test_a_clusters_engines_are_shared_out_among_a_chunks_dmas() -> None:
+    """GQA's q, k and v share a row space: cluster 1 takes the last 1,024 of q's rows, all of k's and
+    all of v's, one DMA each per chunk. On every weight engine each DMA waits for the one before and
+    pays its start-up after it; with `share 1` each takes an engine of its own (equal rows: one each),
+    the start-ups run side by side, the estimate is lower and the design still computes the kernel.
+    A kernel whose row spaces hold one member each has no such choice."""
+    space = space_of("gqa_project_qkv")
+    assert ("share", (0, 1)) in [(k.name, k.values) for k in space.knobs]
+    assert "share" not in [k.name for k in space_of("sliding_attention_output").knobs]
+    facts = compile_facts("0.6.0")
+    setting = {"bcast": 1, "chunk": 3, "depth": 4, "direct": 1, "engines": 3, "kgroups": 8, "stagger": 0, "tail": 0}
+    shared, plain = (space.source({**setting, "share": s}, facts, "0.6.0") for s in (1, 0))
+
+    def engines(source: str, weight: str) -> list[str]:
+        return re.findall(rf"{weight}\.rename\(.*dma_into\(w0_c, engines = (\[[\d, ]+\])\)", source)
+
+    assert engines(plain, "q_weight") == ["[0, 1, 2]", "[4, 5, 6]"]
+    assert engines(plain, "k_weight") == engines(plain, "v_weight") == ["[4, 5, 6]"]
+    assert engines(shared, "q_weight") == ["[0, 1, 2]", "[4]"]
+    assert (engines(shared, "k_weight"), engines(shared, "v_weight")) == (["[5]"], ["[6]"])
+    assert "shared out among a chunk's DMAs" in space.summary({**setting, "share": 1}, facts)
+    assert estimate(shared, "0.6.0").cycles < 0.97 * estimate(plain, "0.6.0").cycles
+    result = host_test(shared, pack("gqa_project_qkv").case, "0.6.0", ("g0", "exact", "cancel"))
+    assert result.correctness is not None and result.correctness.passed, result.message
+    # kv_rope_blockscale's k and v share a row space too, but whole heads put k in one cluster and v in the other
+    kv = generated_space(read_pack(PACKS / "kv_rope_blockscale", "test").spec)
+    assert kv is not None and "share" in [k.name for k in kv.knobs]
+    plain_kv = next(p for p in points(kv, facts) if p["share"] == 0)
+    assert kv.why_invalid({**plain_kv, "share": 1}, facts) == SHARE_NONE
 
 
 def test_an_uneven_cut_of_a_composite_is_refused() -> None:

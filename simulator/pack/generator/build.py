@@ -50,6 +50,9 @@ class Design:
     # A store whose slices hold partial HBM units of its rows (each read, modified and written back)
     # gathers them first, by a DM-to-DM copy, onto few slices that hold whole units.
     stage: bool = False
+    # The DMAs of a chunk that land in one cluster (members sharing a row space) share out its weight
+    # engines, in proportion to their rows, so that their start-ups run side by side, not one after another.
+    share: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -98,7 +101,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         chained = exports.get(group.input) if group.chained_from is not None else None
         trf = early[group.index] if group.index in early else Inputs(emitter, sig, group, geo, broadcast, chained).run()
         ahead = streamed if design.ahead and group.chained_from is not None else None
-        stream = Stream(program, sig, group, geo, trf, design.direct, 0, ahead)
+        stream = Stream(program, sig, group, geo, trf, design.direct, 0, ahead, design.share)
         loop = program.mark()
         accumulators = stream.accumulators()
         stream.run(accumulators)

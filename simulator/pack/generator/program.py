@@ -61,8 +61,12 @@ class Engines:
         every = self.chip.every if clusters is None else clusters
         return "[" + ", ".join(str(self.chip.engine(c, e)) for c in every for e in local) + "]"
 
+    def stream_local(self, count: int | None = None) -> list[int]:
+        """A cluster's weight-stream engines (local numbers): the design's, or `count` of them."""
+        return list(range(count or self.weights))
+
     def stream(self, clusters: tuple[int, ...] | None = None, count: int | None = None) -> str:
-        return self.listed(clusters, list(range(count or self.weights)))
+        return self.listed(clusters, self.stream_local(count))
 
     def aux(self, turn: int, clusters: tuple[int, ...] | None = None) -> str:
         """One small-load engine per destination cluster, taking turns over the spare engines."""
@@ -111,6 +115,7 @@ class Program:
         self.passes = 0  # statements so far that use a VRF or define one (the live-set clock)
         self.notes: list[str] = []
         self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
+        self.shared = False  # whether some cluster's weight engines were shared out among a chunk's DMAs (Stream)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no

@@ -45,6 +45,7 @@ class Twin(str):
 
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
+SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -129,6 +130,9 @@ class GeneratedSpace:
         self.stageable = tuple(shape.stored and len(group.members) == 1 for shape, group in groups)
         if any(self.stageable):
             knobs.append(Knob("stage", (0, 1)))
+        # members sharing a row space load a chunk with one DMA each: a cluster may share its engines among them
+        if chip.engines_per_cluster > 1 and any(not g.stacked and len(g.members) > 1 for g in analysis.groups):
+            knobs.append(Knob("share", (0, 1)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
         # why a design is invalid (None: it is valid), per design with `stagger` off and facts: see why_invalid
@@ -365,7 +369,8 @@ class GeneratedSpace:
         if stage and not any(partial):
             return STAGE_NONE
         return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)), copy_spare=bcast == 2,
-                      chip=self.chip, ahead=bool(params.get("ahead", 0)), stage=stage)  # fmt: skip
+                      chip=self.chip, ahead=bool(params.get("ahead", 0)), stage=stage,
+                      share=bool(params.get("share", 0)))  # fmt: skip
 
     def _layout(self, unit: int, depth: int, spread: bool, tail: int,
                 cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip
@@ -429,6 +434,8 @@ class GeneratedSpace:
             return str(error)
         if design.stage and not result.staged:
             return STAGE_NONE
+        if design.share and not result.shared:
+            return SHARE_NONE
         if design.copy_spare and not result.copied_input:
             return Twin("bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it")
         dm, vrf = result.budget.dm, result.budget.vrf_peak()
@@ -456,10 +463,12 @@ class GeneratedSpace:
         # design and its staggered twin are valid together, and checking a space writes one of the two.
         key = (dataclasses.replace(design, stagger=False), tuple(sorted(facts.items())))
         if key not in self._verdicts:
-            # A staged design is its unstaged twin and a gather more (more DM, the same passes): where the
-            # twin is refused, so is it, and an empty space's check writes one program of the two.
-            plain = self.why_invalid({**params, "stage": 0}, facts) if design.stage else None
-            result = Twin(f"stage 1: as stage 0, {plain}") if plain is not None else self.program(params, facts)
+            # A staged design is its unstaged twin and a gather more (more DM, the same passes), a shared one
+            # its twin on other engines: where the twin is refused, so is it, and an empty space's check
+            # writes one program of the two.
+            twin = next((knob for knob in ("stage", "share") if getattr(design, knob)), None)
+            plain = self.why_invalid({**params, twin: 0}, facts) if twin else None
+            result = Twin(f"{twin} 1: as {twin} 0, {plain}") if plain is not None else self.program(params, facts)
             self._verdicts[key] = None if isinstance(result, Program) else result
         return self._verdicts[key]
 
@@ -499,7 +508,8 @@ class GeneratedSpace:
                          f"{geo.groups} row-groups per cluster, {geo.chunks} chunks of {geo.chunk_rows} rows{tail}, "
                          f"depth {geo.depth}, input by {'switch' if bcast else copy}")  # fmt: skip
         staged = "; stores gathered into whole HBM units" if design.stage else ""
-        return "; ".join(parts) + f"; {design.engines} weight engines per cluster{staged}"
+        shared = ", shared out among a chunk's DMAs" if design.share else ""
+        return "; ".join(parts) + f"; {design.engines} weight engines per cluster{shared}{staged}"
 
     def features(self, params: Params, facts: Facts) -> dict[str, object]:
         result = self.program(params, facts)

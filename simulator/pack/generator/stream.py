@@ -69,9 +69,11 @@ def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
 
 class Stream:
     def __init__(self, p: Program, sig: Signature, group: Group, geo: Geometry, trf: str, direct: bool,
-                 packet: int, ahead: int | None = None) -> None:  # fmt: skip
+                 packet: int, ahead: int | None = None, share: bool = False) -> None:  # fmt: skip
         self.p, self.sig, self.group, self.geo, self.trf = p, sig, group, geo, trf
         self.direct, self.packet = direct, packet
+        # the DMAs of a chunk that land in one cluster share out its weight engines (else each takes them all)
+        self.share = share
         # a body mark (after the previous group's stream) where the first loop step's weights are loaded
         self.ahead = ahead
         self.loop_vrfs: list[tuple[str, int]] = []
@@ -179,7 +181,9 @@ class Stream:
         tile = f".tile({geo.row_mod(geo.rows_per_slice)}, {offset}, {cr})"
         packet = f", packet = {self.packet}" if self.packet else ""
         # a member over both clusters: one DMA per cluster, on that cluster's engines
-        lines = [self._loads(members, buf, chunk_type, lambda m: m.op.weight, tile, self._engines, packet)]
+        weights = self._loads(members, buf, chunk_type, lambda m: m.op.weight, tile, self._engines, packet,
+                              shared=self.share)  # fmt: skip
+        lines = [weights]
         size = int(cr * geo.width * dtype_bytes(first.dtype))
         packet = column_packet(plan, first.dtype, geo.width)
         if packet is None:
@@ -287,10 +291,11 @@ class Stream:
 
     def _loads(self, members: tuple[Member, ...], name: str, buffer: str, param: Callable[[Member], str],
                tile: str, engines: Callable[[Member, tuple[int, ...]], str], packet: str = "",
-               indent: str = "        ") -> str:  # fmt: skip
+               indent: str = "        ", shared: bool = False) -> str:  # fmt: skip
         """`let name: buffer` holding each member's rows of a [rows, K] parameter (its codes, its block
         scales; the chunk `tile` selects): one DMA for a member alone, else one per member and cluster
-        its rows land in, side by side. The early loads (indented once) are written on one line."""
+        its rows land in, side by side (`shared`: on a share of the cluster's stream engines each). The
+        early loads (indented once) are written on one line."""
         geo = self.geo
 
         def rows(m: Member) -> str:
@@ -302,14 +307,54 @@ class Stream:
             load = f"{rows(m)}{tile}.dma(engines = {engines(m, self._clusters(members))}{packet})"
             return f"{indent}let {name}: {buffer} ={wrap}{load};\n"
         lines = [f"{indent}let {name}: {buffer} = dm::empty();\n"]
-        for m in members:
-            clusters = self._clusters((m,))
-            for cluster in clusters:
-                part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if len(clusters) > 1 else ""
-                lines.append(
-                    f"{indent}{rows(m)}{part}{tile}.dma_into({name}, engines = {engines(m, (cluster,))}{packet});\n"
-                )
+        loads = [(m, cluster, len(self._clusters((m,)))) for m in members for cluster in self._clusters((m,))]
+        shares = self._shares(loads) if shared else {}
+        for m, cluster, spread in loads:
+            part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if spread > 1 else ""
+            listed = shares.get((m.index, cluster)) or engines(m, (cluster,))
+            lines.append(f"{indent}{rows(m)}{part}{tile}.dma_into({name}, engines = {listed}{packet});\n")
         return "".join(lines)
+
+    def _shares(self, loads: list[tuple[Member, int, int]]) -> dict[tuple[int, int], str]:
+        """Each cluster's stream engines shared out among the DMAs that land in it, in proportion to
+        their rows (one engine at least; in turn where there are more DMAs than engines). An engine runs
+        its commands one after another, each after a start-up: several DMAs on every engine would pay
+        their start-ups in a row, on engines of their own they pay them side by side."""
+        geo, out = self.geo, {}
+        for cluster in {c for _, c, _ in loads}:
+            here = [m for m, c, _ in loads if c == cluster]
+            if len(here) < 2:
+                continue
+            low, high = cluster * geo.per_cluster, (cluster + 1) * geo.per_cluster
+            rows = [min(m.offset + m.rows, high) - max(m.offset, low) if geo.split else m.rows for m in here]
+            engines = self.p.engines.stream_local(self._count((here[0],)))
+            if len(engines) < 2:
+                continue
+            self.p.shared = True
+            for m, taken in zip(here, share_out(rows, engines), strict=True):
+                out[(m.index, cluster)] = self.p.engines.listed((cluster,), taken)
+        return out
+
+
+def share_out(sizes: list[int], engines: list[int]) -> list[list[int]]:
+    """`engines` shared out among loads of `sizes`: in proportion to size, one at least, each load's
+    engines next to each other (largest remainder); with fewer engines than loads, one each in turn."""
+    if not engines:
+        return [[] for _ in sizes]
+    if len(sizes) >= len(engines):
+        return [[engines[i % len(engines)]] for i in range(len(sizes))]
+    spare = len(engines) - len(sizes)
+    total = sum(sizes) or 1
+    exact = [spare * size / total for size in sizes]
+    counts = [1 + int(e) for e in exact]
+    order = sorted(range(len(sizes)), key=lambda i: (int(exact[i]) - exact[i], i))
+    for i in order[: len(engines) - sum(counts)]:
+        counts[i] += 1
+    out, start = [], 0
+    for count in counts:
+        out.append(engines[start : start + count])
+        start += count
+    return out
 
 
 def _outdented(text: str) -> str:
