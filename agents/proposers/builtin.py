@@ -1,7 +1,8 @@
 """The builtin proposers: programs from the target pack's design space, ranked by the calibrated
 cost model (measured parameters, calibrated by the device runs so far). The architect searches the
 space within a budget of predictions (`search`) and proposes the best few whole designs it found,
-spread over the space's first knob; the refiner the best-ranked settings one knob step from BEST.
+spread over the space's first knob; the refiner the best-ranked settings one knob step from BEST
+(or a step the space refuses alone, taken with one other knob moved).
 Deterministic from the seed (ties are broken by a seeded order)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from chiplore.agents.proposers.base import DesignProposal, KernelView, Role
 from chiplore.agents.proposers.search import Priced, Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import DesignSpace, Params, neighbours, shuffled_points
+from chiplore.core.pack import DesignSpace, Params, neighbours, repaired_steps, shuffled_points
 
 
 class BuiltinArchitect:
@@ -62,7 +63,10 @@ class BuiltinRefiner:
         space, best = view.space, view.best_params
         if space is None or best is None:  # BEST is not a design of the space: nothing to step from
             return []
-        ranked = _ranked(view, space, neighbours(space, best, view.knowledge.facts))
+        facts = view.knowledge.facts
+        # a step the space refuses alone may be valid with one other knob moved: those are moves too
+        steps = itertools.chain(neighbours(space, best, facts), repaired_steps(space, best, facts))
+        ranked = _ranked(view, space, steps)
         out = []
         for p in ranked[:count]:
             moved = [k for k in p if p[k] != best.get(k)]

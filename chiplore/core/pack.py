@@ -240,6 +240,32 @@ def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Par
     return _moves(space, params, facts, adjacent)
 
 
+def repaired_steps(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
+    """For each knob step from `params` that names no valid setting, the valid settings that take the
+    step and move one other knob to any of its values: a step the space refuses alone (more k-groups
+    whose chunks no longer divide the rows) is often one knob away from a design that takes it. In
+    `settings` order per step; each setting once, none of `neighbours`'."""
+    full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    for knob in space.knobs:
+        if full[knob.name] not in knob.values:
+            continue
+        index = knob.values.index(full[knob.name])
+        for step in (knob.values[i] for i in (index - 1, index + 1) if 0 <= i < len(knob.values)):
+            stepped = {**full, knob.name: step}
+            if space.valid(stepped, facts):
+                continue
+            for other in space.knobs:
+                if other.name == knob.name:
+                    continue
+                for value in other.values:
+                    setting = {**stepped, other.name: value}
+                    key = tuple(sorted(setting.items()))
+                    if value != stepped[other.name] and key not in seen and space.valid(setting, facts):
+                        seen.add(key)
+                        yield setting
+
+
 def one_knob_moves(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
     """Valid settings that differ from `params` in one knob, set to any other of its values: a search's
     steps. A knob added to the space since `params` was written takes its first value."""

@@ -12,7 +12,7 @@ from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.proposers import BuiltinArchitect, KernelView
 from chiplore.agents.proposers.search import Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
-from chiplore.core.pack import Params, nearest_points, points, settings, shuffled_points
+from chiplore.core.pack import Params, nearest_points, points, repaired_steps, settings, shuffled_points
 from tests.toy.pack.params import LANE_BUFFER
 from tests.toy.target import ToyChip
 
@@ -104,3 +104,32 @@ def test_the_nearest_valid_settings_are_those_a_whole_scan_finds() -> None:
 
         fewest = min(map(moved, valid))
         assert nearest_points(space, params, FACTS) == [p for p in valid if moved(p) == fewest]
+
+
+def test_a_step_the_space_refuses_alone_is_taken_with_one_other_knob_moved() -> None:
+    """The refiner's repaired steps are, for every valid setting of the toy space, exactly what a whole
+    scan finds: valid settings that take a one-knob step that is invalid alone and move one other knob."""
+    _, view = _toy()
+    space = view.space
+    assert space is not None
+    valid = list(points(space, FACTS))
+    found = 0
+    for params in valid:
+        expected = []
+        for p in valid:
+            moved = [k for k in p if p[k] != params[k]]
+            if len(moved) != 2:
+                continue
+            for knob in space.knobs:
+                if knob.name not in moved:
+                    continue
+                i = knob.values.index(params[knob.name])
+                if abs(knob.values.index(p[knob.name]) - i) == 1 and not space.valid(
+                    {**params, knob.name: p[knob.name]}, FACTS
+                ):
+                    expected.append(p)
+                    break
+        steps = list(repaired_steps(space, params, FACTS))
+        assert sorted(map(setting_key, steps)) == sorted(map(setting_key, expected)), params
+        found += len(steps)
+    assert found  # the toy space has steps it refuses alone
