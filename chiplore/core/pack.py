@@ -231,13 +231,7 @@ def neighbours(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Par
     """Valid settings one knob step from `params`: what a refiner tries next to BEST. A knob added to
     the space since `params` was written takes its first value."""
 
-    def adjacent(knob: Knob, current: int) -> list[int]:
-        if current not in knob.values:
-            return []
-        index = knob.values.index(current)
-        return [knob.values[i] for i in (index - 1, index + 1) if 0 <= i < len(knob.values)]
-
-    return _moves(space, params, facts, adjacent)
+    return _moves(space, params, facts, _adjacent)
 
 
 def repaired_steps(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:
@@ -248,10 +242,7 @@ def repaired_steps(space: DesignSpace, params: Params, facts: Facts) -> Iterator
     full = {**{knob.name: knob.values[0] for knob in space.knobs}, **params}
     seen: set[tuple[tuple[str, int], ...]] = set()
     for knob in space.knobs:
-        if full[knob.name] not in knob.values:
-            continue
-        index = knob.values.index(full[knob.name])
-        for step in (knob.values[i] for i in (index - 1, index + 1) if 0 <= i < len(knob.values)):
+        for step in _adjacent(knob, full[knob.name]):
             stepped = {**full, knob.name: step}
             if space.valid(stepped, facts):
                 continue
@@ -264,6 +255,14 @@ def repaired_steps(space: DesignSpace, params: Params, facts: Facts) -> Iterator
                     if value != stepped[other.name] and key not in seen and space.valid(setting, facts):
                         seen.add(key)
                         yield setting
+
+
+def _adjacent(knob: Knob, current: int) -> list[int]:
+    """The values one step from `current` in the knob's order (none when it is not one of them)."""
+    if current not in knob.values:
+        return []
+    index = knob.values.index(current)
+    return [knob.values[i] for i in (index - 1, index + 1) if 0 <= i < len(knob.values)]
 
 
 def one_knob_moves(space: DesignSpace, params: Params, facts: Facts) -> Iterator[Params]:

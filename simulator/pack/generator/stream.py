@@ -307,7 +307,8 @@ class Stream:
             load = f"{rows(m)}{tile}.dma(engines = {engines(m, self._clusters(members))}{packet})"
             return f"{indent}let {name}: {buffer} ={wrap}{load};\n"
         lines = [f"{indent}let {name}: {buffer} = dm::empty();\n"]
-        loads = [(m, cluster, len(self._clusters((m,)))) for m in members for cluster in self._clusters((m,))]
+        spans = {m.index: self._clusters((m,)) for m in members}
+        loads = [(m, cluster, len(spans[m.index])) for m in members for cluster in spans[m.index]]
         shares = self._shares(loads) if shared else {}
         for m, cluster, spread in loads:
             part = f".tile({geo.R} / {geo.per_cluster}, {cluster}, 1)" if spread > 1 else ""
