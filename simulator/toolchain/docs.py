@@ -117,6 +117,9 @@ def shape_values(shape: ChipShape) -> dict[str, object]:
         "second_engine": _listed(chip.beside_first(1)),
         "cluster_engines": _listed(chip.local(0)),
         "gemv_rows": 8 * shape.slices,  # the tutorial's matrix: eight rows on each slice of cluster 0
+        # its contraction's outputs a step: a slice's eight rows (four a chunk), or as many as its lanes
+        "fold": min(8, shape.lanes),
+        "chunk_fold": min(4, shape.lanes),
     }
 
 

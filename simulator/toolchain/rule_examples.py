@@ -423,6 +423,11 @@ def for_shape(source: str, shape: ChipShape) -> str:
             line = line.replace("B / 32]", f"B / {per_vrf}]").replace("B / 64]", f"B / {2 * per_vrf}]")
         lines.append(line)
     text = "\n".join(lines)
+    if shape.lanes < 8:  # a contraction's eight outputs a step on a chip of fewer lanes: as many as it has
+        text = text.replace("fold = [1 # 16]", f"fold = [1 # {2 * shape.lanes}]")
+        text = text.replace("fold = [1 # 8]", f"fold = [1 # {shape.lanes}]").replace(
+            "dm<f32>{..One, elem: [1 # 8]}", f"dm<f32>{{..One, elem: [1 # {shape.lanes}]}}"
+        )
     text = text.replace("cluster: [H / 32]", f"cluster: [H / 32 # {clusters}]")
     text = text.replace("cluster: [1 # 2]", f"cluster: [1 # {clusters}]")
     # Every full-cluster pad first; then the pads written as parts of it (E0201's example: half).

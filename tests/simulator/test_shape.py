@@ -21,6 +21,7 @@ from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.fits import search_shape
+from chiplore.simulator.pack.generator import generation_problem, vocab
 from chiplore.simulator.pack.generator.build import write
 from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
 from chiplore.simulator.pack.language import FerriteGuide
@@ -238,11 +239,14 @@ def test_the_generator_writes_designs_for_the_learnt_shape(
 ) -> None:
     """The design space reads the shape from the learnt facts (here found by compiling, as `learn`
     finds them): on each chip its sampled designs compile and its first design computes the kernel."""
-    shape = SHAPES[name]
+    designs_compile_and_compute(SHAPES[name], kernel, monkeypatch, tmp_path)
+
+
+def designs_compile_and_compute(shape: ChipShape, kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     use_chip(monkeypatch, tmp_path, shape)
     facts = compile_facts("0.6.0")
-    assert (facts[P.CLUSTERS.key], facts[P.SLICES.key], facts[P.TRF_LANE.key]) == (
-        shape.clusters, shape.slices, shape.trf_lane_bytes)  # fmt: skip
+    assert (facts[P.CLUSTERS.key], facts[P.SLICES.key], facts[P.LANES.key], facts[P.TRF_LANE.key]) == (
+        shape.clusters, shape.slices, shape.lanes, shape.trf_lane_bytes)  # fmt: skip
     target = SimRNGD()
     spec = next(s for s in target.kernels() if s.name == kernel)
     space = target.pack().design_space(spec, facts)
@@ -368,8 +372,26 @@ ODD_SHAPES = {
     "3x64-one-engine": ChipShape(clusters=3, slices=64, engines_per_cluster=1),
     "1x64": ChipShape(clusters=1, slices=64),
     "8x1024-16k": ChipShape(clusters=8, slices=1024, engines_per_cluster=2, trf_lane_bytes=16384, vrf_bytes=16384),
+    "2x128-2-lanes": ChipShape(clusters=2, slices=128, lanes=2, engines_per_cluster=3),
 }
 ANY_SHAPE = SHAPES | ODD_SHAPES
+
+
+def test_on_a_chip_of_two_lanes_the_contractions_fold_onto_two(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Rows (and the block sums of block-scaled codes: the FFN's f8 weights, blocks of 16) fold onto
+    as many lanes as the chip has, not eight; sampled designs compile and the first computes."""
+    designs_compile_and_compute(ODD_SHAPES["2x128-2-lanes"], "decoder_feedforward", monkeypatch, tmp_path)
+
+
+def test_a_chip_of_one_lane_gets_no_space_and_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    use_chip(monkeypatch, tmp_path, ChipShape(lanes=1))
+    facts = compile_facts("0.6.0")
+    assert facts[P.LANES.key] == 1
+    target = SimRNGD()
+    spec = next(s for s in target.kernels() if s.name == "sliding_attention_output")
+    assert target.pack().design_space(spec, facts) is None
+    problem = generation_problem(spec, vocab.chip(facts))
+    assert problem is not None and "E0413" in problem and "2 lanes" in problem, problem
 
 
 def codes(source: str, version: str = "0.6.0") -> list[str]:

@@ -30,13 +30,12 @@ from chiplore.simulator.pack.generator.geometry import Geometry, RowAxis
 from chiplore.simulator.pack.generator.graph import Analysis, Group, Unsupported, analyse
 from chiplore.simulator.pack.generator.program import Program, dtype_bytes
 from chiplore.simulator.pack.generator.signature import Signature, SignatureError, read_signature
-from chiplore.simulator.pack.generator.stream import column_packet, contraction, stream_dtype
+from chiplore.simulator.pack.generator.stream import block_of, column_packet, contraction, stream_dtype
 from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
-FOLD_LANES = 8  # the lanes a chunk's rows fold onto (a flit of f32 sums): a chip needs at least these
 
 
 class Twin(str):
@@ -46,6 +45,7 @@ class Twin(str):
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
+MIN_LANES = 2  # a fold of two rows fills the 8 bytes a flit that a commit writes at least
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -88,9 +88,11 @@ class GeneratedSpace:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
         self.chip = chip  # the shape every design is written for (its layouts' sizes, its engines)
-        if chip.lanes < FOLD_LANES:
-            raise Unsupported(f"{spec.name}: the generator folds rows onto {FOLD_LANES} contraction lanes; this chip's "
-                              f"slices have {chip.lanes}")  # fmt: skip
+        if chip.lanes < MIN_LANES:
+            raise Unsupported(
+                f"{spec.name}: a contraction of one lane commits one f32 a flit, and a commit writes 8 bytes "
+                f"a flit at least (E0413): the generator needs {MIN_LANES} lanes a slice"
+            )
         self.max_trf_columns = chip.trf_lane_bytes // 2  # bf16 columns one lane holds
         # weight engines per cluster: two up to all of a cluster's (one where a cluster has one)
         self.engine_counts = tuple(range(min(2, chip.engines_per_cluster), chip.engines_per_cluster + 1))
@@ -359,7 +361,7 @@ class GeneratedSpace:
             for m in group.members:
                 plan = contraction(m.dtype, direct, facts)
                 how = "directly" if direct else "decoded"
-                if column_packet(plan, m.dtype, geo.width) is None:
+                if column_packet(plan, m.dtype, geo.width, block_of(m), self.chip.lanes) is None:
                     return f"{m.op.weight}: {geo.width} columns of {m.dtype} are no whole fetch packets {how}"
         if engines not in self.engine_counts:
             return "engines"

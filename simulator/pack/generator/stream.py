@@ -24,6 +24,20 @@ from chiplore.simulator.pack.generator.signature import Signature
 CONTRACT_PACKET_BYTES = 32  # one fetch read per step on the main context
 
 
+FOLD = 8  # rows (or blocks) a contraction folds onto its lanes at most: one flit of f32 sums
+
+
+def fold_lanes(lanes: int, fits: Callable[[int], bool]) -> int:
+    """The most lanes (a power of two, at most a flit's 8 and the chip's `lanes`) a contraction folds
+    onto that `fits` accepts; 1 (no fold) where none does."""
+    return next((n for n in (8, 4, 2) if n <= min(FOLD, lanes) and fits(n)), 1)
+
+
+def block_of(member: Member) -> int | None:
+    """The block of a member's block scales (None for per-row or no scales)."""
+    return member.op.block if member.op.scale_kind == "block" else None
+
+
 @dataclass(frozen=True)
 class Contraction:
     """How codes of one dtype reach the contraction: the fetch packet (elements) and any decode."""
@@ -50,11 +64,14 @@ def contraction(dtype: str, direct: bool, facts: dict[str, float]) -> Contractio
     return Contraction(int(64 / dtype_bytes(target)), target)
 
 
-def column_packet(plan: Contraction, dtype: str, width: int) -> int | None:
+def column_packet(plan: Contraction, dtype: str, width: int, block: int | None = None,
+                  lanes: int = FOLD) -> int | None:  # fmt: skip
     """The fetch packet (elements) over a slice's `width` columns: the plan's, or where that does not
     divide them (K no multiple of a tile), the largest power of two that does and still leaves the
-    fetch adapters in whole 8-byte words (fewer bytes a read, more reads); None when none does."""
-    packet = plan.packet
+    fetch adapters in whole 8-byte words (fewer bytes a read, more reads); None when none does. A
+    packet of block-scaled codes (blocks of `block`) leaves each block's sum in a lane: no more
+    blocks than the chip's `lanes`."""
+    packet = plan.packet if block is None else min(plan.packet, block * lanes)
     while packet > 1 and width % packet:
         packet //= 2
     words = packet * dtype_bytes(plan.decode or dtype)
@@ -185,7 +202,7 @@ class Stream:
                               shared=self.share)  # fmt: skip
         lines = [weights]
         size = int(cr * geo.width * dtype_bytes(first.dtype))
-        packet = column_packet(plan, first.dtype, geo.width)
+        packet = column_packet(plan, first.dtype, geo.width, block_of(first), geo.chip.lanes)
         if packet is None:
             raise Unsupported(f"{first.dtype} weights: {geo.width} columns are no whole fetch packets")
         fetch = (f".fetch(time = [{rows}, {geo.k_digit(packet)}], "
@@ -200,11 +217,12 @@ class Stream:
             if geo.width % block or (packet % block and block % packet):
                 raise Unsupported(f"block scales of {block}: {geo.width} columns are not whole fetch packets of blocks")
             # each block's sum in a lane (a block longer than a packet sums over fetch steps too), scaled
-            # there, then summed over time and lanes; eight blocks fold into the lanes when a slice's
-            # columns are whole groups of eight (half the steps)
+            # there, then summed over time and lanes; as many blocks as the lanes (eight at most) fold
+            # into them when a slice's columns are whole groups of that many (fewer steps)
             step = max(packet, block)
-            group = 8 * block if geo.width % (8 * block) == 0 and 8 * block >= packet else step
-            fold = f", fold = [{geo.k_axis} / {block} % 8]" if group > step else ""
+            lanes = min(FOLD, geo.chip.lanes)
+            group = lanes * block if geo.width % (lanes * block) == 0 and lanes * block >= packet else step
+            fold = f", fold = [{geo.k_axis} / {block} % {lanes}]" if group > step else ""
             sums = f", sum_time([{geo.k_digit(group)}])" if geo.width > group else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
                          f"            .contract(trf = {self.trf}, "
@@ -213,10 +231,10 @@ class Stream:
                          f"            .transpose(time = [1], packet = [{rows}])\n"
                          f"            .commit_into({target});\n")  # fmt: skip
         else:
-            lanes = next(f for f in (8, 4, 2) if cr % f == 0)  # the chunk's rows fold onto the lanes
+            lanes = fold_lanes(geo.chip.lanes, lambda n: cr % n == 0)  # the chunk's rows fold onto the lanes
+            fold = f", fold = [{geo.row_mod(lanes)}]" if lanes > 1 else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
-                         f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}], "
-                         f"fold = [{geo.row_mod(lanes)}])\n"
+                         f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}]{fold})\n"
                          f"            .commit_into({target});\n")  # fmt: skip
         return lines[0], "".join(lines[1:]), size
 
