@@ -29,7 +29,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
-from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, Twin
+from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, GeneratedSpace, Twin
 from chiplore.simulator.pack.generator.stream import share_out
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
@@ -210,6 +210,22 @@ def test_a_small_kernel_of_whole_heads_spreads_its_columns_and_streams_what_it_m
     assert check(source, "0.6.0").ok
     # k's input is not q's output: it reaches k's TRF before q's weights stream, not after q's passes
     assert source.index("let x1: trf") < source.index("    for ")
+
+
+def test_members_whose_shared_rows_divide_badly_over_the_slices_stream_on_their_own(tmp_path: Path) -> None:
+    # Random pack 12: three projections of one normed input, of 1,000, 1,536 and 3,000 rows. The first
+    # two share a row space, 1,268 rows a cluster (4 x 317), which no split of the slices divides: one
+    # row-group, an eighth of a cluster's slices at most. On their own, 500 and 768 rows a cluster take
+    # 125 and 192 row-groups, so each streams in a row space of its own; its first design computes.
+    built = read_pack(random_pack(12, tmp_path).folder, "random")
+    spec, facts = built.spec, compile_facts("0.7.0")
+    sig = read_signature(spec.baseline_source, spec.name)
+    shared = GeneratedSpace(spec, sig, analyse(spec.ops, sig))
+    assert len(shared.analysis.groups) == 2 and shared.reach() <= 1 / 8
+    space = generated_space(spec)
+    assert space is not None and len(space.analysis.groups) == 3 and space.reach() > 0.9
+    result = host_test(space.source(first_point(space, facts), facts, "0.7.0"), built.case, "0.7.0")
+    assert result.correctness is not None and result.correctness.passed, result.message
 
 
 def test_the_qkv_epilogues_fuse_into_one_lane_with_identities_for_v() -> None:

@@ -277,6 +277,18 @@ class GeneratedSpace:
         return (f"no rows per slice{heads} in multiples of {shape.fit.rows} split its rows into at most "
                 f"{self.chip.slices // widths[0]} row-groups per cluster")  # fmt: skip
 
+    def reach(self) -> float:
+        """The share of a cluster's slices the least spread group can work on at most (its row-groups
+        times its k-groups, over every k-group choice)."""
+        return min(
+            max((self._slices_used(group, shape, kg) for kg in shape.kgroups), default=0) / self.chip.slices
+            for group, shape in zip(self.analysis.groups, self.shapes, strict=True)
+        )
+
+    def _slices_used(self, group: Group, shape: GroupShape, kg: int) -> int:
+        geo = self._geometry(group, shape, kg, 0, DEPTHS[0], vocab.HBM_UNIT, spread=True)
+        return 0 if geo is None else geo.groups * kg
+
     def _spreads(self, g: int) -> bool:
         """Whether spreading group g's rows over the most row-groups is another design for some k-groups."""
         group, shape = self.analysis.groups[g], self.shapes[g]
@@ -555,12 +567,20 @@ def _build(spec: KernelSpec, chip: Chip) -> GeneratedSpace:
         raise Unsupported(f"{spec.name} declares no op graph")
     sig = read_signature(spec.baseline_source, spec.name)
     try:
-        return GeneratedSpace(spec, sig, analyse(spec.ops, sig), chip)
+        shared = GeneratedSpace(spec, sig, analyse(spec.ops, sig), chip)
     except Unsupported:  # members sharing a row space may fit the slices one by one
         split = _split_space(spec, chip)
         if split is None:
             raise
         return split
+    # Rows that share a space may divide over the slices far worse than each member's alone (1,000 and
+    # 1,536 rows: 1,268 a cluster, 4 x 317, fill one row-group; 500 and 768 fill 125 and 192): then
+    # each member streams on its own.
+    if shared.reach() < 1 / 2:
+        split = _split_space(spec, chip)
+        if split is not None and split.reach() > 2 * shared.reach():
+            return split
+    return shared
 
 
 def _split_space(spec: KernelSpec, chip: Chip) -> GeneratedSpace | None:
