@@ -10,7 +10,10 @@ FalkorDB has no `=~`; named queries match with STARTS WITH / CONTAINS instead of
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,17 @@ FALKORDB = Dialect(
     node_id_template="toString(id({}))",
     supports_subquery_expressions=False,
 )
+
+
+def falkordb_hint(message: str, query: str) -> str | None:
+    """What to write instead, where FalkorDB refuses Cypher that Neo4j 5 runs (a user's query: the
+    named ones avoid these), or None."""
+    subquery = _SUBQUERY.search(query)
+    if subquery and message.startswith("errMsg: Invalid input"):
+        kind = subquery.group(1).upper()
+        return (f"the embedded store (FalkorDB) has no {kind} {{ }} subqueries: write a pattern predicate "
+                "(`WHERE (k)-[:BEST]->()`) or count a pattern comprehension (`size([(k)--() | 1])`), "
+                "or run the query on the Neo4j store")  # fmt: skip
+    if message.startswith("Unknown function"):
+        return "the embedded store (FalkorDB) lacks this function; the Neo4j store may have it"
+    return None

@@ -17,7 +17,7 @@ from falkordb.query_result import QueryResult
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from chiplore.kg.deadline import GRACE_S, DeadlinePassed, run_bounded
-from chiplore.kg.dialect import FALKORDB
+from chiplore.kg.dialect import FALKORDB, falkordb_hint
 from chiplore.kg.falkordb_server import (
     QUERY_MEM_CAPACITY_BYTES,
     SERVER_HEAP_MAX_BYTES,
@@ -364,7 +364,8 @@ def _query_error(error: redis.exceptions.ResponseError, query: str, timeout_s: f
         return QueryError(f"the query needs more than the {limit:,} MiB of memory one query may use: "
                           "return fewer or smaller values, or aggregate")  # fmt: skip
     first_line = query.strip().splitlines()[0][:80] if query.strip() else ""
-    return QueryError(f"Cypher error: {message} (in: {first_line})")
+    hint = falkordb_hint(message, query)
+    return QueryError(f"Cypher error: {message} (in: {first_line})" + (f": {hint}" if hint else ""))
 
 
 def _cut(clients: list[FalkorDB]) -> None:

@@ -62,6 +62,20 @@ def test_syntax_error_is_a_query_error_with_the_servers_reason(store: GraphStore
     assert "Cypher error" in str(caught.value)
 
 
+def test_neo4j_5_subqueries_run_on_neo4j_and_the_embedded_store_says_what_to_write(store: GraphStore) -> None:
+    store.write("CREATE (:Kernel {name: 'a'})-[:BEST]->(:Design), (:Kernel {name: 'b'})")
+    query = "MATCH (k:Kernel) WHERE EXISTS { MATCH (k)-[:BEST]->() } RETURN k.name AS name"
+    if store.backend == "neo4j":
+        assert store.read(query) == [{"name": "a"}]
+    else:
+        with pytest.raises(QueryError, match=r"no EXISTS \{ \} subqueries: write a pattern predicate"):
+            store.read(query)
+        with pytest.raises(QueryError, match="lacks this function"):
+            store.read("RETURN datetime() AS now")
+    instead = "MATCH (k:Kernel) WHERE (k)-[:BEST]->() RETURN k.name AS name, size([(k)--() | 1]) AS n"
+    assert store.read(instead) == [{"name": "a", "n": 1}]
+
+
 def test_slow_query_times_out(store: GraphStore) -> None:
     with pytest.raises(QueryError, match=r"ran past its timeout of 0\.2 s"):
         store.read(
