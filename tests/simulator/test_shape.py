@@ -21,7 +21,6 @@ from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.fits import search_shape
-from chiplore.simulator.pack.generator import generation_problem, vocab
 from chiplore.simulator.pack.generator.build import write
 from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
 from chiplore.simulator.pack.language import FerriteGuide
@@ -383,15 +382,19 @@ def test_on_a_chip_of_two_lanes_the_contractions_fold_onto_two(monkeypatch: pyte
     designs_compile_and_compute(ODD_SHAPES["2x128-2-lanes"], "decoder_feedforward", monkeypatch, tmp_path)
 
 
-def test_a_chip_of_one_lane_gets_no_space_and_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    use_chip(monkeypatch, tmp_path, ChipShape(lanes=1))
-    facts = compile_facts("0.6.0")
-    assert facts[P.LANES.key] == 1
+def test_on_a_chip_of_one_lane_a_chunks_sums_are_gathered_before_they_are_committed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One lane sums one row a step: one f32, less than the 8 bytes a flit a commit writes (E0413). The
+    chunk's rows are gathered into one packet first; sampled designs compile and the first computes."""
+    designs_compile_and_compute(ChipShape(lanes=1), "sliding_attention_output", monkeypatch, tmp_path)
     target = SimRNGD()
     spec = next(s for s in target.kernels() if s.name == "sliding_attention_output")
-    assert target.pack().design_space(spec, facts) is None
-    problem = generation_problem(spec, vocab.chip(facts))
-    assert problem is not None and "E0413" in problem and "2 lanes" in problem, problem
+    facts = compile_facts("0.6.0")
+    space = target.pack().design_space(spec, facts)
+    assert space is not None
+    source = space.source(sample_points(space, facts, 1, random.Random(0))[0], facts, "0.6.0")
+    assert "fold = [" not in source and ".transpose(time = [1], packet = [R0_ % " in source
 
 
 def codes(source: str, version: str = "0.6.0") -> list[str]:

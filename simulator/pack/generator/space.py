@@ -45,7 +45,6 @@ class Twin(str):
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
-MIN_LANES = 2  # a fold of two rows fills the 8 bytes a flit that a commit writes at least
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -88,11 +87,6 @@ class GeneratedSpace:
         self.kernel = spec.name
         self.spec, self.sig, self.analysis = spec, sig, analysis
         self.chip = chip  # the shape every design is written for (its layouts' sizes, its engines)
-        if chip.lanes < MIN_LANES:
-            raise Unsupported(
-                f"{spec.name}: a contraction of one lane commits one f32 a flit, and a commit writes 8 bytes "
-                f"a flit at least (E0413): the generator needs {MIN_LANES} lanes a slice"
-            )
         self.max_trf_columns = chip.trf_lane_bytes // 2  # bf16 columns one lane holds
         # weight engines per cluster: two up to all of a cluster's (one where a cluster has one)
         self.engine_counts = tuple(range(min(2, chip.engines_per_cluster), chip.engines_per_cluster + 1))

@@ -233,9 +233,12 @@ class Stream:
         else:
             lanes = fold_lanes(geo.chip.lanes, lambda n: cr % n == 0)  # the chunk's rows fold onto the lanes
             fold = f", fold = [{geo.row_mod(lanes)}]" if lanes > 1 else ""
+            # one lane: a step's sum is one f32, less than a commit writes a flit; the chunk's rows are
+            # gathered into one packet first
+            gather = f"            .transpose(time = [1], packet = [{rows}])\n" if lanes == 1 else ""
             lines.append(f"        main({buf})\n            {fetch}{decode}\n"
                          f"            .contract(trf = {self.trf}, reduce = [{geo.k_axis}]{fold})\n"
-                         f"            .commit_into({target});\n")  # fmt: skip
+                         f"{gather}            .commit_into({target});\n")  # fmt: skip
         return lines[0], "".join(lines[1:]), size
 
     def _engines(self, m: Member, clusters: tuple[int, ...]) -> str:
