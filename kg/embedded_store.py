@@ -38,7 +38,7 @@ from chiplore.kg.guard import (
     vet_plan,
 )
 from chiplore.kg.plans import PlanNode, plan_from_falkordb
-from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
+from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, finite_params, write_in_batches
 from chiplore.kg.values import plain
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class EmbeddedStore:
         body = query.strip().rstrip(";")
         columns = return_columns(body)
         capped, added = capped_query(body, limits.max_rows) if has_return(body) else (body, "")
-        header = _params_header(params)  # the texts sent are the ones the server lists as running
+        header = _params_header(finite_params(params, query))  # the texts sent are the ones the server lists as running
         sent = [header + query]
         timeout_ms = max(1, math.ceil(1000 * limits.timeout_s))
 
@@ -201,8 +201,9 @@ class EmbeddedStore:
 
     def explain(self, query: str, params: Params | None = None) -> PlanNode:
         self._ensure_open()
+        values = finite_params(params, query)
         try:
-            lines = self._db.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, _params_header(params) + query)
+            lines = self._db.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, _params_header(values) + query)
         except redis.exceptions.ResponseError as error:
             raise _query_error(error, query) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
@@ -214,11 +215,12 @@ class EmbeddedStore:
 
     def _query(self, query: str, params: Params | None, timeout_s: float | None, *, read_only: bool) -> QueryResult:
         self._ensure_open()
+        values = finite_params(params, query)
         timeout_ms = max(1, math.ceil(1000 * (timeout_s or self.query_timeout_s)))
         try:
             if read_only:
-                return self._graph.ro_query(query, dict(params or {}), timeout=timeout_ms)
-            return self._graph.query(query, dict(params or {}), timeout=timeout_ms)
+                return self._graph.ro_query(query, values, timeout=timeout_ms)
+            return self._graph.query(query, values, timeout=timeout_ms)
         except redis.exceptions.ResponseError as error:
             raise _query_error(error, query, timeout_s or self.query_timeout_s) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:

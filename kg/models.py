@@ -113,6 +113,7 @@ class HardwareParam(GraphNode):
 
 
 class Measurement(GraphNode):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # a fit that failed is no fact
     label: ClassVar[str] = "Measurement"
     id: str
     param: str

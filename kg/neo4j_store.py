@@ -38,7 +38,7 @@ from chiplore.kg.guard import (
     vet_plan,
 )
 from chiplore.kg.plans import PlanNode, plan_from_neo4j
-from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, write_in_batches
+from chiplore.kg.store import DEFAULT_BATCH_SIZE, Params, Record, ServerInfo, finite_params, write_in_batches
 from chiplore.kg.values import plain
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,12 @@ class Neo4jStore:
     # -- queries --------------------------------------------------------------------------------
 
     def read(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
-        work = self._unit_of_work(timeout_s)
-        return self._retrying(lambda session: session.execute_read(work, query, dict(params or {})), timeout_s)
+        work, values = self._unit_of_work(timeout_s), finite_params(params, query)
+        return self._retrying(lambda session: session.execute_read(work, query, values), timeout_s)
 
     def write(self, query: str, params: Params | None = None, *, timeout_s: float | None = None) -> list[Record]:
-        work = self._unit_of_work(timeout_s)
-        return self._retrying(lambda session: session.execute_write(work, query, dict(params or {})), timeout_s)
+        work, values = self._unit_of_work(timeout_s), finite_params(params, query)
+        return self._retrying(lambda session: session.execute_write(work, query, values), timeout_s)
 
     def write_rows(
         self,
@@ -127,7 +127,7 @@ class Neo4jStore:
         check_text(query)
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
-        values = dict(params or {})
+        values = finite_params(params, query)
         # A driver of each untrusted read's own (a few ms): cutting a runaway's connection, by closing
         # that driver, leaves alone the other work of this process, other untrusted reads included.
         driver = self._new_driver()
@@ -177,7 +177,8 @@ class Neo4jStore:
         vet_plan(plan_from_neo4j(summary.plan or {}), query)
 
     def explain(self, query: str, params: Params | None = None) -> PlanNode:
-        summary = self._retrying(lambda session: session.run(f"EXPLAIN {query}", dict(params or {})).consume())
+        values = finite_params(params, query)
+        summary = self._retrying(lambda session: session.run(f"EXPLAIN {query}", values).consume())
         return plan_from_neo4j(summary.plan or {})
 
     def _unit_of_work(self, timeout_s: float | None) -> Callable[..., list[Record]]:

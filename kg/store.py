@@ -7,9 +7,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from chiplore.core.errors import QueryError
 from chiplore.kg.dialect import Dialect
 from chiplore.kg.guard import DEFAULT_LIMITS, GuardedResult, UntrustedLimits
 from chiplore.kg.plans import PlanNode
+from chiplore.kg.values import non_finite
 
 Record = dict[str, Any]
 Params = Mapping[str, Any]
@@ -123,3 +125,14 @@ def batches(rows: Sequence[Mapping[str, Any]], size: int) -> Iterator[list[Mappi
         raise ValueError("batch size must be >= 1")
     for start in range(0, len(rows), size):
         yield list(rows[start : start + size])
+
+
+def finite_params(params: Params | None, query: str) -> dict[str, Any]:
+    """The parameters as a dict, or QueryError naming one that is NaN or infinite: a measurement that is
+    not a number says nothing, and FalkorDB would only report a parse error at its parameter header."""
+    values = dict(params or {})
+    where = non_finite(values)
+    if where is not None:
+        first_line = next((line.strip() for line in query.splitlines() if line.strip()), "")[:80]
+        raise QueryError(f"parameter {where} is not a finite number; the graph stores none (in: {first_line})")
+    return values

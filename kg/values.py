@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,3 +38,17 @@ def plain(value: Any) -> Any:
     # Temporal and spatial driver types: their ISO text is the one representation we use.
     iso = getattr(value, "iso_format", None)
     return iso() if callable(iso) else str(value)
+
+
+def non_finite(value: Any, path: str = "") -> str | None:
+    """Where a parameter holds NaN or an infinity (`rows[0].props.ci_low`), or None: FalkorDB's
+    parameter header has no spelling for them, and a graph fact that is not a number says nothing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path} = {value}"
+    if isinstance(value, Mapping):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for key, item in items if (found := non_finite(item, key)) is not None), None)

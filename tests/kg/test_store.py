@@ -32,6 +32,17 @@ def test_values_travel_as_parameters_so_quotes_cannot_inject(store: GraphStore) 
     assert store.read("MATCH (c:Concept) RETURN count(c) AS n") == [{"n": 2}]
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_parameter_that_is_no_finite_number_is_refused_by_name(store: GraphStore, value: float) -> None:
+    """A fit that failed gives NaN: FalkorDB reported a parse error at its parameter header, Neo4j stored it."""
+    rows = [{"key": "a", "props": {"value": 1.0}}, {"key": "b", "props": {"value": 2.0, "ci_low": value}}]
+    with pytest.raises(QueryError, match=r"parameter rows\[1\]\.props\.ci_low = -?(nan|inf)"):
+        store.write("UNWIND $rows AS row MERGE (n:Measurement {id: row.key}) SET n += row.props", {"rows": rows})
+    with pytest.raises(QueryError, match="parameter v = "):
+        store.read("RETURN $v AS v", {"v": value})
+    assert store.read("MATCH (n:Measurement) RETURN count(n) AS n") == [{"n": 0}]  # nothing of it written
+
+
 def test_nodes_come_back_as_plain_dicts_with_labels(store: GraphStore) -> None:
     store.write("CREATE (:Concept {key: 'dma.packet', kind: 'dma'})")
     [row] = store.read("MATCH (c:Concept) RETURN c")
