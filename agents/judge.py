@@ -49,6 +49,12 @@ MAX_PAIRS = 12
 PRIOR_PAIRS = 2.0  # the weight of the measured noise against the pairs' own spread, in pairs
 LATE_STEP = 0.03  # once improvements are under 3 %, the graded medians accept nothing on their own
 NOISE_BAND_SIGMAS = 2.0
+# The least noise the judge assumes: a chip whose runs all read alike (sigma measured 0) still has a
+# counter step, and the SPRT's likelihoods need a spread above zero.
+MIN_SIGMA = 0.002
+# The least difference two graded medians, run minutes apart, may show by chance: the device's drift,
+# which the run-to-run noise does not show (on the simulated device, +-1.5 % over half an hour).
+MIN_NOISE_BAND = 0.03
 Z95 = 1.959964
 
 
@@ -82,7 +88,7 @@ class PairPlan:
 
     def pair_sigma(self, sigma: float) -> float:
         """The spread of a pair's log-ratio from the run-to-run noise: two independent jobs."""
-        return math.sqrt(2.0) * self.spread * sigma / math.sqrt(self.repeats)
+        return math.sqrt(2.0) * self.spread * max(sigma, MIN_SIGMA) / math.sqrt(self.repeats)
 
 
 PAIR_PLAN = PairPlan()
@@ -90,7 +96,7 @@ PAIR_PLAN = PairPlan()
 
 def noise_band(sigma: float) -> float:
     """The relative difference two graded medians can show by chance (drift included)."""
-    return NOISE_BAND_SIGMAS * sigma
+    return max(NOISE_BAND_SIGMAS * sigma, MIN_NOISE_BAND)
 
 
 def early(candidate: float, best: float, sigma: float) -> Verdict:

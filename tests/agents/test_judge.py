@@ -96,6 +96,15 @@ def test_pairs_noisier_than_the_measured_noise_widen_the_test_and_never_narrow_i
     assert accepted <= 6
 
 
+def test_a_chip_whose_runs_never_vary_is_judged_without_dividing_by_zero() -> None:
+    """Learning measures a sigma of 0 on such a chip; pairs that agree exactly must not crash the SPRT."""
+    same = sequential(lambda index: (100_000.0, 100_000.0, (f"c{index}", f"i{index}")), 0.0)
+    assert same.decision == "reject" and math.isfinite(same.ci_high)
+    faster = sequential(lambda index: (98_000.0, 100_000.0, (f"c{index}", f"i{index}")), 0.0)
+    assert faster.decision == "accept" and faster.pairs == MIN_ACCEPT_PAIRS
+    assert early(99_000, 100_000, 0.0).decision == "continue"  # 1 % is within even a quiet chip's drift
+
+
 def test_the_test_stops_when_the_budget_does() -> None:
     verdict = sequential(lambda index: None, SIGMA)
     assert verdict.decision == "inconclusive" and verdict.pairs == 0

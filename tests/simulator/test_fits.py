@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
 import pytest
 
-from chiplore.ingest.fits import Bench, Estimate, run_fit
+from chiplore.ingest.fits import Bench, Estimate, noise_sigma, run_fit
 from chiplore.simulator._truth import ChipTruth, load_truth
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost import estimate
@@ -111,3 +112,13 @@ def test_the_bank_run_limit_on_050_is_found_from_device_faults() -> None:
     found = search_bank_run(probe, "0.5.0", Bench(target))
     assert found == {"bank_run_limit": float(load_truth("0.5.0", path="").bank_run_limit)}
     assert target.device.spent() > 0
+
+
+def test_a_chip_whose_runs_read_alike_has_a_noise_of_zero_not_nan() -> None:
+    """Most runs on the job's median, a counter step above it and the rare slow run: the robust spread
+    is 0, and cutting at three times it used to keep nothing (a NaN the graph could not store)."""
+    runs = np.full(50, 100_000.0)
+    runs[:5] += 1.0
+    runs[-1] = 130_000.0
+    found = noise_sigma([[runs, runs.copy()]])
+    assert found.value == pytest.approx(0.0, abs=1e-6) and np.isfinite([found.low, found.high]).all()
