@@ -37,6 +37,7 @@ class MeasureSummary(BaseModel):
     probes_run: int
     probes_skipped: list[str]  # already measured, or past the budget
     probes_failed: list[str]
+    failure_reasons: dict[str, str] = {}  # a failed probe's reason, in one line
     measurements: int
     confirmed: int
     contradicted: int
@@ -78,11 +79,11 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
 
     outcome = session.run([*session.fits, NOISE_PROBE], admit, record)
     failed = outcome.failed
-    session.recorder.finish(failed)
+    session.recorder.finish(outcome.why)
     return MeasureSummary(
         version=version, probes_run=len([p for p in outcome.ran if p != NOISE_PROBE]), probes_skipped=outcome.skipped,
-        probes_failed=failed, measurements=counts["written"], confirmed=counts["confirmed"],
-        contradicted=counts["contradicted"], device_s=session.spent,
+        probes_failed=failed, failure_reasons=outcome.why, measurements=counts["written"],
+        confirmed=counts["confirmed"], contradicted=counts["contradicted"], device_s=session.spent,
     )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ one). The run-to-run noise is a probe like the others (`NOISE_PROBE`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,7 +25,12 @@ from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.repo.runs import device_run, record_device_runs
 from chiplore.kg.store import GraphStore
 
+log = logging.getLogger(__name__)
+
 NOISE_PROBE = "noise"
+# What a probe that cannot give an answer raises: a job that faults every time or does not compile
+# (RuntimeError), a fit with too few points or no solution, a value that is no number (ValueError).
+PROBE_FAILURES = (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError)
 NOISE_JOBS = 20  # x 50 runs of one long kernel: the noise within 5 %
 Found = dict[str, Estimate] | Estimate  # a fit's estimates by local name, or the noise
 Admission = Literal["run", "skip", "omit"]  # run it; skip it (and say so); leave it out
@@ -60,9 +66,10 @@ class ProbeRecorder:
             self.every_job.append((run.id, np.asarray(run.cycles, dtype=np.float64)))
             self.noise_jobs[job] = max(self.noise_jobs.get(job, 0.0), float(np.median(run.cycles)))
 
-    def finish(self, failed: list[str]) -> None:
+    def finish(self, why: Mapping[str, str]) -> None:
+        """Close the activity; its outcome names each failed probe and why."""
         if self.started:
-            outcome = f"failed probes: {', '.join(failed)}" if failed else "ok"
+            outcome = "failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok"
             upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
 
 
@@ -71,6 +78,7 @@ class ProbeOutcome:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # a failed probe's reason, in one line
 
 
 class ProbeSession:
@@ -110,27 +118,27 @@ class ProbeSession:
                     outcome.skipped.append(probe_id)
                 continue
             before = self.spent
-            found = self._noise() if probe_id == NOISE_PROBE else self._fit(probe_id)
-            if found is None:
+            try:
+                found = self._noise() if probe_id == NOISE_PROBE else self._fit(probe_id)
+                record(probe_id, found)  # a value that is no number (a NaN fit) is refused here
+            except PROBE_FAILURES as error:  # a fault retries cannot clear, a refused program, a fit with no answer
                 outcome.failed.append(probe_id)
+                outcome.why[probe_id] = " ".join(str(error).split())[:300] or type(error).__name__
+                log.warning("probe %s failed: %s", probe_id, outcome.why[probe_id])
                 continue
-            record(probe_id, found)
             outcome.ran.append(probe_id)
             if self.on_probe is not None:
                 self.on_probe(probe_id, self.spent - before)
         return outcome
 
-    def _fit(self, probe_id: str) -> dict[str, Estimate] | None:
-        """One probe's sweep and fit; None when it failed (a fault retries cannot clear, a refused program)."""
+    def _fit(self, probe_id: str) -> dict[str, Estimate]:
+        """One probe's sweep and fit; raises one of PROBE_FAILURES when it failed."""
         spec = self.fits[probe_id]
         probe = self.templates[spec.template]
         self.recorder.begin()
         self.recorder.runs.clear()
-        try:
-            found = run_fit(spec, probe, self.version, self.bench, self.given,
-                            repeats=max(3, round(probe.repeats * self.repeats_scale)), rounds=self.rounds)  # fmt: skip
-        except (RuntimeError, KeyError, ValueError, ZeroDivisionError, IndexError):
-            return None
+        found = run_fit(spec, probe, self.version, self.bench, self.given,
+                        repeats=max(3, round(probe.repeats * self.repeats_scale)), rounds=self.rounds)  # fmt: skip
         self.add_given({name: e.value for name, e in found.items()})
         return found
 
@@ -139,9 +147,9 @@ class ProbeSession:
         self.given |= values
         self.templates = {p.id: p for p in self.target.microbenchmarks_for(self.given)}
 
-    def _noise(self) -> Estimate | None:
+    def _noise(self) -> Estimate:
         """The noise: many runs of one long kernel (the longest the sweeps ran, or the first probe's
-        first point when nothing ran this time), in jobs of fifty. None when no job was long enough."""
+        first point when nothing ran this time), in jobs of fifty. ValueError when no job was long enough."""
         recorder = self.recorder
         recorder.begin()
         if recorder.noise_jobs:
@@ -154,9 +162,6 @@ class ProbeSession:
                                 toolchain=self.version, fixtures="smoke", agent="harness")  # fmt: skip
         recorder.every_job.clear()
         recorder.runs.clear()
-        try:
-            for _ in range(NOISE_JOBS):
-                self.bench.run(longest.model_copy(update={"repeats": 50}))
-            return noise_sigma([[cycles for _, cycles in recorder.every_job]])
-        except ValueError:
-            return None
+        for _ in range(NOISE_JOBS):
+            self.bench.run(longest.model_copy(update={"repeats": 50}))
+        return noise_sigma([[cycles for _, cycles in recorder.every_job]])

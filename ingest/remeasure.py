@@ -68,6 +68,7 @@ class RemeasureSummary(BaseModel):
     probes_run: list[str]
     probes_skipped: list[str]  # over the budget left
     probes_failed: list[str]
+    failure_reasons: dict[str, str] = {}  # a failed probe's reason, in one line
     rechecks: list[Recheck]
     claims_judged: int
     device_s: float
@@ -76,7 +77,8 @@ class RemeasureSummary(BaseModel):
         """This pass followed by a later one of the same upgrade: what both ran, what is still skipped."""
         return later.model_copy(update={
             "order": self.order, "probes_run": self.probes_run + later.probes_run,
-            "probes_failed": self.probes_failed + later.probes_failed, "rechecks": self.rechecks + later.rechecks,
+            "probes_failed": self.probes_failed + later.probes_failed,
+            "failure_reasons": self.failure_reasons | later.failure_reasons, "rechecks": self.rechecks + later.rechecks,
             "claims_judged": self.claims_judged + later.claims_judged, "device_s": self.device_s + later.device_s,
         })  # fmt: skip
 
@@ -138,8 +140,8 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     outcome = session.run(order, admit, record)
     judged = judge_claims(store, target.name, version)
     return RemeasureSummary(previous=previous, version=version, order=order, probes_run=outcome.ran,
-                            probes_skipped=outcome.skipped, probes_failed=outcome.failed, rechecks=rechecks,
-                            claims_judged=judged, device_s=session.spent - spent_s)  # fmt: skip
+                            probes_skipped=outcome.skipped, probes_failed=outcome.failed, failure_reasons=outcome.why,
+                            rechecks=rechecks, claims_judged=judged, device_s=session.spent - spent_s)  # fmt: skip
 
 
 class RecheckState(BaseModel):

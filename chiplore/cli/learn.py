@@ -54,4 +54,7 @@ def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LL
         f"{summary.device_s:.0f} device-s, {summary.wall_s:.1f} s"
     )
     if measured.probes_failed:
-        console.print(f"[yellow]failed probes (recorded, skipped):[/yellow] {', '.join(measured.probes_failed)}")
+        console.print("[yellow]failed probes (recorded, skipped):[/yellow]")
+        for probe in measured.probes_failed:
+            console.print(f"  {probe}: {measured.failure_reasons.get(probe, 'no reason recorded')}", markup=False,
+                          highlight=False)  # fmt: skip

@@ -212,7 +212,9 @@ class SimDevice:
         base = {"job_id": job_id, "kernel": job.kernel, "toolchain": version, "device_id": self.config.device_id,
                 "diagnostics": checked.diagnostics}  # fmt: skip
         if not checked.ok:  # compiled on the host: free, never queued
-            return DeviceResult(status="compile_error", message="the program does not compile", **base), self.now
+            first = next((f": {d.code} {d.message}" for d in checked.diagnostics if d.severity == "error"), "")
+            message = f"the program does not compile{first}"  # the first error says why
+            return DeviceResult(status="compile_error", message=message, **base), self.now
         kernels = declared_kernels(job.program) or ()
         if job.kernel not in kernels:  # the harness cannot load it: as free as a compile error
             return DeviceResult(status="compile_error", message=unknown_kernel(job.kernel, kernels), **base), self.now
