@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Chip:
-    """Clusters, slices, engines and register files; engines are numbered cluster by cluster."""
+    """Clusters, slices, engines, register files and DM; engines are numbered cluster by cluster."""
 
     clusters: int = 2
     slices: int = 256  # per cluster
@@ -21,6 +21,7 @@ class Chip:
     lanes: int = 8  # per slice: the contraction lanes a fold may span
     trf_lane_bytes: int = 8 * 1024
     vrf_bytes: int = 8 * 1024  # per slice
+    dm_usable_per_slice: int = 480 * 1024  # what MB14 found; the probes keep their buffers well inside it
 
     @classmethod
     def named(cls, found: Mapping[str, float]) -> Chip:

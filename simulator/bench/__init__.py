@@ -28,7 +28,15 @@ def knobs(shape: Chip) -> dict[str, str]:
         # the sink: cluster 0's last engine, beside the streams of engine 0 where it has another
         "SINK": str(shape.engines_per_cluster - 1), "AUX": str(min(1, shape.engines - 1)),
         "LOCAL_ENGINES": str(shape.local(0)), "ALL_ENGINES": str(list(range(shape.engines))),
+        # MB16's DMA into the cluster: 64 KB a slice, or a quarter of a small DM (a power of two)
+        "WRITTEN": str(min(65536, 1 << (shape.dm_usable_per_slice // 4).bit_length() - 1)),
     }  # fmt: skip
+
+
+def rows_within(shape: Chip, rows: int, share: float, row_bytes: int = 4096) -> int:
+    """At most `rows` rows of `row_bytes`, and no more than fill `share` of a slice's usable DM (a chip
+    with a small DM gets shorter streams, not a probe the compiler refuses, E0301)."""
+    return max(1, min(rows, int(shape.dm_usable_per_slice * share) // row_bytes))
 
 
 def _template(name: str, shape: Chip) -> str:
@@ -47,7 +55,7 @@ def _mb04_points(shape: Chip) -> tuple[dict[str, str], ...]:
     points = []
     for packet in (256, 512, 1024, 2048, 4096):
         row = max(packet, 1024)  # a packet never spans two rows of the destination
-        rows = max(1, (4 << 20) // (shape.slices * row))
+        rows = rows_within(shape, max(1, (4 << 20) // (shape.slices * row)), 1 / 2, row)
         points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str(rows)})
     return tuple(points)
 
@@ -69,8 +77,9 @@ def _mb06_points(shape: Chip) -> tuple[dict[str, str], ...]:
         seen.add(tuple(engines))
         clusters = len({e // shape.engines_per_cluster for e in engines})
         sink = next((e for e in range(shape.engines - 1, -1, -1) if e not in engines), shape.engines - 1)
+        rows = rows_within(shape, max(1, (16 << 20) // (clusters * shape.slices * 4096)), 1 / 2)
         points.append({"SET": name, "ENGINES": str(engines), "USED_CLUSTERS": str(clusters),
-                       "ROWS": str(max(1, (16 << 20) // (clusters * shape.slices * 4096))), "SINK_ENGINE": str(sink),
+                       "ROWS": str(rows), "SINK_ENGINE": str(sink),
                        "SINK_CLUSTER": str(sink // shape.engines_per_cluster)})  # fmt: skip
     return tuple(points)
 
@@ -83,7 +92,9 @@ def microbenchmarks(shape: Chip = DOCUMENTED_CHIP) -> list[ProbeTemplate]:
 
 def _catalogue(shape: Chip) -> list[ProbeTemplate]:
     dmn = knobs(shape)["DMN"]
-    rows_8mib = str(max(1, (8 << 20) // (4096 * shape.slices)))
+    rows_16 = str(rows_within(shape, 16, 1 / 2))  # MB05's stream: 16 rows of 4 KB a slice where DM holds them
+    copied = str(rows_within(shape, 16, 1 / 3))  # MB08: the rows and their copy, on one slice
+    rows_8mib, busy = _mb15_sizes(shape)
     return [
         ProbeTemplate(
             id="MB00", name="chip shape probe", kernel="mb00", template=(HERE / "mb00_shape.fe").read_text(),
@@ -115,7 +126,8 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
         ProbeTemplate(
             id="MB05", name="DMA order and DMNs", kernel="mb05", template=_template("mb05_order.fe", shape),
             measures="the rate of a stream that stays in one DMN against one that alternates DMNs",
-            knob="ORDER", points=({"ORDER": "[S, A]"}, {"ORDER": f"[A, S % {dmn}, S / {dmn}]"}), repeats=30,
+            knob="ORDER", points=({"ORDER": "[S, A]", "ROWS": rows_16}, {"ORDER": f"[A, S % {dmn}, S / {dmn}]",
+                                  "ROWS": rows_16}), repeats=30,
         ),
         ProbeTemplate(
             id="MB06", name="engines and clusters", kernel="mb06", template=_template("mb06_engines.fe", shape),
@@ -132,7 +144,7 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe", shape),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER",
-            points=tuple({"TO_CLUSTER": str(c), "COPY_ROWS": r} for r in ("16", "1")
+            points=tuple({"TO_CLUSTER": str(c), "COPY_ROWS": r, "ROWS": copied} for r in (copied, "1")
                          for c in range(min(2, shape.clusters))),
             repeats=120,
         ),
@@ -181,8 +193,8 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
             knob="N",
             # 8 MiB into every cluster (8 rows of 4 KB per slice on the documented chip): longer than the passes
             points=({"N": "8", "WORK": "add(0.0)", "PASSES": "without", "ROWS": rows_8mib, "BYTES": "4096"},
-                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "with", "ROWS": rows_8mib, "BYTES": "4096"},
-                    {"N": "20480", "WORK": "exp(), exp()", "PASSES": "only", "ROWS": "1", "BYTES": "8"}),
+                    {"N": busy, "WORK": "exp(), exp()", "PASSES": "with", "ROWS": rows_8mib, "BYTES": "4096"},
+                    {"N": busy, "WORK": "exp(), exp()", "PASSES": "only", "ROWS": "1", "BYTES": "8"}),
             repeats=120,
         ),
         ProbeTemplate(
@@ -194,11 +206,24 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
     ]  # fmt: skip
 
 
+def _mb15_sizes(shape: Chip) -> tuple[str, str]:
+    """MB15's stream rows (8 MiB into every cluster) and its pass's f32 elements (20,480), both cut by one
+    factor where they would fill more than half a slice's DM: the pass stays somewhat shorter than the DMA."""
+    rows, elements = max(1, (8 << 20) // (4096 * shape.slices)), 20480
+    cut = min(1.0, shape.dm_usable_per_slice / 2 / (rows * 4096 + elements * 4))
+    return str(max(1, int(rows * cut))), str(max(8, int(elements * cut) // 8 * 8))
+
+
+# MB10's flit sweep runs this many pairs a point: passes of a few hundred flits stay visible above a
+# slow launch (a pass running beside the launch's DMA command is hidden by it)
+FLIT_SWEEP_PAIRS = 4
+
+
 def _mb10_points() -> tuple[dict[str, str], ...]:
     contexts = (("main", "main"), ("sub", "main"))
-    flits = tuple({"CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f), "PAIRS": "1"}
-                  for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
-    pairs = tuple({"CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
+    flits = tuple({"SWEEP": "flits", "CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f),
+                   "PAIRS": str(FLIT_SWEEP_PAIRS)} for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
+    pairs = tuple({"SWEEP": "pairs", "CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
                   for c, n in contexts for k in (4, 8, 16, 32, 64, 128))  # fmt: skip
     return flits + pairs
 

@@ -91,7 +91,7 @@ def _rate(nbytes: float, cycles: float, given: dict[str, float]) -> float:
 
 def fit_dmn_order(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
     one_dmn = next(i for i, p in enumerate(points) if p["ORDER"] == "[S, A]")
-    moved = 16 * _slices(given) * 4096  # 16 rows of 4 KB on every slice of a cluster
+    moved = float(points[one_dmn]["ROWS"]) * _slices(given) * 4096  # rows of 4 KB on every slice of a cluster
     return {"dmn_bw": _rate(moved, float(medians[one_dmn]), given)}
 
 
@@ -164,8 +164,11 @@ def fit_pass_costs(points: list[dict[str, str]], medians: np.ndarray, given: dic
     # and a main pass.
     lines = {}
     for context in ("main", "sub"):
-        chosen, times = _above(points, medians, given, lambda p, c=context: p["CONTEXT"] == c and p["PAIRS"] == "1")
-        lines[context] = _line(np.array([float(p["FLITS"]) for p in chosen]), times)
+        chosen, times = _above(points, medians, given, lambda p, c=context: p["CONTEXT"] == c and p["SWEEP"] == "flits")
+        if len(chosen) < 2:
+            raise ValueError(f"MB10: {len(chosen)} point(s) of the {context} flit sweep rise above the launch")
+        # per pair of passes: the sweep runs several pairs a point
+        lines[context] = _line(np.array([float(p["FLITS"]) * float(p["PAIRS"]) for p in chosen]), times)
     per_main = lines["main"][1] / 2
     per_sub = lines["sub"][1] - per_main
     # A sequencer reads a power of two bytes per cycle: the nearest one is the read size.
@@ -174,7 +177,9 @@ def fit_pass_costs(points: list[dict[str, str]], medians: np.ndarray, given: dic
     # sub pass's slower flit, plus two hand-offs.
     pair_cost, pair_start = {}, {}
     for context in ("main", "sub"):
-        chosen, times = _above(points, medians, given, lambda p, c=context: p["CONTEXT"] == c and p["PAIRS"] != "1")
+        chosen, times = _above(points, medians, given, lambda p, c=context: p["CONTEXT"] == c and p["SWEEP"] == "pairs")
+        if len(chosen) < 2:
+            raise ValueError(f"MB10: {len(chosen)} point(s) of the {context} pair sweep rise above the launch")
         pair_start[context], pair_cost[context] = _line(np.array([float(p["PAIRS"]) for p in chosen]), times)
     slower_flit = 32 / read_sub - 32 / read_main
     # The launch: a chain of main -> main pairs is the launch and then nothing but passes, so the
@@ -242,7 +247,7 @@ SHAPE_CLUSTERS = range(1, 9)
 SHAPE_SLICES = tuple(1 << k for k in range(4, 12))  # 16 .. 2048
 SHAPE_LANES = tuple(1 << k for k in range(7))  # 1 .. 64
 SHAPE_ENGINES = 256  # engine numbers searched: 0 .. 255
-OPERAND_BYTES = 1 << 17  # the largest TRF lane or VRF operand searched for, in bytes
+OPERAND_BYTES = 1 << 20  # the largest TRF lane or VRF operand searched for, in bytes (a chip's largest)
 
 
 def search_shape(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
@@ -282,7 +287,14 @@ def search_bank_run(probe: ProbeTemplate, version: str, bench: Bench) -> dict[st
         return any(f.code == "NOC_TIMEOUT" for f in bench.run(job).faults)
 
     run = lambda r: {"RUN": str(r), "SPAN": str(128 * r)}  # noqa: E731
-    return {"bank_run_limit": float(_compile_limit(probe, version, run, 1, 513, objected) + 1)}
+    # Runs whose buffer the slice's DM cannot hold (E0301 on a small DM) say nothing of the banks: the
+    # search stays below them, and where nothing objects there, the limit is past the longest run DM holds.
+    held = _compile_limit(probe, version, run, 1, 513, lambda source: _refused_but_for_banks(bench, source, version))
+    return {"bank_run_limit": float(_compile_limit(probe, version, run, 1, held + 1, objected) + 1)}
+
+
+def _refused_but_for_banks(bench: Bench, source: str, version: str) -> bool:
+    return any(d.is_error and not d.code.endswith("0520") for d in bench.check(source, version).diagnostics)
 
 
 FITS: tuple[ProbeFit, ...] = (
@@ -291,6 +303,8 @@ FITS: tuple[ProbeFit, ...] = (
              {"clusters": P.CLUSTERS, "slices": P.SLICES, "lanes": P.LANES,
               "engines_per_cluster": P.ENGINES_PER_CLUSTER, "trf_lane_bytes": P.TRF_LANE, "vrf_bytes": P.VRF_SLICE},
              search=search_shape),
+    # Then the DM a slice may use (compile only): the probes' buffers are sized within it.
+    ProbeFit("MB14", "MB14", ("dm_usable_per_slice",), {"dm_usable_per_slice": P.DM_USABLE}, search=search_dm_capacity),
     ProbeFit("MB01", "MB01", ("empty_kernel_cycles",), {"empty_kernel_cycles": P.EMPTY_KERNEL}, fit_empty_kernel),
     ProbeFit("MB02", "MB02", ("engine_rate_4k", "dma_intercept"), {"engine_rate_4k": P.ENGINE_RATE_4K},
              fit_dma_transfer),
@@ -322,7 +336,6 @@ FITS: tuple[ProbeFit, ...] = (
              "switch_per_ring": P.SWITCH_RING}, fit_switch, secondary=("switch_per_ring",)),
     ProbeFit("MB13", "MB13", ("reducer_per_slice", "reducer_throughput"), {"reducer_per_slice": P.REDUCER_SLICE,
              "reducer_throughput": P.REDUCER_THROUGHPUT}, fit_reducer, secondary=("reducer_per_slice",)),
-    ProbeFit("MB14", "MB14", ("dm_usable_per_slice",), {"dm_usable_per_slice": P.DM_USABLE}, search=search_dm_capacity),
     ProbeFit("MB15", "MB15", ("interference",), {"interference": P.INTERFERENCE}, fit_interference),
     ProbeFit("MB16", "MB16", ("bank_run_limit",), {"bank_run_limit": P.BANK_RUN}, search=search_bank_run),
 )  # fmt: skip

@@ -105,8 +105,10 @@ SHAPE_KEYS = ("chip.clusters", "chip.slices_per_cluster", "contract.lanes", "dma
         ("engine_bw = 190.0", "clusters = 4\nengines_per_cluster = 2\nslices = 512\ntrf_lane_bytes = 16384"),
         # slow engines: two of them do not fill a port, eight do (a user's chip whose roof was learnt 23 % low)
         ("engine_bw = 120.0\nhbm_bw = 350.0", "clusters = 1\nslices = 512\nengines_per_cluster = 8"),
+        # a DM a tenth of the documented one: probes written for 480 KB a slice drew E0301 (MB06, MB08, MB15)
+        ("dm_usable_per_slice = 49152", "clusters = 3\nslices = 128\nengines_per_cluster = 2\nlanes = 4"),
     ],
-    ids=["1x128", "4x512-e2", "1x512-e8-slow-engines"],
+    ids=["1x128", "4x512-e2", "1x512-e8-slow-engines", "3x128-e2-l4-48k-dm"],
 )
 def test_a_chip_of_another_shape_is_learnt(
     embedded_graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speeds: str, shape: str
@@ -149,6 +151,10 @@ def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: 
     monkeypatch.setattr(probe_loop_module, "run_fit", failing)
     summary = learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
     assert summary.measurements.probes_failed == ["MB05"]
+    why = "MB05 point 0: fault: NOC_TIMEOUT 4 times"
+    assert summary.measurements.failure_reasons == {"MB05": why}  # the CLI prints it, the graph keeps it
+    outcomes = [row["o"] for row in graph.read("MATCH (a:Activity {role: 'runner'}) RETURN a.outcome AS o")]
+    assert f"failed probes: MB05 ({why})" in outcomes
     assert "noc.dmn_bytes_per_cycle" not in learnt(graph, "0.6.0")
     assert summary.measurements.probes_run == 17  # the other seventeen ran
     monkeypatch.setattr(probe_loop_module, "run_fit", real)

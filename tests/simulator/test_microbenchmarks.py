@@ -175,7 +175,7 @@ def test_mb07_partial_row_stores_pay_read_modify_write() -> None:
 
 def test_mb10_pass_anatomy() -> None:
     points = PROBES["MB10"].points
-    by = {(p["CONTEXT"], int(p["FLITS"])): run("MB10", i) for i, p in enumerate(points) if p["PAIRS"] == "1"}
+    by = {(p["CONTEXT"], int(p["FLITS"])): run("MB10", i) for i, p in enumerate(points) if p["SWEEP"] == "flits"}
     for flits in (1, 8, 64, 512):
         assert pass_cycles(by[("main", flits)], "u") == PASS_FIXED + max(flits, 1)  # 32-byte reads
         assert pass_cycles(by[("sub", flits)], "u") == PASS_FIXED + 4 * flits  # 8-byte reads
