@@ -14,6 +14,10 @@ import re
 from dataclasses import dataclass
 
 _SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
+_SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 5.23's CALL (k) { }
+_TEMPORAL = re.compile(r"Unknown function '(datetime|date|localdatetime|time|localtime|duration)'", re.IGNORECASE)
+# A comprehension that counts a pattern, the way a user writes it after the hint above
+_COUNTED = "`MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k`"
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,22 @@ def falkordb_hint(message: str, query: str) -> str | None:
     if subquery and message.startswith("errMsg: Invalid input"):
         kind = subquery.group(1).upper()
         return (f"the embedded store (FalkorDB) has no {kind} {{ }} subqueries: write a pattern predicate "
-                "(`WHERE (k)-[:BEST]->()`) or count a pattern comprehension (`size([(k)--() | 1])`), "
+                f"(`WHERE (k)-[:BEST]->()`), or count a pattern comprehension in a WITH ({_COUNTED}), "
                 "or run the query on the Neo4j store")  # fmt: skip
+    scoped = _SCOPED_CALL.search(query)
+    if scoped and message.startswith("errMsg: Invalid input"):
+        names = scoped.group(1).strip()
+        return (f"the embedded store (FalkorDB) has no `CALL ({names}) {{ }}`: import the variables with a "
+                f"WITH inside (`CALL {{ WITH {names or '...'} ... }}`)")  # fmt: skip
+    if message.startswith("Unable to resolve filtered alias"):
+        return (f"the embedded store (FalkorDB) filters on a pattern comprehension only once it is named: count "
+                f"it in a WITH and filter on the name ({_COUNTED}), or write a pattern predicate "
+                "(`WHERE (k)-[:BEST]->()`)")  # fmt: skip
+    temporal = _TEMPORAL.search(message)
+    if temporal:
+        return (f"the embedded store (FalkorDB) has no {temporal.group(1)}(); chiplore stores times as ISO-8601 "
+                "text (`measured_at`, `created_at`, `decided_at`, `started_at`), so compare them as strings "
+                "(`WHERE m.measured_at >= '2026-12-01'`), or run the query on the Neo4j store")  # fmt: skip
     if message.startswith("Unknown function"):
         return "the embedded store (FalkorDB) lacks this function; the Neo4j store may have it"
     return None

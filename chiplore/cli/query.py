@@ -3,6 +3,7 @@ parameters, the parameter keys the graph holds, and read-only Cypher."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -13,8 +14,10 @@ from chiplore.cli.complete import query_names, query_params
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
 from chiplore.cli.render import FORMATS, emit_records
-from chiplore.core.errors import QueryParameterError
+from chiplore.core.errors import QueryParameterError, UnknownQuery
 from chiplore.kg.guard import UntrustedLimits
+
+CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look like; Cypher has spaces or ( )
 
 # When a named query returns nothing for one of these parameters, what lists the values it takes.
 VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph holds",
@@ -42,6 +45,9 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
         ]  # fmt: skip
         emit_records(console, catalogue, fmt, title="named queries")
         return
+    if name not in named_queries.load_all() and not CYPHERLESS_NAME.fullmatch(name):  # Cypher text, not a name
+        raise UnknownQuery(f"no named query {name[:60]!r}: `chiplore query` runs the named queries (listed by "
+                           "`chiplore query`); run Cypher text with `chiplore cypher \"MATCH ...\"`")  # fmt: skip
     named = named_queries.get(name)
     bound = named.bind(_typed(named, params))  # before opening the store: a bad call costs nothing
     with app.open_store() as store:

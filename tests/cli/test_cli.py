@@ -75,6 +75,8 @@ def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
 
 def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
     assert_one_line_error(run(embedded_env, "query", "no-such-query"), "no named query 'no-such-query'")
+    assert_one_line_error(run(embedded_env, "query", "MATCH (k:Kernel) RETURN k"),
+                          "run Cypher text with `chiplore cypher")  # fmt: skip
     assert_one_line_error(run(embedded_env, "query", "measurements-of"), "needs parameter 'param'")
     assert_one_line_error(run(embedded_env, "query", "stale-facts", "-p", "limit=lots"), "must be int")
     bad_pair = run(embedded_env, "query", "stale-facts", "-p", "limit")

@@ -81,10 +81,22 @@ def test_neo4j_5_subqueries_run_on_neo4j_and_the_embedded_store_says_what_to_wri
     else:
         with pytest.raises(QueryError, match=r"no EXISTS \{ \} subqueries: write a pattern predicate"):
             store.read(query)
-        with pytest.raises(QueryError, match="lacks this function"):
+        with pytest.raises(QueryError, match="has no datetime\\(\\); chiplore stores times as ISO-8601 text"):
             store.read("RETURN datetime() AS now")
+        with pytest.raises(QueryError, match="lacks this function; the Neo4j store may have it"):
+            store.read("RETURN apoc.text.join(['a'], '') AS s")
+        # what a user writes after the hint, in WHERE: FalkorDB filters on a comprehension only once named
+        with pytest.raises(QueryError, match="count it in a WITH and filter on the name"):
+            store.read("MATCH (k:Kernel) WHERE size([(k)-[:BEST]->() | 1]) > 0 RETURN k.name AS name")
+        with pytest.raises(QueryError, match=r"has no `CALL \(k\) \{ \}`: import the variables with a WITH"):
+            store.read("MATCH (k:Kernel) CALL (k) { MATCH (k)-[:BEST]->(d) RETURN count(d) AS n } RETURN k.name, n")
     instead = "MATCH (k:Kernel) WHERE (k)-[:BEST]->() RETURN k.name AS name, size([(k)--() | 1]) AS n"
     assert store.read(instead) == [{"name": "a", "n": 1}]
+    counted = "MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k.name AS name"
+    assert store.read(counted) == [{"name": "a"}]
+    called = "MATCH (k:Kernel) CALL { WITH k MATCH (k)-[:BEST]->(d) RETURN count(d) AS n } RETURN k.name AS k, n"
+    assert sorted((r["k"], r["n"]) for r in store.read(called)) == [("a", 1), ("b", 0)]
+    assert store.read("RETURN '2026-12-02T10:00:00Z' >= '2026-12-01' AS later") == [{"later": True}]
 
 
 def test_slow_query_times_out(store: GraphStore) -> None:
