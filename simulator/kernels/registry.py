@@ -132,6 +132,9 @@ class KernelRegistry:
             raise TargetError(f"kernel pack {pack.folder}: kernel {pack.name} is built in; give the pack another name")
         if other.origin == "installed":
             raise TargetError(f"kernel {pack.name} is already installed in {other.folder}")
+        if other.folder == pack.folder:
+            raise TargetError(f"kernel {pack.name} is already offered by {other.origin} ({other.folder}): it runs "
+                              f"as it is; add it only to keep it once {other.origin} no longer names it")  # fmt: skip
         raise TargetError(f"kernel {pack.name} is defined twice: {other.folder} ({other.origin}) and {pack.folder}")
 
     def _add(self, pack: KernelPack) -> None:

@@ -215,6 +215,17 @@ def test_an_added_pack_is_offered_tested_graded_and_checked_and_stays_installed(
     one_line(error.value, f"kernel {GQA} is already installed")
 
 
+def test_adding_a_pack_the_kernels_variable_already_offers_says_it_runs_as_it_is(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    target = SimRNGD(kernel_paths=(folder,), kernels_dir=tmp_path / "kernels")
+    with pytest.raises(TargetError) as error:
+        target.add_kernel(folder)
+    one_line(error.value, f"kernel {GQA} is already offered by CHIPLORE_KERNELS ({folder.resolve()}): it runs as it is")
+    with pytest.raises(TargetError) as error:  # another folder of the same name is a clash
+        target.add_kernel(copy_pack(tmp_path, folder="second"))
+    one_line(error.value, f"kernel {GQA} is defined twice")
+
+
 def test_an_installed_pack_edited_afterwards_is_validated_again(tmp_path: Path) -> None:
     installed = tmp_path / "kernels"
     SimRNGD(kernels_dir=installed).add_kernel(copy_pack(tmp_path))
