@@ -2,7 +2,8 @@
 of other shapes, each with its kernel.toml op graph): how big its space is, whether its programs
 compile, and how close its best design comes to the weight-movement bound, in true cycles.
 
-    python benchmarks/generator.py [--kernels K,...] [--random SEED,...] [--versions 0.6.0,0.7.0] [--chip FILE]
+    python benchmarks/generator.py [--kernels K,...] [--random SEED,...] [--packs DIR,...] [--versions 0.6.0,0.7.0]
+                                   [--chip FILE]
                                    [--evals 200] [--seconds 900] [--exhaustive] [--sample 30] [--json FILE]
 
 Per kernel and toolchain: the space's valid points (`points`, with the compile-time facts the pack's
@@ -11,9 +12,10 @@ visits, and a random `--sample` of the others), the best true cycles a hill clim
 (restarts from the best sampled point of each k-group choice, one knob moved at a time, at most
 `--evals` estimates or `--seconds`), that over the kernel's bound, and whether the best program
 passes the host test. `--chip FILE` measures on another chip (a CHIPLORE_SIM_TRUTH file; the bound
-is that chip's). `--random 6,17` adds random packs (`chiplore.simulator.testing.random_pack`, as
-benchmarks/unseen_kernels.py draws them; `--kernels ''` leaves the shipped ones out); `--exhaustive`
-prices every valid point instead of searching, so the best is the space's own.
+is that chip's). `--packs DIR,...` adds packs of your own. `--random 6,17` adds random packs
+(`chiplore.simulator.testing.random_pack`, as benchmarks/unseen_kernels.py draws them; `--kernels ''`
+leaves the shipped ones out); `--exhaustive` prices every valid point instead of searching, so the
+best is the space's own.
 
 True cycles come from `chiplore.simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
 measures the generator, which itself never calls it.
@@ -178,6 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernels", default=",".join(ALL))
     parser.add_argument("--random", default="", help="seeds of random packs to add (benchmarks/unseen_kernels.py's)")
+    parser.add_argument("--packs", default="", help="folders of kernel packs of your own to add (comma-separated)")
     parser.add_argument("--exhaustive", action="store_true", help="price every valid point instead of searching")
     parser.add_argument("--versions", default="0.6.0,0.7.0")
     parser.add_argument("--chip", help="a CHIPLORE_SIM_TRUTH file: measure on that chip")
@@ -193,6 +196,9 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="chiplore-generator-"))
     packs = {kernel: shipped_pack(kernel) for kernel in args.kernels.split(",") if kernel}
     packs |= random_packs([int(seed) for seed in args.random.split(",") if seed], scratch)
+    for folder in (Path(f).expanduser() for f in args.packs.split(",") if f):  # read as `kernel add` reads them
+        pack = read_pack(folder, "installed")
+        packs[pack.spec.name] = pack
     if args.chip:  # after the random packs: a pack is written (and its baseline checked) for the documented chip
         os.environ["CHIPLORE_SIM_TRUTH"] = str(Path(args.chip).resolve())
     search = Search(args.evals, args.seconds, args.sample, args.exhaustive)

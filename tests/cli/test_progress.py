@@ -37,6 +37,18 @@ def test_a_new_kernel_never_shows_the_previous_kernels_best(capsys: pytest.Captu
     assert "kernel o_proj" in lines[-1]
 
 
+def test_an_accepted_design_is_shown_as_best_on_its_own_line(capsys: pytest.CaptureFixture[str]) -> None:
+    best = ["aaaaaaaaaa 20,128 cycles"]
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(verbose=True), refresh=lambda kernel: (12.0, best[0])) as reporter:
+        note = reporter.step("optimize")
+        note("baseline measured", kernel="mla")
+        best[0] = "bbbbbbbbbb 19,304 cycles"  # the loop set BEST, then said so (within the refresh interval)
+        note("accepted bbbbbbbbbb: 19,304 cycles, ratio 0.967", kernel="mla")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "accepted" in line]
+    assert "BEST bbbbbbbbbb 19,304 cycles" in lines[-1], lines
+
+
 def test_the_device_seconds_shown_are_this_runs_not_the_whole_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
     ledger = [800.0]
 
