@@ -56,5 +56,5 @@ def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LL
     if measured.probes_failed:
         console.print("[yellow]failed probes (recorded, skipped):[/yellow]")
         for probe in measured.probes_failed:
-            console.print(f"  {probe}: {measured.failure_reasons.get(probe, 'no reason recorded')}", markup=False,
-                          highlight=False)  # fmt: skip
+            why = measured.failure_reasons.get(probe, "no reason recorded")
+            console.print(f"  {why}" if why.startswith(probe) else f"  {probe}: {why}", markup=False, highlight=False)

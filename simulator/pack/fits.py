@@ -206,7 +206,8 @@ def fit_switch(points: list[dict[str, str]], medians: np.ndarray, given: dict[st
     ring = np.array([float(p["RING"]) for p in chosen])
     flits = np.array([float(p["FLITS"]) for p in chosen])
     _, _, per_ring_flit, per_ring = _least_squares([np.ones_like(ring), flits, ring * flits, ring], times)
-    return {"switch_per_ring_flit": float(per_ring_flit), "switch_per_ring": float(per_ring)}
+    found = {"switch_per_ring_flit": float(per_ring_flit), "switch_per_ring": float(per_ring)}
+    return _costs("MB12", found, chosen, "switch_per_ring_flit")
 
 
 def fit_reducer(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -214,7 +215,17 @@ def fit_reducer(points: list[dict[str, str]], medians: np.ndarray, given: dict[s
     group = np.array([float(p["GROUP"]) for p in chosen])
     flits = np.array([float(p["FLITS"]) for p in chosen])
     _, _, per_slice, per_flit_group = _least_squares([np.ones_like(group), flits, group, flits * group / 64], times)
-    return {"reducer_per_slice": float(per_slice), "reducer_throughput": float(per_flit_group)}
+    found = {"reducer_per_slice": float(per_slice), "reducer_throughput": float(per_flit_group)}
+    return _costs("MB13", found, chosen, "reducer_throughput")
+
+
+def _costs(probe: str, found: dict[str, float], chosen: list[dict[str, str]], main: str) -> dict[str, float]:
+    """Fitted costs, or ValueError where the main one is not above zero: too few points rose above a slow
+    launch to tell the terms apart (the small secondary terms may come out a little below zero)."""
+    if found[main] <= 0:
+        raise ValueError(f"{probe}: {len(chosen)} points rise above the launch, and the fit gives {main} "
+                         f"{found[main]:.3g}, no cost")  # fmt: skip
+    return found
 
 
 def fit_interference(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

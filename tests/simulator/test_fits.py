@@ -17,7 +17,7 @@ from chiplore.simulator._truth import ChipTruth, load_truth
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost import estimate
 from chiplore.simulator.device import DeviceConfig
-from chiplore.simulator.pack.fits import FITS, search_bank_run
+from chiplore.simulator.pack.fits import FITS, fit_reducer, search_bank_run
 from chiplore.simulator.shape import Chip
 from chiplore.simulator.target import SimRNGD
 
@@ -122,3 +122,13 @@ def test_a_chip_whose_runs_read_alike_has_a_noise_of_zero_not_nan() -> None:
     runs[-1] = 130_000.0
     found = noise_sigma([[runs, runs.copy()]])
     assert found.value == pytest.approx(0.0, abs=1e-6) and np.isfinite([found.low, found.high]).all()
+
+
+def test_a_reducer_fit_with_no_cost_per_flit_is_refused_not_recorded() -> None:
+    """On a chip whose launch hides most of MB13's points, the few left can fit a negative throughput
+    term: the probe fails with that reason instead of recording a cost below zero."""
+    probe = next(p for p in microbenchmarks() if p.id == "MB13")
+    points = [p for p in probe.points if p["GROUP"] in ("64", "256")]
+    medians = np.array([5_000.0 - float(p["FLITS"]) * float(p["GROUP"]) / 64 for p in points])
+    with pytest.raises(ValueError, match=r"reducer_throughput -?[0-9.e-]+, no cost"):
+        fit_reducer(points, medians, {"empty_kernel_cycles": 552.0})
