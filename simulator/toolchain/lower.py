@@ -122,7 +122,7 @@ class _Lowerer(OpLowering):
         written = np.zeros(math.prod(sizes), dtype=bool)
         for start, end in self.state.written.get(param.id, []):
             written[int(start // width) : math.ceil(end / width)] = True
-        grid = written.reshape(sizes) if sizes else written
+        grid = written.reshape(sizes)  # no digits (a literal shape): one element, zero-dimensional
         selected = self.state.selected.get(param.id, set())
         for axis_index, digit in enumerate(param.hbm):
             if digit.axis in selected:  # run-time index: the written row stands for all of them

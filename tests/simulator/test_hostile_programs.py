@@ -201,3 +201,10 @@ def test_a_layout_declared_twice_and_a_layout_that_spreads_itself_are_refused() 
     chain += "layout L2000 = { cluster: [1 # 2], slice: [1 # 256] };\n"
     use = "    let d: dm<bf16>{..L0, elem: [H]} = x.dma(engines = [1]);\n    d.dma_into(y, engines = [0]);\n}\n"
     assert codes("axes! { H = 64 }\n" + chain + KERNEL_HEAD.split("\n", 1)[1] + use) == []
+
+
+def test_an_output_of_a_literal_shape_that_nothing_writes_is_w0801_not_an_internal_error() -> None:
+    """`&mut hbm<bf16>[4]` holds no axis: naming its first unwritten element crashed (E0100)."""
+    source = '#![toolchain = "0.6.0"]\nkernel k(y: &mut hbm<bf16>[4]) {\n}\n'
+    for version, codes in (("0.5.0", []), ("0.6.0", ["W0801"]), ("0.7.0", ["E0801"])):  # 0.5.0 had no E0801
+        assert [d.code for d in check(source, version).diagnostics] == codes, version
