@@ -9,7 +9,7 @@ import click
 
 from chiplore.app import App
 from chiplore.cli.main import main
-from chiplore.cli.options import console, err_console, store_options
+from chiplore.cli.options import console, err_console, store_options, write_file
 from chiplore.cli.progress import ProgressStyle, Reporter, from_graph, progress_options
 from chiplore.cli.render import FORMATS, demo_records, demo_table, emit_records, to_json
 from chiplore.cli.run_options import Schedule, schedule_options
@@ -24,8 +24,7 @@ def report(app: App, out: Path) -> None:
     """One self-contained HTML page: results, convergence, design trees, decisions, what was learnt, upgrades."""
     with app.session() as session:
         html = session.report()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html)
+    write_file(out, html)
     console.print(f"[green]wrote[/green] {out} ({len(html) // 1024} KB)")
 
 
@@ -59,8 +58,7 @@ def demo(app: App, schedule: Schedule, out: Path, progress_style: ProgressStyle,
             result = run_demo(session, schedule.config(app.settings.seed), step=step)
             reporter.step("report")
             html = session.report()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").write_text(html)
+    write_file(out / "report.html", html)
     if fmt == "json":
         click.echo(to_json({**result.model_dump(), "report": str(out / "report.html")}))
         return

@@ -72,7 +72,9 @@ def status(app: App, graph_only: bool, fmt: str, as_json: bool) -> None:
         versions = ", ".join(
             f"[bold]{t['version']}[/bold]" if t["status"] == "active" else t["version"] for t in state.toolchains
         )
-        console.print(f"target {target}, toolchains {versions} (active in bold), schema v{state.schema_version}")
+        console.print(
+            f"target {target}, toolchains {versions} (active: {state.active_toolchain}), schema v{state.schema_version}"
+        )
     counts = Table(title="graph", show_header=True)
     counts.add_column("label")
     counts.add_column("nodes", justify="right")
@@ -81,7 +83,7 @@ def status(app: App, graph_only: bool, fmt: str, as_json: bool) -> None:
             counts.add_row(label, str(count))
     if counts.row_count:
         console.print(counts)
-    if progress:
+    if progress and not graph_only:
         console.print(kernels_table(progress))
     if devices:
         console.print(devices_table(devices))

@@ -218,3 +218,12 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     """`-p NAME=VALUE` options as typed Cypher parameters: each value a literal (3 is an integer,
     [1, 2] a list, 'x' a string), or of the type NAME:TYPE forces (`-p v:str=3`)."""
     return {param.name: convert(param) for param in split_params(pairs)}
+
+
+def write_file(out: Path, text: str) -> None:
+    """Write a file the user named, its folder made first; a path that cannot be written is one line."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise click.FileError(str(out), hint=error.strerror or str(error)) from None

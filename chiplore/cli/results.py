@@ -11,7 +11,7 @@ from rich.markup import escape
 from chiplore.app import App
 from chiplore.cli.complete import kernel_names
 from chiplore.cli.main import main
-from chiplore.cli.options import err_console, store_options
+from chiplore.cli.options import err_console, store_options, write_file
 from chiplore.cli.render import to_json
 from chiplore.results import BestProgram, DesignProgram, unified_diff
 from chiplore.session import Session
@@ -80,17 +80,9 @@ def _emit(found: BestProgram | DesignProgram, text: str, out: Path | None, as_js
         if out is None:
             click.echo(payload)
         else:
-            _write(out, payload + "\n")
+            write_file(out, payload + "\n")
         return
     if out is None:
         click.echo(text, nl=not text.endswith("\n"))
     else:
-        _write(out, text)
-
-
-def _write(out: Path, text: str) -> None:
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise click.FileError(str(out), hint=error.strerror or str(error)) from None
+        write_file(out, text)

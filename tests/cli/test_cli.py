@@ -50,7 +50,7 @@ def test_init_registers_the_target_and_status_reports_it(env: dict[str, str]) ->
     assert status["counts"]["Target"] == 1 and status["counts"]["Toolchain"] == 3
     assert [t["version"] for t in status["toolchains"]] == ["0.5.0", "0.6.0", "0.7.0"]
     human = run(env, "status")
-    assert "simrngd" in human.stdout and "0.6.0" in human.stdout
+    assert "simrngd" in human.stdout and "(active: 0.6.0)" in human.stdout  # said in words: bold is lost in a pipe
 
 
 def test_cypher_refuses_writes(env: dict[str, str]) -> None:
@@ -71,6 +71,12 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
     run(env, "init")
     assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
+
+
+def test_a_report_to_a_path_that_cannot_be_written_is_one_line(embedded_env: dict[str, str]) -> None:
+    run(embedded_env, "init")
+    assert_one_line_error(run(embedded_env, "report", "--out", "/proc/nope/r.html"), "/proc/nope/r.html")
+    assert_one_line_error(run(embedded_env, "report", "--out", "/dev/null/r.html"), "/dev/null/r.html")
 
 
 def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
