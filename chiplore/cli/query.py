@@ -22,7 +22,9 @@ CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look
 # When a named query returns nothing for one of these parameters, what lists the values it takes.
 VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph holds",
                "kernel": "`chiplore status` lists the graph's kernels",
-               "toolchain": "`chiplore toolchain list` lists the versions"}  # fmt: skip
+               "toolchain": "`chiplore toolchain list` lists the versions",
+               "from": "`chiplore toolchain list` lists the versions",
+               "to": "`chiplore toolchain list` lists the versions"}  # fmt: skip
 
 
 @main.command()
@@ -57,7 +59,7 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
         listed = {key: value for key, value in bound.items() if key in VALUE_LISTS}
         if listed:
             asked = ", ".join(f"{key}={value!r}" for key, value in listed.items())
-            hints = "; ".join(VALUE_LISTS[key] for key in listed)
+            hints = "; ".join(dict.fromkeys(VALUE_LISTS[key] for key in listed))  # each said once
             err_console.print(f"[dim]no rows for {asked}: {hints}[/dim]", highlight=False)
 
 

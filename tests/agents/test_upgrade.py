@@ -319,6 +319,8 @@ def test_the_chain_from_050_on_both_stores(graph: GraphStore) -> None:
     first = upgrade(graph, target, "0.6.0")
     diff = queries.run(graph, "toolchain-diff", {"from": "0.5.0", "to": "0.6.0"})
     assert _row(diff, "rule", "construct.lut")["change"] == "new"  # 0.6.0 refuses .lut
+    for unknown in ({"from": "0.5.0", "to": "9.9"}, {"from": "banana", "to": "0.6.0"}):  # not every fact dropped
+        assert queries.run(graph, "toolchain-diff", unknown) == [], unknown
     assert _row(diff, "rule", "construct.decode")["change"] == "retired"
     retired = [r for r in diff if r["kind"] == "rule" and r["change"] == "retired" and r["key"].startswith("contract.")]
     assert any("f8e4m3" in r["before"] for r in retired)  # the f8 x bf16 contraction opens
