@@ -104,10 +104,14 @@ def reset(seed: int | None, data_dir: Path | None, as_json: bool) -> None:
 def _fixtures(text: str) -> str | tuple[str, ...]:
     if text in ("smoke", "graded"):
         return text
-    sets = tuple(part.strip() for part in text.split(",") if part.strip())
+    sets = tuple(part.strip() for part in text.split(","))
     unknown = [name for name in sets if name not in ALL_SETS]
     if unknown or not sets:
-        fail(f"--fixtures: unknown sets {', '.join(unknown) or repr(text)}; use smoke, graded or {','.join(ALL_SETS)}")
+        named = ", ".join(repr(name) for name in dict.fromkeys(unknown)) or repr(text)
+        fail(f"--fixtures: {named} is no set of one list (smoke and graded stand alone, an empty name is none); "
+             f"use smoke, graded or a list of {','.join(ALL_SETS)}")  # fmt: skip
+    if len(set(sets)) < len(sets):
+        fail(f"--fixtures: {text!r} names a set twice")
     return sets
 
 

@@ -113,7 +113,10 @@ def store_options(command: F) -> F:
         try:
             settings = Settings(**overrides)
         except ValidationError as error:
-            raise ConfigError(f"invalid settings: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}") from None
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            source = f"--{field.replace('_', '-')}" if field in overrides else f"CHIPLORE_{field.upper()}"
+            raise ConfigError(f"{source}={first.get('input')!r}: {first['msg']}") from None
         return command(*args, app=App(settings), **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -73,6 +73,11 @@ def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
     assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
 
 
+def test_a_bad_setting_names_its_variable(embedded_env: dict[str, str]) -> None:
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_SEED": "abc"}, "status"), "CHIPLORE_SEED='abc': ")
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_STORE": "xyz"}, "status"), "CHIPLORE_STORE='xyz': ")
+
+
 def test_a_report_to_a_path_that_cannot_be_written_is_one_line(embedded_env: dict[str, str]) -> None:
     run(embedded_env, "init")
     assert_one_line_error(run(embedded_env, "report", "--out", "/proc/nope/r.html"), "/proc/nope/r.html")

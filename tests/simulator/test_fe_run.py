@@ -97,7 +97,11 @@ def test_an_unknown_kernel_fails_before_any_device_time_is_charged(tmp_path: Pat
 
 def test_fixture_sets_are_named_or_refused(tmp_path: Path, probe: Path) -> None:
     line = refused(submit(tmp_path, probe, "--fixtures", "g0,g9"))
-    assert "unknown sets g9" in line
+    assert "'g9' is no set of one list" in line
+    assert "an empty name is none" in refused(submit(tmp_path, probe, "--fixtures", "exact,,cancel"))
+    assert "'smoke' is no set of one list (smoke and graded stand alone" in refused(
+        submit(tmp_path, probe, "--fixtures", "smoke,smoke"))  # fmt: skip
+    assert "names a set twice" in refused(submit(tmp_path, probe, "--fixtures", "g0,g0"))
     ran = submit(tmp_path, probe, "--fixtures", "g0,exact", "--json")
     assert ran.exit_code == 0, ran.output
     assert [run["fixture"] for run in json.loads(ran.stdout)["runs"]] == ["g0", "g0", "exact", "exact"]
