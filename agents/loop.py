@@ -13,6 +13,7 @@ duplicated or lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -140,8 +141,9 @@ class OptimizeRun:
         self.pack = target.pack()
         self.knowledge = read_knowledge(store, self.context.version, self.pack.capabilities)
         self.model = CalibratedCostModel(self.pack.cost_model, GraphPredictionMemory(store))
+        policies = sorted({getattr(role, "name", "builtin") for role in (self.roles.architect, self.roles.refiner)})
         self.activity = record_activity(store, Activity(id=f"optimize-{uuid.uuid4().hex[:12]}", role="runner",
-                                                        policy="builtin"))  # fmt: skip
+                                                        policy="+".join(policies)))  # fmt: skip
 
 
 def design_id(kernel: str, sha: str) -> str:
@@ -245,8 +247,14 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
     run.kernel_budget_s = config.budget_s / len(specs)
     # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
-    with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
-        outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
+    try:
+        with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
+            outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
+    except Exception as error:  # a model that never answers, a dead database: the run's record says so
+        with contextlib.suppress(Exception):
+            why = " ".join(str(error).split())[:300]
+            finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {type(error).__name__}: {why}")
+        raise
     run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)
     finish_activity(context.store, run.activity.id, utc_now(), f"{proposals} proposals, {accepted} accepted")

@@ -25,6 +25,7 @@ from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.docs import ingest_docs
 from chiplore.ingest.learn import learn
 from chiplore.ingest.librarian import BuiltinLibrarian
+from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
@@ -139,6 +140,10 @@ def test_a_closed_port_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) >= 1 and lines[-1].startswith("error:") and "did not answer" in lines[-1], result.stderr
     assert "Traceback" not in result.output
+    with EmbeddedStore(tmp_path / "data") as store:  # the run's record says how it ended, and with what policy
+        [run] = store.read("MATCH (a:Activity {role: 'runner'}) WHERE a.id STARTS WITH 'optimize-' "
+                           "RETURN a.policy AS policy, a.outcome AS outcome")  # fmt: skip
+    assert run["policy"] == "llm" and run["outcome"].startswith("stopped: LLMUnavailable: the model at"), run
 
 
 def test_no_api_key_for_a_hosted_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
