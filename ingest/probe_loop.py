@@ -124,7 +124,7 @@ class ProbeSession:
             except PROBE_FAILURES as error:  # a fault retries cannot clear, a refused program, a fit with no answer
                 outcome.failed.append(probe_id)
                 outcome.why[probe_id] = " ".join(str(error).split())[:300] or type(error).__name__
-                log.warning("probe %s failed: %s", probe_id, outcome.why[probe_id])
+                log.info("probe %s failed: %s", probe_id, outcome.why[probe_id])  # the summary says it
                 continue
             outcome.ran.append(probe_id)
             if self.on_probe is not None:

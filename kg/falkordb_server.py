@@ -107,6 +107,7 @@ class FalkorDBServer:
         self.paths = ServerPaths.for_data_dir(data_dir)
         self._process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+        self.truncated_log: str | None = None  # redis's line, when this start loaded a write log cut short
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -444,6 +445,15 @@ class FalkorDBServer:
         _cap_memory(self._process.pid)
         self._wait_until_ready(self._process)
         self._write_marker()
+        truncated = next((line for line in self._log_text()[self._log_offset :].splitlines()
+                          if "Truncating the AOF" in line), None)  # fmt: skip
+        if truncated is not None:
+            # redis loads what precedes a cut in its log (a crash mid-write leaves one command cut): say so,
+            # since a log cut by a damaged disk loses every write after the cut
+            self.truncated_log = truncated.split("!!!")[1].strip() if "!!!" in truncated else truncated.strip()
+            log.warning("the embedded store's write log in %s was cut short and loaded up to the cut (%s): writes "
+                        "after it are lost; %s keeps the server's own account", self.paths.root, self.truncated_log,
+                        self.paths.log_file)  # fmt: skip
         if "already exists" in self._log_text()[self._log_offset :]:
             # A log written by an older chiplore replays constraint commands: fold them away once.
             self.compact()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -216,3 +217,22 @@ def test_a_new_server_silent_at_its_first_query_is_started_again(
         assert not pid_alive(frozen[0])
     finally:
         store.close()
+
+
+def test_a_write_log_cut_short_is_loaded_up_to_the_cut_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged disk cuts the append-only file: redis loads what precedes the cut, and chiplore says so
+    (the writes after it are lost) instead of starting as if nothing happened."""
+    with EmbeddedStore(tmp_path) as store:
+        store.write_rows("UNWIND $rows AS row CREATE (:Concept {key: row.key})", [{"key": f"c{i}"} for i in range(400)])
+        for i in range(400):  # one command a write: many commands to cut between
+            store.write("CREATE (:Concept {key: $key})", {"key": f"d{i}"})
+    [log_file] = sorted((tmp_path / "falkordb" / "appendonlydir").glob("*.incr.aof"))
+    with log_file.open("r+b") as handle:
+        handle.truncate(log_file.stat().st_size // 2)
+    with caplog.at_level(logging.WARNING, logger="chiplore.kg.falkordb_server"), EmbeddedStore(tmp_path) as store:
+        left = store.read("MATCH (c:Concept) RETURN count(c) AS n")[0]["n"]
+        assert store.server.truncated_log and "Truncating the AOF" in store.server.truncated_log
+    assert 400 <= left < 800
+    assert any("was cut short and loaded up to the cut" in record.getMessage() for record in caplog.records)
