@@ -59,6 +59,7 @@ class DeviceRunner:
                  backoff_s: float = 0.05, charged: Callable[[], float] | None = None) -> None:  # fmt: skip
         self.target, self.record, self.charged = target, record, charged
         self.budget_s, self.spent_s, self.backoff_s = budget_s, spent_s, backoff_s
+        self.started_at_s = spent_s  # what earlier runs spent: the budget runs on top of it
 
     def same_device(self) -> AbstractContextManager[None]:
         return nullcontext()  # one device: every job runs on it
@@ -66,6 +67,12 @@ class DeviceRunner:
     def _spent(self) -> float:
         """Device time spent, by this runner or (through the ledger) by any other process."""
         return max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
+
+    def _budget_text(self) -> str:
+        """This run's budget, and the total where earlier runs spent some of it on the same consumer."""
+        own = self.budget_s - self.started_at_s
+        earlier = f" ({self.budget_s:.0f} s with earlier runs')" if self.started_at_s >= 0.5 else ""
+        return f"of {own:.0f} s{earlier}"
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
@@ -81,14 +88,14 @@ class DeviceRunner:
         def attempt() -> DeviceResult:
             left = self.budget_s - self._spent()  # the ledger is read once a job
             if left <= 0:
-                raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent")
+                raise BudgetExhausted(f"device budget {self._budget_text()} spent")
             result = self._submit(job.model_copy(update={"limit_s": left if math.isfinite(left) else None}))
             self.spent_s += result.device_s
             runs.append(self.record(job, sha, result))
             if result.status == "timeout" and result.device_s >= left * (1 - 1e-9):
                 # stopped at what was left of the budget (a hang, or a job longer than that): the budget's
                 # end, not the design's fault
-                raise BudgetExhausted(f"device budget of {self.budget_s:.0f} s spent (a job was stopped at its end)")
+                raise BudgetExhausted(f"device budget {self._budget_text()} spent (a job was stopped at its end)")
             if result.status in ("fault", "timeout"):
                 faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)
             return result

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from chiplore.agents.proposers import DesignProposal, KernelView
+from chiplore.agents.runner import DeviceRunner
 from chiplore.agents.schedule import ARCHITECT_ROUND, REFINER_ROUND, KernelSchedule, OptimizeConfig, Roles
 from chiplore.core.errors import BudgetExhausted
+from chiplore.simulator.target import SimRNGD
 
 pytestmark = pytest.mark.unit
 
@@ -130,3 +132,14 @@ def test_a_stop_ends_the_kernel_with_its_reason() -> None:
     schedule.next_batch()
     schedule.notify([False, BudgetExhausted("device budget of 10 s spent")])
     assert schedule.stopped == "device budget of 10 s spent" and schedule.next_batch() == []
+
+
+def test_a_spent_budget_names_this_runs_share_and_the_total_with_earlier_runs() -> None:
+    """`optimize --budget 60` on a kernel that earlier runs spent 30 s on: the runner's limit is 90 s of
+    the ledger, and its message says 60 (the user's) before the 90, not the 90 alone."""
+    runner = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=90.0, spent_s=30.0, charged=lambda: 95.0)
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s \(90 s with earlier runs'\) spent$"):
+        runner.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
+    fresh = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=60.0, charged=lambda: 61.0)
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s spent$"):
+        fresh.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
