@@ -51,14 +51,15 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
         raise UnknownQuery(f"no named query {name[:60]!r}: `chiplore query` runs the named queries (listed by "
                            "`chiplore query`); run Cypher text with `chiplore cypher \"MATCH ...\"`")  # fmt: skip
     named = named_queries.get(name)
-    bound = named.bind(_typed(named, params))  # before opening the store: a bad call costs nothing
+    given = _typed(named, params)
+    bound = named.bind(given)  # before opening the store: a bad call costs nothing
     with app.open_store() as store:
         rows = store.read(named.text, bound)
     emit_records(console, rows, fmt, title=name)
     if not rows:
-        listed = {key: value for key, value in bound.items() if key in VALUE_LISTS}
-        if listed:
-            asked = ", ".join(f"{key}={value!r}" for key, value in listed.items())
+        listed = [key for key in bound if key in VALUE_LISTS]
+        if listed:  # every value asked for is named: the one with no match may be any of them
+            asked = ", ".join(f"{key}={value!r}" for key, value in given.items())
             hints = "; ".join(dict.fromkeys(VALUE_LISTS[key] for key in listed))  # each said once
             err_console.print(f"[dim]no rows for {asked}: {hints}[/dim]", highlight=False)
 

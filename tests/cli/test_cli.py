@@ -92,6 +92,9 @@ def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
     assert_one_line_error(run(embedded_env, "query", "stale-facts", "-p", "limit=lots"), "must be int")
     bad_pair = run(embedded_env, "query", "stale-facts", "-p", "limit")
     assert bad_pair.exit_code == 2 and "NAME=VALUE" in bad_pair.stderr
+    run(embedded_env, "init")
+    empty = run(embedded_env, "query", "dsl-summary", "-p", "toolchain=0.6.0", "-p", "construct=nosuch")
+    assert empty.exit_code == 0 and "no rows for toolchain='0.6.0', construct='nosuch'" in empty.stderr  # both named
 
 
 def test_named_query_runs_and_lists(embedded_env: dict[str, str]) -> None:
