@@ -137,6 +137,12 @@ def embedded_graph(embedded_store: EmbeddedStore) -> GraphStore:
     return _with_simrngd(embedded_store)
 
 
+@pytest.fixture
+def neo4j_graph(neo4j_store: GraphStore) -> GraphStore:
+    """`graph` on Neo4j only: for a long run whose other store another test of its module covers."""
+    return _with_simrngd(neo4j_store)
+
+
 def _with_simrngd(store: GraphStore) -> GraphStore:
     ensure_schema(store)
     target = SimRNGD()

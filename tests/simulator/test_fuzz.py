@@ -11,7 +11,7 @@ from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.rules import VERSIONS
 from tests.simulator.programs import all_programs
 
-MUTANTS = 1_200  # a sample: benchmarks/differential.py sweeps 10,000 programs and their mutants
+MUTANTS = 800  # a sample: benchmarks/differential.py sweeps 10,000 programs and their mutants
 TOKEN = re.compile(r"//[^\n]*|\s+|\d+\.\d+|\d+|[A-Za-z_][A-Za-z0-9_]*!?|::|\.\.|->|#!\[|#\[|&mut|\S")
 # Tokens worth splicing in: the language's punctuation, keywords, stages and a few strays.
 EXTRA = ["{", "}", "(", ")", "[", "]", ";", ",", ".", "=", "#", "%", "/", "..", "::", "let", "mut", "for", "in",
