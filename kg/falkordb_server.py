@@ -403,6 +403,7 @@ class FalkorDBServer:
                 leftover.unlink(missing_ok=True)
 
     def _start(self) -> None:
+        self._refuse_a_log_without_its_manifest()
         self.paths.root.mkdir(parents=True, exist_ok=True)
         # LOAD CSV may read only this folder, which chiplore keeps empty.
         self.paths.import_dir.mkdir(mode=0o700, exist_ok=True)
@@ -457,6 +458,18 @@ class FalkorDBServer:
         if "already exists" in self._log_text()[self._log_offset :]:
             # A log written by an older chiplore replays constraint commands: fold them away once.
             self.compact()
+
+    def _refuse_a_log_without_its_manifest(self) -> None:
+        """redis starts empty where its write log's manifest is gone, and names its new files as the old
+        ones are named: the graph would look new (`chiplore init` would be asked for) over the old data."""
+        folder = self.paths.root / "appendonlydir"
+        parts = sorted(path.name for path in folder.glob("appendonly.aof.*") if not path.name.endswith(".manifest"))
+        if parts and not (folder / "appendonly.aof.manifest").exists():
+            raise StoreUnavailable(
+                f"the embedded store's write log in {folder} has lost its manifest (appendonly.aof.manifest) but "
+                f"still holds {', '.join(parts)}: redis would start empty over it; restore the manifest, or move "
+                "the folder away to start a new graph"
+            )
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes] | None) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -236,3 +236,12 @@ def test_a_write_log_cut_short_is_loaded_up_to_the_cut_and_said(
         assert store.server.truncated_log and "Truncating the AOF" in store.server.truncated_log
     assert 400 <= left < 800
     assert any("was cut short and loaded up to the cut" in record.getMessage() for record in caplog.records)
+
+
+def test_a_write_log_without_its_manifest_is_refused_not_started_empty(tmp_path: Path) -> None:
+    with EmbeddedStore(tmp_path) as store:
+        store.write("CREATE (:Concept {key: 'kept'})")
+    (tmp_path / "falkordb" / "appendonlydir" / "appendonly.aof.manifest").unlink()
+    with pytest.raises(StoreUnavailable, match=r"has lost its manifest .* redis would start empty over it"):
+        EmbeddedStore(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "falkordb" / "appendonlydir").iterdir())  # nothing written over it
