@@ -11,6 +11,7 @@ tests (tests/queries/test_query_plans.py) hold every query to its anchors on bot
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Literal
@@ -76,6 +77,10 @@ class NamedQuery(BaseModel):
                 )
             else:
                 bound[param.name] = param.default
+        for name, value in bound.items():  # the database's own error would be a raw Cypher one
+            if isinstance(value, int) and value < 0 and re.search(rf"\b(LIMIT|SKIP)\s+\${name}\b", self.text, re.I):
+                raise QueryParameterError(f"parameter {name!r} of query {self.name!r} counts rows: 0 or more, "
+                                          f"got {value}")  # fmt: skip
         return bound
 
 
