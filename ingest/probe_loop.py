@@ -77,8 +77,11 @@ class ProbeRecorder:
 class ProbeOutcome:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    why: dict[str, str] = field(default_factory=dict)  # a failed probe's reason, in one line
+    why: dict[str, str] = field(default_factory=dict)  # each failed probe's reason, in one line, in order
+
+    @property
+    def failed(self) -> list[str]:
+        return list(self.why)
 
 
 class ProbeSession:
@@ -122,7 +125,6 @@ class ProbeSession:
                 found = self._noise() if probe_id == NOISE_PROBE else self._fit(probe_id)
                 record(probe_id, found)  # a value that is no number (a NaN fit) is refused here
             except PROBE_FAILURES as error:  # a fault retries cannot clear, a refused program, a fit with no answer
-                outcome.failed.append(probe_id)
                 outcome.why[probe_id] = " ".join(str(error).split())[:300] or type(error).__name__
                 log.info("probe %s failed: %s", probe_id, outcome.why[probe_id])  # the summary says it
                 continue

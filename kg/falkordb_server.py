@@ -446,8 +446,8 @@ class FalkorDBServer:
         _cap_memory(self._process.pid)
         self._wait_until_ready(self._process)
         self._write_marker()
-        truncated = next((line for line in self._log_text()[self._log_offset :].splitlines()
-                          if "Truncating the AOF" in line), None)  # fmt: skip
+        started = self._log_text()[self._log_offset :]  # what this start logged
+        truncated = next((line for line in started.splitlines() if "Truncating the AOF" in line), None)
         if truncated is not None:
             # redis loads what precedes a cut in its log (a crash mid-write leaves one command cut): say so,
             # since a log cut by a damaged disk loses every write after the cut
@@ -455,7 +455,7 @@ class FalkorDBServer:
             log.warning("the embedded store's write log in %s was cut short and loaded up to the cut (%s): writes "
                         "after it are lost; %s keeps the server's own account", self.paths.root, self.truncated_log,
                         self.paths.log_file)  # fmt: skip
-        if "already exists" in self._log_text()[self._log_offset :]:
+        if "already exists" in started:
             # A log written by an older chiplore replays constraint commands: fold them away once.
             self.compact()
 

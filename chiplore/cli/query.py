@@ -47,10 +47,11 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
         ]  # fmt: skip
         emit_records(console, catalogue, fmt, title="named queries")
         return
-    if name not in named_queries.load_all() and not CYPHERLESS_NAME.fullmatch(name):  # Cypher text, not a name
+    catalogue = named_queries.load_all()
+    if name not in catalogue and not CYPHERLESS_NAME.fullmatch(name):  # Cypher text, not a name
         raise UnknownQuery(f"no named query {name[:60]!r}: `chiplore query` runs the named queries (listed by "
                            "`chiplore query`); run Cypher text with `chiplore cypher \"MATCH ...\"`")  # fmt: skip
-    named = named_queries.get(name)
+    named = named_queries.get(name, catalogue)
     given = _typed(named, params)
     bound = named.bind(given)  # before opening the store: a bad call costs nothing
     with app.open_store() as store:

@@ -212,7 +212,7 @@ class SimDevice:
         base = {"job_id": job_id, "kernel": job.kernel, "toolchain": version, "device_id": self.config.device_id,
                 "diagnostics": checked.diagnostics}  # fmt: skip
         if not checked.ok:  # compiled on the host: free, never queued
-            first = next((f": {d.code} {d.message}" for d in checked.diagnostics if d.severity == "error"), "")
+            first = next((f": {d.code} {d.message}" for d in checked.diagnostics if d.is_error), "")
             message = f"the program does not compile{first}"  # the first error says why
             return DeviceResult(status="compile_error", message=message, **base), self.now
         kernels = declared_kernels(job.program) or ()
