@@ -4,7 +4,8 @@
 // anchors: Toolchain, Revalidation, LanguageEntry
 // Each branch starts from a toolchain by its indexed version, and finds the other one through their target
 // (a version the graph does not have gives no rows, not every fact 'dropped'); WITH DISTINCT keeps the planners from
-// starting at the facts' labels instead (Neo4j inlines a bare WITH).
+// starting at the facts' labels instead (Neo4j inlines a bare WITH). A claim is new or dropped by its text: the same
+// sentence in a paragraph that changed around it is another claim node, and one sentence in two paragraphs is one row.
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
 WITH DISTINCT old
 MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(old)
@@ -78,9 +79,13 @@ MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN
 WITH DISTINCT new
 MATCH (c:Claim)-[:UNDER]->(new)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $from})
+OPTIONAL MATCH (same:Claim)-[:UNDER]->(:Toolchain {version: $from})
+WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '')
+WITH c, count(same) AS said_before
+WHERE said_before = 0
 OPTIONAL MATCH (e)-[v:CONFIRMS|CONTRADICTS]->(c)
-WITH c, collect(DISTINCT type(v)) AS verdicts
-RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'new' AS change, null AS before, c.text AS after,
+WITH c.text AS text, min(coalesce(c.param, c.id)) AS key, collect(DISTINCT type(v)) AS verdicts
+RETURN 'claim' AS kind, key, 'new' AS change, null AS before, text AS after,
        null AS before_ci, null AS after_ci,
        CASE WHEN 'CONTRADICTS' IN verdicts THEN 'contradicted' WHEN 'CONFIRMS' IN verdicts THEN 'confirmed'
             ELSE 'unchecked' END AS detail
@@ -90,7 +95,12 @@ MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHA
 WITH DISTINCT old
 MATCH (c:Claim)-[:UNDER]->(old)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $to})
-RETURN 'claim' AS kind, coalesce(c.param, c.id) AS key, 'dropped' AS change, c.text AS before, null AS after,
+OPTIONAL MATCH (same:Claim)-[:UNDER]->(:Toolchain {version: $to})
+WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '')
+WITH c, count(same) AS still_said
+WHERE still_said = 0
+WITH c.text AS text, min(coalesce(c.param, c.id)) AS key
+RETURN 'claim' AS kind, key, 'dropped' AS change, text AS before, null AS after,
        null AS before_ci, null AS after_ci, 'the new docs no longer say it' AS detail
 ORDER BY key, before, after, detail
 UNION ALL

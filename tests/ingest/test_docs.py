@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from chiplore import queries
 from chiplore.core.target import Target
 from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.docs import ingest_docs
 from chiplore.ingest.librarian import BuiltinLibrarian, constructs
 from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.repo.targets import register_target
 from chiplore.kg.store import GraphStore
 from chiplore.simulator.target import SimRNGD
 
@@ -95,6 +97,17 @@ def test_a_paragraph_two_versions_share_is_one_chunk_and_its_claims_hold_under_b
         "ORDER BY v"
     )
     assert changed == [{"value": 1.0, "v": "0.6.0"}, {"value": 4.0, "v": "0.7.0"}]  # 0.7.0 corrected it
+    # toolchain-diff lists a claim as new or dropped by its text: a sentence kept in a paragraph that changed around
+    # it is neither, and a sentence two paragraphs share is one row
+    register_target(graph, target.name, target.toolchains(), target.default_toolchain())
+    claims = [row for row in queries.run(graph, "toolchain-diff", {"from": "0.6.0", "to": "0.7.0"})
+              if row["kind"] == "claim"]  # fmt: skip
+    new_texts = [row["after"] for row in claims if row["change"] == "new"]
+    dropped_texts = [row["before"] for row in claims if row["change"] == "dropped"]
+    assert len(set(new_texts)) == len(new_texts) and len(set(dropped_texts)) == len(dropped_texts), claims
+    assert not set(new_texts) & set(dropped_texts), claims
+    transcendental = {row["change"] for row in claims if row["key"] == "vector.transcendental_cycles_per_flit"}
+    assert transcendental == {"new", "dropped"}  # a sentence the new docs changed is both
 
 
 def test_a_run_cut_short_is_finished_by_the_next(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
