@@ -185,7 +185,7 @@ class Session:
             return optimize(context, settings, roles, on_event, PooledExecutor(engine))
 
     def devices(self) -> list[DeviceUsage]:
-        """Each device's use in the last run on several devices (none after `--workers 1` runs only)."""
+        """Each device's use in the last run with `--workers` above 1 (none after `--workers 1` runs only)."""
         return device_usage(self.store)
 
     def upgrade(self, version: str, *, budget_s: float | None = None,

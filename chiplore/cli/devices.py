@@ -1,5 +1,5 @@
 """The devices' table of `optimize --workers N` and `status`: each device's jobs, device time and
-utilisation in the last run on several devices."""
+utilisation in the last run with `--workers` above 1 (one device or many)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from chiplore.kg.repo.devices import DeviceUsage
 
 def devices_table(devices: Sequence[DeviceUsage]) -> Table:
     """One row per device; utilisation is the share of the run's calendar a job of the run held it."""
-    table = Table(title="devices (last run on several devices)")
+    noun = "device" if len(devices) == 1 else "devices"
+    table = Table(title=f"{len(devices)} {noun} of the last run with --workers above 1")
     for column in ("device", "kind", "jobs", "failed", "device-s", "held-s", "clock-s", "utilisation"):
         table.add_column(column, justify="left" if column in ("device", "kind") else "right")
     for d in devices:
