@@ -131,7 +131,10 @@ def noise_sigma(jobs: Jobs, draws: int = 400, seed: int = 0) -> Estimate:
     a third of the runs a MAD would). Kernels too short for the device's cycle counter to resolve the
     spread, and jobs too small to have a steady median, are left out."""
     rng = np.random.default_rng(seed)
-    kept = [runs for point in jobs for runs in point if len(runs) >= 20 and _resolved(runs)]
+    steady = [runs for point in jobs for runs in point if len(runs) >= 20]
+    kept = [runs for runs in steady if _resolved(runs)]
+    if not kept and steady and all(len(np.unique(runs)) == 1 for runs in steady):
+        return Estimate(value=0.0, low=0.0, high=0.0)  # every run of every job read the same: nothing to spread
     if not kept:
         raise ValueError("no job long enough to measure the noise")
     residuals = np.concatenate([np.log(runs) - np.log(np.median(runs)) for runs in kept])

@@ -93,7 +93,9 @@ def microbenchmarks(shape: Chip = DOCUMENTED_CHIP) -> list[ProbeTemplate]:
 def _catalogue(shape: Chip) -> list[ProbeTemplate]:
     dmn = knobs(shape)["DMN"]
     rows_16 = str(rows_within(shape, 16, 1 / 2))  # MB05's stream: 16 rows of 4 KB a slice where DM holds them
-    copied = str(rows_within(shape, 16, 1 / 3))  # MB08: the rows and their copy, on one slice
+    # MB08: the rows and their copy on one slice, rows of 1 KB a slice where DM holds fewer than four of 4 KB
+    copy_row = 4096 if rows_within(shape, 16, 1 / 3) >= 4 else 1024
+    copied = str(rows_within(shape, 16, 1 / 3, copy_row))
     rows_8mib, busy = _mb15_sizes(shape)
     return [
         ProbeTemplate(
@@ -144,7 +146,8 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
             id="MB08", name="DM to DM", kernel="mb08", template=_template("mb08_dm_to_dm.fe", shape),
             measures="the rate of a DM -> DM copy by one engine, within a cluster and across clusters",
             knob="TO_CLUSTER",
-            points=tuple({"TO_CLUSTER": str(c), "COPY_ROWS": r, "ROWS": copied} for r in (copied, "1")
+            points=tuple({"TO_CLUSTER": str(c), "COPY_ROWS": r, "ROWS": copied, "ROW_BYTES": str(copy_row)}
+                         for r in (copied, "1")
                          for c in range(min(2, shape.clusters))),
             repeats=120,
         ),
@@ -153,7 +156,7 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
             measures="a Tensor-Unit pass's fixed cost and read size on main and sub, and the hand-off between "
             "passes on different queues",
             knob="FLITS",
-            points=_mb10_points(),
+            points=_mb10_points(shape),
             repeats=300,
         ),
         ProbeTemplate(
@@ -177,9 +180,10 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
         ProbeTemplate(
             id="MB13", name="inter-slice reducer", kernel="mb13", template=_template("mb13_reducer.fe", shape),
             measures="the cost of reduce_slices against group size and flits",
-            knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f)}
+            knob="GROUP", points=tuple({"GROUP": str(g), "FLITS": str(f), "ELEMENTS": str(8 * f),
+                                        "REPS": str(REDUCER_REPS)}
                                        for g in (2, 4, 16, 64, 128, 256) if g <= shape.slices
-                                       for f in (1, 8, 64, 256, 512)),
+                                       for f in flits_within(shape, (1, 8, 64, 256, 512))),
             repeats=30,
         ),
         ProbeTemplate(
@@ -198,6 +202,12 @@ def _catalogue(shape: Chip) -> list[ProbeTemplate]:
             repeats=120,
         ),
         ProbeTemplate(
+            id="MB17", name="dependent commands", kernel="mb17", template=_template("mb17_dependent.fe", shape),
+            measures="a DMA command's start-up on an idle engine: chains of small copies, each waiting for the one "
+            "before, on two engines in turn",
+            knob="PAIRS", points=tuple({"PAIRS": str(k)} for k in (1, 2, 4, 8, 16)), repeats=30,
+        ),
+        ProbeTemplate(
             id="MB16", name="bank-run probe", kernel="mb16", template=_template("mb16_bank_run.fe", shape),
             measures="what happens when a pass keeps reading one DM bank while DMA writes its cluster: "
             "diagnostics, slowdown or faults, against the length of the run",
@@ -214,15 +224,25 @@ def _mb15_sizes(shape: Chip) -> tuple[str, str]:
     return str(max(1, int(rows * cut))), str(max(8, int(elements * cut) // 8 * 8))
 
 
+# MB13 runs this many reductions a point: a reduction of a few flits stays visible above a slow launch
+REDUCER_REPS = 16
+
 # MB10's flit sweep runs this many pairs a point: passes of a few hundred flits stay visible above a
 # slow launch (a pass running beside the launch's DMA command is hidden by it)
 FLIT_SWEEP_PAIRS = 4
 
 
-def _mb10_points() -> tuple[dict[str, str], ...]:
+def flits_within(shape: Chip, flits: tuple[int, ...]) -> tuple[int, ...]:
+    """The flit counts whose two 32-byte-a-flit buffers (MB10's and MB13's input and result) fill at most half
+    a slice's DM (a chip of 16 KB a slice drew E0301 at 512)."""
+    return tuple(f for f in flits if 64 * f <= shape.dm_usable_per_slice // 2) or flits[:1]
+
+
+def _mb10_points(shape: Chip) -> tuple[dict[str, str], ...]:
     contexts = (("main", "main"), ("sub", "main"))
     flits = tuple({"SWEEP": "flits", "CONTEXT": c, "NEXT": n, "FLITS": str(f), "ELEMENTS": str(16 * f),
-                   "PAIRS": str(FLIT_SWEEP_PAIRS)} for c, n in contexts for f in (1, 8, 64, 128, 256, 512))  # fmt: skip
+                   "PAIRS": str(FLIT_SWEEP_PAIRS)}
+                  for c, n in contexts for f in flits_within(shape, (1, 8, 64, 128, 256, 512)))  # fmt: skip
     pairs = tuple({"SWEEP": "pairs", "CONTEXT": c, "NEXT": n, "FLITS": "1", "ELEMENTS": "16", "PAIRS": str(k)}
                   for c, n in contexts for k in (4, 8, 16, 32, 64, 128))  # fmt: skip
     return flits + pairs

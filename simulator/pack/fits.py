@@ -8,6 +8,7 @@ recording; this module is the chip-specific part: which cycles isolate which par
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
@@ -65,7 +66,7 @@ def fit_queued_start(points: list[dict[str, str]], medians: np.ndarray, given: d
     # each extra one-packet command adds its 4 KB transfer and the start of a command that waited
     commands = np.array([float(p["COMMANDS"]) for p in points])
     _, slope = _line(commands, medians)
-    return {"dma_chain_startup": slope - 4096 / given["engine_rate_4k"]}
+    return _costs("MB03", {"dma_chain_startup": slope - 4096 / given["engine_rate_4k"]}, points, "dma_chain_startup")
 
 
 def fit_packet_size(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -99,7 +100,11 @@ def fit_engine_count(points: list[dict[str, str]], medians: np.ndarray, given: d
     def moved(p: dict[str, str]) -> float:  # 16 MiB where the slices divide it
         return float(p["USED_CLUSTERS"]) * float(p["ROWS"]) * _slices(given) * 4096
 
-    rates = {p["SET"]: _rate(moved(p), float(m), given) for p, m in zip(points, medians, strict=True)}
+    def sink_after(p: dict[str, str]) -> float:  # where every engine streams, the sink's command queues behind one
+        shared = int(p["SINK_ENGINE"]) in json.loads(p["ENGINES"])
+        return given.get("dma_chain_startup", 0.0) + given.get("pkt_overhead", 0.0) if shared else 0.0
+
+    rates = {p["SET"]: _rate(moved(p), float(m) - sink_after(p), given) for p, m in zip(points, medians, strict=True)}
     # The most any set of engines moves into one cluster is its port's limit, or all its engines' where they
     # cannot fill the port (slow engines, few of them); the most any set moves into the chip is its roof.
     # Two engines fill a port only where each moves more than half of it, so neither is read off two alone.
@@ -112,7 +117,10 @@ def fit_dm_to_dm(points: list[dict[str, str]], medians: np.ndarray, given: dict[
     # and so does whatever the device's operating point does to them.
     by = {(p["TO_CLUSTER"], int(p["COPY_ROWS"])): float(m) for p, m in zip(points, medians, strict=True)}
     rows = sorted({r for _, r in by})
-    extra = (rows[-1] - rows[0]) * 256 * 1024  # bytes the long copy moves beyond the short one
+    if len(rows) < 2:
+        raise ValueError(f"MB08: the long and the short copy are both {rows[0]} row(s): DM holds no longer copy")
+    row_bytes = 64 * float(points[0].get("ROW_BYTES", 4096))  # a row: 64 slices' worth
+    extra = (rows[-1] - rows[0]) * row_bytes  # bytes the long copy moves beyond the short one
     same = extra / (by["0", rows[-1]] - by["0", rows[0]])
     if ("1", rows[0]) not in by:  # a chip of one cluster: nothing crosses
         return {"dm2dm_rate": same}
@@ -187,11 +195,23 @@ def fit_pass_costs(points: list[dict[str, str]], medians: np.ndarray, given: dic
     # costs whatever it carries (its fixed cost and its stages' latencies).
     launch = pair_start["main"]
     fixed_pass = pair_cost["main"] / 2 - 32 / read_main
-    # The empty kernel is a launch and one 8-byte command: what is left is the command's start-up.
-    start = given["empty_kernel_cycles"] - launch
     return {"fetch_read_main": read_main, "fetch_read_sub": read_sub,
             "sync_cycles": (pair_cost["sub"] - pair_cost["main"] - slower_flit) / 2,
-            "launch_cycles": launch, "dma_start_cycles": start, "pass_fixed_cycles": fixed_pass}  # fmt: skip
+            "launch_cycles": launch, "pass_fixed_cycles": fixed_pass}  # fmt: skip
+
+
+def fit_idle_start(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
+    """A DMA command's start-up on an idle engine, from a chain of dependent 8-byte copies on two engines
+    in turn: each pair adds two start-ups and two one-packet transfers, and no launch. (The empty kernel
+    less the launch said the same where the launch is small, but a launch of thousands of cycles, itself
+    an extrapolated intercept, left the start-up 12 % off.)"""
+    if given.get("clusters", 2.0) * given.get("engines_per_cluster", 4.0) < 2:
+        # one engine: a command waiting for the last one's copy always chains behind it on that engine
+        found = {"dma_start_cycles": given["empty_kernel_cycles"] - given["launch_cycles"]}
+    else:
+        _, slope = _line(np.array([float(p["PAIRS"]) for p in points]), medians)
+        found = {"dma_start_cycles": slope / 2 - given["pkt_overhead"] - 8 / given["engine_bw"]}
+    return _costs("MB17", found, points, "dma_start_cycles")
 
 
 def fit_vector_ops(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
@@ -214,14 +234,18 @@ def fit_reducer(points: list[dict[str, str]], medians: np.ndarray, given: dict[s
     chosen, times = _above(points, medians, given)
     group = np.array([float(p["GROUP"]) for p in chosen])
     flits = np.array([float(p["FLITS"]) for p in chosen])
-    _, _, per_slice, per_flit_group = _least_squares([np.ones_like(group), flits, group, flits * group / 64], times)
+    reps = np.array([float(p.get("REPS", 1)) for p in chosen])  # reductions in a row at each point
+    _, _, per_slice, per_flit_group = _least_squares(
+        [np.ones_like(group), reps * flits, reps * group, reps * flits * group / 64], times
+    )
     found = {"reducer_per_slice": float(per_slice), "reducer_throughput": float(per_flit_group)}
     return _costs("MB13", found, chosen, "reducer_throughput")
 
 
 def _costs(probe: str, found: dict[str, float], chosen: list[dict[str, str]], main: str) -> dict[str, float]:
     """Fitted costs, or ValueError where the main one is not above zero: too few points rose above a slow
-    launch to tell the terms apart (the small secondary terms may come out a little below zero)."""
+    launch (or above a noisy one) to tell the terms apart (the small secondary terms may come out a little
+    below zero). A cost below zero recorded as a fact would price every design that pays it wrongly."""
     if found[main] <= 0:
         raise ValueError(f"{probe}: {len(chosen)} points rise above the launch, and the fit gives {main} "
                          f"{found[main]:.3g}, no cost")  # fmt: skip
@@ -249,10 +273,15 @@ def search_vector_chain(probe: ProbeTemplate, version: str, bench: Bench) -> dic
 
 def search_dm_capacity(probe: ProbeTemplate, version: str, bench: Bench) -> dict[str, float]:
     check = bench.check
-    words = _compile_limit(probe, version, lambda w: {"BYTES": str(8 * w)}, 1, 1 << 17,
-                           lambda source: not check(source, version).ok)  # fmt: skip
-    return {"dm_usable_per_slice": float(8 * words)}
+    refused = lambda words: not check(probe.instantiate({"BYTES": str(8 * words)}, version), version).ok  # noqa: E731
+    # 1 MiB first, then doubled until refused: a DM of 2 MiB a slice came out 1 MiB when the search stopped there
+    high = 1 << 17
+    while high < DM_WORDS_MAX and not refused(high):
+        high *= 2
+    return {"dm_usable_per_slice": float(8 * largest_accepted(1, high, refused))}
 
+
+DM_WORDS_MAX = 1 << 37  # 8-byte words: a slice's DM is at most 1 TiB, the largest size a chip file may state
 
 SHAPE_CLUSTERS = range(1, 9)
 SHAPE_SLICES = tuple(1 << k for k in range(4, 12))  # 16 .. 2048
@@ -333,13 +362,14 @@ FITS: tuple[ProbeFit, ...] = (
              fit_decode),
     ProbeFit(
         "MB10", "MB10",
-        ("fetch_read_main", "fetch_read_sub", "sync_cycles", "launch_cycles", "dma_start_cycles", "pass_fixed_cycles"),
+        ("fetch_read_main", "fetch_read_sub", "sync_cycles", "launch_cycles", "pass_fixed_cycles"),
         {"fetch_read_main": P.FETCH_MAIN, "fetch_read_sub": P.FETCH_SUB, "sync_cycles": P.HANDOFF,
-         "launch_cycles": P.LAUNCH, "dma_start_cycles": P.DMA_START, "pass_fixed_cycles": P.PASS_FIXED},
+         "launch_cycles": P.LAUNCH, "pass_fixed_cycles": P.PASS_FIXED},
         fit_pass_costs,
-        # the launch and the start-up come from intercepts: fitted, but not pinned to 2 %
-        secondary=("launch_cycles", "dma_start_cycles", "pass_fixed_cycles"),
+        # the launch and a pass's fixed cost come from intercepts: fitted, but not pinned to 2 %
+        secondary=("launch_cycles", "pass_fixed_cycles"),
     ),
+    ProbeFit("MB17", "MB17", ("dma_start_cycles",), {"dma_start_cycles": P.DMA_START}, fit_idle_start),
     ProbeFit("MB11", "MB11", ("ve_trans_cycles",), {"ve_trans_cycles": P.TRANSCENDENTAL}, fit_vector_ops),
     ProbeFit("MB11/chain", "MB11", ("ve_max_chain",), {"ve_max_chain": P.MAX_CHAIN}, search=search_vector_chain),
     # the ring term (MB12) and the 2r term (MB13) are a few hundred cycles beside thousands

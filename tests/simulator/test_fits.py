@@ -8,6 +8,7 @@ parameter a fit cannot pin to 2 %, as a strict xfail that says why."""
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,15 @@ from chiplore.simulator._truth import ChipTruth, load_truth
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost import estimate
 from chiplore.simulator.device import DeviceConfig
-from chiplore.simulator.pack.fits import FITS, fit_reducer, search_bank_run
+from chiplore.simulator.pack.fits import (
+    FITS,
+    fit_dm_to_dm,
+    fit_idle_start,
+    fit_queued_start,
+    fit_reducer,
+    search_bank_run,
+    search_dm_capacity,
+)
 from chiplore.simulator.shape import Chip
 from chiplore.simulator.target import SimRNGD
 
@@ -132,3 +141,62 @@ def test_a_reducer_fit_with_no_cost_per_flit_is_refused_not_recorded() -> None:
     medians = np.array([5_000.0 - float(p["FLITS"]) * float(p["GROUP"]) / 64 for p in points])
     with pytest.raises(ValueError, match=r"reducer_throughput -?[0-9.e-]+, no cost"):
         fit_reducer(points, medians, {"empty_kernel_cycles": 552.0})
+
+
+def test_a_slow_launch_leaves_the_start_up_and_the_reducer_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch of 3,000 cycles beside a 500-cycle start-up: the start-up, read off the empty kernel less an
+    extrapolated launch, came out 12 % low, and MB13's short reductions hid under the launch (a negative
+    throughput). MB17's chain of dependent commands has no launch in its slope; MB13 runs reductions in a row."""
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text("launch_cycles = 3000.0\ndma_startup = 500.0\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    chip = load_truth("0.6.0")
+    assert chip.launch_cycles == 3000.0
+    probes = {p.id: p for p in microbenchmarks()}
+    target = SimRNGD(seed=2, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
+    found: dict[str, float] = {}
+    for spec in FITS:
+        if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB10", "MB13", "MB17"):
+            found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
+    for name in ("dma_start_cycles", "reducer_throughput", "launch_cycles"):
+        assert abs(found[name] / truth_of(name, chip) - 1) <= 0.05, (name, found[name], truth_of(name, chip))
+
+
+def test_a_chip_with_no_noise_has_a_noise_of_zero_where_every_run_reads_the_same() -> None:
+    """Every run of every job on the cycle counter's one reading: no spread to fit, and none there."""
+    found = noise_sigma([[np.full(30, 552.0), np.full(30, 552.0)], [np.full(30, 4_096.0)]])
+    assert (found.value, found.low, found.high) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="no job long enough"):  # short jobs that differ say nothing either way
+        noise_sigma([[np.array([552.0, 560.0] * 15)]])
+
+
+@pytest.mark.parametrize(
+    ("fit", "points", "medians", "given", "cost"),
+    [  # a noisy 20,000-cycle launch beside a 30-cycle queued start-up and a 50-cycle idle one
+        (fit_queued_start, [{"COMMANDS": str(k)} for k in (1, 4, 8)], [20_000.0, 20_010.0, 20_030.0],
+         {"engine_rate_4k": 100.0}, "dma_chain_startup"),
+        (fit_idle_start, [{"PAIRS": str(k)} for k in (1, 2, 4)], [21_000.0, 20_700.0, 20_900.0],
+         {"pkt_overhead": 2.0, "engine_bw": 200.0}, "dma_start_cycles"),
+    ],
+)  # fmt: skip
+def test_a_start_up_fitted_at_or_below_zero_is_refused_not_recorded(fit, points, medians, given, cost) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=rf"{cost} -?[0-9.e+-]+, no cost"):
+        fit(points, np.array(medians), given)
+
+
+def test_a_copy_probe_whose_long_copy_is_its_short_one_says_so() -> None:
+    points = [{"TO_CLUSTER": "0", "COPY_ROWS": "1", "ROWS": "1", "ROW_BYTES": "1024"}] * 2
+    with pytest.raises(ValueError, match="MB08: the long and the short copy are both 1 row"):
+        fit_dm_to_dm(points, np.array([9_000.0, 9_000.0]), {})
+
+
+def test_a_dm_larger_than_a_mebibyte_is_found_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search doubled no further than 1 MiB: a chip of 2 MiB a slice was learnt as 1,048,568 bytes."""
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text("dm_usable_per_slice = 2097152\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    probe = next(p for p in microbenchmarks() if p.id == "MB14")
+    assert search_dm_capacity(probe, "0.6.0", Bench(SimRNGD(seed=1))) == {"dm_usable_per_slice": 2097152.0}

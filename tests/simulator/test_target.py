@@ -125,7 +125,7 @@ def test_fe_run_reports_compile_errors_and_bad_files(tmp_path: Path) -> None:
 
 def test_the_target_offers_the_microbenchmarks() -> None:
     probes = SimRNGD().microbenchmarks()
-    assert [p.id for p in probes] == [f"MB{n:02d}" for n in range(17)]
+    assert [p.id for p in probes] == [f"MB{n:02d}" for n in range(18)]
     assert all(p.measures and p.points and "$" in p.template for p in probes)
     assert not any(str(201.9) in p.measures or "285" in p.measures for p in probes)  # no answer key handed out
 
