@@ -86,8 +86,8 @@ class RemeasureSummary(BaseModel):
 def consistent(old: Measurement, new: Estimate) -> bool:
     """Whether a re-measurement agrees with the measurement it re-checks."""
     se = math.hypot((old.ci_high - old.ci_low) / (2 * Z95), (new.high - new.low) / (2 * Z95))
-    if se == 0:
-        return new.value == old.value
+    if se == 0:  # exact values (or a device with no noise): the same, but for the float's last bits
+        return math.isclose(new.value, old.value, rel_tol=1e-9, abs_tol=1e-12)
     return abs(new.value - old.value) <= max(CONFIRM_Z * se, CONFIRM_FLOOR * abs(old.value))
 
 
