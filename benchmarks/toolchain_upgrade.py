@@ -50,8 +50,8 @@ def best_ratios(store: GraphStore, target: SimRNGD, version: str) -> dict[str, f
 
 def one_seed(seed: int, old: str, new: str) -> dict[str, object]:
     target = SimRNGD(seed=seed)
-    o, n = spec(old).truth_overrides, spec(new).truth_overrides
-    truly_changed = {KEYS[f] for f in set(o) | set(n) if f in KEYS and o.get(f) != n.get(f)}
+    o, n = spec(old).truth_scales, spec(new).truth_scales
+    truly_changed = {KEYS[f] for f in set(o) | set(n) if f in KEYS and o.get(f, 1.0) != n.get(f, 1.0)}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStore(Path(tmp)) as store:
         ensure_schema(store)
         register_target(store, target.name, target.toolchains(), target.default_toolchain())

@@ -151,8 +151,9 @@ class TruthFileError(ConfigError, ValueError):
 
 def load_truth(version: str | None = None, path: str | Path | None = None) -> ChipTruth:
     """The chip's truth under a toolchain version: defaults, then the CHIPLORE_SIM_TRUTH file (or
-    `path`; "" means none), then the version's overrides (0.7.0 chains DMA commands faster and
-    reserves more DM). Raises TruthFileError when the file is unreadable or a value is out of range."""
+    `path`; "" means none), then the version's changes to the chip's values (0.7.0 chains DMA commands
+    faster and reserves more DM: `VersionSpec.truth_scales`). Raises TruthFileError when the file is
+    unreadable or a value is out of range."""
     source = path if path is not None else os.environ.get(ENV_VAR) or None
     return _load(str(source) if source else None, version)
 
@@ -166,14 +167,27 @@ def _load(path: str | None, version: str | None) -> ChipTruth:
             ChipTruth.model_validate(fields, strict=True)
         except ValidationError as error:
             raise TruthFileError(f"{ENV_VAR}={path}: {_describe(error)}") from None
-    if version is not None:
+    try:
+        truth = ChipTruth.model_validate(fields)
+        if version is None:
+            return truth
         from chiplore.simulator.toolchain.versions import spec  # the version table lives with the toolchain
 
-        fields.update(spec(version).truth_overrides)
-    try:
-        return ChipTruth.model_validate(fields)
+        return ChipTruth.model_validate(truth.model_dump() | _scaled(truth, spec(version).truth_scales))
     except ValidationError as error:
         raise TruthFileError(f"{ENV_VAR}={path or ''} under toolchain {version}: {_describe(error)}") from None
+
+
+def _scaled(truth: ChipTruth, scales: dict[str, float]) -> dict[str, object]:
+    """The fields a version changes, each its factor times the chip's own value; a size in bytes stays a
+    whole number of 8-byte words (rounded down, and never below one word)."""
+    out: dict[str, object] = {}
+    for name, factor in scales.items():
+        value = getattr(truth, name) * factor
+        if ChipTruth.model_fields[name].annotation is int:
+            value = max(8, int(round(value, 6)) // 8 * 8)
+        out[name] = value
+    return out
 
 
 def _read(path: Path) -> dict[str, object]:
@@ -182,9 +196,9 @@ def _read(path: Path) -> dict[str, object]:
     except UnreadableFile as error:
         raise TruthFileError(f"{ENV_VAR}={path}: {error.reason}") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
+        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
         raise TruthFileError(f"{ENV_VAR}={path}: not valid {kind}: {error}") from None
     if not isinstance(data, dict):
         raise TruthFileError(f"{ENV_VAR}={path}: expected a table of ChipTruth fields, got {type(data).__name__}")

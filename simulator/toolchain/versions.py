@@ -37,7 +37,9 @@ class VersionSpec(BaseModel):
     constructs_removed: frozenset[str]  # relative to the previous version
     constructs_added: frozenset[str]
     replacements: dict[str, str]  # construct -> what to write instead, for E0103
-    truth_overrides: dict[str, float]  # ChipTruth fields this version changes
+    # ChipTruth fields this version changes, each by a factor of the chip's own value (so a chip file's
+    # chained start-up of 10 cycles becomes 2.6 under 0.7.0, not the default chip's 90)
+    truth_scales: dict[str, float]
     auto_engines: int  # engines per destination cluster that `engines = auto` uses (P13; unchanged in 3.4)
     docs_dir: str
     changelog: str
@@ -56,7 +58,7 @@ def _spec(
     vocabulary: set[str],
     previous: set[str] | None,
     replacements: dict[str, str],
-    truth_overrides: dict[str, float],
+    truth_scales: dict[str, float],
     changelog: str,
     auto_engines: int = 1,
 ) -> VersionSpec:
@@ -67,7 +69,7 @@ def _spec(
         constructs_removed=frozenset(before - vocabulary),
         constructs_added=frozenset(vocabulary - before),
         replacements=replacements,
-        truth_overrides=truth_overrides,
+        truth_scales=truth_scales,
         auto_engines=auto_engines,
         docs_dir=f"docs/{version}",
         changelog=changelog,
@@ -124,8 +126,9 @@ SPECS: dict[str, VersionSpec] = {
             "dma_at": "the allocator places every tensor; remove 'at ='",
             "result_all": "use 'allreduce_slices(op, group)'",
         },
-        # P03 chained DMA startup and P15 usable DM per slice change in 0.7.0 (docs/simrngd.md §2.3).
-        {"dma_chain_startup": 90.0, "dm_usable_per_slice": 464.0 * 1024},
+        # P03 chained DMA startup and P15 usable DM per slice change in 0.7.0 (docs/simrngd.md §2.3): on the
+        # default chip 340 -> 90 cycles and 480 -> 464 KB
+        {"dma_chain_startup": 90 / 340, "dm_usable_per_slice": 464 / 480},
         "Ferrite toolchain 0.7.0: cast split into widen/narrow, allreduce_slices, reduce_clusters, f4 contraction.",
     ),
 }

@@ -41,10 +41,10 @@ from chiplore.kg.repo.progress import pooled_cycles
 from chiplore.kg.repo.targets import register_target, set_active_toolchain
 from chiplore.kg.schema import NODE_KEYS, ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.simulator._truth import load_truth
 from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.target import SimRNGD
-from chiplore.simulator.toolchain.versions import spec
 
 # learn + optimize + upgrade + optimize is one module fixture: minutes, not the default 300 s
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]  # the fast tier leaves this module out
@@ -154,7 +154,7 @@ def _row(diff: list[dict[str, Any]], kind: str, key: str) -> dict[str, Any]:
 
 def test_the_chained_dma_startup_is_measured_again_and_changed(campaign: Campaign) -> None:
     row = _row(campaign.diff, "measurement", "dma.queued_start_cycles")
-    truth = spec(NEW).truth_overrides["dma_chain_startup"]
+    truth = load_truth(NEW, path="").dma_chain_startup
     assert row["change"] == "changed"
     assert 300 <= row["before"] <= 400  # 340 under 0.6.0
     assert abs(row["after"] - truth) / truth < 0.15, row
@@ -165,7 +165,7 @@ def test_the_dm_capacity_rule_changed_from_480_to_464_kb(campaign: Campaign) -> 
     row = _row(campaign.diff, "rule", "dm.bytes_per_slice")
     assert row["change"] == "changed"
     assert json.loads(row["before"].split(" ", 1)[1])["value"] == 480 * 1024
-    assert json.loads(row["after"].split(" ", 1)[1])["value"] == spec(NEW).truth_overrides["dm_usable_per_slice"]
+    assert json.loads(row["after"].split(" ", 1)[1])["value"] == load_truth(NEW, path="").dm_usable_per_slice
     assert _row(campaign.diff, "measurement", "dm.usable_bytes_per_slice")["after"] == 464 * 1024
 
 
@@ -345,5 +345,5 @@ def test_the_chain_from_050_on_neo4j(neo4j_graph: GraphStore) -> None:
     )
     assert len(per_param) >= 25 and all(row["n"] == 1 for row in per_param), per_param
     startup = next(row["value"] for row in per_param if row["p"] == "dma.queued_start_cycles")
-    assert abs(startup - spec(NEW).truth_overrides["dma_chain_startup"]) < 15
+    assert abs(startup - load_truth(NEW, path="").dma_chain_startup) < 15
     assert not graph.read("MATCH (m:Measurement {status: 'stale'}) RETURN m.id AS id")

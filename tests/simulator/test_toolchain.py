@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from chiplore.simulator._truth import load_truth
 from chiplore.simulator.ferc import main as ferc
 from chiplore.simulator.toolchain.check import RULES_CHECKED, check
 from chiplore.simulator.toolchain.rules import RULES, VERSIONS, lookup
@@ -142,7 +143,12 @@ def test_version_specs_describe_the_api_changes() -> None:
     assert spec("0.6.0").constructs_removed == {"lut", "at_addr", "dma_at"}
     assert spec("0.7.0").constructs_removed == {"cast", "result_all"}
     assert {"widen", "narrow", "reduce_clusters", "allreduce_slices", "buffers"} <= spec("0.7.0").constructs_added
-    assert spec("0.7.0").truth_overrides == {"dma_chain_startup": 90.0, "dm_usable_per_slice": 464 * 1024}
+    assert (
+        set(spec("0.7.0").truth_scales) == {"dma_chain_startup", "dm_usable_per_slice"}
+        and not spec("0.6.0").truth_scales
+    )
+    default = load_truth("0.7.0", path="")
+    assert (default.dma_chain_startup, default.dm_usable_per_slice) == (90.0, 464 * 1024)
     assert spec("0.5.0").severity["0205"] == "W" and spec("0.6.0").severity["0205"] == "E"
     assert spec("0.6.0").severity["0520"] == "N" and spec("0.5.0").severity["0520"] is None
     assert set(SPECS) == set(VERSIONS)
@@ -237,3 +243,14 @@ def test_a_harness_kernel_lacking_or_reordering_parameters() -> None:
     ]
     # Another kernel name is a probe or a test, not held to any signature.
     assert check(source.replace("kernel sliding_attention_output(", "kernel probe(", 1)).ok
+
+
+def test_070_changes_a_chip_files_values_by_its_factors_not_to_the_default_chips(tmp_path: Path) -> None:
+    """A chip of a 10-cycle chained start-up and 2 MiB of DM a slice: 0.7.0 set both to the default chip's 90
+    cycles and 464 KB (nine times slower, and a quarter of the DM), where it shortens and reserves."""
+    chip = tmp_path / "chip.toml"
+    chip.write_text("dma_chain_startup = 10.0\ndm_usable_per_slice = 2097152\n")
+    before, after = load_truth("0.6.0", path=chip), load_truth("0.7.0", path=chip)
+    assert (before.dma_chain_startup, before.dm_usable_per_slice) == (10.0, 2097152)
+    assert after.dma_chain_startup == pytest.approx(10.0 * 90 / 340)
+    assert after.dm_usable_per_slice == 2097152 * 464 // 480 // 8 * 8 and after.dm_usable_per_slice % 8 == 0

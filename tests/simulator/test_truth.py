@@ -35,7 +35,8 @@ def truth_file(tmp_path: Path, text: str, name: str = "chip.toml") -> Path:
 def test_the_readme_chip_and_the_defaults_are_valid(tmp_path: Path) -> None:
     chip = load_truth("0.6.0", truth_file(tmp_path, README_CHIP))
     assert (chip.engine_bw, chip.dmn_bw, chip.cluster_ingress, chip.lut_bpc) == (165.0, 190.0, 215.0, 2.2)
-    assert load_truth("0.7.0", truth_file(tmp_path, README_CHIP)).dma_chain_startup == 90  # the version still wins
+    # 0.7.0 shortens the chip's own chained start-up (x 90/340), not to the default chip's 90
+    assert load_truth("0.7.0", truth_file(tmp_path, README_CHIP)).dma_chain_startup == pytest.approx(240 * 90 / 340)
     assert load_truth("0.6.0", path="") == ChipTruth()
     json_chip = truth_file(tmp_path, json.dumps({"dma_startup": 460, "noise_sigma": 0.0}), "chip.json")
     assert load_truth(None, json_chip).dma_startup == 460.0  # an integer is a fine float
@@ -154,3 +155,8 @@ def test_ferc_check_refuses_a_bad_truth_file_instead_of_an_internal_compiler_err
     chip, expected = bad_truth(tmp_path, case)
     line = refused(CliRunner().invoke(ferc, ["check", O_BASELINE], env={ENV_VAR: str(chip)}))
     assert str(chip) in line and expected in line and "internal compiler error" not in line
+
+
+def test_a_json_chip_file_is_read_as_json_whatever_the_case_of_its_suffix(tmp_path: Path) -> None:
+    chip = truth_file(tmp_path, json.dumps({"engine_bw": 190.0}), "chip.JSON")  # was "not valid TOML"
+    assert load_truth("0.6.0", chip).engine_bw == 190.0
