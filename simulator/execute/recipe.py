@@ -28,7 +28,7 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chiplore.core.target import KernelParam
 from chiplore.simulator.execute.numerics import bf16, f4_encode, f4_pack, f4_unpack, f8_decode, f8_encode
@@ -40,7 +40,8 @@ MAX_DRAWN = 1 << 26  # values one input may draw densely (256 MB of f32)
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a pack's `low = "0.75"` or `atol = true` is refused, not read as 0.75 or 1; no NaN or infinity
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Uniform(_Model):
@@ -48,11 +49,17 @@ class Uniform(_Model):
     low: float
     high: float
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if self.low > self.high:
+            raise ValueError(f"a uniform distribution needs low <= high (low {self.low}, high {self.high})")
+        return self
+
 
 class Normal(_Model):
     kind: Literal["normal"] = "normal"
     mean: float = 0.0
-    std: float = 1.0
+    std: float = Field(1.0, ge=0)
 
 
 class Signs(_Model):
@@ -73,6 +80,12 @@ class Integers(_Model):
     kind: Literal["integers"] = "integers"
     low: int
     high: int
+
+    @model_validator(mode="after")
+    def _nonempty(self) -> Integers:
+        if self.low >= self.high:
+            raise ValueError(f"integers are drawn from [low, high): low {self.low} must be below high {self.high}")
+        return self
 
 
 class Position(_Model):
@@ -160,6 +173,11 @@ class FixtureRecipe(_Model):
     inputs: dict[str, InputRecipe]
     sets: tuple[str, ...] = DEFAULT_SETS
 
+    @field_validator("sets", mode="before")
+    @classmethod
+    def _listed(cls, sets: object) -> object:
+        return tuple(sets) if isinstance(sets, list) else sets  # TOML has arrays, not tuples
+
     @property
     def drawable(self) -> tuple[str, ...]:
         """The sets `draw_inputs` draws: the device's, then any other the recipe lists."""
@@ -168,6 +186,9 @@ class FixtureRecipe(_Model):
     @model_validator(mode="after")
     def _known_sets(self) -> FixtureRecipe:
         for name, recipe in self.inputs.items():
+            divisors = {recipe.divide_by, *(c.divide_by for c in recipe.sets.values())}
+            if name in divisors:
+                raise ValueError(f"input {name} divides by itself")
             unknown = sorted(set(recipe.sets) - set(self.drawable))
             if unknown:
                 raise ValueError(f"input {name} changes sets {', '.join(unknown)} that the recipe does not list")

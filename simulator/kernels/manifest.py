@@ -50,8 +50,9 @@ class Manifest(BaseModel):
     label: str = Field("", max_length=24)
     description: str = Field(min_length=1)
     toolchain: str
-    atol: float = Field(ge=0, allow_inf_nan=False)
-    rtol: float = Field(ge=0, allow_inf_nan=False)
+    # strict: `atol = "0.02"` or `atol = true` is refused, as the docs say of every field
+    atol: float = Field(ge=0, allow_inf_nan=False, strict=True)
+    rtol: float = Field(ge=0, allow_inf_nan=False, strict=True)
     graded: tuple[str, ...] | None = None
     fixtures: FixtureRecipe
     ops: tuple[Op, ...] = Field(min_length=1)  # at least one write to an output

@@ -108,7 +108,7 @@ class KernelPack:
         another set is one line naming the pack, not a traceback out of the device."""
         try:
             return self.reference(inputs)
-        except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
+        except (Exception, SystemExit) as error:  # the pack's own code: whatever it raises is the pack's problem
             raise TargetError(f"kernel pack {self.name} ({self.folder}): {self.reference_label} raises "
                               f"{type(error).__name__}: {error}") from None  # fmt: skip
 
@@ -200,7 +200,7 @@ def load_reference(path: Path, kernel: str, digest: str) -> Reference:
             if (error.name or "").split(".")[0] in ("simulator", "kg", "agents", "ingest", "queries"):
                 hint = f" (chiplore's modules are under chiplore.: import chiplore.{error.name})"
             raise PackProblem(f"{REFERENCE} fails to import: ModuleNotFoundError: {error}{hint}") from None
-        except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
+        except (Exception, SystemExit) as error:  # the pack's own code: whatever it raises is the pack's problem
             raise PackProblem(f"{REFERENCE} fails to import: {type(error).__name__}: {error}") from None
         sys.modules[module_name] = module
     function = getattr(module, "reference", None)

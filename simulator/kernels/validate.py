@@ -68,11 +68,14 @@ def validate_pack(pack: KernelPack, space_for: SpaceFor | None = None, facts_for
 def check_reference(pack: KernelPack) -> None:
     """The reference on the smoke fixtures: every graded output there, in its parameter's shape, a
     finite array of numbers (integers for an integer output), and nothing that is not an output."""
-    inputs = case_inputs(pack.case, SMOKE_SET)
+    inputs = drawn_inputs(pack, SMOKE_SET)
+    for fixture_set in sorted({name for recipe in pack.manifest.fixtures.inputs.values() for name in recipe.sets}):
+        drawn_inputs(pack, fixture_set)  # what a set changes is drawn once here, not first met while grading
     label = pack.reference_label
     try:
-        outputs = pack.reference(inputs)
-    except Exception as error:  # the pack's own code: whatever it raises is the pack's problem
+        with np.errstate(all="ignore"):  # a reference that overflows is judged by what it returns, below
+            outputs = pack.reference(inputs)
+    except (Exception, SystemExit) as error:  # the pack's own code: whatever it raises is the pack's problem
         raise PackProblem(f"{label} raises {type(error).__name__} on the smoke fixtures: {error}") from None
     if not isinstance(outputs, Mapping):
         raise PackProblem(f"{label}: reference returns {type(outputs).__name__}, not a dict of outputs")
@@ -98,6 +101,16 @@ def check_reference(pack: KernelPack) -> None:
             raise PackProblem(f"{label}: output {name} is {array.dtype}, but {param.dtype} holds {kind}")
         if not integer and not np.isfinite(array).all():
             raise PackProblem(f"{label}: output {name} holds NaN or infinity on the smoke fixtures")
+
+
+def drawn_inputs(pack: KernelPack, fixture_set: str) -> dict[str, object]:
+    """The pack's inputs of one fixture set, or one line saying why its recipe cannot draw them (a code
+    distribution for another dtype, a RoPE table for a parameter of another shape, a row index past its axis)."""
+    try:
+        with np.errstate(all="ignore"):  # huge offsets overflow to infinity, which the recipe's checks refuse
+            return dict(case_inputs(pack.case, fixture_set))
+    except (InputError, ValueError, ArithmeticError) as error:
+        raise PackProblem(f"fixtures: set {fixture_set}: {error}") from None
 
 
 def _compiles(source: str, toolchain: str, what: str) -> None:

@@ -151,6 +151,33 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
     "a set the device never asks for": (lambda p: edit(p / "kernel.toml", "sets.cancel = { block_offsets",
                                                        "sets.g7 = { block_offsets"),
                                         ("fixtures: input x changes sets g7 that the recipe does not list",)),
+    # a recipe numpy cannot draw from, or that does not fit its parameter, is refused when read or validated:
+    # it was a traceback out of `kernel add` and of every later command
+    "uniform low above high": (lambda p: edit(p / "kernel.toml", "low = 0.75, high = 1.25", "low = 1.25, high = 0.75"),
+                               ("input_norm_weight", "low <= high")),
+    "normal of negative spread": (lambda p: edit(p / "kernel.toml", 'kind = "uniform", low = 0.75, high = 1.25',
+                                                 'kind = "normal", std = -1.0'),
+                                  ("input_norm_weight", "std", "greater than or equal to 0")),
+    "an empty range of integers": (lambda p: edit(p / "kernel.toml", 'dist = { kind = "position", axis = "T" }',
+                                                  'dist = { kind = "integers", low = 5, high = 5 }'),
+                                   ("kv_pos", "low 5 must be below high 5")),
+    "infinity": (lambda p: edit(p / "kernel.toml", "low = 0.75, high = 1.25", "low = 0.75, high = inf"),
+                 ("input_norm_weight", "finite number")),
+    "a bound as text": (lambda p: edit(p / "kernel.toml", "low = 0.75, high = 1.25", 'low = "0.75", high = 1.25'),
+                        ("input_norm_weight", "valid number")),
+    "a tolerance as a flag": (lambda p: edit(p / "kernel.toml", "atol = 0.04", "atol = true"),
+                              ("atol", "valid number")),
+    "a tolerance as text": (lambda p: edit(p / "kernel.toml", "rtol = 0.01", 'rtol = "0.01"'),
+                            ("rtol", "valid number")),
+    "an input divided by itself": (lambda p: edit(p / "kernel.toml", 'divide_by = "input_norm_weight"',
+                                                  'divide_by = "x"'),
+                                   ("input x divides by itself",)),
+    "f8 codes for a bf16 input": (lambda p: edit(p / "kernel.toml", "low = 0.75, high = 1.25 }", "low = 0.75, "
+                                                 'high = 1.25 }\nsets.exact = { dist = { kind = "f8_codes" } }'),
+                                  ("fixtures: set exact", "f8_codes", "input_norm_weight")),
+    "a reference that exits": (lambda p: edit(p / "reference.py", "def reference(inputs", "def reference(inputs"
+                                              ") -> None:\n    raise SystemExit(3)\n\n\ndef unused(inputs"),
+                               ("reference.py raises SystemExit",)),
 }  # fmt: skip
 
 
