@@ -102,11 +102,12 @@ class BestProgram(BaseModel):
         """The header's lines, without comment markers."""
         cycles = (f"{self.best_cycles:,.0f} cycles [95 % CI {self.best_ci_low:,.0f}, {self.best_ci_high:,.0f}]"
                   if self.best_cycles is not None else "not measured under this toolchain yet")  # fmt: skip
+        bound = (f"{_num(self.ratio_to_bound, 3)}x the bound ({self.bound_cycles:,.0f} cycles)"
+                 if self.bound_cycles else "no bound (the kernel moves no weights)")  # fmt: skip
         lines = [
             f"{self.kernel}: BEST design {self.design}, toolchain {self.toolchain}",
             f"cycles: {cycles}",
-            f"baseline: {_num(self.baseline_cycles)} cycles; speedup {_num(self.speedup_vs_baseline, 2)}x; "
-            f"{_num(self.ratio_to_bound, 3)}x the bound ({self.bound_cycles:,.0f} cycles)",
+            f"baseline: {_num(self.baseline_cycles)} cycles; speedup {_num(self.speedup_vs_baseline, 2)}x; {bound}",
             "lineage (baseline first):",
         ]
         for step in self.lineage:

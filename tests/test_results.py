@@ -1,0 +1,26 @@
+"""What `chiplore best` writes above a BEST's program (chiplore.results)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chiplore.results import BestProgram, LineageStep
+
+pytestmark = pytest.mark.unit
+
+
+def best(bound: float, ratio: float | None) -> BestProgram:
+    return BestProgram(kernel="k", design="d1", toolchain="0.6.0", sha="s", best_cycles=2_832.0, best_ci_low=2_800.0,
+                       best_ci_high=2_860.0, baseline_cycles=2_832.0, speedup_vs_baseline=1.0, ratio_to_bound=ratio,
+                       bound_cycles=bound, baseline_design="d1",
+                       lineage=[LineageStep(design="d1", role="baseline", change="", measured_cycles=2_832.0)],
+                       source="kernel k() {}")  # fmt: skip
+
+
+def test_the_header_states_the_bound_and_the_ratio_to_it() -> None:
+    assert "speedup 1.00x; 1.250x the bound (2,266 cycles)" in best(2_265.6, 1.25).header()[2]
+
+
+def test_a_kernel_that_moves_no_weights_has_no_bound_and_says_so() -> None:
+    line = best(0.0, None).header()[2]  # it said "-x the bound (0 cycles)"
+    assert line.endswith("speedup 1.00x; no bound (the kernel moves no weights)"), line
