@@ -315,9 +315,10 @@ class KernelRun:
         self.runner = executor.make_runner(target, RecordRuns(store, run.activity),
                                            budget_s=run.kernel_budget_s + spent, spent_s=spent,
                                            charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
-        self._view = KernelView(spec=spec, version=version, knowledge=run.knowledge,
-                                space=run.pack.design_space(spec, run.knowledge.facts), model=run.model,
-                                seed=run.config.seed)  # fmt: skip
+        space = run.pack.design_space(spec, run.knowledge.facts)
+        no_space = "" if space is not None else run.pack.no_space_reason(spec, run.knowledge.facts)
+        self._view = KernelView(spec=spec, version=version, knowledge=run.knowledge, space=space, model=run.model,
+                                seed=run.config.seed, no_space=no_space)  # fmt: skip
         screens = Screens(tuple(standard_screens(target, version, run.pack.compiler, run.knowledge.rules,
                                                  self._predict, spec.check_sets,
                                                  lambda: wrong_on_check_sets(store, spec.name))),
@@ -387,7 +388,8 @@ class KernelRun:
         if space is None or first is None:
             # the kernel ends here: say why in one line, the space's own refusals where it gives them
             empty = getattr(space, "why_empty", None)
-            reason = "the target pack has no design space for it"
+            reason = "the target pack has no design space for it" + (f" ({self._view.no_space})"
+                                                                      if self._view.no_space else "")  # fmt: skip
             if space is not None:
                 reason = (empty(facts) if callable(empty) else "") or "its design space has no valid design"
             nothing = f"the official baseline does not compile here ({why}), and nothing stands in for it: {reason}"

@@ -63,6 +63,7 @@ class KernelView:
     tried: Callable[[Sequence[str]], set[str]] = lambda shas: set()  # which of these shas the tree has
     best: DesignNode | None = None
     architect_designs: int = 0  # whole designs the architect proposed for the kernel under this version
+    no_space: str = ""  # why the pack has no design space for the kernel (when it has none and can say)
 
     @property
     def kernel(self) -> str:

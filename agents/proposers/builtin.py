@@ -52,7 +52,11 @@ class BuiltinArchitect:
         return [_proposal(view, space, p, self.role, "whole design") for p in chosen[:count]]
 
     def why_empty(self, view: KernelView) -> str:
-        return "" if view.space is not None else f"the target pack has no design space for {view.kernel}"
+        if view.space is not None:
+            return ""
+        return f"the target pack has no design space for {view.kernel}" + (
+            f": {view.no_space}" if view.no_space else ""
+        )
 
 
 class BuiltinRefiner:

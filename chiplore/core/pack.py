@@ -431,6 +431,11 @@ class TargetPack:
         kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
         raise NotImplementedError
 
+    def no_space_reason(self, kernel: KernelSpec, facts: Facts | None = None) -> str:
+        """Optional: why `design_space` has no space for the kernel, in one line ("" when it has one, or
+        when the pack cannot say). The loop names it where it stops a kernel for want of a space."""
+        return ""
+
     def lexer(self) -> Any | None:
         """Optional: the Pygments lexer of the chip's language (None by default). The report highlights
         programs with it, and the header `chiplore best` writes above a program uses its line-comment

@@ -22,7 +22,7 @@ from chiplore.simulator.pack.compiler import FercRepairs, FercVocabulary
 from chiplore.simulator.pack.doc_patterns import DOC_PATTERNS
 from chiplore.simulator.pack.estimate import StatsCostModel
 from chiplore.simulator.pack.fits import FITS
-from chiplore.simulator.pack.generator import generated_space, vocab
+from chiplore.simulator.pack.generator import generated_space, generation_problem, vocab
 from chiplore.simulator.pack.language import FerriteGuide
 from chiplore.simulator.pack.lexer import FerriteLexer
 from chiplore.simulator.pack.params import CHIP_ROOF, PARAMS
@@ -72,6 +72,12 @@ class SimRNGDPack(TargetPack):
             while len(_SPACES) > _SPACES_KEPT:
                 _SPACES.popitem(last=False)
         return space
+
+    def no_space_reason(self, kernel: KernelSpec, facts: Facts | None = None) -> str:
+        """Why the generator writes no space for the kernel on the learnt shape ("" when it does)."""
+        if self.design_space(kernel, facts) is not None:
+            return ""
+        return generation_problem(kernel, vocab.chip(facts or {})) or ""
 
     def lexer(self) -> FerriteLexer:
         """Ferrite's Pygments lexer (the optional TargetPack member the report highlights programs with)."""

@@ -5,6 +5,7 @@ says on the host."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.core.ops import OpGraph
 from chiplore.core.pack import DesignSpace, points, settings
 from chiplore.simulator.cost.estimate import estimate
@@ -31,10 +33,12 @@ from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
 from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, GeneratedSpace, Twin
 from chiplore.simulator.pack.generator.stream import share_out
+from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import random_pack
 from chiplore.simulator.testing.campaign import sample_points
 from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.harness import builtin_kernels
+from tests.helpers import kernel_view
 from tests.simulator.test_kernel_packs import copy_pack, edit
 
 OLD = {C.WIDEN: 0.0, C.DECODE: 1.0, C.ALLREDUCE: 0.0, C.BRIDGE: 0.0, C.F8_STREAM: 1.0, C.F4_STREAM: 0.0}
@@ -547,3 +551,15 @@ def test_an_unweighted_input_norm_whose_scalar_drops_computes_the_graph(tmp_path
     result = host_test(space.source(first_point(space, facts), facts, "0.6.0"), edited.case, "0.6.0",
                        ("g0", "exact", "cancel"))  # fmt: skip
     assert result.correctness is not None and result.correctness.passed, result.message
+
+
+def test_a_kernel_with_no_space_stops_with_the_generators_reason() -> None:
+    """`optimize` of a pack the generator writes no space for said only that there was none."""
+    target = SimRNGD()
+    view = kernel_view(target, "sliding_attention_output", "0.6.0")
+    spec = view.spec.model_copy(update={"ops": None})
+    reason = target.pack().no_space_reason(spec)
+    assert target.pack().design_space(spec) is None and "declares no op graph" in reason
+    assert target.pack().no_space_reason(view.spec) == ""  # it has a space
+    empty = BuiltinArchitect().why_empty(dataclasses.replace(view, spec=spec, space=None, no_space=reason))
+    assert empty == f"the target pack has no design space for sliding_attention_output: {reason}"
