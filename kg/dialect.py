@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 _SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
 _SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 5.23's CALL (k) { }
+_PLAN = re.compile(r"^\s*(EXPLAIN|PROFILE)\b", re.IGNORECASE)
 _TEMPORAL = re.compile(r"Unknown function '(datetime|date|localdatetime|time|localtime|duration)'", re.IGNORECASE)
 # A comprehension that counts a pattern, the way a user writes it after the hint above
 _COUNTED = "`MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k`"
@@ -71,6 +72,10 @@ def falkordb_hint(message: str, query: str) -> str | None:
         names = scoped.group(1).strip()
         return (f"the embedded store (FalkorDB) has no `CALL ({names}) {{ }}`: import the variables with a "
                 f"WITH inside (`CALL {{ WITH {names or '...'} ... }}`)")  # fmt: skip
+    plan = _PLAN.match(query)
+    if plan and message.startswith("errMsg: Invalid input"):
+        return (f"the embedded store (FalkorDB) takes no {plan.group(1).upper()} prefix in a query: run the query "
+                "without it, or with it on the Neo4j store (`--store neo4j`)")  # fmt: skip
     if message.startswith("Unable to resolve filtered alias"):
         return (f"the embedded store (FalkorDB) filters on a pattern comprehension only once it is named: count "
                 f"it in a WITH and filter on the name ({_COUNTED}), or write a pattern predicate "
@@ -80,6 +85,9 @@ def falkordb_hint(message: str, query: str) -> str | None:
         return (f"the embedded store (FalkorDB) has no {temporal.group(1)}(); chiplore stores times as ISO-8601 "
                 "text (`measured_at`, `created_at`, `decided_at`, `started_at`), so compare them as strings "
                 "(`WHERE m.measured_at >= '2026-12-01'`), or run the query on the Neo4j store")  # fmt: skip
+    if message.startswith("Missing parameters"):  # FalkorDB does not say which
+        names = sorted(set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", query)))
+        return f"the query uses {', '.join('$' + n for n in names)}: give each a value" if names else None
     if message.startswith("Unknown function"):
         return "the embedded store (FalkorDB) lacks this function; the Neo4j store may have it"
     return None

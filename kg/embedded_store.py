@@ -365,9 +365,16 @@ def _query_error(error: redis.exceptions.ResponseError, query: str, timeout_s: f
         limit = QUERY_MEM_CAPACITY_BYTES >> 20
         return QueryError(f"the query needs more than the {limit:,} MiB of memory one query may use: "
                           "return fewer or smaller values, or aggregate")  # fmt: skip
-    first_line = query.strip().splitlines()[0][:80] if query.strip() else ""
+    first_line = _shortened(query.strip().splitlines()[0]) if query.strip() else ""
     hint = falkordb_hint(message, query)
     return QueryError(f"Cypher error: {message} (in: {first_line})" + (f": {hint}" if hint else ""))
+
+
+def _shortened(line: str, width: int = 80) -> str:
+    """The line, or its first words within `width` and an ellipsis (never a name cut in two)."""
+    if len(line) <= width:
+        return line
+    return line[: width + 1].rsplit(" ", 1)[0].rstrip() + " ..."
 
 
 def _cut(clients: list[FalkorDB]) -> None:

@@ -90,6 +90,11 @@ def test_neo4j_5_subqueries_run_on_neo4j_and_the_embedded_store_says_what_to_wri
             store.read("MATCH (k:Kernel) WHERE size([(k)-[:BEST]->() | 1]) > 0 RETURN k.name AS name")
         with pytest.raises(QueryError, match=r"has no `CALL \(k\) \{ \}`: import the variables with a WITH"):
             store.read("MATCH (k:Kernel) CALL (k) { MATCH (k)-[:BEST]->(d) RETURN count(d) AS n } RETURN k.name, n")
+        # a person's query (`chiplore cypher`) goes through the planner first, which refuses these
+        with pytest.raises(QueryError, match="takes no EXPLAIN prefix in a query: run the query without it"):
+            store.read_untrusted("EXPLAIN MATCH (k:Kernel) RETURN k.name")
+    with pytest.raises(QueryError, match=r"(\$|\(s\): )kernel"):  # which parameter lacks a value (Neo4j names it)
+        store.read_untrusted("MATCH (k:Kernel {name: $kernel}) RETURN k.name AS name")
     instead = "MATCH (k:Kernel) WHERE (k)-[:BEST]->() RETURN k.name AS name, size([(k)--() | 1]) AS n"
     assert store.read(instead) == [{"name": "a", "n": 1}]
     counted = "MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k.name AS name"
