@@ -25,6 +25,7 @@ from functools import partial
 from pydantic import BaseModel, Field
 
 from chiplore.agents.acceptance import JudgeAgainstBest
+from chiplore.agents.budget_shares import BudgetShares
 from chiplore.agents.callbacks import Events, Note, RecordRuns, RecordScreenings
 from chiplore.agents.cost_model import CalibratedCostModel, GraphPredictionMemory
 from chiplore.agents.heartbeat import Heartbeat
@@ -134,7 +135,7 @@ class OptimizeRun:
     model: CalibratedCostModel = field(init=False)
     activity: Activity = field(init=False)
     lease: Lease = field(default_factory=Lease)
-    kernel_budget_s: float = 0.0
+    shares: BudgetShares = field(default_factory=lambda: BudgetShares.split(0.0, 0))
 
     def __post_init__(self) -> None:
         store, target = self.context.store, self.context.target
@@ -245,7 +246,11 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     executor = executor or SequentialExecutor()
     specs = choose_kernels(context.target, config.kernels)
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
-    run.kernel_budget_s = config.budget_s / len(specs)
+    mismatch = run.pack.chip_mismatch(run.knowledge.facts, context.version)
+    if mismatch:  # every design would be refused: say so before anything is spent
+        finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {mismatch}")
+        raise ConfigError(mismatch)
+    run.shares = BudgetShares.split(config.budget_s, len(specs))
     # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
     try:
         with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
@@ -298,6 +303,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
         except KernelStop as error:
             stopped = str(error)
     run.events.note(spec.name, f"stopped: {stopped}")
+    run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
     return KernelOutcome(stopped, schedule.proposals if schedule else 0, schedule.accepted if schedule else 0,
                          kernel.runner.spent_s - start_spent)  # fmt: skip
 
@@ -312,8 +318,9 @@ class KernelRun:
         register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                       bound_cycles=spec.bound_cycles))  # fmt: skip
         spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets its budget on top
+        self.budget_s = run.shares.take()
         self.runner = executor.make_runner(target, RecordRuns(store, run.activity),
-                                           budget_s=run.kernel_budget_s + spent, spent_s=spent,
+                                           budget_s=self.budget_s + spent, spent_s=spent,
                                            charged=lambda: ledger_seconds(store, spec.name))  # fmt: skip
         space = run.pack.design_space(spec, run.knowledge.facts)
         no_space = "" if space is not None else run.pack.no_space_reason(spec, run.knowledge.facts)

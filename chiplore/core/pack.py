@@ -431,6 +431,13 @@ class TargetPack:
         kernel is opened for optimizing, re-validated by an upgrade, or validated as a new pack."""
         raise NotImplementedError
 
+    def chip_mismatch(self, facts: Facts, version: str) -> str:
+        """Optional: why the chip at hand is not the one `facts` were learnt on, in one line ("" when it is,
+        or when the pack cannot tell), found without device time (by compiling, say). `optimize` stops
+        with it before it spends anything: a data dir learnt on one chip and optimized on another had
+        every design refused."""
+        return ""
+
     def no_space_reason(self, kernel: KernelSpec, facts: Facts | None = None) -> str:
         """Optional: why `design_space` has no space for the kernel, in one line ("" when it has one, or
         when the pack cannot say). The loop names it where it stops a kernel for want of a space."""

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from chiplore.core.pack import DesignSpace, Facts, TargetPack
 from chiplore.core.params import ParamKey, ParamRegistry
 from chiplore.core.target import KernelSpec
+from chiplore.simulator.bench import SHAPE_START, microbenchmarks
 from chiplore.simulator.pack.capabilities import CAPABILITIES
 from chiplore.simulator.pack.compiler import FercRepairs, FercVocabulary
 from chiplore.simulator.pack.doc_patterns import DOC_PATTERNS
@@ -25,8 +26,9 @@ from chiplore.simulator.pack.fits import FITS
 from chiplore.simulator.pack.generator import generated_space, generation_problem, vocab
 from chiplore.simulator.pack.language import FerriteGuide
 from chiplore.simulator.pack.lexer import FerriteLexer
-from chiplore.simulator.pack.params import CHIP_ROOF, PARAMS
+from chiplore.simulator.pack.params import CHIP_ROOF, CLUSTERS, PARAMS
 from chiplore.simulator.pack.rule_probes import RULE_PROBES
+from chiplore.simulator.toolchain.check import check
 from chiplore.simulator.toolchain.stats import analyze
 
 # Spaces are shared by every pack in the process: a space is a function of the kernel and the chip's
@@ -72,6 +74,23 @@ class SimRNGDPack(TargetPack):
             while len(_SPACES) > _SPACES_KEPT:
                 _SPACES.popitem(last=False)
         return space
+
+    def chip_mismatch(self, facts: Facts, version: str) -> str:
+        """Whether the compiler still takes the learnt shape (MB00's program at every learnt value; one
+        compile): "" when it does, or when no shape was learnt."""
+        if CLUSTERS.key not in facts:
+            return ""
+        chip = vocab.chip(facts)
+        point = SHAPE_START | {"CLUSTERS": str(chip.clusters), "SLICES": str(chip.slices), "LANES": str(chip.lanes),
+                               "ENGINE": str(chip.engines - 1)}  # fmt: skip
+        probe = next(p for p in microbenchmarks(chip) if p.id == "MB00")
+        errors = [d for d in check(probe.instantiate(point, version), version).diagnostics if d.is_error]
+        if not errors:
+            return ""
+        return (f"this chip is not the one the graph learnt ({chip.clusters} clusters x {chip.slices} slices, "
+                f"{chip.lanes} lanes, {chip.engines} DMA engines): the compiler answers {errors[0].code} "
+                f"{errors[0].message}; learn this chip in a data dir of its own (or point CHIPLORE_SIM_TRUTH "
+                "at the chip this one learnt)")  # fmt: skip
 
     def no_space_reason(self, kernel: KernelSpec, facts: Facts | None = None) -> str:
         """Why the generator writes no space for the kernel on the learnt shape ("" when it does)."""

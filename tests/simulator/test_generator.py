@@ -563,3 +563,15 @@ def test_a_kernel_with_no_space_stops_with_the_generators_reason() -> None:
     assert target.pack().no_space_reason(view.spec) == ""  # it has a space
     empty = BuiltinArchitect().why_empty(dataclasses.replace(view, spec=spec, space=None, no_space=reason))
     assert empty == f"the target pack has no design space for sliding_attention_output: {reason}"
+
+
+def test_a_graph_learnt_on_a_chip_of_another_shape_is_told_apart_by_compiling() -> None:
+    """A data dir learnt on 3 x 1024 slices, optimized on the default chip: every design drew E0201 for 116 s."""
+    pack = SimRNGD().pack()
+    learnt = {P.CLUSTERS.key: 3.0, P.SLICES.key: 1024.0, P.LANES.key: 1.0, P.ENGINES_PER_CLUSTER.key: 3.0}
+    problem = pack.chip_mismatch(learnt, "0.6.0")
+    assert (
+        problem.startswith("this chip is not the one the graph learnt (3 clusters x 1024 slices") and "E0201" in problem
+    )
+    documented = {P.CLUSTERS.key: 2.0, P.SLICES.key: 256.0, P.LANES.key: 8.0, P.ENGINES_PER_CLUSTER.key: 4.0}
+    assert pack.chip_mismatch(documented, "0.6.0") == pack.chip_mismatch({}, "0.7.0") == ""
