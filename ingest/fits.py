@@ -108,7 +108,10 @@ def fit(fit_spec: ProbeFit, probe: ProbeTemplate, jobs: Jobs, given: dict[str, f
     assert fit_spec.model is not None, f"{fit_spec.id} is a search, not a fit"
     points = [dict(p) for p in probe.points]
     samples: Samples = [np.concatenate(point) for point in jobs]
-    central = fit_spec.model(points, np.array([np.median(s) for s in samples]), given)
+    try:
+        central = fit_spec.model(points, np.array([np.median(s) for s in samples]), given)
+    except KeyError as missing:  # a value an earlier probe should have found: it failed, or has not run
+        raise ValueError(f"{fit_spec.id} needs {missing.args[0]}, which no earlier probe measured") from None
     rng = np.random.default_rng(seed)
     boot: dict[str, list[float]] = {name: [] for name in central}
     for _ in range(draws):

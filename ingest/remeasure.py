@@ -186,7 +186,9 @@ def _priority(store: GraphStore, target: str, previous: str, version: str, stale
         cost = device_seconds_behind(store, [stale[key].id for key in keys])
         return (-int(any(k in redocumented for k in keys)), -sum(consulted.get(k, 0) for k in keys), cost, probe_id)
 
-    return sorted(by_probe, key=rank)
+    # the noise is the spread of the jobs the other probes ran: first, it had none and failed, and its
+    # stale measurement outlived every later upgrade
+    return sorted(by_probe, key=lambda probe_id: (probe_id == NOISE_PROBE, rank(probe_id)))
 
 
 def _given(store: GraphStore, target: str, previous: str, version: str) -> dict[str, float]:
