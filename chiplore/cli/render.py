@@ -82,7 +82,8 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        # every digit a reader may need: a byte count of 1,048,568 read 1.04857e+06 at six figures
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.12g}"
     if isinstance(value, dict | list):
         return json.dumps(value, default=str)
     return str(value)

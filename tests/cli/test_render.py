@@ -1,0 +1,21 @@
+"""How the CLI writes a query's values (chiplore.cli.render)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from chiplore.cli.render import emit_records
+
+pytestmark = pytest.mark.unit
+
+
+def test_csv_and_markdown_keep_every_digit_a_reader_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"param": "dm.usable_bytes_per_slice", "value": 1_048_568.0},
+            {"param": "noc.chip_bytes_per_cycle", "value": 300.050362457077}]  # fmt: skip
+    emit_records(Console(), rows, "csv")
+    out = capsys.readouterr().out
+    assert "dm.usable_bytes_per_slice,1048568\n" in out  # it was 1.04857e+06
+    assert "noc.chip_bytes_per_cycle,300.050362457\n" in out
+    emit_records(Console(), rows, "markdown")
+    assert "| dm.usable_bytes_per_slice | 1048568 |" in capsys.readouterr().out
