@@ -140,16 +140,19 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
     offsets = sorted(moved)
     seen = np.array([moved[off] for off in offsets])
 
-    def scale(unit: int) -> float:  # reads of 960 B at `off` move ceil((off + 960) / unit) units
-        expected = np.array([-(-(off + 960) // unit) * unit for off in offsets], dtype=float)
-        return float(seen @ expected / (expected @ expected))
+    def expected(unit: int) -> np.ndarray:  # reads of 960 B at `off` move ceil((off + 960) / unit) units
+        return np.array([-(-(off + 960) // unit) * unit for off in offsets], dtype=float)
+
+    def scale(unit: int) -> float:
+        return float(seen @ expected(unit) / (expected(unit) @ expected(unit)))
 
     def mismatch(unit: int) -> float:
-        expected = np.array([-(-(off + 960) // unit) * unit for off in offsets], dtype=float)
         # The pattern across offsets decides, not the absolute bytes: the device drifts a few per cent
         # between sessions and the given rates were measured in another, so a common scale is free
         # within what drift and those rates' error allow.
-        return float(np.sum((seen / float(np.clip(scale(unit), 1 - SCALE_SLACK, 1 + SCALE_SLACK)) - expected) ** 2))
+        return float(
+            np.sum((seen / float(np.clip(scale(unit), 1 - SCALE_SLACK, 1 + SCALE_SLACK)) - expected(unit)) ** 2)
+        )
 
     unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
     if abs(scale(unit) - 1) > SCALE_SLACK:
