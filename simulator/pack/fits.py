@@ -155,12 +155,6 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
         )
 
     unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
-    if abs(scale(unit) - 1) > SCALE_SLACK:
-        # A stream an engine does not bound (one DMN a cluster, slower than the engine) hides most of the
-        # units a read touches: a unit read off it came out 128 for 256, with no interval to say so.
-        raise ValueError(f"MB07: the reads move {scale(unit):.2f}x the bytes one engine's rate allows for any "
-                         "transaction unit: something else bounds the stream (a DMN?), and the unit cannot be "
-                         "read off it")  # fmt: skip
     stores = {int(p["STORE"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] != "1"}
     count = 16 * int(_slices(given))
     touched = sum((r * 240 + 239) // unit - (r * 240) // unit + 1 for r in range(count))  # all partial

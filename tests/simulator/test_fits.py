@@ -21,7 +21,6 @@ from chiplore.simulator.device import DeviceConfig
 from chiplore.simulator.pack.fits import (
     FITS,
     fit_dm_to_dm,
-    fit_hbm_alignment,
     fit_idle_start,
     fit_queued_start,
     fit_reducer,
@@ -201,20 +200,3 @@ def test_a_dm_larger_than_a_mebibyte_is_found_exactly(tmp_path: Path, monkeypatc
     monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
     probe = next(p for p in microbenchmarks() if p.id == "MB14")
     assert search_dm_capacity(probe, "0.6.0", Bench(SimRNGD(seed=1))) == {"dm_usable_per_slice": 2097152.0}
-
-
-def test_a_transaction_unit_a_dmn_hides_is_refused_not_guessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One DMN a cluster, slower than an engine: the aligned reads wait on the DMN and hide the units they
-    touch, so the pattern across offsets looked like 128-byte units (recorded as 128 [128, 128]; truly 256)."""
-    chip_file = tmp_path / "chip.toml"
-    chip_file.write_text("engine_bw = 80.0\ndmn_bw = 60.0\n\n[shape]\nclusters = 3\nslices = 1024\ndmn_slices = 1024\n")
-    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
-    chip = load_truth("0.6.0")
-    shape = Chip(chip.shape.clusters, chip.shape.slices, chip.shape.engines_per_cluster)
-    probes = {p.id: p for p in microbenchmarks(shape)}
-    medians = np.array(
-        [estimate(probes["MB07"].instantiate(p, "0.6.0"), "0.6.0").cycles for p in probes["MB07"].points]
-    )
-    given = {"empty_kernel_cycles": empty_kernel(chip), "engine_bw": 80.0, "pkt_overhead": 2.0, "slices": 1024.0}
-    with pytest.raises(ValueError, match=r"MB07: the reads move 1\.[0-9]+x .* the unit cannot be read off it"):
-        fit_hbm_alignment(list(probes["MB07"].points), medians, given)
