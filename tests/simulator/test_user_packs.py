@@ -1,8 +1,10 @@
 """Packs written from docs/kernels.md alone, by people who had not read the generator
 (tests/simulator/packs): each loads as a user's pack does, its baseline computes its reference on the
 graded fixture sets, and its design space's sampled programs compile on both toolchains while the first computes
-every set. Odd sizes (H 1,040), erf GELU, block scales of 64 and 128, a norm on a matvec's output, RoPE of
-64, a 0.7.0 pack on a 0.6.0 graph, and parameters named like the generator's own values (x0, norm, acc)."""
+every set. Odd sizes (H 1,040; K 200 and 96), erf GELU, block scales of 64, 128 and 40 (a block that divides
+K but is no power of two), a norm on a matvec's output, RoPE of 64, heads of 96 with a cache write, a 0.7.0 pack
+on a 0.6.0 graph, a 0.5.0 pack, and parameters named like the generator's or the DSL's own values (x0, norm,
+acc, out, i, tile)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ def target() -> SimRNGD:
 
 def test_every_pack_written_from_the_docs_is_offered(target: SimRNGD) -> None:
     assert set(USER_PACKS) <= {spec.name for spec in target.kernels()}
-    assert {"mla_kv_latent", "moe_router_logits", "odd_geglu_mlp"} <= set(USER_PACKS)
+    assert {"mla_kv_latent", "moe_router_logits", "odd_geglu_mlp", "tiny_odd", "heads96_cache", "ragged_block"} <= set(
+        USER_PACKS
+    )
 
 
 @pytest.mark.parametrize("name", USER_PACKS)
