@@ -115,6 +115,6 @@ def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool
     values = parse_params(params)
     with app.open_store() as store:
         result = store.read_untrusted(text, values, limits=limits)
-    emit_records(console, result.rows, "json" if as_json else fmt)
+    emit_records(console, result.rows, "json" if as_json else fmt, columns=result.columns)
     if result.truncated:
         err_console.print(f"[yellow]cut:[/yellow] {result.cut_reason}", highlight=False)

@@ -52,13 +52,15 @@ def print_records(console: Console, records: Sequence[Record], *, as_json: bool,
 FORMATS = ("table", "json", "csv", "markdown")
 
 
-def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title: str | None = None) -> None:
+def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title: str | None = None,
+                 columns: Sequence[str] = ()) -> None:  # fmt: skip
     """Rows in one of FORMATS: a rich table (with a row count), JSON, CSV with a header row, or a
-    GitHub-flavoured Markdown table (what a README or an issue takes)."""
+    GitHub-flavoured Markdown table (what a README or an issue takes). `columns`, where the caller knows
+    them, come first (a query with no rows still has its header: a csv reader expects one)."""
     if fmt in ("table", "json"):
         print_records(console, records, as_json=fmt == "json", title=title)
         return
-    columns: list[str] = []
+    columns = list(columns)
     for record in records:
         columns += [key for key in record if key not in columns]
     if fmt == "csv":

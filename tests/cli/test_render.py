@@ -19,3 +19,10 @@ def test_csv_and_markdown_keep_every_digit_a_reader_needs(capsys: pytest.Capture
     assert "noc.chip_bytes_per_cycle,300.050362457\n" in out
     emit_records(Console(), rows, "markdown")
     assert "| dm.usable_bytes_per_slice | 1048568 |" in capsys.readouterr().out
+
+
+def test_a_query_with_no_rows_still_has_its_header(capsys: pytest.CaptureFixture[str]) -> None:
+    emit_records(Console(), [], "csv", columns=["name", "x"])  # it printed nothing: a csv reader wants a header
+    assert capsys.readouterr().out == "name,x\n"
+    emit_records(Console(), [], "markdown", columns=["name", "x"])
+    assert capsys.readouterr().out == "| name | x |\n|---|---|\n"
