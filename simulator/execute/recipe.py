@@ -186,14 +186,14 @@ class FixtureRecipe(_Model):
     @model_validator(mode="after")
     def _known_sets(self) -> FixtureRecipe:
         for name, recipe in self.inputs.items():
-            divisors = {recipe.divide_by, *(c.divide_by for c in recipe.sets.values())}
+            divisors: set[str | None] = {recipe.divide_by, *(c.divide_by for c in recipe.sets.values())}
             if name in divisors:
                 raise ValueError(f"input {name} divides by itself")
             unknown = sorted(set(recipe.sets) - set(self.drawable))
             if unknown:
                 raise ValueError(f"input {name} changes sets {', '.join(unknown)} that the recipe does not list")
-            for other in (recipe.divide_by, *(c.divide_by for c in recipe.sets.values())):
-                if other is not None and other not in self.inputs:
+            for other in sorted(divisors - {None}):
+                if other not in self.inputs:
                     raise ValueError(f"input {name} divides by {other}, which has no recipe")
         return self
 
