@@ -216,7 +216,8 @@ def test_a_bounded_wait_ends_at_a_signal() -> None:
 def env(request: pytest.FixtureRequest) -> dict[str, str]:
     """A store chiplore has made its graph in, with a short query timeout."""
     env = {**request.getfixturevalue(f"{request.param}_env"), "CHIPLORE_QUERY_TIMEOUT_S": str(TIMEOUT_S)}
-    assert cli(env, "init").exit_code == 0
+    made = cli(env, "init")
+    assert made.exit_code == 0, made.output
     return env
 
 
