@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from chiplore.core.pack import DocPatterns, ParamPattern
 from chiplore.ingest.chunks import Chunk
+from chiplore.ingest.units import converts_by_clock
 
 if TYPE_CHECKING:  # the summary's models; dsl_summary imports this module
     from chiplore.ingest.dsl_summary import ConstructDraft, WrittenEntry
@@ -97,15 +98,18 @@ class BuiltinLibrarian(Librarian):
             key = pattern.param
             value = _value(quantity.group("value"))
             unit_text = quantity.group("unit")
+            unit = key.unit
             if unit_text == "KB":
                 value *= 1024
             elif unit_text == "GHz":
                 value *= 1e9
+            elif converts_by_clock(unit_text, key.unit):
+                unit = unit_text  # "1.5 TB/s" stays as stated: the judge converts it by the documented clock
             if pattern.inverse_unit and pattern.inverse_unit in unit_text:
                 value = 1.0 / value
             kind: ClaimKind = "limit" if LIMIT.search(sentence) else "quantity"
             return [ExtractedClaim(text=sentence, kind=kind, concept=key.key.rsplit(".", 1)[0], param=key.key,
-                                   value=value, unit=key.unit)]  # fmt: skip
+                                   value=value, unit=unit)]  # fmt: skip
         if quantity or LIMIT.search(sentence) or RULE.search(sentence):
             limit = "limit" if LIMIT.search(sentence) else "quantity"
             kind = "rule" if RULE.search(sentence) and not quantity else limit

@@ -24,8 +24,9 @@ from chiplore.core.ids import content_sha
 from chiplore.core.params import CLOCK_HZ, NOISE_SIGMA
 from chiplore.core.target import Target
 from chiplore.ingest.fits import Estimate
-from chiplore.ingest.measure import agrees, in_unit, record_estimate, record_noise
+from chiplore.ingest.measure import agrees, record_estimate, record_noise
 from chiplore.ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeSession
+from chiplore.ingest.units import in_unit
 from chiplore.kg.models import Activity, Check, Measurement
 from chiplore.kg.repo.knowledge import confirm_measurement, supersede
 from chiplore.kg.repo.measurements import (

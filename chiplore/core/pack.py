@@ -77,7 +77,7 @@ class DocPatterns:
 
     params: tuple[ParamPattern, ...]
     flags: tuple[FlagPattern, ...] = ()
-    units: str = r"bytes per cycle|B/cycle|cycles|KB|TB/s|GHz|%|bytes|times"
+    units: str = r"bytes per cycle|B/cycle|cycles|KB|GB/s|TB/s|GHz|%|bytes|times"
     extractors: tuple[Callable[[str], list[StatedValue]], ...] = ()
 
 

@@ -35,8 +35,9 @@ PARAM_PATTERNS = (
     ParamPattern(P.CROSS_CLUSTER, (r"\bbetween the two clusters\b", r"same-cluster rate")),
     ParamPattern(P.LAUNCH, (r"\b[Ll]aunching a kernel\b", r"cycles")),
     ParamPattern(CLOCK_HZ, (r"\bchip runs at\b", r"GHz")),
-    # the docs state the roof as the HBM's TB/s; the judge converts it with the documented clock
-    ParamPattern(P.CHIP_ROOF, (r"\bHBM\b", r"TB/s", r"\blimit\b")),
+    # the docs state the roof as the HBM's rate per second (TB/s, GB/s): the claim keeps that unit and the
+    # judge converts it with the documented clock
+    ParamPattern(P.CHIP_ROOF, (r"\bHBM\b", r"[TG]B/s", r"\blimit\b")),
 )
 
 FLAG_PATTERNS = (
@@ -47,7 +48,7 @@ FLAG_PATTERNS = (
 )  # fmt: skip
 
 UNITS = (
-    r"bytes per cycle|B/cycle|cycles per flit|flits? per cycle|cycles|KB|TB/s|GHz|%|ops|-byte|times|"
+    r"bytes per cycle|B/cycle|cycles per flit|flits? per cycle|cycles|KB|GB/s|TB/s|GHz|%|ops|-byte|times|"
     r"of the same-cluster rate|bytes|flits?|clusters?(?=\.)|slices per cluster|lanes\b|DMA engines\b"
 )
 

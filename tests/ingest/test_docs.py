@@ -10,6 +10,7 @@ from chiplore.core.target import Target
 from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.docs import ingest_docs
 from chiplore.ingest.librarian import BuiltinLibrarian, constructs
+from chiplore.ingest.units import in_unit
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.store import GraphStore
@@ -54,6 +55,21 @@ def test_the_builtin_librarian_keeps_quantities_limits_and_rules() -> None:
     assert by_param["dm.bank_run_limit"].value == 64
     assert all("kernel k" not in c.text for c in claims)  # code is not prose
     assert constructs(PAGE) == ["construct:dma", "construct:main", "construct:sub"]
+
+
+@pytest.mark.parametrize(("stated", "unit", "per_cycle"), [("1.14 TB/s", "TB/s", 1140.0), ("900 GB/s", "GB/s", 900.0)])
+def test_a_rate_per_second_keeps_its_unit_and_is_judged_through_the_documented_clock(
+    stated: str, unit: str, per_cycle: float
+) -> None:
+    # A chip's docs in TB/s were read as that many bytes a cycle: 1.14 TB/s against 1,140 B/cycle measured
+    # was "contradicted". The claim keeps its unit; the judge converts it with the documented clock.
+    librarian = BuiltinLibrarian(SimRNGD().pack().doc_patterns)
+    page = f"# Memory\n\nHBM delivers {stated}, which is the limit for all DMA traffic.\n"
+    claims = [c for chunk in chunk_page(page) for c in librarian.extract(chunk, "Memory")]
+    (claim,) = [c for c in claims if c.param == "noc.chip_bytes_per_cycle"]
+    assert (claim.value, claim.unit) == (float(stated.split()[0]), unit)
+    assert in_unit(claim.value, claim.unit, "B/cycle", 1e9) == pytest.approx(per_cycle)
+    assert in_unit(claim.value, claim.unit, "B/cycle", None) is None  # no clock documented: no verdict
 
 
 def relationships(store: GraphStore) -> int:
