@@ -57,16 +57,22 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
     rules = learn_rules(store, target, version)
     language = summarise(store, target, version, writer=librarian, structure=rules.structure)
     spent, rerun = 0.0, []
+    refailed: dict[str, str] = {}  # the re-checks that failed, and why
     upgraded = upgrade_to(store, target.name, version)
     if upgraded is not None:
         activity = Activity(id=f"runner-{uuid.uuid4().hex[:12]}", role="runner", policy="builtin")
         rechecked = remeasure(store, target, upgraded.from_version, version, budget_s=budget_s, activity=activity,
                               on_probe=on_probe)  # fmt: skip
         spent, rerun = rechecked.device_s, rechecked.probes_run
+        refailed = {p: rechecked.failure_reasons.get(p, "") for p in rechecked.probes_failed}
     measured = measure(store, target, version, budget_s=budget_s - spent, on_probe=on_probe)
+    # A re-check that failed is a failure of this run unless the measuring after it ran the probe again.
+    still = {p: why for p, why in refailed.items() if p not in measured.probes_measured + measured.probes_failed}
     measured = measured.model_copy(update={
         "device_s": measured.device_s + spent, "probes_run": measured.probes_run + len(rerun),
-        "probes_skipped": [p for p in measured.probes_skipped if p not in rerun]})  # fmt: skip
+        "probes_skipped": [p for p in measured.probes_skipped if p not in rerun + list(still)],
+        "probes_failed": list(still) + measured.probes_failed,
+        "failure_reasons": {p: why for p, why in still.items() if why} | measured.failure_reasons})  # fmt: skip
 
     refresh_verdicts(store, version)
     counts = learnt_counts(store, version)

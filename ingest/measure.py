@@ -39,6 +39,7 @@ class MeasureSummary(BaseModel):
     probes_skipped: list[str]  # already measured, or past the budget
     probes_failed: list[str]
     failure_reasons: dict[str, str] = {}  # a failed probe's reason, in one line
+    probes_measured: list[str] = []  # the probes that ran and recorded what they found
     measurements: int
     confirmed: int
     contradicted: int
@@ -83,8 +84,9 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
     session.recorder.finish(outcome.why)
     return MeasureSummary(
         version=version, probes_run=len([p for p in outcome.ran if p != NOISE_PROBE]), probes_skipped=outcome.skipped,
-        probes_failed=failed, failure_reasons=outcome.why, measurements=counts["written"],
-        confirmed=counts["confirmed"], contradicted=counts["contradicted"], device_s=session.spent,
+        probes_failed=failed, failure_reasons=outcome.why, probes_measured=list(outcome.ran),
+        measurements=counts["written"], confirmed=counts["confirmed"], contradicted=counts["contradicted"],
+        device_s=session.spent,
     )  # fmt: skip
 
 

@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from chiplore import queries
+from chiplore.agents.upgrade import upgrade
 from chiplore.cli import main
+from chiplore.ingest import learn as learn_module
 from chiplore.ingest import probe_loop as probe_loop_module
 from chiplore.ingest.learn import learn
 from chiplore.kg.repo.nodes import count_by_label
@@ -160,6 +162,40 @@ def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: 
     monkeypatch.setattr(probe_loop_module, "run_fit", real)
     finished = learn(graph, SimRNGD(seed=15), "0.6.0", budget_s=BUDGET_S)
     assert finished.measurements.probes_run == 1  # the rerun measures only what was missing
+
+
+def test_a_recheck_that_fails_after_an_upgrade_is_in_the_summary(
+    embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = embedded_graph  # the subject is the summary, not the store
+    learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
+    upgrade(graph, SimRNGD(seed=15), "0.7.0", budget_s=1.0)  # too little to re-check much: learn does the rest
+    real_fit, real_remeasure = probe_loop_module.run_fit, learn_module.remeasure
+    rechecking, first = [False], []
+
+    def remeasure(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rechecking[0] = True
+        try:
+            return real_remeasure(*args, **kwargs)
+        finally:
+            rechecking[0] = False
+
+    def failing(spec, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if (rechecking[0] and not first) or (first and spec.id == first[0]):
+            first[:1] = [spec.id]
+            raise RuntimeError(f"{spec.id} point 0: fault: NOC_TIMEOUT 4 times")
+        return real_fit(spec, *args, **kwargs)
+
+    monkeypatch.setattr(learn_module, "remeasure", remeasure)
+    monkeypatch.setattr(probe_loop_module, "run_fit", failing)
+    # `learn` after an upgrade re-checks what the upgrade left stale; the first re-check fails and the
+    # others spend the budget, so the measuring after them runs it no more: it was listed as skipped,
+    # its failure nowhere.
+    summary = learn(graph, SimRNGD(seed=16), "0.7.0", budget_s=40.0)
+    (probe,) = first
+    assert probe in summary.measurements.probes_failed, summary.measurements
+    assert summary.measurements.failure_reasons[probe] == f"{probe} point 0: fault: NOC_TIMEOUT 4 times"
+    assert probe not in summary.measurements.probes_skipped
 
 
 def test_the_budget_stops_the_microbenchmarks(graph: GraphStore) -> None:
