@@ -136,14 +136,23 @@ class JudgeAgainstBest(Decider):
         if not self.check_sets:
             return ""
         update_design(self.store, node.id, held_by=self.lease.owner, lease_until=self.lease.until())
+        # the last job of a decision made: past a spent budget too (the winner was lost to the next run's
+        # upgrade, "left unfinished", when the budget ended here)
         outcome = self.runner.run(self.kernel, content_sha(source), source, self.version, fixtures=self.check_sets,
-                                  repeats=1)  # fmt: skip
+                                  repeats=1, finishing=True)  # fmt: skip
         correctness = outcome.result.correctness
         if correctness is not None and not correctness.passed:
             return correctness.message or "wrong outputs"
         if not outcome.ok and correctness is None:
             return f"{outcome.result.status}: {outcome.result.message}"
         return ""
+
+    def accepted_already(self, node: DesignNode) -> bool:
+        best = best_of(self.store, self.kernel)
+        if best is None or best.id == node.id:
+            return False
+        verdict = self._recorded(node.id, best.id)
+        return verdict is not None and verdict.decision == "accept"
 
     def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
         """Compare the design with `incumbent` now, while it is BEST, and record the verdict without

@@ -46,6 +46,11 @@ class Decider:
         default False: every design gets its graded run."""
         return False
 
+    def accepted_already(self, node: DesignNode) -> bool:
+        """Whether the design's acceptance is decided and only its own jobs remain (its graded run, its
+        check sets): those jobs finish the decision past a spent budget. By default False."""
+        return False
+
     def prejudge(self, node: DesignNode, source: str, incumbent: str) -> None:
         """Called before the design's turn, while `incumbent` is BEST and a device is idle (the designs
         of one round side by side): record a verdict `decide` may apply later. By default nothing."""
@@ -91,7 +96,8 @@ class DesignLifecycle:
         if status == "queued" and self.decider.triage(node, source):
             return False
         if status == "queued":
-            outcome = self.runner.run(self.kernel, content_sha(source), source, self.version)
+            finishing = self.decider.accepted_already(node)  # the judge's pairs accepted it before its graded run
+            outcome = self.runner.run(self.kernel, content_sha(source), source, self.version, finishing=finishing)
             result = outcome.result
             correct = result.correctness is None or result.correctness.passed
             if not outcome.ok or result.median_cycles is None or not correct:

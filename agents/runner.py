@@ -41,8 +41,10 @@ class Runner(Protocol):
     budget_s: float
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
-            repeats: int = 7) -> Outcome:  # fmt: skip
-        """One job (retried as the faults allow); raises BudgetExhausted once the budget is used up."""
+            repeats: int = 7, finishing: bool = False) -> Outcome:  # fmt: skip
+        """One job (retried as the faults allow); raises BudgetExhausted once the budget is used up,
+        unless the job is `finishing` a decision already made (a design the judge accepted: its graded
+        run and its check sets), which runs past the budget as a started job does."""
         ...
 
     def same_device(self) -> AbstractContextManager[None]:
@@ -79,7 +81,7 @@ class DeviceRunner:
         return self._spent() >= self.budget_s
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
-            repeats: int = 7) -> Outcome:  # fmt: skip
+            repeats: int = 7, finishing: bool = False) -> Outcome:  # fmt: skip
         job = DeviceJob(kernel=kernel, program=source, toolchain=version, fixtures=fixtures, repeats=repeats,
                         agent=f"runner/{kernel}")  # fmt: skip
         runs: list[str] = []
@@ -87,12 +89,13 @@ class DeviceRunner:
 
         def attempt() -> DeviceResult:
             left = self.budget_s - self._spent()  # the ledger is read once a job
-            if left <= 0:
+            if left <= 0 and not finishing:
                 raise BudgetExhausted(f"device budget {self._budget_text()} spent")
-            result = self._submit(job.model_copy(update={"limit_s": left if math.isfinite(left) else None}))
+            limit = left if math.isfinite(left) and left > 0 else None  # a finishing job past it: the device's own
+            result = self._submit(job.model_copy(update={"limit_s": limit}))
             self.spent_s += result.device_s
             runs.append(self.record(job, sha, result))
-            if result.status == "timeout" and result.device_s >= left * (1 - 1e-9):
+            if result.status == "timeout" and limit is not None and result.device_s >= limit * (1 - 1e-9):
                 # stopped at what was left of the budget (a hang, or a job longer than that): the budget's
                 # end, not the design's fault
                 raise BudgetExhausted(f"device budget {self._budget_text()} spent (a job was stopped at its end)")

@@ -44,9 +44,9 @@ class PoolRunner(DeviceRunner):
         self._local = threading.local()
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
-            repeats: int = 7) -> Outcome:  # fmt: skip
+            repeats: int = 7, finishing: bool = False) -> Outcome:  # fmt: skip
         self._local.avoid = set()
-        return super().run(kernel, sha, source, version, fixtures=fixtures, repeats=repeats)
+        return super().run(kernel, sha, source, version, fixtures=fixtures, repeats=repeats, finishing=finishing)
 
     @contextmanager
     def same_device(self) -> Iterator[None]:

@@ -106,6 +106,24 @@ def test_the_runner_submits_nothing_past_its_budget(graph: GraphStore) -> None:
     assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 0}]
 
 
+def test_a_job_that_finishes_a_decision_runs_past_a_spent_budget(graph: GraphStore) -> None:
+    """A design the judge accepted on its pairs still needs its graded run and its check sets: those
+    jobs run past the budget (as a started job does), or the winner is left "measured" and a later
+    upgrade closes it unfinished."""
+    target = SimRNGD(seed=4)
+    spec = next(k for k in target.kernels() if k.name == "sliding_attention_output")
+    activity = Activity(id="runner-finishing", role="runner", policy="builtin")
+    record_activity(graph, activity)
+    upsert(graph, [KernelVersion(sha=content_sha(spec.baseline_source), kernel=spec.name, source=spec.baseline_source,
+                                 toolchain=VERSION)])  # fmt: skip
+    runner = DeviceRunner(target, RecordRuns(graph, activity), budget_s=10.0, spent_s=10.0)
+    outcome = runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION, finishing=True)
+    assert outcome.ok and outcome.result.median_cycles and runner.spent_s > 10.0
+    assert graph.read("MATCH (r:DeviceRun) RETURN count(r) AS n") == [{"n": 1}]
+    with pytest.raises(BudgetExhausted):  # anything else stops there
+        runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
+
+
 def test_a_job_that_hangs_is_stopped_where_the_budget_ends(graph: GraphStore) -> None:
     """Every job hangs (the device kills one at its 70 s cap): with 5 s of budget left, the runner's job
     carries that as its limit, the device stops it there, and the runner reports the budget spent, not
