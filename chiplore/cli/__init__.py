@@ -20,13 +20,14 @@ from chiplore.cli import (  # noqa: F401
     toolchain,
 )
 from chiplore.cli.main import main
+from chiplore.core.errors import Terminated
 
 
 def run() -> None:
     """The console script: a terminated command unwinds like Ctrl-C, so stores close cleanly."""
 
     def exit_on_sigterm(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise Terminated(128 + signum)
 
     signal.signal(signal.SIGTERM, exit_on_sigterm)
     main()

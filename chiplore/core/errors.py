@@ -57,3 +57,8 @@ class KernelStop(ChiploreError):
 
 class BudgetExhausted(KernelStop):
     """The device-time budget is spent."""
+
+
+class Terminated(SystemExit):
+    """The process was told to stop (SIGTERM): not an error of whatever code was running then, a
+    kernel pack's reference included, so nothing that reports a pack's own exceptions catches it."""

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from chiplore.core.errors import TargetError
+from chiplore.core.errors import TargetError, Terminated
 from chiplore.core.target import KernelParam, KernelSpec
 from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.dsl import ir
@@ -31,6 +31,7 @@ from chiplore.simulator.execute.factored import ExecutionError
 from chiplore.simulator.execute.graph_reference import graph_reference
 from chiplore.simulator.execute.signature import KernelSignature, kernel_signature
 from chiplore.simulator.execute.values import Inputs, Outputs
+from chiplore.simulator.kernels import limits
 from chiplore.simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
 
 Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
@@ -108,6 +109,8 @@ class KernelPack:
         another set is one line naming the pack, not a traceback out of the device."""
         try:
             return self.reference(inputs)
+        except Terminated:
+            raise
         except (Exception, SystemExit) as error:  # the pack's own code: whatever it raises is the pack's problem
             raise TargetError(f"kernel pack {self.name} ({self.folder}): {self.reference_label} raises "
                               f"{type(error).__name__}: {error}") from None  # fmt: skip
@@ -194,7 +197,13 @@ def load_reference(path: Path, kernel: str, digest: str) -> Reference:
             raise PackProblem(f"{REFERENCE} cannot be imported")
         module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
+            with limits.time_limit(limits.REFERENCE_LIMIT_S):
+                spec.loader.exec_module(module)
+        except limits.OutOfTime:
+            limit = limits.REFERENCE_LIMIT_S
+            raise PackProblem(f"{REFERENCE} does not finish importing within {limit:.0f} s") from None
+        except Terminated:
+            raise
         except ModuleNotFoundError as error:
             hint = ""
             if (error.name or "").split(".")[0] in ("simulator", "kg", "agents", "ingest", "queries"):

@@ -14,12 +14,14 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from chiplore.core.errors import Terminated
 from chiplore.core.pack import DesignSpace, Facts, points
 from chiplore.core.target import KernelSpec
 from chiplore.simulator import TOOLCHAIN_VERSIONS
 from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
 from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
 from chiplore.simulator.execute.values import InputError, param_shape
+from chiplore.simulator.kernels import limits
 from chiplore.simulator.kernels.manifest import BASELINE, PackProblem
 from chiplore.simulator.kernels.pack import KernelPack
 from chiplore.simulator.toolchain.check import check, documented_shape
@@ -73,8 +75,14 @@ def check_reference(pack: KernelPack) -> None:
         drawn_inputs(pack, fixture_set)  # what a set changes is drawn once here, not first met while grading
     label = pack.reference_label
     try:
-        with np.errstate(all="ignore"):  # a reference that overflows is judged by what it returns, below
+        # a reference that overflows is judged by what it returns, below
+        with np.errstate(all="ignore"), limits.time_limit(limits.REFERENCE_LIMIT_S):
             outputs = pack.reference(inputs)
+    except limits.OutOfTime:
+        raise PackProblem(f"{label} does not return within {limits.REFERENCE_LIMIT_S:.0f} s on the smoke "
+                          "fixtures") from None  # fmt: skip
+    except Terminated:
+        raise
     except (Exception, SystemExit) as error:  # the pack's own code: whatever it raises is the pack's problem
         raise PackProblem(f"{label} raises {type(error).__name__} on the smoke fixtures: {error}") from None
     if not isinstance(outputs, Mapping):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chiplore.core.errors import TargetError
+from chiplore.core.errors import TargetError, Terminated
 from chiplore.core.settings import Settings
 from chiplore.core.target import DeviceJob
 from chiplore.simulator.cost.bound import weight_bound_cycles
@@ -22,6 +22,7 @@ from chiplore.simulator.execute.fixtures import SETS
 from chiplore.simulator.execute.grading import case_inputs, grade_case
 from chiplore.simulator.execute.recipe import draw_inputs
 from chiplore.simulator.execute.values import Periodic, RopeTable
+from chiplore.simulator.kernels import limits
 from chiplore.simulator.kernels.builtin import builtin_packs, shipped_folders
 from chiplore.simulator.kernels.manifest import PackProblem
 from chiplore.simulator.kernels.pack import param_bytes, read_pack
@@ -193,6 +194,37 @@ def test_a_malformed_pack_is_one_clear_error_and_installs_nothing(case: str, tmp
     one_line(error.value, *needles)
     assert not installed.exists() or not any(installed.iterdir())
     assert [k.name for k in target.kernels()] == list(GEMMA)
+
+
+@pytest.mark.parametrize("where", ["reference", "import"])
+def test_a_reference_that_never_returns_is_one_line_after_the_time_limit(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # it hung `kernel add` (and every later command: an installed pack is validated when read) until
+    # killed, then blamed the reference for the kill: "raises SystemExit ... 143"
+    monkeypatch.setattr(limits, "REFERENCE_LIMIT_S", 1.0)
+    folder = copy_pack(tmp_path)
+    if where == "reference":
+        edit(folder / "reference.py", "def reference(inputs", "def reference(inputs) -> None:\n    while True:\n"
+             "        pass\n\n\ndef unused(inputs")  # fmt: skip
+    else:
+        with (folder / "reference.py").open("a") as module:
+            module.write("\nwhile True:\n    pass\n")
+    installed = tmp_path / "data" / "kernels"
+    with pytest.raises(TargetError) as error:
+        SimRNGD(kernels_dir=installed).add_kernel(folder)
+    one_line(error.value, "reference.py does not", "within 1 s")
+    assert not installed.exists() or not any(installed.iterdir())
+
+
+def test_a_terminated_command_is_not_the_references_fault(tmp_path: Path) -> None:
+    folder = copy_pack(tmp_path)
+    edit(folder / "reference.py", "def reference(inputs", "def reference(inputs) -> None:\n"
+         "    raise Terminated(143)  # what the CLI's SIGTERM handler raises\n\n\ndef unused(inputs")  # fmt: skip
+    with (folder / "reference.py").open("a") as module:
+        module.write("\nfrom chiplore.core.errors import Terminated  # noqa: E402\n")
+    with pytest.raises(Terminated):
+        SimRNGD(kernels_dir=tmp_path / "data" / "kernels").add_kernel(folder)
 
 
 def test_a_pack_named_like_a_built_in_kernel_is_refused(tmp_path: Path) -> None:
