@@ -180,7 +180,7 @@ class OpGraph(BaseModel):
         """What is wrong with the graph against a kernel's parameters (empty when nothing is)."""
         problems: list[str] = []
         defined = set(inputs)
-        written: set[str] = set()
+        written: dict[str, int] = {}  # output -> the op (1-based) that writes it
         for index, op in enumerate(self.ops):
             for name in op.reads():
                 if name not in defined:
@@ -196,6 +196,8 @@ class OpGraph(BaseModel):
             if target is not None:
                 if target not in outputs:
                     problems.append(f"op {index + 1} ({op.op}) writes {target!r}: not an output parameter")
-                written.add(target)
-        problems += [f"output {name!r} is never written" for name in sorted(outputs - written)]
+                elif target in written:  # each writes the whole output: the later one would hide the first
+                    problems.append(f"op {index + 1} ({op.op}) writes {target!r} again (op {written[target]} wrote it)")
+                written.setdefault(target, index + 1)
+        problems += [f"output {name!r} is never written" for name in sorted(outputs - set(written))]
         return problems

@@ -130,6 +130,10 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
                         ("ops[5].head_dim: Input should be a valid integer",)),
     "op graph against the signature": (lambda p: edit(p / "kernel.toml", 'input = "qn"', 'input = "qnn"'),
                                        ("reads 'qnn'",)),
+    # each store writes its whole output: a second one hid the first, and validation blamed the baseline
+    "an output written twice": (lambda p: edit(p / "kernel.toml", 'to = "q_out"\n',
+                                               'to = "q_out"\n\n[[ops]]\nop = "store"\ninput = "qn"\nto = "q_out"\n'),
+                                ("op 8 (store) writes 'q_out' again (op 7 wrote it)",)),
     "missing recipe": (lambda p: edit(p / "kernel.toml", "[fixtures.inputs.q_scale]\n", "[fixtures.inputs.q_scalar]\n"),
                        ("has no parameter q_scalar",)),
     "name differs from the baseline's": (lambda p: edit(p / "kernel.toml", 'name = "gqa_project_qkv"',
