@@ -253,8 +253,14 @@ def _draw(
     period = min(recipe.distinct_rows, rows) if recipe.distinct_rows is not None else None
     drawn_shape = ((period, *shape[1:]) if shape else (period,)) if period is not None else shape
     if math.prod(drawn_shape) > MAX_DRAWN:
-        raise InputError(f"{param.name}: {math.prod(drawn_shape):,} values to draw (at most {MAX_DRAWN:,}); give it "
-                         "distinct_rows so only a few rows are drawn")  # fmt: skip
+        per_row = math.prod(shape[1:]) if len(shape) > 1 else 1
+        most = max(1, MAX_DRAWN // per_row)  # the distinct rows that fit the cap
+        if recipe.distinct_rows is None:
+            fix = f"give it distinct_rows (at most {most:,}) so only a few rows are drawn"
+        else:
+            drawn_rows = f"distinct_rows = {recipe.distinct_rows:,} draws {period:,} of its {rows:,} rows"
+            fix = f"its {drawn_rows}: at most {most:,} fit"
+        raise InputError(f"{param.name}: {math.prod(drawn_shape):,} values to draw (at most {MAX_DRAWN:,}); {fix}")
     codes = _codes(dist, param, drawn_shape, rng, signature)
     changed = recipe.row_offsets is not None or recipe.divide_by is not None or recipe.block_offsets is not None
     if codes is not None and not changed:

@@ -18,10 +18,11 @@ from chiplore.core.settings import Settings
 from chiplore.core.target import DeviceJob
 from chiplore.simulator.cost.bound import weight_bound_cycles
 from chiplore.simulator.cost.estimate import estimate
+from chiplore.simulator.execute import recipe as recipe_module
 from chiplore.simulator.execute.fixtures import SETS
 from chiplore.simulator.execute.grading import case_inputs, grade_case
 from chiplore.simulator.execute.recipe import draw_inputs
-from chiplore.simulator.execute.values import Periodic, RopeTable
+from chiplore.simulator.execute.values import InputError, Periodic, RopeTable
 from chiplore.simulator.kernels import limits
 from chiplore.simulator.kernels.builtin import builtin_packs, shipped_folders
 from chiplore.simulator.kernels.manifest import PackProblem
@@ -423,6 +424,27 @@ DRAWN_BEFORE = {
     "sliding_attention_output": "ecf45f346d1ab063", "sliding_project_qkv": "c5829277ab41c467",
     "swiglu_feedforward": "1d07bfa800161c87", "vocab_projection": "113b80a858b2af01",
 }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "fix"),
+    [
+        (None, "give it distinct_rows (at most 2)"),
+        (509, "its distinct_rows = 509 draws 509 of its 4,096 rows: at most 2 fit"),
+    ],
+)
+def test_an_input_past_the_draw_cap_says_how_many_distinct_rows_fit(
+    rows: int | None, fix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "give it distinct_rows" was the advice for an input that had them, too many
+    monkeypatch.setattr(recipe_module, "MAX_DRAWN", 10_000)  # q_weight's rows are 4,096 values: 2 fit
+    pack = read_pack(BUILTIN_PACKS / GQA, "installed")
+    inputs = dict(pack.manifest.fixtures.inputs)
+    inputs["q_weight"] = inputs["q_weight"].model_copy(update={"distinct_rows": rows})
+    fixtures = pack.manifest.fixtures.model_copy(update={"inputs": inputs})
+    with pytest.raises(InputError, match="values to draw") as error:
+        draw_inputs(fixtures, pack.signature, "g0", GQA)
+    assert str(error.value).startswith("q_weight:") and fix in str(error.value), error.value
 
 
 @pytest.mark.slow
