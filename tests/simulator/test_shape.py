@@ -212,14 +212,17 @@ def test_a_shape_that_no_chip_could_have_is_refused_in_one_line(tmp_path: Path, 
         ChipShape(),
         *SHAPES.values(),
         ChipShape(clusters=3, slices=64, lanes=4, engines_per_cluster=2, trf_lane_bytes=4096, vrf_bytes=16384),
+        ChipShape(clusters=1, slices=512, lanes=2, engines_per_cluster=6, trf_lane_bytes=262144, vrf_bytes=1024),
     ],
-    ids=["default", *SHAPES, "3x64"],
+    ids=["default", *SHAPES, "3x64", "1x512-trf-past-dm"],
 )
 def test_compiling_mb00_finds_the_shape_exactly(
     shape: ChipShape, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The shape is learnt by compiling alone (no device time), whatever the docs claim."""
-    use_chip(monkeypatch, tmp_path, shape, extra="[docs_shape]\nclusters = 2")
+    """The shape is learnt by compiling alone (no device time), whatever the docs claim; a TRF lane
+    larger than the slice's DM too (it was learnt as the DM's size, 128 KB for 256 KB)."""
+    small_dm = "dm_usable_per_slice = 131072\n" if shape.trf_lane_bytes > 131072 else ""
+    use_chip(monkeypatch, tmp_path, shape, extra=f"{small_dm}[docs_shape]\nclusters = 2")
     probe = next(p for p in microbenchmarks() if p.id == "MB00")
     found = search_shape(probe, "0.6.0", CompileOnly())
     assert found == {
