@@ -2,7 +2,8 @@
 
 Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
 switch, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
-chunk size (a level: about 4, 8, 16 or 32 KB of weights per slice per chunk), the pipeline depth, the
+chunk size (a level: about 2, 4, 8, 16, 32 or 64 KB of weights per slice per chunk; the largest halves the
+commands, and so the DMA start-ups, where few slices stream a kernel), the pipeline depth, the
 DMA engines per cluster for the weights, whether the last chunk is cut into smaller pieces after the
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
 contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
@@ -33,7 +34,7 @@ from chiplore.simulator.pack.generator.signature import Signature, SignatureErro
 from chiplore.simulator.pack.generator.stream import block_of, column_packet, contraction, stream_dtype
 from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 
-CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768)  # weight bytes per slice per chunk, by `chunk` level
+CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768, 65536)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
 
