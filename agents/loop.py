@@ -275,6 +275,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     schedule: KernelSchedule | None = None
     start_spent = kernel.runner.spent_s
     stopped = ""
+    resumed = 0  # designs an earlier run left half-way that this one accepted
     if run.knowledge.stale:
         run.events.note(spec.name, f"{len(run.knowledge.stale)} measurement(s) are not re-checked under "
                         f"{run.context.version} (an upgrade's budget ran out; `chiplore toolchain upgrade "
@@ -287,6 +288,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
             for result in executor.run_round(kernel, kernel.resume_jobs(), None):
                 if isinstance(result, BaseException):
                     raise result
+                resumed += result is True
             store, version = run.context.store, run.context.version
             schedule = KernelSchedule(kernel, run.roles, run.config,
                                       architected=architected_under(store, spec.name, version) > 0,
@@ -304,8 +306,8 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
             stopped = str(error)
     run.events.note(spec.name, f"stopped: {stopped}")
     run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
-    return KernelOutcome(stopped, schedule.proposals if schedule else 0, schedule.accepted if schedule else 0,
-                         kernel.runner.spent_s - start_spent)  # fmt: skip
+    accepted = resumed + (schedule.accepted if schedule else 0)
+    return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, kernel.runner.spent_s - start_spent)
 
 
 class KernelRun:
