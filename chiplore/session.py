@@ -32,7 +32,7 @@ from chiplore.kg.cypher_script import export_cypher
 from chiplore.kg.graph_io import Exported, Imported, copy_graph, export_jsonl, import_jsonl
 from chiplore.kg.guard import GuardedResult, UntrustedLimits
 from chiplore.kg.models import DesignNode
-from chiplore.kg.repo.designs import any_best, lineage_ids
+from chiplore.kg.repo.designs import any_best, lineage_ids, root_of
 from chiplore.kg.repo.devices import DeviceUsage, device_usage
 from chiplore.kg.repo.overview import Overview, overview
 from chiplore.kg.repo.progress import KernelProgress, design_tree, kernel_progress
@@ -272,6 +272,11 @@ class Session:
         offered = [spec.name for spec in self.target.kernels()]
         if kernel not in offered:
             return f"unknown kernel {kernel!r}; {self.target.name} offers {', '.join(offered)}"
+        root = root_of(self.store, kernel)
+        if root is not None and root.status == "failed" and root.reason:
+            # optimize ran and could not start (a baseline this chip refuses, nothing to stand in): its
+            # advice would be to run it again
+            return f"{kernel} {what}: its optimization could not start: {root.reason}"
         return f"{kernel} {what}: `chiplore optimize {kernel}` optimizes it"
 
     def kernels(self) -> list[KernelListing]:

@@ -25,6 +25,7 @@ from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
 from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import upgrade
+from chiplore.core.errors import ConfigError
 from chiplore.ingest.learn import learn
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
@@ -32,6 +33,7 @@ from chiplore.kg.repo.progress import kernel_progress
 from chiplore.kg.repo.targets import register_target
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
+from chiplore.session import Session
 from chiplore.simulator._truth import load_truth
 from chiplore.simulator.device.device import DeviceConfig
 from chiplore.simulator.pack.params import CHIP_ROOF
@@ -271,6 +273,9 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
         assert root[0]["s"] == "failed" and why in root[0]["reason"] and why in root[0]["rationale"]
         assert "nor does the design space's first design" in root[0]["reason"]
         assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
+        with pytest.raises(ConfigError) as no_best:  # `best` says why, not "`chiplore optimize` optimizes it"
+            Session(store, target).best(O_PROJ)
+        assert "could not start: the baseline did not run" in str(no_best.value) and why in str(no_best.value)
         learn(store, target, VERSION)
         again = optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=60,
                          patience=1), Roles(BuiltinArchitect(SearchBudget(predictions=16))))  # fmt: skip
