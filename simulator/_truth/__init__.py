@@ -64,7 +64,7 @@ class ChipShape(BaseModel):
     @model_validator(mode="after")
     def _dmns_tile_a_cluster(self) -> ChipShape:
         if self.slices % self.dmn_slices:
-            raise ValueError(f"dmn_slices ({self.dmn_slices}) must divide slices ({self.slices})")
+            raise ValueError(f"shape.dmn_slices ({self.dmn_slices}) must divide shape.slices ({self.slices})")
         return self
 
     @property
@@ -205,7 +205,7 @@ def _read(path: Path) -> dict[str, object]:
     return data
 
 
-def _describe(error: ValidationError, shown: int = 3) -> str:
+def _describe(error: ValidationError, shown: int = 6) -> str:
     """A validation failure as one line: each offending field with its value and what it must be."""
     parts = [_describe_one(detail) for detail in error.errors()]
     more = f" (and {len(parts) - shown} more)" if len(parts) > shown else ""
@@ -222,8 +222,17 @@ def _describe_one(detail: ErrorDetails) -> str:
     message = detail["msg"].removeprefix("Value error, ")
     if not name or (detail["type"] == "value_error" and isinstance(detail["input"], dict)):
         return message  # a rule across fields names them itself
-    value = repr(detail["input"])
+    if detail["type"] == "model_type":  # "a valid dictionary or instance of ChipShape": a table, to the writer
+        message = "should be a table of fields ([" + name + "] in TOML, an object in JSON)"
+    value = _as_written(detail["input"])
     return f"{name} = {value if len(value) <= 40 else value[:37] + '...'}: {message}"
+
+
+def _as_written(value: object) -> str:
+    """A value as the file spells it (TOML and JSON write true/false, not Python's True/False)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def chip_shape() -> ChipShape:

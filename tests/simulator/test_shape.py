@@ -188,17 +188,35 @@ def test_the_docs_state_the_shape_or_what_they_claim_of_it(monkeypatch: pytest.M
     assert errors(gemv(ChipShape())) != []  # the compiler knows better than the docs
 
 
+def test_a_shape_that_is_no_table_and_many_problems_are_all_named(tmp_path: Path) -> None:
+    chip = tmp_path / "chip.toml"
+    chip.write_text('docs_shape = "two clusters"\n[shape]\nslices = 96\nlanes = 3\ndmn_slices = 48\n')
+    with pytest.raises(TruthFileError) as caught:
+        load_truth(None, chip)
+    # four problems, each named (the fourth was "(and 1 more)"); a scalar for a table says what a table is
+    for why in (
+        "shape.slices = 96",
+        "shape.lanes = 3",
+        "shape.dmn_slices = 48",
+        "docs_shape = 'two clusters': should be a table of fields ([docs_shape] in TOML",
+    ):
+        assert why in str(caught.value)
+    assert "ChipShape" not in str(caught.value) and "more)" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("table", "why"),
     [
         ("slices = 100", "shape.slices = 100: 100 is not a power of two"),
-        ("slices = 64\ndmn_slices = 128", "dmn_slices (128) must divide slices (64)"),
+        ("slices = 64\ndmn_slices = 128", "shape.dmn_slices (128) must divide shape.slices (64)"),
+        ("clusters = true", "shape.clusters = true: Input should be a valid integer"),  # as the file spells it
         ("clustrs = 4", "unknown field 'shape.clustrs' (did you mean 'shape.clusters'?)"),
         ("clusters = 0", "shape.clusters = 0: Input should be greater than or equal to 1"),
         ("lanes = 32", "shape.lanes = 32: Input should be less than or equal to 16"),
     ],
 )
 def test_a_shape_that_no_chip_could_have_is_refused_in_one_line(tmp_path: Path, table: str, why: str) -> None:
+    """Each problem named as the file spells it: a user's true is not Python's True."""
     chip = tmp_path / "chip.toml"
     chip.write_text(f"[shape]\n{table}\n")
     with pytest.raises(TruthFileError) as caught:
