@@ -42,7 +42,7 @@ def read_text_file(path: Path, limit: int, *, errors: str = "strict") -> str:
     if len(data) > limit:
         raise UnreadableFile(path, f"over the {limit:,}-byte limit")
     try:
-        return data.decode("utf-8", errors=errors)
+        return data.decode("utf-8", errors=errors).removeprefix("\ufeff")  # an editor's byte-order mark
     except UnicodeDecodeError as error:
         raise UnreadableFile(path, f"not UTF-8 text (byte {error.start:,} is {data[error.start]:#04x})") from None
 

@@ -75,7 +75,7 @@ def read_manifest(folder: Path) -> Manifest:
     if not path.is_file():
         raise PackProblem(f"no {MANIFEST}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # an editor's byte-order mark is no statement
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise PackProblem(f"{MANIFEST} is not valid TOML: {error}") from None
     try:

@@ -146,7 +146,7 @@ def read_pack(folder: Path, origin: Origin) -> KernelPack:
 
 def _text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not Ferrite
     except UnicodeDecodeError:
         raise PackProblem(f"{path.name} is not UTF-8 text") from None
 

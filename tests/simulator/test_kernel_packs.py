@@ -232,6 +232,15 @@ def test_a_terminated_command_is_not_the_references_fault(tmp_path: Path) -> Non
         SimRNGD(kernels_dir=tmp_path / "data" / "kernels").add_kernel(folder)
 
 
+def test_a_pack_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    # an editor's BOM made kernel.toml "Invalid statement (at line 1, column 1)"
+    folder = copy_pack(tmp_path)
+    for name in ("kernel.toml", "baseline.fe"):
+        (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    spec = SimRNGD(kernels_dir=tmp_path / "data" / "kernels").add_kernel(folder)
+    assert spec.name == GQA and not spec.baseline_source.startswith("\ufeff")
+
+
 def test_a_pack_named_like_a_built_in_kernel_is_refused(tmp_path: Path) -> None:
     folder = copy_pack(tmp_path, "sliding_attention_output")
     with pytest.raises(TargetError) as error:
