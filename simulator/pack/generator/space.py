@@ -2,8 +2,9 @@
 
 Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
 switch, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
-chunk size (a level: about 2, 4, 8, 16, 32 or 64 KB of weights per slice per chunk; the largest halves the
-commands, and so the DMA start-ups, where few slices stream a kernel), the pipeline depth, the
+chunk size (a level: about 2, 4, 8, 16, 32 or 64 KB of weights per slice per chunk, up to 16 KB for a
+kernel of several groups; the largest halves the commands, and so the DMA start-ups, where few slices
+stream a kernel), the pipeline depth, the
 DMA engines per cluster for the weights, whether the last chunk is cut into smaller pieces after the
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
 contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
@@ -105,7 +106,9 @@ class GeneratedSpace:
         knobs = [Knob(f"kgroups{g}" if multi else "kgroups", s.kgroups) for g, s in enumerate(self.shapes)]
         knobs.append(Knob("bcast", (1, 0, 2)))
         if multi:  # each group its own chunk size (a later group's pipeline holds the first one's bytes)
-            knobs += [Knob(f"chunk{g}", tuple(range(len(CHUNK_TARGETS) - 1))) for g in range(len(self.shapes))]
+            # up to 16 KB: with the larger levels the FFN's space was no better and its climb found worse
+            levels = tuple(range(len(CHUNK_TARGETS) - 2))
+            knobs += [Knob(f"chunk{g}", levels) for g in range(len(self.shapes))]
         else:
             knobs.append(Knob("chunk", tuple(range(len(CHUNK_TARGETS)))))
         knobs += [
