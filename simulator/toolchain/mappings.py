@@ -216,6 +216,13 @@ def check_vrf_operands(body: ir.Block, env: Env, version: str) -> list[Diagnosti
                         message = (f"VRF operand {name} does not hold digit {digit} where the stream needs it: it "
                                    "holds a tile's extent, and the stream reads past it")  # fmt: skip
                         out += emit("0404", version, message, call.span)
+                    elif (away := _read_past(call, _tiled_away(stream.source, env), env)) is not None:
+                        name, digit = away
+                        message = (f"VRF operand {name} does not hold digit {digit} where the stream needs it: the "
+                                   f"stream reads a tile of {digit.axis} away from its start, and an operand that "
+                                   "holds whole digits is read at the stream's own indices, past its values; give it "
+                                   "the tile's extent (`A = n`), read by position within the tile")  # fmt: skip
+                        out += emit("0404", version, message, call.span)
                 else:
                     continue
                 break
@@ -244,6 +251,46 @@ def _vrf_hole(call: ir.Call, carried: list[Digit], env: Env) -> tuple[str, Digit
                 if any(_overlaps(piece, c) for c in carried):
                     return viewed_name(operand) or "operand", piece
     return None
+
+
+def _tiled_away(expr: ir.Expr | None, env: Env) -> list[Digit]:
+    """Digits a view's `tile(d, offset, n)` pins where the offset is not 0 (a loop's `i * n`, or a
+    number): the stream's indices there have that digit at some value other than 0."""
+    away: list[Digit] = []
+    while isinstance(expr, ir.Method):
+        args = [a.value for a in expr.args]
+        if (expr.name == "tile" and len(args) == 3 and isinstance(args[2], ir.Int) and args[2].value > 0
+                and not (isinstance(args[1], ir.Int) and args[1].value == 0)):  # fmt: skip
+            digit, length = _digit_expr(args[0], env), args[2].value
+            if digit is not None and digit.size % length == 0 and digit.size > length:
+                away.append(Digit(digit.axis, digit.stride * length, digit.size // length))
+        expr = expr.receiver
+    return away
+
+
+def _read_past(call: ir.Call, away: list[Digit], env: Env) -> tuple[str, Digit] | None:
+    """A digit a tile pins away from 0 that the call's VRF operand lacks while it holds other digits of
+    that axis (an operand holding none of the axis is broadcast over it): the executor reads the operand
+    at the stream's indices, outside what it holds, and every value there is NaN."""
+    operand = next((a.value for a in call.args if a.name == "vrf"), None)
+    vrf = env.viewed(operand)
+    if not away or not isinstance(vrf, ir.DevType) or isinstance(operand, ir.Method):
+        return None
+    held = _tensor_digits(vrf, env)
+    if held is None or _restricted(vrf, env):
+        return None  # an operand holding a tile's extent (`A % 8 = 4`) is read by position within the tile
+    for digit in away:
+        if any(h.axis == digit.axis for h in held) and not any(_overlaps(digit, h) for h in held):
+            return viewed_name(operand) or "operand", digit
+    return None
+
+
+def _restricted(tensor: ir.DevType, env: Env) -> bool:
+    """Whether a mapping term of the tensor holds only part of its digit (`A % 8 = 4`)."""
+    for field in env.fields(tensor.layout).values():
+        if isinstance(field, ir.MapField) and any(t.restrict is not None for t in field.mapping.terms):
+            return True
+    return False
 
 
 def _overlaps(first: Digit, second: Digit) -> bool:

@@ -58,6 +58,44 @@ def test_finding_1_an_operand_smaller_than_the_stream_is_refused() -> None:
     assert diagnostic.code == "E0404" and "VRF operand sv does not hold digit H / 4 % 2" in diagnostic.message
 
 
+TILED_NORM = """#![toolchain = "0.6.0"]
+axes! { H = 64 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+
+kernel tiled(residual: &mut hbm<bf16>[H], w: &hbm<bf16>[H]) {
+    let xd: dm<bf16>{..One, elem: [H]} = residual.dma(engines = [0]);
+    let pn: dm<bf16>{..One, elem: [H]} = w.dma(engines = [1]);
+    let mut h: dm<bf16>{..One, elem: [H]} = dm::empty();
+    for i in 0..2 {
+        let pv: vrf<f32>{..One, elem: [HELD]} = sub(pn.tile(H, i * 32, 32))
+            .fetch(time = [H % 32 / 16], packet = [H % 16]).cast(f32).to_vrf();
+        main(xd.tile(H, i * 32, 32))
+            .fetch(time = [H % 32 / 16], packet = [H % 16])
+            .cast(f32)
+            .vector(mul(vrf = pv))
+            .cast(bf16)
+            .commit_into(h.tile(H, i * 32, 32));
+    }
+    h.dma_into(residual, engines = [0]);
+}
+"""
+
+
+def test_a_whole_digit_operand_read_over_a_tile_away_from_its_start_is_refused() -> None:
+    """A norm weight applied half by half: an operand of `H % 32` (whole digits) meets the second
+    half's stream at rows 32..63, past its 32 values. It compiled clean and computed NaN there; now
+    E0404 says so, and the tile's extent (`H = 32`), read by position within the tile, computes it."""
+    refused = check(TILED_NORM.replace("HELD", "H % 32"))
+    [diagnostic] = refused.diagnostics
+    assert diagnostic.code == "E0404" and "VRF operand pv does not hold digit H / 32 % 2" in diagnostic.message
+    assert "the tile's extent (`A = n`)" in diagnostic.message
+    extent = TILED_NORM.replace("HELD", "H = 32")
+    assert check(extent).diagnostics == ()
+    x, w = np.arange(1, 65, dtype=np.float32), np.repeat(np.float32([2.0, 3.0]), 32)
+    out = execute_program(extent, {"residual": x, "w": w})["residual"]
+    assert np.array_equal(out, bf16(x * w))
+
+
 CHUNKED_CONTRACTION = """#![toolchain = "0.6.0"]
 axes! { R = 64, L = 5632 }
 layout Rows = { cluster: [1 # 2], slice: [R / 8 # 256] };
