@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -19,8 +20,14 @@ class OutOfTime(BaseException):
 
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Raise OutOfTime in the block after `seconds` (an alarm: in the main thread only; elsewhere no limit)."""
+    """Raise OutOfTime in the block after `seconds` (an alarm: in the main thread only; elsewhere no
+    limit). An alarm someone else set (a test runner's timeout) is kept: due sooner, it stands alone;
+    due later, it is set again, less the time the block took, once the block ends."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+    pending, interval = signal.getitimer(signal.ITIMER_REAL)
+    if 0 < pending <= seconds:
         yield
         return
 
@@ -28,9 +35,12 @@ def time_limit(seconds: float) -> Iterator[None]:
         raise OutOfTime
 
     previous = signal.signal(signal.SIGALRM, expire)
+    started = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if pending > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(pending - (time.monotonic() - started), 1e-3), interval)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -220,6 +222,23 @@ def test_a_reference_that_never_returns_is_one_line_after_the_time_limit(
         SimRNGD(kernels_dir=installed).add_kernel(folder)
     one_line(error.value, "reference.py does not", "within 1 s")
     assert not installed.exists() or not any(installed.iterdir())
+
+
+def test_the_references_time_limit_keeps_an_alarm_set_before_it() -> None:
+    """A test runner's own timeout (pytest-timeout's alarm) outlives a validation inside the test."""
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(limits.OutOfTime), limits.time_limit(0.2):
+            while True:
+                pass
+        assert 0.5 < signal.getitimer(signal.ITIMER_REAL)[0] <= 0.8  # set again, less the 0.2 s
+        time.sleep(1.0)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_terminated_command_is_not_the_references_fault(tmp_path: Path) -> None:
