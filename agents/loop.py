@@ -393,6 +393,9 @@ class KernelRun:
         stands in (no space, no valid design). The speedups are then against it, and the tree says so."""
         space, facts, version = self._view.space, self.run.knowledge.facts, self.run.context.version
         why = next((f"{d.code}: {d.message}" for d in checked.diagnostics if d.is_error), "it does not compile")
+        # a large space that holds no valid design is walked whole (40 s for 270,904 settings): the progress
+        # line says so, not the previous kernel's "stopped"
+        self.run.events.note(self.name, "the official baseline does not compile here: looking for a design to stand in")
         first = next(points(space, facts), None) if space is not None else None
         if space is None or first is None:
             # the kernel ends here: say why in one line, the space's own refusals where it gives them

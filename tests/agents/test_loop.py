@@ -273,6 +273,8 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
         assert root[0]["s"] == "failed" and why in root[0]["reason"] and why in root[0]["rationale"]
         assert "nor does the design space's first design" in root[0]["reason"]
         assert why in summary.stopped[O_PROJ] and any(why in note for note in notes)
+        looking = notes.index("the official baseline does not compile here: looking for a design to stand in")
+        assert looking < next(i for i, note in enumerate(notes) if why in note)  # the progress line while it looks
         with pytest.raises(ConfigError) as no_best:  # `best` says why, not "`chiplore optimize` optimizes it"
             Session(store, target).best(O_PROJ)
         assert "could not start: the baseline did not run" in str(no_best.value) and why in str(no_best.value)

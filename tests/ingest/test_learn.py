@@ -168,7 +168,7 @@ def test_a_recheck_that_fails_after_an_upgrade_is_in_the_summary(
     embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     graph = embedded_graph  # the subject is the summary, not the store
-    learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=BUDGET_S)
+    learn(graph, SimRNGD(seed=14), "0.6.0", budget_s=120.0)  # enough measured to re-check
     upgrade(graph, SimRNGD(seed=15), "0.7.0", budget_s=1.0)  # too little to re-check much: learn does the rest
     real_fit, real_remeasure = probe_loop_module.run_fit, learn_module.remeasure
     rechecking, first = [False], []
