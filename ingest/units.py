@@ -24,5 +24,4 @@ def in_unit(value: float, unit: str | None, wanted: str, clock_hz: float | None)
 
 def converts_by_clock(unit: str, wanted: str) -> bool:
     """Whether a value stated in `unit` reaches `wanted` only through the chip's clock."""
-    per_second = unit in PER_SECOND and wanted == "B/cycle"
-    return per_second or (unit in TIME and TIME[unit] is not None and wanted == "cycles")
+    return in_unit(1.0, unit, wanted, None) is None and in_unit(1.0, unit, wanted, 1.0) is not None

@@ -258,12 +258,10 @@ def _tiled_away(expr: ir.Expr | None, env: Env) -> list[Digit]:
     number): the stream's indices there have that digit at some value other than 0."""
     away: list[Digit] = []
     while isinstance(expr, ir.Method):
-        args = [a.value for a in expr.args]
-        if (expr.name == "tile" and len(args) == 3 and isinstance(args[2], ir.Int) and args[2].value > 0
-                and not (isinstance(args[1], ir.Int) and args[1].value == 0)):  # fmt: skip
-            digit, length = _digit_expr(args[0], env), args[2].value
-            if digit is not None and digit.size % length == 0 and digit.size > length:
-                away.append(Digit(digit.axis, digit.stride * length, digit.size // length))
+        offset = expr.args[1].value if expr.name == "tile" and len(expr.args) == 3 else None
+        if offset is not None and not (isinstance(offset, ir.Int) and offset.value == 0):
+            pinned = _tile_pin(expr, env)
+            away += [pinned] if pinned is not None else []
         expr = expr.receiver
     return away
 
@@ -366,16 +364,25 @@ def _fixed(expr: ir.Expr | None, env: Env) -> list[Digit]:
     above its lowest n values (the view keeps `d % n`)."""
     fixed: list[Digit] = []
     while isinstance(expr, ir.Method):
-        args = [a.value for a in expr.args]
-        if expr.name == "tile" and len(args) == 3 and isinstance(args[2], ir.Int) and args[2].value > 0:
-            digit, length = _digit_expr(args[0], env), args[2].value
-            if digit is not None and digit.size % length == 0 and digit.size > length:
-                fixed.append(Digit(digit.axis, digit.stride * length, digit.size // length))
+        if expr.name == "tile":
+            pinned = _tile_pin(expr, env)
+            fixed += [pinned] if pinned is not None else []
         elif expr.name == "at":
             fixed += [env.axes.digit(a.name, []) for a in expr.args if a.name in env.axes.atoms or
                       a.name in env.axes.composites]  # fmt: skip
         expr = expr.receiver
     return fixed
+
+
+def _tile_pin(tile: ir.Method, env: Env) -> Digit | None:
+    """The part of d above its lowest n values that `tile(d, offset, n)` pins (None where it pins none)."""
+    args = [a.value for a in tile.args]
+    if len(args) != 3 or not isinstance(args[2], ir.Int) or args[2].value <= 0:
+        return None
+    digit, length = _digit_expr(args[0], env), args[2].value
+    if digit is None or digit.size % length or digit.size <= length:
+        return None
+    return Digit(digit.axis, digit.stride * length, digit.size // length)
 
 
 def _digit_expr(expr: ir.Expr, env: Env) -> Digit | None:
