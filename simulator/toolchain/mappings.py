@@ -267,9 +267,11 @@ def _tiled_away(expr: ir.Expr | None, env: Env) -> list[Digit]:
 
 
 def _read_past(call: ir.Call, away: list[Digit], env: Env) -> tuple[str, Digit] | None:
-    """A digit a tile pins away from 0 that the call's VRF operand lacks while it holds other digits of
-    that axis (an operand holding none of the axis is broadcast over it): the executor reads the operand
-    at the stream's indices, outside what it holds, and every value there is NaN."""
+    """A digit a tile pins away from 0 that the call's VRF operand lacks while it holds a finer digit of
+    that axis: the operand's values then cover the axis only up to that digit's limit, the executor
+    reads it at the stream's indices, past them, and every value there is NaN. An operand holding none
+    of the axis, or only coarser digits of it (a per-slice scalar over a slice's columns), is broadcast
+    over the pinned digit and reads right."""
     operand = next((a.value for a in call.args if a.name == "vrf"), None)
     vrf = env.viewed(operand)
     if not away or not isinstance(vrf, ir.DevType) or isinstance(operand, ir.Method):
@@ -278,7 +280,8 @@ def _read_past(call: ir.Call, away: list[Digit], env: Env) -> tuple[str, Digit] 
     if held is None or _restricted(vrf, env):
         return None  # an operand holding a tile's extent (`A % 8 = 4`) is read by position within the tile
     for digit in away:
-        if any(h.axis == digit.axis for h in held) and not any(_overlaps(digit, h) for h in held):
+        finer = any(h.axis == digit.axis and h.limit <= digit.stride for h in held)
+        if finer and not any(_overlaps(digit, h) for h in held):
             return viewed_name(operand) or "operand", digit
     return None
 

@@ -96,6 +96,45 @@ def test_a_whole_digit_operand_read_over_a_tile_away_from_its_start_is_refused()
     assert np.array_equal(out, bf16(x * w))
 
 
+SPLIT_TILED_NORM = """#![toolchain = "0.6.0"]
+axes! { K = 960 }
+layout KIn = { cluster: [1 # 2], slice: [K / 480 # 256] };
+
+kernel tiled(x: &hbm<bf16>[K], w: &hbm<bf16>[K], s: &hbm<f32>[1], y: &mut hbm<bf16>[K]) {
+    let xd: dm<bf16>{..KIn, elem: [K % 480]} = x.dma(engines = [0]);
+    let wd: dm<bf16>{..KIn, elem: [K % 480]} = w.dma(engines = [1]);
+    let sd: dm<f32>{..KIn, elem: [1 # 8]} = s.dma(engines = [1]);
+    let sv: vrf<f32>{..KIn, elem: [1 # 8]} = main(sd).fetch(time = [1], packet = [1 # 8]).to_vrf();
+    let mut h: dm<bf16>{..KIn, elem: [K % 480]} = dm::empty();
+    for i in 0..10 {
+        let wv: vrf<f32>{..KIn, elem: [WV]} = sub(wd.tile(K % 480, i * 48, 48))
+            .fetch(time = [K % 48 / 8], packet = [K % 8]).cast(f32).to_vrf();
+        main(xd.tile(K % 480, i * 48, 48))
+            .fetch(time = [K % 48 / 8], packet = [K % 8])
+            .cast(f32)
+            .vector(mul(vrf = sv), mul(vrf = wv))
+            .cast(bf16)
+            .commit_into(h.tile(K % 480, i * 48, 48));
+    }
+    h.dma_into(y, engines = [0]);
+}
+"""
+
+
+def test_an_operand_holding_only_coarser_digits_of_a_tiled_axis_is_broadcast_over_the_tile() -> None:
+    """A norm over a slice's 480 columns, applied 48 at a time (how the generator writes it where the
+    VRF holds no slice's columns): the per-slice scalar holds the slice digit `K / 480`, coarser than
+    the pinned `K / 48 % 10`, and is broadcast over it; it was refused E0404 though the executor computes
+    it. The weight's register with whole digits (`K % 48`) still reads past its values: E0404."""
+    x, w = np.arange(1, 961, dtype=np.float32) / 100, np.linspace(0.5, 2.0, 960, dtype=np.float32)
+    extent = SPLIT_TILED_NORM.replace("WV", "K % 480 = 48")
+    assert [d for d in check(extent).diagnostics if d.is_error] == []
+    out = execute_program(extent, {"x": x, "w": w, "s": np.float32([3.0]), "y": np.zeros(960, np.float32)})["y"]
+    assert np.array_equal(out, bf16(bf16(x) * np.float32(3.0) * bf16(w)))
+    [refused] = [d for d in check(SPLIT_TILED_NORM.replace("WV", "K % 48")).diagnostics if d.is_error]
+    assert refused.code == "E0404" and refused.message.startswith("VRF operand wv does not hold digit K / 48 % 10")
+
+
 CHUNKED_CONTRACTION = """#![toolchain = "0.6.0"]
 axes! { R = 64, L = 5632 }
 layout Rows = { cluster: [1 # 2], slice: [R / 8 # 256] };

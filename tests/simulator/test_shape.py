@@ -67,6 +67,7 @@ kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {{
 
 
 CHIPS = Path(__file__).resolve().parents[2] / "simulator" / "chips"  # the three shapes that ship for tests
+PACKS = Path(__file__).resolve().parents[2] / "simulator" / "kernels" / "packs"
 SHAPES = {path.stem: load_truth(path=path).shape for path in sorted(CHIPS.glob("*.toml"))}
 
 
@@ -262,12 +263,13 @@ def test_the_generator_writes_designs_for_the_learnt_shape(
     designs_compile_and_compute(SHAPES[name], kernel, monkeypatch, tmp_path)
 
 
-def designs_compile_and_compute(shape: ChipShape, kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def designs_compile_and_compute(shape: ChipShape, kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                target: SimRNGD | None = None) -> None:  # fmt: skip
     use_chip(monkeypatch, tmp_path, shape)
     facts = compile_facts("0.6.0")
     assert (facts[P.CLUSTERS.key], facts[P.SLICES.key], facts[P.LANES.key], facts[P.TRF_LANE.key]) == (
         shape.clusters, shape.slices, shape.lanes, shape.trf_lane_bytes)  # fmt: skip
-    target = SimRNGD()
+    target = target or SimRNGD()
     spec = next(s for s in target.kernels() if s.name == kernel)
     space = target.pack().design_space(spec, facts)
     assert space is not None and space is not target.pack().design_space(spec)  # one space per shape
@@ -369,6 +371,29 @@ def test_where_late_registers_still_overflow_the_vrf_each_dies_with_the_pass_tha
     assert target.check(source, "0.6.0").ok
     tested = target.host_test(source, spec.name, "0.6.0")
     assert tested.correctness is not None and tested.correctness.passed, tested.message
+
+
+def test_where_no_vrf_holds_a_slices_columns_the_norm_weight_is_applied_a_tile_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's chip of 5 x 64 slices, three engines a cluster and 4 KB of VRF: the SwiGLU FFN's norm
+    weight over a slice's 2,880 columns (11,520 B of f32) fits no VRF, however late its registers are
+    loaded, so its space had no design at all. The weight is now loaded a tile at a time by the pass
+    that applies it: the space has designs, they compile, and the first computes."""
+    shape = ChipShape(clusters=5, slices=64, lanes=4, engines_per_cluster=3, dmn_slices=16, trf_lane_bytes=12288,
+                      vrf_bytes=4096)  # fmt: skip
+    target = SimRNGD(kernel_paths=(PACKS / "swiglu_feedforward",))
+    designs_compile_and_compute(shape, "swiglu_feedforward", monkeypatch, tmp_path, target)
+    facts = compile_facts("0.6.0")
+    space = target.pack().design_space(next(k for k in target.kernels() if k.name == "swiglu_feedforward"), facts)
+    params = sample_points(space, facts, 1, random.Random(0))[0]
+    program = space.program(params, facts)
+    assert not isinstance(program, str) and program.budget.vrf_peak() <= 4096
+    assert re.search(r"for kt in 0\.\.\d+ \{\n        let \w+: vrf<f32>\{\.\.KIn0, elem: \[K0_[^\]]* = \d+\]\}",
+                     space.source(params, facts, "0.6.0"))  # fmt: skip
+    untiled = replace(space.design(params, facts), late_registers=True, release_registers=True)
+    whole = write(space.sig, space.analysis, tuple(space.rows), untiled, facts, "")
+    assert whole.budget.vrf_peak() > 4096
 
 
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"

@@ -44,6 +44,10 @@ class Design:
     # Each pass that reads a register is committed at once, so the register dies with it: the VRF holds
     # one pass's operands at a time, at the cost of a pass per operand (a VRF too small for the rest).
     release_registers: bool = False
+    # A register of a whole input vector (a norm's weight) is loaded a tile at a time, in a loop that
+    # applies each tile's pass: the VRF holds a tile, at the cost of a pass start-up a tile (a chip
+    # whose VRF holds less than a slice's columns).
+    tile_registers: bool = False
     # A group that reads an earlier group's rows loads its first loop step's weights right after the
     # previous group's stream, ahead of its own input's copy (which waits for that group's passes).
     ahead: bool = False
@@ -83,7 +87,9 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         }
     )
     program = Program(facts, Engines(design.engines, design.stagger, design.copy_spare, design.chip), reserved)
-    emitter = FrameEmitter(program, recompute=design.recompute, release=design.release_registers)
+    emitter = FrameEmitter(
+        program, recompute=design.recompute, release=design.release_registers, tile=design.tile_registers
+    )
     program.preloading = any(m.op.scale_kind == "block" for g in analysis.groups[1:] for m in g.members)
     for geo in design.geometries:
         program.layouts.update(geo.layouts())

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from chiplore.simulator.pack.generator import vocab
+from chiplore.simulator.pack.generator.graph import Unsupported
 from chiplore.simulator.pack.generator.program import Program, float_text
 
 
@@ -35,6 +36,9 @@ class Frame:
     cross: bool  # the vector is split over the clusters
     every_layout: str  # every slice of the vector in both clusters
     cluster_digit: str = ""  # the cluster digit (for the exchange of sums when there is no bridge)
+    # the axis of `elem` when it is that axis's one digit (a slice's columns), so a pass over the frame
+    # may run a tile of it at a time ("" where it may not)
+    tile_axis: str = ""
 
 
 @dataclass
@@ -50,6 +54,15 @@ class Pass:
     @property
     def chain(self) -> int:
         return len(self.ops)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A register of a whole frame, loaded a tile at a time by the passes that read it."""
+
+    source: str  # the DM tensor (or view) it is loaded from
+    dtype: str
+    context: str
 
 
 @dataclass
@@ -75,14 +88,18 @@ class Value:
 class FrameEmitter:
     """Writes passes over values of frames into a program. `recompute`: a value read again by a sum
     (a norm) is recomputed from its pass's source instead of being committed and read back. `release`:
-    a pass that reads a register is committed at once, so no register outlives the pass that reads it."""
+    a pass that reads a register is committed at once, so no register outlives the pass that reads it.
+    `tile`: a register of a whole frame that would take more than a quarter of the VRF is tiled."""
 
-    def __init__(self, program: Program, recompute: bool = False, release: bool = False) -> None:
+    def __init__(self, program: Program, recompute: bool = False, release: bool = False, tile: bool = False) -> None:
         self.p = program
         self.facts = program.facts
         self.limit = vocab.chain_limit(program.facts)
         self.recompute = recompute
         self.release = release
+        self.tile = tile
+        self.vrf_bytes = program.engines.chip.vrf_bytes
+        self.deferred: dict[str, Deferred] = {}
 
     # ---- reading values ----------------------------------------------------------------------
 
@@ -105,7 +122,8 @@ class FrameEmitter:
             if consume and value.uses <= 0:
                 value.pass_ = None
                 return pending
-            if not consume and self.recompute and not any(op.startswith(TRANSCENDENTAL) for op in pending.ops):
+            recomputable = not any(op.startswith(TRANSCENDENTAL) for op in pending.ops) and not self._tiled(pending)
+            if not consume and self.recompute and recomputable:
                 return replace(pending, ops=list(pending.ops), vrfs=list(pending.vrfs))
         if value.pass_ is not None:
             self.commit(value, "f32")
@@ -135,7 +153,12 @@ class FrameEmitter:
 
     def _used(self, pass_: Pass) -> None:
         for vrf in pass_.vrfs:
-            self.p.vrf_used(vrf)
+            if vrf not in self.deferred:
+                self.p.vrf_used(vrf)
+
+    def _tiled(self, pass_: Pass) -> list[str]:
+        """The pass's registers that are loaded a tile at a time."""
+        return [vrf for vrf in dict.fromkeys(pass_.vrfs) if vrf in self.deferred]
 
     def round(self, value: Value, stem: str = "rnd") -> Value:
         """Keep the value's rounding point: commit it in bf16 (in place; a pass when it is already
@@ -163,6 +186,11 @@ class FrameEmitter:
         frame = value.frame
         name = self.p.name(stem)
         narrow = f"\n        .{vocab.narrow(self.facts)}({dtype})" if dtype != "f32" else ""
+        if self._tiled(pass_):
+            self._commit_tiles(pass_, frame, name, dtype, narrow)
+            self.p.dm(frame.elements, dtype)
+            value.pass_, value.tensor, value.dtype, value.view = None, name, dtype, ""
+            return value
         self.p.emit(f"    let {name}: dm<{dtype}>{{..{frame.layout}, elem: [{frame.elem}]}} = "
                     f"{self.render(pass_)}{narrow}\n        .commit();\n")  # fmt: skip
         self._used(pass_)
@@ -173,11 +201,48 @@ class FrameEmitter:
     def commit_into(self, value: Value, target: str, dtype: str) -> None:
         """Write the value into an existing tensor or view (`acc.tile(...)`)."""
         pass_ = value.pass_ if value.pass_ is not None else self.start(value)
+        if self._tiled(pass_):
+            raise Unsupported(f"a register tiled over {value.frame.layout} read by a pass into a view ({target})")
         if dtype != "f32" and not pass_.ops:
             pass_.ops.append("mul(1.0)")
         narrow = f"\n        .{vocab.narrow(self.facts)}({dtype})" if dtype != "f32" else ""
         self.p.emit(f"    {self.render(pass_)}{narrow}\n        .commit_into({target});\n")
         self._used(pass_)
+
+    def _commit_tiles(self, pass_: Pass, frame: Frame, name: str, dtype: str, narrow: str) -> None:
+        """Write the pass into a new DM tensor `name` a tile of the frame's columns at a time: each loop
+        step loads its tile of every tiled register, then runs the pass over its tile."""
+        tiled = self._tiled(pass_)
+        if pass_.reducer or not frame.tile_axis:
+            raise Unsupported(f"a pass over {frame.layout} cannot run by tiles, and its registers fill the VRF")
+        size = tile_size(frame.elements, 4 * len(tiled), self.vrf_bytes // 2)
+        if size is None:
+            raise Unsupported(f"{len(tiled)} register tile(s) of 8 columns of {frame.layout} fill half the VRF")
+        step = self.p.loop_var("kt")
+        axis, digit = frame.tile_axis, frame.elem
+        view = f".tile({digit}, {step} * {size}, {size})"
+        time, packet = (f"{axis} % {size} / 8" if size > 8 else "1"), f"{axis} % 8"
+        ops = list(pass_.ops)
+        lines = [f"    let mut {name}: dm<{dtype}>{{..{frame.layout}, elem: [{frame.elem}]}} = dm::empty();\n",
+                 f"    for {step} in 0..{frame.elements // size} {{\n"]  # fmt: skip
+        for vrf in tiled:
+            held = self.deferred[vrf]
+            tile = self.p.name(f"{vrf}_t")
+            ops = [op.replace(f"vrf = {vrf})", f"vrf = {tile})") for op in ops]
+            widen = f".{vocab.widen(self.facts)}(f32)" if held.dtype != "f32" else ""
+            lines.append(f"        let {tile}: vrf<f32>{{..{frame.layout}, elem: [{digit} = {size}]}} = "
+                         f"{held.context}({held.source}{view})\n            .fetch(time = [{time}], "
+                         f"packet = [{packet}]){widen}.to_vrf();\n")  # fmt: skip
+        body = self.render(replace(pass_, source=f"{pass_.source}{view}", time=time, packet=packet, ops=ops))
+        body = body.replace("\n        ", "\n            ")
+        lines.append(f"        {body}{narrow.replace(chr(10) + '        ', chr(10) + '            ')}\n"
+                     f"            .commit_into({name}{view});\n    }}\n")  # fmt: skip
+        self.p.emit("".join(lines))
+        self._used(pass_)
+        for vrf in tiled:  # the loop's registers: live together during its pass, a tile each
+            tile = f"{vrf}@{name}"
+            self.p.vrf_defined(tile, size)
+            self.p.vrf_used(tile)
 
     # ---- registers ----------------------------------------------------------------------------
 
@@ -190,6 +255,9 @@ class FrameEmitter:
         self.commit(value, "f32" if value.pending else value.dtype, stem=f"{stem}_d")
         frame = value.frame
         name = self.p.name(stem)
+        if self.tile and frame.tile_axis and 4 * frame.elements > self.vrf_bytes // 4:
+            self.deferred[name] = Deferred(value.ref(), value.dtype, context)
+            return name
         widen = f".{vocab.widen(self.facts)}(f32)" if value.dtype != "f32" else ""
         self.p.emit(f"    let {name}: vrf<f32>{{..{frame.layout}, elem: [{frame.elem}]}} = {context}({value.ref()})"
                     f".fetch(time = [{frame.time}], packet = [{frame.packet}]){widen}.to_vrf();\n",
@@ -253,3 +321,9 @@ class FrameEmitter:
 
 
 TRANSCENDENTAL = ("exp", "erf", "tanh", "rsqrt", "recip")
+
+
+def tile_size(columns: int, bytes_per_column: int, budget: int) -> int | None:
+    """The most columns (a multiple of 8 that divides `columns`) whose registers fit `budget` bytes."""
+    fits = [size for size in range(8, columns, 8) if columns % size == 0 and size * bytes_per_column <= budget]
+    return max(fits, default=None)

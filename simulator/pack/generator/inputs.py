@@ -23,7 +23,7 @@ def input_frame(geo: Geometry) -> Frame:
     return Frame(
         layout=f"KIn{g}", elem=geo.k_elem(), time=geo.k_digit(8), packet=digit(geo.k_axis, 1, 8, geo.k),
         elements=geo.width, length=geo.k, sum_group=geo.k_term() if geo.kgroups > 1 else None,
-        sum_layout=f"KIn{g}", cross=False, every_layout=f"KIn{g}",
+        sum_layout=f"KIn{g}", cross=False, every_layout=f"KIn{g}", tile_axis=geo.k_axis,
     )  # fmt: skip
 
 

@@ -595,12 +595,21 @@ def _split_space(spec: KernelSpec, chip: Chip) -> GeneratedSpace | None:
         return None
 
 
+# How a design is written to need less VRF, in the order tried: (late, release, tile) registers.
+_TIGHTER = ((False, False, False), (True, False, False), (True, True, False), (True, False, True), (True, True, True))
+
+
 def _tighter(design: Design) -> Design | None:
     """The design written to need less VRF, when a VRF cannot hold its registers: loaded where they are
     first used (after the weight loop) rather than before it; then also dying with the pass that reads
-    them. None when it already is both."""
-    if not design.late_registers:
-        return dataclasses.replace(design, late_registers=True)
-    if not design.release_registers:
-        return dataclasses.replace(design, release_registers=True, recompute=False)
-    return None
+    them; then, instead, a whole input vector's register loaded a tile at a time by the pass that reads
+    it (a VRF that holds less than a slice's columns); then both. None after the last. A design that
+    fitted before tiling existed is written as it was."""
+    now = (design.late_registers, design.release_registers, design.tile_registers)
+    at = _TIGHTER.index(now) if now in _TIGHTER else len(_TIGHTER) - 1
+    if at + 1 == len(_TIGHTER):
+        return None
+    late, release, tile = _TIGHTER[at + 1]
+    # recompute: a value read again by a sum is recomputed, unless each register dies with its pass
+    return dataclasses.replace(design, late_registers=late, release_registers=release, recompute=not release,
+                               tile_registers=tile)  # fmt: skip
