@@ -44,7 +44,7 @@ def kernel_add(app: App, folder: Path, as_json: bool) -> None:
         click.echo(to_json(_record(spec, "installed")))
         return
     console.print(f"added kernel [bold]{spec.name}[/bold] ({spec.label or spec.name}): "
-                  f"{spec.weight_bytes / 1e6:.1f} MB of weights, bound {spec.bound_cycles:,.0f} cycles; "
+                  f"{byte_size(spec.weight_bytes)} of weights, bound {spec.bound_cycles:,.0f} cycles; "
                   f"`chiplore optimize {spec.name}` optimizes it")  # fmt: skip
 
 
@@ -54,6 +54,15 @@ def _record(spec: KernelSpec, origin: str) -> dict[str, Any]:
 
 
 def _human(row: dict[str, Any]) -> dict[str, Any]:
-    """The table's cells: megabytes and whole cycles; the description is for --json."""
-    return {"kernel": row["kernel"], "label": row["label"], "weights (MB)": f"{row['weight_bytes'] / 1e6:.1f}",
+    """The table's cells: bytes in the unit that shows them, whole cycles; the description is for --json."""
+    return {"kernel": row["kernel"], "label": row["label"], "weights": byte_size(row["weight_bytes"]),
             "bound (cycles)": f"{row['bound_cycles']:,.0f}", "from": row["from"]}  # fmt: skip
+
+
+def byte_size(count: float) -> str:
+    """Bytes in decimal units, three significant digits at least (a 20 KB pack's weights were "0.0 MB")."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:,.0f} B"
+

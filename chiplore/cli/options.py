@@ -48,20 +48,26 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 class FiniteFloat(click.ParamType):
-    """A finite number, at least `low` (click's FloatRange lets `nan` and `inf` through)."""
+    """A finite number, at least `low` (more than `low` where `strict`; click's FloatRange lets `nan`
+    and `inf` through)."""
 
     name = "number"
 
-    def __init__(self, low: float = 0.0, high: float | None = None) -> None:
-        self.low, self.high = low, high
+    def __init__(self, low: float = 0.0, high: float | None = None, strict: bool = False) -> None:
+        self.low, self.high, self.strict = low, high, strict
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number) or number < self.low or (self.high is not None and number > self.high):
-            bound = f"{self.low:g}..{self.high:g}" if self.high is not None else f">= {self.low:g}"
+        below = number <= self.low if self.strict else number < self.low
+        if not math.isfinite(number) or below or (self.high is not None and number > self.high):
+            bound = (
+                f"{self.low:g}..{self.high:g}"
+                if self.high is not None
+                else f"{'>' if self.strict else '>='} {self.low:g}"
+            )
             self.fail(f"{value!r} is not a finite number {bound}", param, ctx)
         return number
 

@@ -59,8 +59,8 @@ def schedule_options(budget_help: str) -> Callable[[F], F]:
     """--budget (with its help), --seed, --patience and --target, gathered into `schedule: Schedule`."""
 
     def decorate(command: F) -> F:
-        @click.option("--budget", "budget_s", type=FiniteFloat(), default=DEFAULT_BUDGET_S, show_default=True,
-                      help=budget_help)  # fmt: skip
+        @click.option("--budget", "budget_s", type=FiniteFloat(strict=True), default=DEFAULT_BUDGET_S,
+                      show_default=True, help=budget_help)  # fmt: skip
         @click.option(
             "--seed", type=Seed(), default=None, help="Seed of the builtin policies [default: the settings' seed]."
         )

@@ -222,6 +222,11 @@ class _Run:
         if self.narrowing.bf16_inputs:
             x = bf16(x.astype(np.float32)).astype(np.float64)
         k = x.size
+        shape = param_shape(self.params[op.weight])
+        if not any(math.prod(shape[i:]) == k for i in range(len(shape))):
+            dims = ", ".join(f"{size:,}" for size in shape)
+            raise GraphReferenceError(f"weight {op.weight} is declared [{dims}]: its rows (its last dimensions) do not "
+                                      f"hold the {k:,} values of its input {op.input}")  # fmt: skip
         weights, n = self.rows(op.weight, k)
         blocks: np.ndarray | None = None
         if op.scale is not None and op.scale_kind == "block":

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -84,19 +85,31 @@ def read_manifest(folder: Path) -> Manifest:
         raise PackProblem(f"{MANIFEST}: {describe(error)}") from None
 
 
+SHOWN_PROBLEMS = 3  # problems one error line lists before "(and N more)"
+
+
 def describe(error: ValidationError) -> str:
-    """The first problem pydantic found, as `where: what` (with how many more there are)."""
+    """The problems pydantic found, each as `where: what`, the first few in one line (with how many
+    more there are)."""
     problems = [p for p in error.errors() if p["type"] != "too_short"] or error.errors()
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
+    return listed([f"{_where(p['loc'])}: {_message(p)}" for p in problems])
+
+
+def listed(problems: list[str]) -> str:
+    """Problems in one line: the first SHOWN_PROBLEMS, then how many more there are."""
+    more = f" (and {len(problems) - SHOWN_PROBLEMS} more)" if len(problems) > SHOWN_PROBLEMS else ""
+    return "; ".join(problems[:SHOWN_PROBLEMS]) + more
+
+
+def _message(problem: Any) -> str:
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if problem["type"] == "extra_forbidden":
         message = "unknown field"
-    elif first["type"] == "union_tag_invalid":
-        ctx = first.get("ctx", {})
+    elif problem["type"] == "union_tag_invalid":
+        ctx = problem.get("ctx", {})
         field = str(ctx.get("discriminator", "")).strip("'")
         message = f"unknown {field} {ctx.get('tag')!r}; known: {ctx.get('expected_tags')}"
-    return f"{_where(first['loc'])}: {message}{more}"
+    return message
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

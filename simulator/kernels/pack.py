@@ -32,7 +32,15 @@ from chiplore.simulator.execute.graph_reference import graph_reference
 from chiplore.simulator.execute.signature import KernelSignature, kernel_signature
 from chiplore.simulator.execute.values import Inputs, Outputs
 from chiplore.simulator.kernels import limits
-from chiplore.simulator.kernels.manifest import BASELINE, MANIFEST, REFERENCE, Manifest, PackProblem, read_manifest
+from chiplore.simulator.kernels.manifest import (
+    BASELINE,
+    MANIFEST,
+    REFERENCE,
+    Manifest,
+    PackProblem,
+    listed,
+    read_manifest,
+)
 
 Origin = Literal["built-in", "CHIPLORE_KERNELS", "installed"]
 PACK_FILES = (MANIFEST, BASELINE, REFERENCE)  # what a pack may hold
@@ -180,7 +188,7 @@ def _check_graph(manifest: Manifest, signature: KernelSignature) -> None:
     outputs = {p.name for p in signature.outputs}
     problems = manifest.graph.check({p.name for p in signature.params}, outputs)
     if problems:
-        raise PackProblem(f"ops: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise PackProblem(f"ops: {listed(problems)}")
     graded = [name for name in manifest.graded or () if name not in outputs]
     if graded:
         raise PackProblem(f"graded names {', '.join(graded)}, not an output of kernel {signature.name} "

@@ -10,6 +10,7 @@ for the kernel, the program written from its first point passes too. Each failur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -19,6 +20,7 @@ from chiplore.core.pack import DesignSpace, Facts, points
 from chiplore.core.target import KernelSpec
 from chiplore.simulator import TOOLCHAIN_VERSIONS
 from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
+from chiplore.simulator.execute.factored import MAX_ELEMENTS
 from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
 from chiplore.simulator.execute.values import InputError, param_shape
 from chiplore.simulator.kernels import limits
@@ -144,9 +146,24 @@ def _passes(pack: KernelPack, source: str, what: str) -> None:
     try:
         result = grade_case(source, pack.case, pack.manifest.toolchain, (SMOKE_SET,))
     except (InputError, ExecutionError, IndexOutOfRange, LoweringError) as error:
-        raise PackProblem(f"{what} cannot be run on the smoke fixtures: {error}") from None
+        raise PackProblem(f"{what} cannot be run on the smoke fixtures: {error}{_dense_hint(pack, error)}") from None
     if not result.passed:
         worst = result.worst
         detail = (f"; worst: {worst.output}[{worst.index}] off by {worst.abs_err:.4g} (tolerance {worst.tol:.4g})"
                   if worst is not None else "")  # fmt: skip
         raise PackProblem(f"{what} fails its reference on the smoke fixtures ({result.message}{detail})")
+
+
+def _dense_hint(pack: KernelPack, error: Exception) -> str:
+    """Which inputs to give `distinct_rows` when the executor refused a tensor too large to hold densely
+    (it names the program's tensor, not the input the pack draws whole)."""
+    if not isinstance(error, ExecutionError) or "do not factor by row" not in str(error):
+        return ""
+    recipes = pack.case.recipe.inputs
+    dense = [p.name for p in pack.case.signature.params
+             if not p.mutable and p.name in recipes and recipes[p.name].distinct_rows is None
+             and math.prod(param_shape(p)) > MAX_ELEMENTS]  # fmt: skip
+    if not dense:
+        return ""
+    return (f" (input {', '.join(dense)} is drawn whole, every row distinct: give it distinct_rows, and the executor "
+            "holds it by row)")  # fmt: skip

@@ -208,7 +208,7 @@ def test_bad_input_is_one_line_before_anything_is_spent(tmp_path: Path, embedded
     assert_one_line_error(run({**embedded_env, "CHIPLORE_DATA_DIR": str(missing)}, "status"), "no chiplore graph")
     assert not missing.exists()  # a mistyped data dir is not a new empty graph
     assert run(embedded_env, "init").exit_code == 0
-    for value in ("nan", "inf", "-5", "ten"):
+    for value in ("nan", "inf", "-5", "ten", "0"):  # 0 passed here and was refused as `budget_s` later
         assert_usage_error(run(embedded_env, "optimize", "--budget", value), "--budget")
     assert_one_line_error(run(embedded_env, "optimize", "no_such_kernel", "--budget", "60"), "unknown kernel")
     spent = json.loads(run(embedded_env, "status", "--graph", "--json").stdout)["device_s"]

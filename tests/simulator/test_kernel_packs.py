@@ -137,6 +137,12 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
     "an output written twice": (lambda p: edit(p / "kernel.toml", 'to = "q_out"\n',
                                                'to = "q_out"\n\n[[ops]]\nop = "store"\ninput = "qn"\nto = "q_out"\n'),
                                 ("op 8 (store) writes 'q_out' again (op 7 wrote it)",)),
+    # every problem one check finds is in the line, up to three (a second was "(and 1 more)")
+    "two problems in the op graph": (lambda p: (edit(p / "kernel.toml", 'input = "qn"', 'input = "qnn"'),
+                                                edit(p / "kernel.toml", 'to = "q_out"\n', 'to = "q_out"\n\n[[ops]]\n'
+                                                     'op = "store"\ninput = "x"\nto = "q_out"\n')),
+                                     ("reads 'qnn', which is neither an input nor defined above; op 8 (store) writes "
+                                      "'q_out' again (op 7 wrote it)",)),
     "missing recipe": (lambda p: edit(p / "kernel.toml", "[fixtures.inputs.q_scale]\n", "[fixtures.inputs.q_scalar]\n"),
                        ("has no parameter q_scalar",)),
     "name differs from the baseline's": (lambda p: edit(p / "kernel.toml", 'name = "gqa_project_qkv"',
@@ -405,6 +411,15 @@ def test_a_derived_reference_the_inputs_do_not_fit_is_one_line_naming_the_op(tmp
         validate_pack(read_pack(folder, "installed"))
     one_line(error.value, "the op graph's reference raises GraphReferenceError on the smoke fixtures: "
                           "op 8 (rope qr): cos has rows of 256, the heads are 128 wide")  # fmt: skip
+    # a matvec whose input is not as long as its weight's rows: the weight was read as rows of the input's
+    # length (its size divides), and the pack failed at its store, or passed with a graph that was wrong
+    edit(folder / "kernel.toml", rope.replace("256", "128"), rope)
+    matvec = 'op = "matvec"\ninput = "h"\nweight = "k_weight"'
+    edit(folder / "kernel.toml", matvec, matvec.replace('"h"', '"k_rms_weight"'))
+    with pytest.raises(PackProblem) as error:
+        validate_pack(read_pack(folder, "installed"))
+    one_line(error.value, "op 3 (matvec k): weight k_weight is declared [2,048, 3,840]: its rows (its last dimensions) "
+                          "do not hold the 256 values of its input k_rms_weight")  # fmt: skip
 
 
 def test_a_pack_changes_only_the_fixture_sets_it_has_a_use_for(tmp_path: Path) -> None:
