@@ -65,4 +65,3 @@ def byte_size(count: float) -> str:
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count:,.0f} B"
-
