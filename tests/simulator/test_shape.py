@@ -394,6 +394,15 @@ def test_where_no_vrf_holds_a_slices_columns_the_norm_weight_is_applied_a_tile_a
     untiled = replace(space.design(params, facts), late_registers=True, release_registers=True)
     whole = write(space.sig, space.analysis, tuple(space.rows), untiled, facts, "")
     assert whole.budget.vrf_peak() > 4096
+    # split K: each slice's columns are tiled, and the norm's per-slice scalar (one value a k-group) is
+    # broadcast over the tiles (ferc refused it E0404 at first; the executor computes it)
+    qkv = target.pack().design_space(next(k for k in target.kernels() if k.name == "sliding_project_qkv"), facts)
+    split = {"kgroups": 2, "bcast": 1, "chunk": 0, "depth": 2, "engines": 2, "stagger": 0, "tail": 0, "direct": 1,
+             "share": 0}  # fmt: skip
+    source = qkv.source(split, facts, "0.6.0")
+    assert "for kt in 0.." in source and ".tile(K0_ % " in source
+    tested = target.host_test(source, "sliding_project_qkv", "0.6.0")
+    assert tested.correctness is not None and tested.correctness.passed, tested.message
 
 
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"
