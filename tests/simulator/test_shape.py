@@ -405,6 +405,22 @@ def test_where_no_vrf_holds_a_slices_columns_the_norm_weight_is_applied_a_tile_a
     assert tested.correctness is not None and tested.correctness.passed, tested.message
 
 
+def test_a_space_no_vrf_holds_reports_the_registers_of_its_tightest_writing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """1 KB of VRF: QKV keeps whole heads of 256 rows on a slice, and its RoPE needs three registers of
+    a head each, so no writing fits. The reason given was the loosest writing's live set (15,360 B, the
+    norm weight, which tiling takes care of), and now is what remains when every register is loaded
+    late, dies with its pass, and the norm weight is tiled."""
+    use_chip(monkeypatch, tmp_path, ChipShape(clusters=1, slices=512, lanes=2, engines_per_cluster=6,
+                                              trf_lane_bytes=262144, vrf_bytes=1024))  # fmt: skip
+    facts = compile_facts("0.6.0")
+    target = SimRNGD()
+    space = target.pack().design_space(next(k for k in target.kernels() if k.name == "sliding_project_qkv"), facts)
+    reason = space.why_empty(facts)
+    assert reason.startswith("2,048 B of VRF live ("), reason
+
+
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"
 DEFAULT_SHAPE = [r"\[1 # 2\]", r"rep\(2\)", r"# 256\b", r"\bSLICES\s*=", r"\bCLUSTERS\s*=", r"\b4 \* c\b",
                  r"range\(8\)", r"\[0, 1, 2, 3, 4, 5, 6, 7\]", r"\(0, 1\)\)?:?\s*$"]  # fmt: skip

@@ -47,6 +47,7 @@ class Twin(str):
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
+VRF_LIVE = " of VRF live"  # the end of a refusal for registers that fit no VRF of the chip
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -457,9 +458,10 @@ class GeneratedSpace:
             tighter = _tighter(design)
             if tighter is not None:
                 written = self._written(tighter, facts)
-                if isinstance(written, Program):
+                # the tightest writing's live set is the one to report: the registers no writing fits
+                if isinstance(written, Program) or written.endswith(VRF_LIVE):
                     return written
-            return f"{vrf:,} B of VRF live"
+            return f"{vrf:,} B{VRF_LIVE}"
         return result
 
     # ---- the DesignSpace protocol --------------------------------------------------------------------
