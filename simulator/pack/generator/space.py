@@ -47,6 +47,7 @@ class Twin(str):
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
+DIRECT_NONE = Twin("direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it")
 VRF_LIVE = " of VRF live"  # the end of a refusal for registers that fit no VRF of the chip
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
@@ -367,7 +368,9 @@ class GeneratedSpace:
             return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
         if direct and self.quantised and not any(vocab.streams(facts, dtype) for dtype in self.quantised):
-            return "direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it"
+            return Twin(
+                "direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it"
+            )
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
                 plan = contraction(m.dtype, direct, facts)
