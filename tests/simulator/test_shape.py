@@ -421,6 +421,21 @@ def test_a_space_no_vrf_holds_reports_the_registers_of_its_tightest_writing(
     assert reason.startswith("2,048 B of VRF live ("), reason
 
 
+def test_rows_that_do_not_split_over_every_cluster_take_the_most_clusters_they_split_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Three clusters: QKV's 8,192 rows do not split three ways, and every design put them all on
+    cluster 0 (one port of three: a user's 3 x 256 chip ended at 3.2x its bound). They split over two
+    clusters now (`cluster: [R0_ / 4096 # 3]`): the sampled designs compile and the first computes."""
+    shape = ChipShape(clusters=3, slices=256, engines_per_cluster=3)
+    designs_compile_and_compute(shape, "sliding_project_qkv", monkeypatch, tmp_path)
+    facts = compile_facts("0.6.0")
+    target = SimRNGD()
+    space = target.pack().design_space(next(k for k in target.kernels() if k.name == "sliding_project_qkv"), facts)
+    source = space.source(sample_points(space, facts, 1, random.Random(0))[0], facts, "0.6.0")
+    assert "layout Grid0 = { cluster: [R0_ / 4096 # 3]" in source, source[:600]
+
+
 GENERATOR = Path(__file__).resolve().parents[2] / "simulator" / "pack" / "generator"
 DEFAULT_SHAPE = [r"\[1 # 2\]", r"rep\(2\)", r"# 256\b", r"\bSLICES\s*=", r"\bCLUSTERS\s*=", r"\b4 \* c\b",
                  r"range\(8\)", r"\[0, 1, 2, 3, 4, 5, 6, 7\]", r"\(0, 1\)\)?:?\s*$"]  # fmt: skip

@@ -73,7 +73,7 @@ class Geometry:
     row: RowAxis
     k_axis: str
     k: int
-    clusters: int  # the chip's: rows split over the clusters; 1: cluster 0 holds every row
+    clusters: int  # the clusters the rows split over evenly, the first of the chip's; 1: cluster 0 holds every row
     rows_per_slice: int  # r
     kgroups: int
     chunk_rows: int
@@ -130,7 +130,10 @@ class Geometry:
     # ---- mapping terms ----------------------------------------------------------------------
 
     def cluster_term(self) -> str:
-        return f"{self.R} / {self.per_cluster}" if self.split else f"1 # {self.chip.clusters}"
+        if not self.split:
+            return f"1 # {self.chip.clusters}"
+        term = f"{self.R} / {self.per_cluster}"
+        return term if self.clusters == self.chip.clusters else f"{term} # {self.chip.clusters}"
 
     def group_term(self) -> str:
         """The row-group slice term, padded to its share of the slices."""

@@ -239,7 +239,9 @@ class GeneratedSpace:
         if width > self.max_trf_columns:
             return f"{width} columns a slice are more than a TRF holds ({self.max_trf_columns})"
         n = shape.row.size
-        clusters = chip.clusters if shape.fit.clusters > 1 and n % chip.clusters == 0 else 1
+        # rows split evenly over the most clusters they divide into (on three clusters, 8,192 rows take two:
+        # a third's port idles, where every row on cluster 0 left two idle)
+        clusters = next(c for c in range(chip.clusters if shape.fit.clusters > 1 else 1, 0, -1) if n % c == 0)
         per_cluster = n // clusters
         pad = chip.slices // kg
         fits = self._fits(group, shape, per_cluster, pad)
