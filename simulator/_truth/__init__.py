@@ -102,7 +102,8 @@ class ChipTruth(BaseModel):
     xcluster_factor: Fraction = 0.5  # P11
     dm2dm_phase_bw: Bandwidth = 118.86  # P12: per phase; read and write serialise
     # P13 (`engines = auto`) and P14 (default DMA order) are compiler behaviour: VersionSpec and lowering.
-    dm_usable_per_slice: Count = 480 * 1024  # P15
+    # P15; in whole 8-byte words, as a DM tensor is allocated (a chip of 200,003 B was learnt as 200,000)
+    dm_usable_per_slice: int = Field(480 * 1024, ge=8, le=1 << 40, multiple_of=8)
     lut_bpc: Bandwidth = 1.622  # P16: decode input bytes/cycle/slice
     fetch_read_main: Count = 32  # P17
     fetch_read_sub: Count = 8

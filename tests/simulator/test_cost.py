@@ -156,3 +156,7 @@ def test_a_bad_truth_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(TruthFileError, match=r"unknown_field|Extra inputs"):
         (tmp_path / "extra.toml").write_text("unknown_field = 1\n")
         load_truth(None, tmp_path / "extra.toml")
+    # DM is allocated in 8-byte words: 200,003 B was taken without a word and learnt as 200,000
+    (tmp_path / "odd_dm.toml").write_text("dm_usable_per_slice = 200003\n")
+    with pytest.raises(TruthFileError, match="dm_usable_per_slice = 200003: Input should be a multiple of 8"):
+        load_truth(None, tmp_path / "odd_dm.toml")
