@@ -26,6 +26,9 @@ from rich.table import Column
 
 HEARTBEAT_S = 8.0  # under the 10 s a log reader may wait between two lines
 NOTE_GAP_S = 2.0  # without -v, notes closer together than this fold into the next line
+# notes of what the run decided, which a log keeps however close they come to the line before: a design
+# accepted, a root that stands in for a baseline the chip refuses (O's folded away on every user chip)
+DECISIONS = ("accepted ", "the official baseline does not compile here")
 STEP_QUIET_S = 1.0  # a step's first line waits this long (or for its first note): a refusal stays one line
 REFRESH_S = 3.0  # the graph is asked for device time and BEST at most this often
 
@@ -153,7 +156,7 @@ class Reporter:
                                                  highlight=False)  # fmt: skip
             elif self.mode == "plain":
                 now = time.monotonic()
-                if self.style.verbose or now - self._last_line >= NOTE_GAP_S:
+                if self.style.verbose or now - self._last_line >= NOTE_GAP_S or self.state.note.startswith(DECISIONS):
                     self._line()
 
     def update(self, *, device_s: float | None = None, budget_s: float | None = None, best: str | None = None,

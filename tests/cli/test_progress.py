@@ -49,6 +49,19 @@ def test_an_accepted_design_is_shown_as_best_on_its_own_line(capsys: pytest.Capt
     assert "BEST bbbbbbbbbb 19,304 cycles" in lines[-1], lines
 
 
+def test_in_a_log_a_decision_is_never_folded_into_the_next_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without -v, notes within two seconds of the last line fold into the next one: a stand-in root
+    (a baseline the chip refuses) was said, and never shown, for O on every user chip."""
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(), refresh=lambda kernel: (0.0, None)) as reporter:
+        note = reporter.step("optimize")
+        note("the architect designs", kernel="o_proj")
+        note("the official baseline does not compile here (E0201: ...): the design space's first design stands in")
+        note("priced 24 designs")  # within the gap: folded
+    err = capsys.readouterr().err
+    assert "stands in" in err and "priced 24 designs" not in err
+
+
 def test_the_device_seconds_shown_are_this_runs_not_the_whole_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
     ledger = [800.0]
 
