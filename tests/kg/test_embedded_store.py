@@ -219,6 +219,33 @@ def test_a_new_server_silent_at_its_first_query_is_started_again(
         store.close()
 
 
+def test_a_new_server_silent_from_its_start_is_killed_and_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test run saw a server stuck in its own start-up (every thread on a futex, deaf to SIGTERM):
+    the store waited its 60 s and gave up. Frozen here with SIGSTOP as it is spawned, the first server
+    is killed at the (shortened) deadline and a second one serves the store."""
+    frozen: list[int] = []
+    cap = falkordb_server._cap_memory
+
+    def freeze_the_first(pid: int) -> None:
+        cap(pid)
+        if not frozen:
+            frozen.append(pid)
+            os.kill(pid, signal.SIGSTOP)
+
+    monkeypatch.setattr(falkordb_server, "_cap_memory", freeze_the_first)
+    monkeypatch.setattr(falkordb_server, "START_TIMEOUT_S", 3.0)
+    store = EmbeddedStore(tmp_path / "data")
+    try:
+        store.write("CREATE (:Concept {key: 'k'})")
+        assert store.read("MATCH (c:Concept) RETURN c.key AS k") == [{"k": "k"}]
+        assert frozen and store.server._read_pid() not in (None, frozen[0])
+        assert not pid_alive(frozen[0])
+    finally:
+        store.close()
+
+
 def test_a_write_log_cut_short_is_loaded_up_to_the_cut_and_said(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
