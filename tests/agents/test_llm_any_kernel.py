@@ -51,7 +51,9 @@ def test_the_model_writes_a_program_for_a_pack_kernel_from_the_summary(graph: Gr
     knowledge = read_knowledge(graph, VERSION, target.pack().capabilities)
     guide = language_guide(target.pack())
     assert guide is not None
-    proposals = BuiltinArchitect(SearchBudget(predictions=24)).propose(kernel_view(target, GQA, VERSION, knowledge), 12)
+    # enough proposals that some avoid the switch, whose documented behaviour learning contradicts (the
+    # first twelve all broadcast by it once the space gained designs that tile the norm's weight)
+    proposals = BuiltinArchitect(SearchBudget(predictions=24)).propose(kernel_view(target, GQA, VERSION, knowledge), 40)
     program = next(p.source for p in proposals if guide.used_in(p.source) <= sound)
     used = guide.used_in(program)
     assert used and used <= sound, used - sound
