@@ -191,6 +191,14 @@ def test_a_query_after_the_server_died_is_store_unavailable(tmp_path: Path) -> N
     store.close()
 
 
+def served_by_a_second_server(store: EmbeddedStore, frozen: list[int]) -> None:
+    """The store writes and reads through a server that is not the frozen one, which is gone."""
+    store.write("CREATE (:Concept {key: 'k'})")
+    assert store.read("MATCH (c:Concept) RETURN c.key AS k") == [{"k": "k"}]
+    assert frozen and store.server._read_pid() not in (None, frozen[0])
+    assert not pid_alive(frozen[0])
+
+
 def test_a_new_server_silent_at_its_first_query_is_started_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,10 +219,7 @@ def test_a_new_server_silent_at_its_first_query_is_started_again(
     store = EmbeddedStore(tmp_path / "data", query_timeout_s=1.0)
     try:
         assert store.read("RETURN 1 AS x") == [{"x": 1}]
-        store.write("CREATE (:Concept {key: 'k'})")
-        assert store.read("MATCH (c:Concept) RETURN c.key AS k") == [{"k": "k"}]
-        assert frozen and store.server._read_pid() not in (None, frozen[0])
-        assert not pid_alive(frozen[0])
+        served_by_a_second_server(store, frozen)
     finally:
         store.close()
 
@@ -238,10 +243,7 @@ def test_a_new_server_silent_from_its_start_is_killed_and_started_again(
     monkeypatch.setattr(falkordb_server, "START_TIMEOUT_S", 3.0)
     store = EmbeddedStore(tmp_path / "data")
     try:
-        store.write("CREATE (:Concept {key: 'k'})")
-        assert store.read("MATCH (c:Concept) RETURN c.key AS k") == [{"k": "k"}]
-        assert frozen and store.server._read_pid() not in (None, frozen[0])
-        assert not pid_alive(frozen[0])
+        served_by_a_second_server(store, frozen)
     finally:
         store.close()
 

@@ -233,10 +233,9 @@ class FrameEmitter:
             lines.append(f"        let {tile}: vrf<f32>{{..{frame.layout}, elem: [{digit} = {size}]}} = "
                          f"{held.context}({held.source}{view})\n            .fetch(time = [{time}], "
                          f"packet = [{packet}]){widen}.to_vrf();\n")  # fmt: skip
-        body = self.render(replace(pass_, source=f"{pass_.source}{view}", time=time, packet=packet, ops=ops))
-        body = body.replace("\n        ", "\n            ")
-        lines.append(f"        {body}{narrow.replace(chr(10) + '        ', chr(10) + '            ')}\n"
-                     f"            .commit_into({name}{view});\n    }}\n")  # fmt: skip
+        body = self.render(replace(pass_, source=f"{pass_.source}{view}", time=time, packet=packet, ops=ops)) + narrow
+        inner = body.replace("\n", "\n    ")  # the pass's lines, one level deeper: inside the loop
+        lines.append(f"        {inner}\n            .commit_into({name}{view});\n    }}\n")
         self.p.emit("".join(lines))
         self._used(pass_)
         for vrf in tiled:  # the loop's registers: live together during its pass, a tile each

@@ -370,9 +370,7 @@ class GeneratedSpace:
             return f"bcast 2: {engines} weight engines per cluster leave none spare for the input's copy"
         direct = bool(params.get("direct", 1))
         if direct and self.quantised and not any(vocab.streams(facts, dtype) for dtype in self.quantised):
-            return Twin(
-                "direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it"
-            )
+            return DIRECT_NONE
         for group, geo in zip(self.analysis.groups, geometries, strict=True):
             for m in group.members:
                 plan = contraction(m.dtype, direct, facts)
