@@ -27,11 +27,14 @@ class ExecutionError(RuntimeError):
     """The executor cannot run this program (a construct it does not model, or too large)."""
 
 
+class TooDense(ExecutionError):
+    """A value past MAX_ELEMENTS that the executor cannot hold by row (an input drawn whole, every row
+    distinct, is the usual cause: a pack gives it `distinct_rows`)."""
+
+
 def _check_size(count: int, what: str) -> None:
     if count > MAX_ELEMENTS:
-        raise ExecutionError(
-            f"{what}: {count:,} values that do not factor by row; the executor stops at {MAX_ELEMENTS:,}"
-        )
+        raise TooDense(f"{what}: {count:,} values that do not factor by row; the executor stops at {MAX_ELEMENTS:,}")
 
 
 @dataclass

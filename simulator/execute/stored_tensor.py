@@ -11,8 +11,8 @@ import numpy as np
 from chiplore.simulator.execute.factored import (
     MAX_ELEMENTS,
     Array,
-    ExecutionError,
     Rows,
+    TooDense,
     as_slices,
     dense,
     extents,
@@ -110,7 +110,7 @@ class Stored:
             return self.value
         count = math.prod(self.held)
         if count > MAX_ELEMENTS:
-            raise ExecutionError(
+            raise TooDense(
                 f"{self.name} holds {count:,} values that do not factor by row; the dense executor stops at"
                 f" {MAX_ELEMENTS:,}"
             )

@@ -20,7 +20,7 @@ from chiplore.core.pack import DesignSpace, Facts, points
 from chiplore.core.target import KernelSpec
 from chiplore.simulator import TOOLCHAIN_VERSIONS
 from chiplore.simulator.execute.executor import ExecutionError, IndexOutOfRange
-from chiplore.simulator.execute.factored import MAX_ELEMENTS
+from chiplore.simulator.execute.factored import MAX_ELEMENTS, TooDense
 from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_case
 from chiplore.simulator.execute.values import InputError, param_shape
 from chiplore.simulator.kernels import limits
@@ -157,7 +157,7 @@ def _passes(pack: KernelPack, source: str, what: str) -> None:
 def _dense_hint(pack: KernelPack, error: Exception) -> str:
     """Which inputs to give `distinct_rows` when the executor refused a tensor too large to hold densely
     (it names the program's tensor, not the input the pack draws whole)."""
-    if not isinstance(error, ExecutionError) or "do not factor by row" not in str(error):
+    if not isinstance(error, TooDense):
         return ""
     recipes = pack.case.recipe.inputs
     dense = [p.name for p in pack.case.signature.params
