@@ -26,7 +26,7 @@ class Flow(Frozen):
     cross_cluster: bool  # the engine or the data's source sits in the other cluster
     bytes: int
     packets: int
-    alt_fraction: float  # consecutive packets landing in a different DMN (DMN = slice / 32)
+    alt_fraction: float  # consecutive packets landing in a different DMN (DMN = slice / dmn_slices)
     hbm_units: float  # 256-byte HBM units touched, summed over packets (0 when no HBM side)
     partial_units: int  # HBM units only partly written (read-modify-write)
     partial_packets: int = 0  # packets that write at least one partial unit
