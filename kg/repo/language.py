@@ -129,14 +129,24 @@ def rules_under(store: GraphStore, version: str) -> list[dict[str, Any]]:
 def refresh_verdicts(store: GraphStore, version: str) -> int:
     """Entries of a version whose stated doc claims the compiler has since contradicted become
     `contradicted` (a rule learnt after the summary was written); how many changed."""
-    rows = store.write(
+    rows = store.read(
         "MATCH (e:LanguageEntry {version: $v}) WHERE e.verdict <> 'contradicted' "
         "MATCH (e)-[:STATES]->(c:Claim)<-[:CONTRADICTS]-(d:Diagnostic) "
-        "WITH e, collect(d.code + ': ' + d.message + ' (the docs: ' + c.text + ')') AS why "
-        "SET e.verdict = 'contradicted', e.why = why[0] RETURN count(e) AS n",
+        "WITH e, collect([d.code, d.message, c.text]) AS why RETURN e.id AS id, why[0] AS why ORDER BY id",
         {"v": version},
     )
-    return int(rows[0]["n"]) if rows else 0
+    if not rows:
+        return 0
+    # the reason is written whole from Python: FalkorDB's `+` cuts a string whose left side is 512 bytes
+    changed = [
+        {"id": row["id"], "why": f"{row['why'][0]}: {row['why'][1]} (the docs: {row['why'][2]})"} for row in rows
+    ]
+    done = store.write(
+        "UNWIND $rows AS row MATCH (e:LanguageEntry {id: row.id}) WHERE e.verdict <> 'contradicted' "
+        "SET e.verdict = 'contradicted', e.why = row.why RETURN count(e) AS n",
+        {"rows": changed},
+    )
+    return int(done[0]["n"]) if done else 0
 
 
 def summary_counts(store: GraphStore, version: str) -> dict[str, int]:

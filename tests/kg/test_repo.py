@@ -15,6 +15,7 @@ from chiplore.kg.models import (
     HardwareParam,
     Kernel,
     KernelVersion,
+    LanguageEntry,
     LegalityRule,
     Measurement,
     ProbeProgram,
@@ -32,7 +33,8 @@ from chiplore.kg.repo.designs import (
     update_design,
 )
 from chiplore.kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
-from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link
+from chiplore.kg.repo.language import refresh_verdicts
+from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link, upsert
 from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
 from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from chiplore.kg.schema import ensure_schema
@@ -259,3 +261,20 @@ def test_design_counts_move_with_every_status_change(graph: GraphStore) -> None:
     register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
     assert miscounted(graph) == []
     assert status_counts(graph, "gemv", None) == {"accepted": 2, "failed": 2, "rejected": 1}
+
+
+def test_a_contradicted_entry_keeps_the_whole_reason_whatever_its_length(graph: GraphStore) -> None:
+    """The reason is joined in Python: FalkorDB's `+` cuts a concatenation whose left string is exactly
+    512 bytes long to 511 (the code, ': ' and a message of 505 characters are 512)."""
+    message = "m" * 505
+    upsert(graph, [Claim(id="cl2", text="the docs' sentence", toolchain="0.6.0"),
+                   Diagnostic(id="d2", code="E0301", severity="error", message=message, toolchain="0.6.0"),
+                   LanguageEntry(id="e2", name="dma", version="0.6.0", toolchain="0.6.0", kind="stage",
+                                 syntax=".dma()")])  # fmt: skip
+    link(graph, [Link(Ref("Diagnostic", "d2"), "CONTRADICTS", Ref("Claim", "cl2")),
+                 Link(Ref("LanguageEntry", "e2"), "STATES", Ref("Claim", "cl2"))])  # fmt: skip
+    assert len(f"E0301: {message}") == 512
+    assert refresh_verdicts(graph, "0.6.0") == 1
+    [row] = graph.read("MATCH (e:LanguageEntry {id: 'e2'}) RETURN e.verdict AS verdict, e.why AS why")
+    assert row == {"verdict": "contradicted", "why": f"E0301: {message} (the docs: the docs' sentence)"}
+    assert refresh_verdicts(graph, "0.6.0") == 0  # decided once
