@@ -55,11 +55,14 @@ def _mb02_points(shape: Chip) -> tuple[dict[str, str], ...]:
 
 
 def _mb04_points(shape: Chip) -> tuple[dict[str, str], ...]:
+    # every point moves the same bytes (the fit reads the engine off the packet count alone): 4 MiB where
+    # half of DM holds it, else whole 4 KB rows of what half of DM holds (rows of each point's size
+    # clipped one by one moved different amounts on a 64 KB DM under 0.7.0, and the fit refused them)
+    per_slice = max(4096, min((4 << 20) // shape.slices, shape.dm_usable_per_slice // 2) // 4096 * 4096)
     points = []
     for packet in (256, 512, 1024, 2048, 4096):
         row = max(packet, 1024)  # a packet never spans two rows of the destination
-        rows = rows_within(shape, max(1, (4 << 20) // (shape.slices * row)), 1 / 2, row)
-        points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str(rows)})
+        points.append({"PACKET": str(packet), "ROW_BYTES": str(row), "ROWS": str(per_slice // row)})
     return tuple(points)
 
 

@@ -116,3 +116,21 @@ def test_on_a_chip_of_another_shape_the_probes_find_the_same_rules(
     assert found == {r for r in rules if shape.clusters > 1 or r[0] != "switch.crosses_clusters"}
     assert summary.limits == first.limits | {"trf.bytes_per_lane": shape.trf_lane_bytes,
                                              "vrf.bytes_per_slice": shape.vrf_bytes}  # fmt: skip
+
+
+def test_on_a_small_dm_the_bank_run_rule_is_found_under_each_version(
+    embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A DM of 64 KB (63,344 B usable under 0.7.0): the DMA the probe runs beside its reads is small
+    enough that the bank-run diagnostic answers every run, not E0301 (a new user's chip read the rule
+    as retired by 0.7.0)."""
+    path = tmp_path / "chip.toml"
+    path.write_text("dm_usable_per_slice = 65536\n\n[shape]\nclusters = 4\nslices = 128\nengines_per_cluster = 3\n")
+    monkeypatch.setenv(ENV_VAR, str(path))
+    for version, code in (("0.6.0", "N0520"), ("0.7.0", "E0520")):
+        summary = learn_rules(embedded_graph, SimRNGD(), version)
+        assert summary.limits["dm.bank_run"] == load_truth(version).bank_run_limit - 1, version
+        rules = embedded_graph.read(
+            "MATCH (r:LegalityRule {key: 'dm.bank_run', toolchain: $v}) RETURN r.code AS code", {"v": version}
+        )
+        assert rules == [{"code": code}], version

@@ -11,6 +11,7 @@ import pytest
 from chiplore.core.target import ProbeTemplate
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost import CostReport, estimate
+from chiplore.simulator.shape import Chip
 from chiplore.simulator.toolchain.check import check
 
 PROBES = {p.id: p for p in microbenchmarks()}
@@ -200,3 +201,12 @@ def _gap(report: CostReport) -> float:
     u = next(o for o in report.per_op if o.label == "i=0/u")
     v = next(o for o in report.per_op if o.label.startswith("i=0/t"))
     return v.start - u.end
+
+
+@pytest.mark.parametrize("dm", [480 * 1024, 63_344, 49_152, 8_192])
+def test_mb04s_points_move_the_same_bytes_whatever_the_dm(dm: int) -> None:
+    """Its fit reads the engine off the packet count alone; each point's rows clipped to DM on their own
+    moved different amounts on a 64 KB DM under 0.7.0 (63,344 B usable), and the fit refused them."""
+    probe = next(p for p in microbenchmarks(Chip(clusters=4, slices=128, dm_usable_per_slice=dm)) if p.id == "MB04")
+    moved = {int(p["ROWS"]) * int(p["ROW_BYTES"]) for p in probe.points}
+    assert len(moved) == 1 and moved.pop() <= max(4096, dm // 2)
