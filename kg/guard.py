@@ -85,6 +85,8 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
     """Refuse a query that is too long or nests too deep, before any server parses it."""
     if not query.strip():
         raise QueryRefused("the query is empty")
+    if not _code(query).strip():  # FalkorDB calls a comment alone "more than one statement"
+        raise QueryRefused("the query is only comments")
     if len(query) > max_chars:
         raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
     deepest = max((depth + 1 for token, depth, _ in _tokens(query) if token in _OPENERS), default=0)
@@ -128,6 +130,26 @@ def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
         if token in _OPENERS:
             depth += 1
         index = end
+
+
+def _code(query: str) -> str:
+    """The query without its comments (strings and quoted names kept whole)."""
+    kept, index, length = [], 0, len(query)
+    while index < length:
+        if query[index] in "'\"`":
+            end = _skip_quoted(query, index)
+            kept.append(query[index:end])
+            index = end
+        elif query.startswith("//", index):
+            newline = query.find("\n", index)
+            index = length if newline < 0 else newline + 1
+        elif query.startswith("/*", index):
+            end = query.find("*/", index + 2)
+            index = length if end < 0 else end + 2
+        else:
+            kept.append(query[index])
+            index += 1
+    return "".join(kept)
 
 
 def _skip_quoted(query: str, start: int) -> int:

@@ -36,7 +36,7 @@ def graph_group() -> None:
                    "[default: cypher for a .cypher FILE, else jsonl].")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def graph_export(app: App, file: Path, fmt: str | None, as_json: bool) -> None:
-    """Write every node and relationship of the graph to FILE (docs/graph.md describes the format)."""
+    """Write every node and relationship of the graph to FILE (JSON Lines: docs/graph.md, section 7)."""
     chosen: Literal["jsonl", "cypher"] = "cypher" if (fmt or "") == "cypher" or (
         fmt is None and file.suffix == ".cypher") else "jsonl"  # fmt: skip
     if file.parent != Path() and not file.parent.is_dir():
@@ -81,7 +81,7 @@ def graph_import(app: App, file: Path, replace: bool, progress_style: ProgressSt
 def graph_copy(app: App, destination: str, to_uri: str | None, to_data_dir: Path | None, replace: bool,
                output: Output) -> None:  # fmt: skip
     """Copy the graph (the embedded one by default) into another store: into Neo4j, to explore a run
-    in Neo4j Browser (README: "Explore the graph in Neo4j Browser")."""
+    in Neo4j Browser (README: "Explore a run in Neo4j Browser")."""
     progress_style, as_json = output.progress, output.as_json
     update: dict[str, Any] = {"store": destination}
     if destination == "neo4j" and to_uri:

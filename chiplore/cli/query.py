@@ -110,7 +110,10 @@ def params_command(app: App, fmt: str, as_json: bool) -> None:
 def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool, max_rows: int) -> None:
     """Run a Cypher query read-only: the database's planner refuses anything that writes, loads files
     or administers; it ends at the query timeout (CHIPLORE_QUERY_TIMEOUT_S) whatever the server does,
-    and at once on Ctrl-C; rows past --max-rows or 4 MB are cut (docs/graph.md, section 6)."""
+    and at once on Ctrl-C; rows past --max-rows or 4 MB are cut (docs/graph.md, section 6). TEXT `-`
+    reads the query from stdin (`chiplore cypher - < query.cypher`)."""
+    if text == "-":  # a query kept in a file, or one longer than a shell argument may be
+        text = click.get_text_stream("stdin").read()
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
     values = parse_params(params)
     with app.open_store() as store:

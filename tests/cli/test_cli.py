@@ -71,6 +71,15 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
     run(env, "init")
     assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
+    assert_one_line_error(run(env, "cypher", "// what runs?"), "the query is only comments")
+
+
+def test_cypher_reads_its_query_from_stdin(env: dict[str, str]) -> None:
+    """`-` takes the query from stdin: one kept in a file, or longer than a shell argument may be."""
+    run(env, "init")
+    query = "// the versions, oldest first\nMATCH (t:Toolchain) RETURN t.version AS v ORDER BY v\n"
+    result = CliRunner().invoke(main, ["cypher", "-", "--json"], env=env, input=query, catch_exceptions=False)
+    assert json.loads(result.stdout) == [{"v": "0.5.0"}, {"v": "0.6.0"}, {"v": "0.7.0"}]
 
 
 def test_a_bad_setting_names_its_variable(embedded_env: dict[str, str]) -> None:

@@ -143,6 +143,10 @@ def test_nesting_and_length_checks_ignore_strings_and_comments() -> None:
         "m m",
     ]
     assert return_columns("MATCH (n) RETURN *") is None
+    for comments in ("// what runs?", "/* a */ // b\n  "):  # FalkorDB said "more than one statement"
+        with pytest.raises(QueryRefused, match="only comments"):
+            check_text(comments)
+    check_text("/* x */ RETURN '// kept' AS s")
 
 
 def test_the_embedded_store_answers_after_its_server_died(embedded_store: EmbeddedStore) -> None:

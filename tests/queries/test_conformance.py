@@ -71,6 +71,13 @@ def test_toolchain_diff_classifies_every_kind_of_rule_change(seeded: dict[str, A
     assert sorted(kernels.values()) == ["repaired", "repaired", "survived"]
 
 
+def test_stale_facts_say_what_each_is_about(seeded: dict[str, Any]) -> None:
+    """A new user read only ids (`Measurement:0906bc87...`): each row names its parameter, key or text."""
+    rows = queries.run(seeded["embedded"], "stale-facts")
+    assert rows and all(row["about"] for row in rows), rows
+    assert "switch_bytes_per_cycle" in {row["about"] for row in rows}
+
+
 def test_best_lineage_walks_from_root_to_best(seeded: dict[str, Any]) -> None:
     kernel = seeded["summary"].kernels[0]
     rows = queries.run(seeded["neo4j"], "best-lineage", {"kernel": kernel})
