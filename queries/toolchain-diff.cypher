@@ -3,10 +3,12 @@
 // description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after), language constructs (added/removed/renamed/deprecated/changed, with their standing before and after).
 // anchors: Toolchain, Revalidation, LanguageEntry
 // Each branch starts from a toolchain by its indexed version, and finds the other one through their target
-// (a version the graph does not have gives no rows, not every fact 'dropped'); WITH DISTINCT keeps the planners from
+// (a version the graph does not have gives no rows, not every fact 'dropped'; nor does a `from` that is not older
+// than `to`: FalkorDB matched one version against itself); WITH DISTINCT keeps the planners from
 // starting at the facts' labels instead (Neo4j inlines a bare WITH). A claim is new or dropped by its text: the same
 // sentence in a paragraph that changed around it is another claim node, and one sentence in two paragraphs is one row.
-MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
+MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
+WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(old)
 MATCH (r)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
@@ -14,7 +16,8 @@ RETURN 'rule' AS kind, r.key AS key, 'confirmed' AS change, r.code + ' ' + r.pre
        r.code + ' ' + r.predicate AS after, null AS before_ci, null AS after_ci, r.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $from})
+MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
+WHERE earlier.ordinal < new.ordinal
 WITH DISTINCT new
 MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
@@ -23,7 +26,8 @@ RETURN 'rule' AS kind, n.key AS key, 'changed' AS change, o.code + ' ' + o.predi
        n.code + ' ' + n.predicate AS after, null AS before_ci, null AS after_ci, n.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
+MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
+WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(old)
 WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {version: $to}) AND o.status = 'retired'
@@ -31,7 +35,8 @@ RETURN 'rule' AS kind, o.key AS key, 'retired' AS change, o.code + ' ' + o.predi
        null AS before_ci, null AS after_ci, o.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $from})
+MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
+WHERE earlier.ordinal < new.ordinal
 WITH DISTINCT new
 MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:LegalityRule)
@@ -39,7 +44,8 @@ RETURN 'rule' AS kind, n.key AS key, 'new' AS change, null AS before, n.code + '
        null AS before_ci, null AS after_ci, n.description AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
+MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
+WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (m:Measurement)-[:UNDER]->(old)
 MATCH (m)-[:UNDER]->(:Toolchain {version: $to})
@@ -51,7 +57,8 @@ RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS 
        CASE WHEN size(checks) = 0 THEN 'holds under both' ELSE checks[0] END AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $from})
+MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
+WHERE earlier.ordinal < new.ordinal
 WITH DISTINCT new
 MATCH (n:Measurement)-[:UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:Measurement)-[:UNDER]->(:Toolchain {version: $from})
@@ -59,7 +66,8 @@ RETURN 'measurement' AS kind, n.param AS key, 'changed' AS change, o.value AS be
        [o.ci_low, o.ci_high] AS before_ci, [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
+MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
+WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (o:Measurement)-[:UNDER]->(old)
 WHERE o.status = 'stale'
@@ -67,7 +75,8 @@ RETURN 'measurement' AS kind, o.param AS key, 'stale' AS change, o.value AS befo
        [o.ci_low, o.ci_high] AS before_ci, null AS after_ci, 'not re-measured yet: the old value serves' AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $from})
+MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
+WHERE earlier.ordinal < new.ordinal
 WITH DISTINCT new
 MATCH (n:Measurement)-[:UNDER]->(new)
 WHERE NOT (n)-[:UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:Measurement)
@@ -75,7 +84,8 @@ RETURN 'measurement' AS kind, n.param AS key, 'new' AS change, null AS before, n
        [n.ci_low, n.ci_high] AS after_ci, n.fit AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $from})
+MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
+WHERE earlier.ordinal < new.ordinal
 WITH DISTINCT new
 MATCH (c:Claim)-[:UNDER]->(new)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $from})
@@ -91,7 +101,8 @@ RETURN 'claim' AS kind, key, 'new' AS change, null AS before, text AS after,
             ELSE 'unchecked' END AS detail
 ORDER BY key, before, after, detail
 UNION ALL
-MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(:Toolchain {version: $to})
+MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
+WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (c:Claim)-[:UNDER]->(old)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $to})

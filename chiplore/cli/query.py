@@ -20,11 +20,11 @@ from chiplore.kg.guard import UntrustedLimits
 CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look like; Cypher has spaces or ( )
 
 # When a named query returns nothing for one of these parameters, what lists the values it takes.
+VERSIONS = "`chiplore toolchain list` lists the versions, oldest first (`from` is older than `to`)"
 VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph holds",
                "kernel": "`chiplore status` lists the graph's kernels",
                "toolchain": "`chiplore toolchain list` lists the versions",
-               "from": "`chiplore toolchain list` lists the versions",
-               "to": "`chiplore toolchain list` lists the versions"}  # fmt: skip
+               "from": VERSIONS, "to": VERSIONS}  # fmt: skip
 
 
 @main.command()

@@ -71,6 +71,14 @@ def test_toolchain_diff_classifies_every_kind_of_rule_change(seeded: dict[str, A
     assert sorted(kernels.values()) == ["repaired", "repaired", "survived"]
 
 
+@pytest.mark.parametrize("backend", ["neo4j", "embedded"])
+def test_toolchain_diff_of_a_version_with_itself_or_backwards_is_empty(seeded: dict[str, Any], backend: str) -> None:
+    """FalkorDB matched one version against itself (83 rows 'confirmed' and 'stale' for 0.6.0 -> 0.6.0), and
+    a reversed pair called a changed rule new: `from` must be older than `to`."""
+    for params in ({"from": OLD, "to": OLD}, {"from": NEW, "to": NEW}, {"from": NEW, "to": OLD}):
+        assert queries.run(seeded[backend], "toolchain-diff", params) == [], params
+
+
 def test_stale_facts_say_what_each_is_about(seeded: dict[str, Any]) -> None:
     """A new user read only ids (`Measurement:0906bc87...`): each row names its parameter, key or text."""
     rows = queries.run(seeded["embedded"], "stale-facts")
