@@ -75,6 +75,11 @@ def status(app: App, graph_only: bool, fmt: str, as_json: bool) -> None:
         console.print(
             f"target {target}, toolchains {versions} (active: {state.active_toolchain}), schema v{state.schema_version}"
         )
+        if state.unfinished_upgrade:
+            old, new = state.unfinished_upgrade
+            console.print(f"[yellow]the upgrade from {old} to {new} stopped part-way: some BESTs and facts are "
+                          f"still {old}'s; `chiplore toolchain upgrade {new}` finishes it[/yellow]",
+                          highlight=False)  # fmt: skip
     counts = Table(title="graph", show_header=True)
     counts.add_column("label")
     counts.add_column("nodes", justify="right")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from chiplore.kg.models import Upgrade
 from chiplore.kg.repo.design_counts import status_counts
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import active_toolchain, toolchains
@@ -28,6 +29,7 @@ class Overview(BaseModel):
     counts: dict[str, int]
     kernels: list[KernelSummary]
     device_s: float  # all device time charged, microbenchmarks included
+    unfinished_upgrade: tuple[str, str] | None = None  # (from, to) of an upgrade stopped part-way, to run again
 
 
 def overview(store: GraphStore, target: str) -> Overview:
@@ -52,16 +54,34 @@ def overview(store: GraphStore, target: str) -> Overview:
         for row in rows
     ]
     registered = bool(store.read("MATCH (t:Target {name: $target}) RETURN t.name AS name", {"target": target}))
+    active, versions = active_toolchain(store, target), toolchains(store, target)
     return Overview(
         schema_version=schema_version(store),
         target=target,
         registered=registered,
-        active_toolchain=active_toolchain(store, target),
-        toolchains=toolchains(store, target),
+        active_toolchain=active,
+        toolchains=versions,
         counts=count_by_label(store),
         kernels=kernels,
         device_s=sum(spent.values()),
+        unfinished_upgrade=_unfinished_upgrade(store, target, active, [t["version"] for t in versions]),
     )
+
+
+def _unfinished_upgrade(
+    store: GraphStore, target: str, active: str | None, versions: list[str]
+) -> tuple[str, str] | None:
+    """An upgrade to the active version that a Ctrl-C or a kill stopped part-way: the version is active
+    already while BESTs and facts may still be the old one's."""
+    if active is None:
+        return None
+    ids = [Upgrade.id_of(target, version, active) for version in versions if version != active]
+    rows = store.read(
+        "MATCH (u:Upgrade) WHERE u.id IN $ids AND u.status = 'running' "
+        "RETURN u.from_version AS from_version ORDER BY from_version DESC LIMIT 1",
+        {"ids": ids},
+    )
+    return (str(rows[0]["from_version"]), active) if rows else None
 
 
 def _kernel_totals(store: GraphStore, kernel: str, stored: dict[str, object]) -> dict[str, int]:

@@ -20,6 +20,7 @@ from chiplore.kg.models import (
     Measurement,
     ProbeProgram,
     Screening,
+    Upgrade,
 )
 from chiplore.kg.repo.design_counts import miscounted, status_counts
 from chiplore.kg.repo.designs import (
@@ -35,6 +36,7 @@ from chiplore.kg.repo.designs import (
 from chiplore.kg.repo.knowledge import measurements_of, record_activity, record_claim, record_measurement, record_rule
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link, upsert
+from chiplore.kg.repo.overview import overview
 from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
 from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from chiplore.kg.schema import ensure_schema
@@ -278,3 +280,15 @@ def test_a_contradicted_entry_keeps_the_whole_reason_whatever_its_length(graph: 
     [row] = graph.read("MATCH (e:LanguageEntry {id: 'e2'}) RETURN e.verdict AS verdict, e.why AS why")
     assert row == {"verdict": "contradicted", "why": f"E0301: {message} (the docs: the docs' sentence)"}
     assert refresh_verdicts(graph, "0.6.0") == 0  # decided once
+
+
+def test_an_upgrade_stopped_part_way_is_in_the_overview_until_it_finishes(graph: GraphStore) -> None:
+    """A Ctrl-C'd upgrade leaves the new version active while BESTs are the old one's: `status` says so."""
+    assert overview(graph, "simrngd").unfinished_upgrade is None
+    set_active_toolchain(graph, "simrngd", "0.7.0")
+    upgrade = Upgrade(id=Upgrade.id_of("simrngd", "0.6.0", "0.7.0"), target="simrngd", from_version="0.6.0",
+                      to_version="0.7.0", budget_s=10.0)  # fmt: skip
+    upsert(graph, [upgrade])
+    assert overview(graph, "simrngd").unfinished_upgrade == ("0.6.0", "0.7.0")
+    upsert(graph, [upgrade.model_copy(update={"status": "done"})])
+    assert overview(graph, "simrngd").unfinished_upgrade is None
