@@ -79,6 +79,12 @@ def test_toolchain_diff_of_a_version_with_itself_or_backwards_is_empty(seeded: d
         assert queries.run(seeded[backend], "toolchain-diff", params) == [], params
 
 
+def test_contradicted_claims_give_the_measurements_own_unit(seeded: dict[str, Any]) -> None:
+    """A claim in TB/s stood beside a measurement in B/cycle with no unit for the latter."""
+    rows = [r for r in queries.run(seeded["embedded"], "contradicted-claims") if r["measured"] is not None]
+    assert rows and all(r["measured_unit"] for r in rows), rows
+
+
 def test_stale_facts_say_what_each_is_about(seeded: dict[str, Any]) -> None:
     """A new user read only ids (`Measurement:0906bc87...`): each row names its parameter, key or text."""
     rows = queries.run(seeded["embedded"], "stale-facts")
