@@ -20,8 +20,8 @@ def plain(value: Any) -> Any:
         return {"_labels": sorted(value.labels), **{k: plain(v) for k, v in value.items()}}
     if isinstance(value, neo4j.graph.Relationship):
         return {"_type": value.type, **{k: plain(v) for k, v in value.items()}}
-    if isinstance(value, neo4j.graph.Path):
-        return [plain(n) for n in value.nodes]
+    if isinstance(value, neo4j.graph.Path):  # nodes and the relationships between them, in turn
+        return _alternating([plain(n) for n in value.nodes], [plain(r) for r in value.relationships])
     if isinstance(value, FalkorNode):
         return {
             "_labels": sorted(value.labels or []),
@@ -30,7 +30,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, FalkorEdge):
         return {"_type": value.relation, **{k: plain(v) for k, v in value.properties.items()}}
     if isinstance(value, FalkorPath):
-        return [plain(n) for n in value.nodes()]
+        return _alternating([plain(n) for n in value.nodes()], [plain(r) for r in value.edges()])
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -38,6 +38,14 @@ def plain(value: Any) -> Any:
     # Temporal and spatial driver types: their ISO text is the one representation we use.
     iso = getattr(value, "iso_format", None)
     return iso() if callable(iso) else str(value)
+
+
+def _alternating(nodes: list[Any], relationships: list[Any]) -> list[Any]:
+    """A path as [node, relationship, node, ...]: the same on both stores (their ids are not)."""
+    out: list[Any] = nodes[:1]
+    for relationship, node in zip(relationships, nodes[1:], strict=True):
+        out += [relationship, node]
+    return out
 
 
 def non_finite(value: Any, path: str = "") -> str | None:

@@ -26,6 +26,15 @@ def test_a_plain_read_comes_back_with_its_columns_in_order(store: GraphStore) ->
     assert not result.truncated and result.cut_reason is None
 
 
+def test_a_path_comes_back_with_its_relationships_the_same_on_both_stores(store: GraphStore) -> None:
+    """A path was its nodes only: the relationships between them come in turn, as {"_type", **props}."""
+    store.write("CREATE (:Concept {key: 'a'})-[:RELATES_TO {why: 'w'}]->(:Concept {key: 'b'})")
+    result = store.read_untrusted("MATCH p = (:Concept {key: 'a'})-[r]->(:Concept) RETURN p, r, type(r) AS t")
+    a, b = {"_labels": ["Concept"], "key": "a"}, {"_labels": ["Concept"], "key": "b"}
+    relationship = {"_type": "RELATES_TO", "why": "w"}
+    assert result.rows == [{"p": [a, relationship, b], "r": relationship, "t": "RELATES_TO"}]
+
+
 def test_parameters_travel_to_untrusted_reads(store: GraphStore) -> None:
     store.write("CREATE (:Concept {key: 'a'}), (:Concept {key: 'b'})")
     result = store.read_untrusted("MATCH (c:Concept {key: $key}) RETURN c.key AS key", {"key": "b"})
