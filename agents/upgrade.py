@@ -59,6 +59,7 @@ from chiplore.kg.repo.upgrades import (
     open_upgrade,
     repairs_under,
     set_upgrade_budget,
+    settle_unsaid_claims,
     upgrade_device_s,
     upgrade_to,
 )
@@ -111,6 +112,10 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     say(f"docs: {docs.pages} page(s) read; {docs.reused_chunks} of {docs.chunks} paragraphs unchanged since {previous}")
+    settled = settle_unsaid_claims(store, target.name, previous, version)
+    if settled:
+        say(f"claims {version}'s docs no longer make: {settled.get('retired', 0)} retired, "
+            f"{settled.get('superseded', 0)} said again elsewhere (superseded)")  # fmt: skip
     probed = learn_rules(store, target, version)
     reconcile_rules(store, target.name, previous, version)
     rules = rule_diff(store, target.name, previous, version)

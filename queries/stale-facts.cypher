@@ -1,6 +1,6 @@
 // name: stale-facts
 // params: limit:int=200
-// description: Facts recorded under an old toolchain that nothing under the active one has confirmed or replaced yet (a claim the new docs no longer make stays so), with what each is about.
+// description: Facts recorded under an old toolchain that nothing under the active one has confirmed or replaced yet, with what each is about.
 // anchors: Fact
 MATCH (f:Fact)
 WHERE f.status = 'stale'

@@ -59,6 +59,22 @@ def mark_stale(store: GraphStore, target: str, previous: str, version: str) -> d
     return out
 
 
+def settle_unsaid_claims(store: GraphStore, target: str, previous: str, version: str) -> dict[str, int]:
+    """Once `version`'s docs are read, the claims of `previous` they did not state again are settled
+    instead of staying stale for good: `superseded` where a claim of `version` says the same sentence
+    about the same parameter (in a paragraph that changed around it), else `retired`. Safe to repeat."""
+    rows = store.write(
+        "MATCH (c:Claim {status: 'stale'})-[:UNDER]->(:Toolchain {id: $old}) "
+        "WHERE NOT (c)-[:UNDER]->(:Toolchain {id: $new}) "
+        "OPTIONAL MATCH (same:Claim)-[:UNDER]->(:Toolchain {id: $new}) "
+        "WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '') "
+        "WITH c, count(same) AS said SET c.status = CASE WHEN said > 0 THEN 'superseded' ELSE 'retired' END "
+        "RETURN c.status AS status, count(c) AS n",
+        {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)},
+    )
+    return {str(row["status"]): int(row["n"]) for row in rows}
+
+
 def upgrade_device_s(store: GraphStore, activity: Activity) -> float:
     """Device time the upgrade's own jobs took (read back, so a resumed upgrade keeps its budget)."""
     rows = store.read(

@@ -20,6 +20,7 @@ from chiplore.kg.models import (
     Measurement,
     ProbeProgram,
     Screening,
+    Toolchain,
     Upgrade,
 )
 from chiplore.kg.repo.design_counts import miscounted, status_counts
@@ -39,6 +40,7 @@ from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link, upsert
 from chiplore.kg.repo.overview import overview
 from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
 from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
+from chiplore.kg.repo.upgrades import settle_unsaid_claims
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 
@@ -292,3 +294,21 @@ def test_an_upgrade_stopped_part_way_is_in_the_overview_until_it_finishes(graph:
     assert overview(graph, "simrngd").unfinished_upgrade == ("0.6.0", "0.7.0")
     upsert(graph, [upgrade.model_copy(update={"status": "done"})])
     assert overview(graph, "simrngd").unfinished_upgrade is None
+
+
+def test_claims_the_new_docs_do_not_make_again_are_retired_or_superseded(graph: GraphStore) -> None:
+    """They stayed stale for good after an upgrade (stale-facts: "not yet rechecked"); now settled once
+    the new version's docs are read, as often as asked."""
+    old, new = Toolchain.id_of("simrngd", "0.6.0"), Toolchain.id_of("simrngd", "0.7.0")
+    claims = [Claim(id="dropped", text="about 500 cycles", param="dma.start_cycles", toolchain="0.6.0", status="stale"),
+              Claim(id="moved", text="256 B a cycle", param="dma.engine_bytes_per_cycle", toolchain="0.6.0",
+                    status="stale"),
+              Claim(id="moved-new", text="256 B a cycle", param="dma.engine_bytes_per_cycle", toolchain="0.7.0"),
+              Claim(id="kept", text="two clusters", param="chip.clusters", toolchain="0.6.0")]  # fmt: skip
+    upsert(graph, claims)
+    link(graph, [Link(Ref("Claim", c.id), "UNDER", Ref("Toolchain", old if c.toolchain == "0.6.0" else new))
+                 for c in claims] + [Link(Ref("Claim", "kept"), "UNDER", Ref("Toolchain", new))])  # fmt: skip
+    assert settle_unsaid_claims(graph, "simrngd", "0.6.0", "0.7.0") == {"retired": 1, "superseded": 1}
+    status = {row["id"]: row["s"] for row in graph.read("MATCH (c:Claim) RETURN c.id AS id, c.status AS s")}
+    assert status == {"dropped": "retired", "moved": "superseded", "moved-new": "current", "kept": "current"}
+    assert settle_unsaid_claims(graph, "simrngd", "0.6.0", "0.7.0") == {}
