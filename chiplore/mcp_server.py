@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError, WriteRefused
-from chiplore.kg.guard import QueryRefused, UntrustedLimits
+from chiplore.kg.guard import QueryRefused, QueryTimedOut, UntrustedLimits
 from chiplore.session import Session
 
 NAME = "chiplore"
@@ -28,6 +28,7 @@ ROW_CAP = 200  # rows a call returns by default; a client may ask for up to MAX_
 MAX_ROWS = 1_000
 MAX_BYTES = 1_000_000
 WRITE_REFUSED = "refused: this server is read-only; the graph is written by chiplore's loop, not by its clients"
+TIMEOUT_REMEDY = "start `chiplore mcp` with a longer --timeout"
 INSTRUCTIONS = (
     "chiplore's knowledge graph of one accelerator: what it learnt (Claim, Measurement, LegalityRule, "
     "DocChunk, each UNDER the Toolchain it holds under) and what it tried (Kernel -ROOT-> DesignNode "
@@ -49,6 +50,8 @@ def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
                 return work()
             except WriteRefused:
                 raise ToolError(WRITE_REFUSED) from None
+            except QueryTimedOut as error:  # the remedy is this server's --timeout, not the CLI's variable
+                raise ToolError(f"failed: {error.worded(TIMEOUT_REMEDY)}") from None
             except QueryRefused as error:
                 raise ToolError(f"refused: {error}") from None
             except ChiploreError as error:
@@ -59,7 +62,9 @@ def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
         """Run a read-only Cypher query on the graph. Writes, file loads and administration are refused;
         the server stops a query at the timeout; rows past max_rows (at most 1000) are cut and the
         answer says so."""
-        limits = UntrustedLimits(max_rows=max(1, min(max_rows, MAX_ROWS)), max_bytes=MAX_BYTES, timeout_s=timeout_s)
+        if max_rows < 1:  # as the CLI's --max-rows: no answer is not an answer
+            raise ToolError(f"refused: max_rows is {max_rows}; ask for 1 to {MAX_ROWS}")
+        limits = UntrustedLimits(max_rows=min(max_rows, MAX_ROWS), max_bytes=MAX_BYTES, timeout_s=timeout_s)
         result = guarded(lambda: session.cypher(query, params or {}, limits=limits))
         return {"columns": result.columns, "rows": result.rows, "truncated": result.truncated,
                 "cut_reason": result.cut_reason}  # fmt: skip

@@ -360,7 +360,7 @@ def _query_error(error: redis.exceptions.ResponseError, query: str, timeout_s: f
     if _READ_ONLY_MESSAGE in message:
         return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
     if message.startswith("Query timed out"):
-        return timed_out(timeout_s) if timeout_s is not None else QueryTimedOut("the query ran past its timeout")
+        return timed_out(timeout_s) if timeout_s is not None else QueryTimedOut(None)
     if "mem consumption exceeded capacity" in message:
         limit = QUERY_MEM_CAPACITY_BYTES >> 20
         return QueryError(f"the query needs more than the {limit:,} MiB of memory one query may use: "

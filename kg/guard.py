@@ -40,16 +40,27 @@ class QueryRefused(QueryError):
     """An untrusted query asks for something the read-only path never does (files, admin, procedures)."""
 
 
+TIMEOUT_REMEDY = "raise CHIPLORE_QUERY_TIMEOUT_S"  # the CLI's; the MCP server names its own --timeout
+
+
 class QueryTimedOut(QueryError):
     """An untrusted query ran past its timeout and was stopped."""
+
+    def __init__(self, timeout_s: float | None, how: str = "") -> None:
+        self.timeout_s, self.how = timeout_s, how
+        super().__init__(self.worded(TIMEOUT_REMEDY))
+
+    def worded(self, remedy: str) -> str:
+        """The one line, ending in what raises the timeout where the query came from."""
+        if self.timeout_s is None:
+            return "the query ran past its timeout"
+        return (f"the query ran past its timeout of {self.timeout_s:g} s and was stopped{self.how}; "
+                f"narrow it (WHERE, LIMIT, aggregate) or {remedy}")  # fmt: skip
 
 
 def timed_out(timeout_s: float, how: str = "") -> QueryTimedOut:
     """The one line both stores give for a query stopped at its timeout (`how`: a parenthesis)."""
-    return QueryTimedOut(
-        f"the query ran past its timeout of {timeout_s:g} s and was stopped{how}; "
-        "narrow it (WHERE, LIMIT, aggregate) or raise CHIPLORE_QUERY_TIMEOUT_S"
-    )
+    return QueryTimedOut(timeout_s, how)
 
 
 @dataclass(frozen=True)

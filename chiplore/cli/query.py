@@ -113,7 +113,8 @@ def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool
     and at once on Ctrl-C; rows past --max-rows or 4 MB are cut (docs/graph.md, section 6). TEXT `-`
     reads the query from stdin (`chiplore cypher - < query.cypher`)."""
     if text == "-":  # a query kept in a file, or one longer than a shell argument may be
-        text = click.get_text_stream("stdin").read()
+        with click.open_file("-") as stream:
+            text = stream.read()
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
     values = parse_params(params)
     with app.open_store() as store:

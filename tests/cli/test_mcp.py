@@ -58,6 +58,7 @@ async def session_calls(env: dict[str, str]) -> dict[str, Any]:
             seen["with"] = answer(await session.call_tool("cypher", {"query": "WITH 1 AS x RETURN x, 'a' AS y"}))
             seen["params"] = answer(await session.call_tool("cypher", {"query": "RETURN $v AS v", "params": {"v": 7}}))
             seen["write"] = answer(await session.call_tool("cypher", {"query": "CREATE (:Hostile {k: 1})"}))
+            seen["no_rows"] = answer(await session.call_tool("cypher", {"query": "RETURN 1 AS x", "max_rows": 0}))
             started = time.monotonic()
             seen["runaway"] = answer(await session.call_tool("cypher", {"query": RUNAWAY[env["CHIPLORE_STORE"]]}))
             seen["runaway_s"] = time.monotonic() - started
@@ -76,8 +77,10 @@ def test_an_mcp_client_reads_the_graph_and_cannot_write_or_hold_the_server(env: 
                                     "cut_reason": None})  # fmt: skip
     assert seen["params"][1]["rows"] == [{"v": 7}]
     assert seen["write"] == (True, WRITE_REFUSED)
+    assert seen["no_rows"] == (True, "refused: max_rows is 0; ask for 1 to 1000")  # the CLI refuses it too
     failed, message = seen["runaway"]
-    assert failed and message.startswith("failed: ") and "\n" not in message and "timeout" in message, message
+    assert failed and message.startswith("failed: ") and "\n" not in message and "--timeout" in message, message
+    assert "CHIPLORE_QUERY_TIMEOUT_S" not in message  # the CLI's setting: this server's limit is its --timeout
     assert "CALL {" not in message  # the user's query, never chiplore's wrapper
     assert seen["runaway_s"] < TIMEOUT_S + 10.0
     assert seen["after"] == (False, {"columns": ["n"], "rows": [{"n": 0}], "truncated": False, "cut_reason": None})
