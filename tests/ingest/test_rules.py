@@ -63,6 +63,10 @@ def test_each_version_refuses_its_own_vocabulary(graph: GraphStore) -> None:
     assert ("0.7.0", "construct.cast") in refused and ("0.7.0", "construct.widen") not in refused
     cast = graph.read("MATCH (r:LegalityRule {key: 'construct.cast'}) RETURN r.predicate AS p")
     assert "widen" in json.loads(cast[0]["p"])["instead"]
+    # a rule both versions hold is told in each version's words (0.7.0's read "not available in toolchain 0.6.0")
+    for version in ("0.6.0", "0.7.0"):
+        [lut] = [r for r in queries.run(graph, "rules-in-force", {"toolchain": version}) if r["key"] == "construct.lut"]
+        assert f"toolchain {version}" in lut["description"], lut
 
 
 CHIPS = Path(__file__).resolve().parents[2] / "simulator" / "chips"
