@@ -121,13 +121,8 @@ def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
         if char in "'\"`":
             index = _skip_quoted(query, index)
             continue
-        if query.startswith("//", index):
-            newline = query.find("\n", index)
-            index = length if newline < 0 else newline + 1
-            continue
-        if query.startswith("/*", index):
-            end = query.find("*/", index + 2)
-            index = length if end < 0 else end + 2
+        if (past := _skip_comment(query, index)) > index:
+            index = past
             continue
         token, end = char, index + 1
         if char.isalpha() or char == "_":
@@ -151,16 +146,23 @@ def _code(query: str) -> str:
             end = _skip_quoted(query, index)
             kept.append(query[index:end])
             index = end
-        elif query.startswith("//", index):
-            newline = query.find("\n", index)
-            index = length if newline < 0 else newline + 1
-        elif query.startswith("/*", index):
-            end = query.find("*/", index + 2)
-            index = length if end < 0 else end + 2
+        elif (past := _skip_comment(query, index)) > index:
+            index = past
         else:
             kept.append(query[index])
             index += 1
     return "".join(kept)
+
+
+def _skip_comment(query: str, start: int) -> int:
+    """Where the comment that starts at `start` ends (`start` itself where none does)."""
+    if query.startswith("//", start):
+        newline = query.find("\n", start)
+        return len(query) if newline < 0 else newline + 1
+    if query.startswith("/*", start):
+        end = query.find("*/", start + 2)
+        return len(query) if end < 0 else end + 2
+    return start
 
 
 def _skip_quoted(query: str, start: int) -> int:
