@@ -8,6 +8,7 @@ from chiplore.kg.models import Upgrade
 from chiplore.kg.repo.design_counts import status_counts
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import active_toolchain, toolchains
+from chiplore.kg.repo.upgrades import get_upgrade
 from chiplore.kg.schema import schema_version
 from chiplore.kg.store import GraphStore
 
@@ -75,13 +76,11 @@ def _unfinished_upgrade(
     already while BESTs and facts may still be the old one's."""
     if active is None:
         return None
-    ids = [Upgrade.id_of(target, version, active) for version in versions if version != active]
-    rows = store.read(
-        "MATCH (u:Upgrade) WHERE u.id IN $ids AND u.status = 'running' "
-        "RETURN u.from_version AS from_version ORDER BY from_version DESC LIMIT 1",
-        {"ids": ids},
-    )
-    return (str(rows[0]["from_version"]), active) if rows else None
+    for version in reversed(versions[: versions.index(active)] if active in versions else []):  # newest first
+        upgrade = get_upgrade(store, Upgrade.id_of(target, version, active))
+        if upgrade is not None and upgrade.status == "running":
+            return version, active
+    return None
 
 
 def _kernel_totals(store: GraphStore, kernel: str, stored: dict[str, object]) -> dict[str, int]:
