@@ -145,6 +145,7 @@ def test_a_chip_with_other_bandwidths_and_startups_is_optimized_as_well(
         optimize(
             OptimizeContext(store, target, VERSION),
             OptimizeConfig(kernels=(O_PROJ, "sliding_project_qkv"), budget_s=3000, seed=1),
+            Roles(BuiltinArchitect(SearchBudget(predictions=48))),
         )
         progress = kernel_progress(store, ROOF)
     assert {k.kernel for k in progress} == {O_PROJ, "sliding_project_qkv"}
@@ -161,7 +162,8 @@ def test_a_chip_of_another_shape_is_optimized_from_a_generated_root_and_upgraded
     upgrade to 0.7.0 then goes as on the first chip: the facts of 0.6.0 marked stale, the same rules
     changed, the shape confirmed by compiling again, the BEST re-validated under the new version."""
     with learnt_chip(tmp_path, monkeypatch, "[shape]\nclusters = 1\nslices = 128\n", seed=6) as (store, target):
-        optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=150, seed=1))
+        optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=150, seed=1),
+                 Roles(BuiltinArchitect(SearchBudget(predictions=48))))  # fmt: skip
         [kernel] = kernel_progress(store, ROOF)
         root = store.read("MATCH (:Kernel {name: $k})-[:ROOT]->(d:DesignNode) RETURN d.policy AS policy, "
                           "d.change AS change, d.status AS status", {"k": O_PROJ})  # fmt: skip

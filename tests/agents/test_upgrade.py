@@ -315,7 +315,11 @@ def test_the_chain_from_050_on_neo4j(neo4j_graph: GraphStore) -> None:
     target = SimRNGD(seed=3)
     set_active_toolchain(graph, target.name, "0.5.0")  # a campaign that started on 0.5.0
     learn(graph, target, "0.5.0")
-    optimize(OptimizeContext(graph, target, "0.5.0"), OptimizeConfig(kernels=(O_PROJ,), patience=1, seed=1))
+    optimize(
+        OptimizeContext(graph, target, "0.5.0"),
+        OptimizeConfig(kernels=(O_PROJ,), patience=1, seed=1),
+        Roles(BuiltinArchitect(QUICK)),
+    )
     root = graph.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.change AS c, d.status AS s")[0]
     assert root["s"] == "accepted" and ".decode -> .lut" in root["c"]
     first = upgrade(graph, target, "0.6.0")
