@@ -6,6 +6,7 @@ Its job is ranking and screening, not precision: the device decides. `update` is
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import threading
 from collections import OrderedDict
@@ -17,6 +18,8 @@ from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.kg.models import Prediction
 from chiplore.kg.repo.predictions import predictions_of, record_predictions
 from chiplore.kg.store import GraphStore
+
+log = logging.getLogger(__name__)
 
 REMEMBERED = 50_000  # raw predictions kept (a float each): a pack's model may compile to price
 KEEP_EVERY = 16  # predictions written to the memory at a time
@@ -102,7 +105,7 @@ class CalibratedCostModel:
         if key in self._raw:
             raw = self._raw[key]
         else:
-            raw = self.model.predict(kernel, source, params, facts)
+            raw = self._priced(kernel, source, params, facts)
             with self._lock:
                 self._raw[key] = raw
                 if len(self._raw) > REMEMBERED:
@@ -121,6 +124,16 @@ class CalibratedCostModel:
         if self.memory is not None:
             for kernel, batch in unkept.items():
                 self.memory.keep(kernel, batch)
+
+    def _priced(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
+        """The pack's price, or None when its model fails on the program: a design that cannot be priced
+        is screened out, and a fault in a pack's model must not stop the loop (logged for its author)."""
+        try:
+            return self.model.predict(kernel, source, params, facts)
+        except Exception as error:  # a pack's model is third-party code: any failure means "cannot price"
+            log.warning("the pack's cost model failed on a design of %s: %s: %s", kernel, type(error).__name__,
+                        (str(error).splitlines() or [""])[0][:200])  # fmt: skip
+            return None
 
     def _recall(self, kernel: str) -> None:
         if self.memory is None or kernel in self._recalled:

@@ -43,6 +43,7 @@ from chiplore.simulator.toolchain.statics import (
     check_dma_arguments,
     check_mapping_sizes,
     check_outputs_written,
+    check_pads,
     check_tile_extents,
 )
 from chiplore.simulator.toolchain.streams import check_streams
@@ -157,6 +158,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
             inner = env.for_body(item.params, item.body)
             diagnostics += check_mapping_sizes(item, inner, version)
             diagnostics += check_digit_operands(item, version)
+            diagnostics += check_pads(item, inner, version)
             diagnostics += check_dma_arguments(item, version)
             diagnostics += check_streams(item.body, inner, version)
             diagnostics += check_def_use(item.params, item.body, version)
@@ -175,6 +177,7 @@ def _check_bodies(program: ir.Program, version: str) -> list[Diagnostic]:
         elif isinstance(item, ir.LayoutDecl | ir.TypeDecl):
             diagnostics += check_mapping_sizes(item, env, version)
             diagnostics += check_digit_operands(item, version)
+            diagnostics += check_pads(item, env, version)
             diagnostics += check_type_digits(item, env, version)
             diagnostics += check_atom_cuts(item, env, version)
     return diagnostics

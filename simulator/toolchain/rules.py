@@ -118,7 +118,8 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0201",
         "{dim} mapping {m} has {n} positions, expected {expected}",
-        "cluster or slice positions other than the chip's, more lanes than a slice's, rep/at inside elem/time/packet",
+        "cluster or slice positions other than the chip's, more lanes than a slice's, rep/at inside elem/time/packet, "
+        "a term padded to fewer positions than it has",
         "EEE",
     ),
     _rule(

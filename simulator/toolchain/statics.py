@@ -70,6 +70,22 @@ def check_digit_operands(root: ir.Node, version: str) -> list[Diagnostic]:
     return out
 
 
+def check_pads(root: ir.Node, env: Env, version: str) -> list[Diagnostic]:
+    """E0201: a term padded to fewer positions than it has (`K / 128 # 8` where K / 128 has 9 values)
+    would put its last values on positions its mapping does not have (slices past the cluster's)."""
+    out: list[Diagnostic] = []
+    for node in walk(root):
+        if not (isinstance(node, ir.Term) and node.pad is not None):
+            continue
+        held = env.term_positions(node.model_copy(update={"pad": None}))
+        if held is not None and held > node.pad:
+            text = print_mapping(ir.Mapping(terms=(node,)))
+            out += emit("0201", version, f"mapping term {text} has {held} positions, more than the {node.pad} it is "
+                        f"padded to: a pad holds its term (# {held} or more, or split the digit)",
+                        node.span)  # fmt: skip
+    return out
+
+
 def check_dma_arguments(root: ir.Node, version: str) -> list[Diagnostic]:
     engines_of_chip = range(chip_shape().engines)
     out: list[Diagnostic] = []

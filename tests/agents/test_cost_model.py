@@ -115,3 +115,21 @@ def test_the_estimate_screens_out_at_the_models_observed_error_once_it_is_known(
     assert not slower.passed and "margin 4%" in slower.detail
     # without a kernel margin the screen keeps its own
     assert EstimateScreen(lambda c: 10_500.0).check(Candidate("d", "k", "src", {}, {}, 10_000.0)).passed
+
+
+class Faulty(CostModel):
+    """A pack's model with a bug: it raises on some programs (an index past an array, say)."""
+
+    def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
+        if "odd" in source:
+            raise IndexError("index 512 is out of bounds for axis 1 with size 512")
+        return 1000.0
+
+
+def test_a_design_the_packs_model_fails_on_is_unpriced_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:
+    """optimize stopped with a traceback when the pack's model raised on the baseline; a design it
+    cannot price is screened like one it has no price for, and the fault is logged for the pack's author."""
+    model = CalibratedCostModel(Faulty())
+    assert model.predict("k", "odd program", None, {}) is None and model.raw("k", "odd program", None, {}) is None
+    assert model.predict("k", "even program", None, {}) == 1000.0
+    assert "IndexError: index 512 is out of bounds" in caplog.text

@@ -122,11 +122,15 @@ def test_a_tile_streamed_into_a_whole_tensor_leaves_the_rest_alone() -> None:
          "engines = [0]);\n", "E0207", "is empty"),
         ("    let h: dm<bf16>{..One, elem: [A, B]} = x.dma(engines = [0]);\n"
          "    let yd: dm<f32>{..One, elem: [A, B]} = xd.dma(engines = [0]);\n", "E0324", "cannot turn f32 into bf16"),
+        ("    let yd: dm<f32>{cluster: [1 # 2], slice: [A # 4, 1 # 64], elem: [B]} = xd.dma(engines = [0]);\n",
+         "E0201", "[A # 4] has 8 positions, more than the 4 it is padded to"),
     ],
-    ids=["zero-divisor", "layout-as-axis", "let-after-loop", "loop-variable-after-loop", "empty-tile", "dma-dtype"],
+    ids=["zero-divisor", "layout-as-axis", "let-after-loop", "loop-variable-after-loop", "empty-tile", "dma-dtype",
+         "pad-under-its-term"],
 )  # fmt: skip
 def test_what_crashed_the_compiler_is_now_a_coded_diagnostic(body: str, code: str, message: str) -> None:
-    """Each was E0100 ("internal compiler error" or "cannot lower the kernel"), or accepted."""
+    """Each was E0100 ("internal compiler error" or "cannot lower the kernel"), or accepted (a term padded
+    under its size put its last values past the cluster's slices: the device ran it, `ferc stats` crashed)."""
     found = [d for d in check(_program(body)).diagnostics if d.is_error]
     assert found and found[0].code == code and message in found[0].message, [(d.code, d.message) for d in found]
 
