@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from chiplore import queries as named_queries
 from chiplore.agents.callbacks import Note
+from chiplore.agents.knowledge import read_knowledge
 from chiplore.agents.loop import OptimizeContext, OptimizeSummary, choose_kernels, optimize
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
@@ -289,6 +290,25 @@ class Session:
         """Validate the kernel pack in `folder` and install it into the target (a one-line TargetError
         when it is not valid). The graph is not touched: `optimize` registers the kernel like any other."""
         return self.target.add_kernel(Path(folder))
+
+    def pack_notes(self, spec: KernelSpec) -> list[str]:
+        """What a user adding the kernel should know before `optimize`: the graph's toolchain refuses its
+        baseline as written (the loop then ports it or stands a generated design in for it), and the
+        builtin proposers have no design space for it (the loop then measures the baseline and stops)."""
+        version = self.toolchain()
+        notes = []
+        checked = self.target.check(spec.baseline_source, version)
+        if not checked.ok:
+            first = next(d for d in checked.diagnostics if d.is_error)
+            notes.append(f"its baseline does not compile under this graph's toolchain {version} ({first.code}: "
+                         f"{first.message}): optimize ports it, or stands a generated design in for it, and the "
+                         "speedups are then over that design")  # fmt: skip
+        facts = read_knowledge(self.store, version).facts
+        if self.pack.design_space(spec, facts) is None:
+            why = self.pack.no_space_reason(spec, facts) or "the target pack does not say why"
+            notes.append(f"the target pack has no design space for it ({why}): optimize measures its baseline "
+                         "and proposes nothing")  # fmt: skip
+        return notes
 
     def labels(self) -> dict[str, str]:
         """Each kernel's short name for tables and figures."""

@@ -40,12 +40,15 @@ def kernel_add(app: App, folder: Path, as_json: bool) -> None:
     """Validate the kernel pack in FOLDER and install it: `optimize` then runs it like any kernel."""
     with app.session() as session:
         spec = session.add_kernel(folder)
+        notes = session.pack_notes(spec)
     if as_json:
-        click.echo(to_json(_record(spec, "installed")))
+        click.echo(to_json({**_record(spec, "installed"), "notes": notes}))
         return
     console.print(f"added kernel [bold]{spec.name}[/bold] ({spec.label or spec.name}): "
                   f"{byte_size(spec.weight_bytes)} of weights, bound {spec.bound_cycles:,.0f} cycles; "
                   f"`chiplore optimize {spec.name}` optimizes it")  # fmt: skip
+    for note in notes:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
 
 
 def _record(spec: KernelSpec, origin: str) -> dict[str, Any]:

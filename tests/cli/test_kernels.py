@@ -136,3 +136,22 @@ def test_a_data_dir_without_a_graph_is_refused(tmp_path: Path, pack: Path) -> No
     env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "none")}
     one_line_error(run(env, "kernel", "add", str(pack)), "no chiplore graph")
     assert not (tmp_path / "none" / "kernels").exists()
+
+
+UNSPACED = Path(__file__).resolve().parents[1] / "simulator" / "unspaced"
+USER_PACKS = Path(__file__).resolve().parents[1] / "simulator" / "packs"
+
+
+def test_adding_a_pack_says_what_optimize_will_not_do_with_it(env: dict[str, str]) -> None:
+    """A pack with f32 weights loads (its generated design wrote `.decode(bf16)` on an f32 stream, and the
+    pack was refused for chiplore's fault); `kernel add` says the generator has no design space for it, and
+    that a 0.7.0 baseline does not compile under the graph's 0.6.0, where it said "optimize optimizes it"."""
+    added = run(env, "kernel", "add", str(UNSPACED / "f32_weights"), "--json")
+    assert added.exit_code == 0, added.output
+    [note] = json.loads(added.stdout)["notes"]
+    assert "no design space for it (matvec h: f32 weights (w) reach no contraction" in note, note
+    newer = run(env, "kernel", "add", str(USER_PACKS / "moe_router_logits"))
+    assert newer.exit_code == 0, newer.output
+    assert "note: its baseline does not compile under this graph's toolchain 0.6.0" in " ".join(newer.stdout.split())
+    plain = run(env, "kernel", "add", str(USER_PACKS / "matvec_of_matvec"), "--json")  # a matvec of a matvec
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["notes"] == [], plain.output

@@ -32,6 +32,7 @@ from chiplore.core.ops import Op as GraphOp
 from chiplore.simulator.pack.generator.signature import Dim, Param, Signature
 
 SINKS = (Store, CacheWrite)
+CONTRACTED = ("bf16", "f8e4m3", "f4e2m1")  # weight dtypes a contraction takes, as they stream or decoded
 
 
 class Unsupported(ValueError):
@@ -215,6 +216,9 @@ def _split(param: Param, k: int, sig: Signature) -> tuple[tuple[Dim, ...], tuple
 
 def _member(index: int, op: MatVec, k: int, sig: Signature) -> Member:
     weight = sig.param(op.weight)
+    if weight.dtype not in CONTRACTED:
+        raise Unsupported(f"matvec {op.out}: {weight.dtype} weights ({op.weight}) reach no contraction, which takes "
+                          "bf16 and decoded f8/f4 codes; the generator writes no vector-engine matvec")  # fmt: skip
     row_dims, k_dims = _split(weight, k, sig)
     if not row_dims or any(d.divisor != 1 for d in (*row_dims, *k_dims)):
         raise Unsupported(f"matvec {op.out}: weight {op.weight} is not [rows, columns] over whole axes")

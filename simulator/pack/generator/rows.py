@@ -49,9 +49,12 @@ class Rows:
             for member in group.members:
                 self.values[member.out] = self._root((member,), self.accumulators[member.index],
                                                      self.readers.get(member.out, 0))  # fmt: skip
+                self._export(member.out, member, "")
             self._lower(group.row_ops, None)
             return self.exports
-        lane = fuse(group, self.a)
+        exported = {name for name, _ in group.exports}
+        # a member's own rows read by the next group (a matvec of a matvec) leave before any fused lane
+        lane = fuse(group, self.a) if not exported & {m.out for m in group.members} else None
         readers = 1 if lane is not None or len(group.members) == 1 else len(group.members)
         if len(group.members) == 1:
             readers = self.readers.get(group.members[0].out, 0)
@@ -72,8 +75,14 @@ class Rows:
                                                 uses=self.readers.get(member.out, 0))  # fmt: skip
             else:
                 self.values[member.out] = root
+            self._export(member.out, member, view)
             self._lower([op for op in group.row_ops if self._member(op) == member.index], member)
         return self.exports
+
+    def _export(self, name: str, member: Member, view: str) -> None:
+        """A member's rows that the next group reads as they are (no row op between the two matvecs)."""
+        if any(export == name for export, _ in self.group.exports):
+            self._sink(name, self.values[name], member, view)
 
     def _member(self, op: GraphOp) -> int | None:
         for name in op.reads():

@@ -38,6 +38,7 @@ from chiplore.simulator.shape import DOCUMENTED_CHIP, Chip
 CHUNK_TARGETS = (2048, 4096, 8192, 16384, 32768, 65536)  # weight bytes per slice per chunk, by `chunk` level
 DEPTHS = (2, 3, 4, 6)
 KGROUPS = (1, 2, 4, 8, 16, 32, 64)
+WIDE_KGROUPS = (128, 256, 512, 1024)  # only where no count above fits: a space's choices stay as they were
 
 
 class Twin(str):
@@ -179,12 +180,15 @@ class GeneratedSpace:
         block = blocks.pop() if blocks else None
         stored = any(isinstance(op, Store | CacheWrite) for op in group.row_ops)
         ranked: list[tuple[int, int]] = []
-        for fit in FITS:
-            shape = GroupShape(row, k_axis, (), block, stored, fit)
-            for kg in KGROUPS:
-                geo = self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)  # before any fact
-                if geo is not None:
-                    ranked.append((-(geo.groups * kg), kg))
+        for counts in (KGROUPS, WIDE_KGROUPS):  # a K too long for 64 k-groups spreads over more
+            for fit in FITS:
+                shape = GroupShape(row, k_axis, (), block, stored, fit)
+                for kg in counts:
+                    geo = self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)  # before any fact
+                    if geo is not None:
+                        ranked.append((-(geo.groups * kg), kg))
+                if ranked:
+                    break
             if ranked:
                 break
         if not ranked:
@@ -269,12 +273,13 @@ class GeneratedSpace:
     def _why_not(self, group: Group, shape: GroupShape) -> str:
         """Why no k-group count fits under the loosest cut (the message of a refused group)."""
         step = self._step(group, shape)
-        widths = [kg for kg in KGROUPS if group.k % kg == 0 and (group.k // kg) % step == 0
+        counts = [kg for kg in (*KGROUPS, *WIDE_KGROUPS) if kg <= self.chip.slices]
+        widths = [kg for kg in counts if group.k % kg == 0 and (group.k // kg) % step == 0
                   and group.k // kg <= self.max_trf_columns]  # fmt: skip
         if not widths:
-            return (
-                f"no k-group count cuts {group.k} columns into whole tiles of {step} of at most {self.max_trf_columns}"
-            )
+            return (f"no k-group count (a power of two up to the {self.chip.slices} slices of a cluster) cuts "
+                    f"{group.k} columns into whole tiles of {step} of at most {self.max_trf_columns} a "
+                    "slice")  # fmt: skip
         heads = f" of whole heads of {group.head_dim}" if group.heads else ""
         return (f"no rows per slice{heads} in multiples of {shape.fit.rows} split its rows into at most "
                 f"{self.chip.slices // widths[0]} row-groups per cluster")  # fmt: skip
