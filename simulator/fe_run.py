@@ -74,7 +74,12 @@ def submit(file: Path, kernel: str, fixtures: str, repeats: int, toolchain: str 
             result = device.result(device.submit(job))
     except InvalidJob as error:
         fail(str(error))
-    click.echo(result.model_dump_json(indent=2) if as_json else _summary(result))
+    text = _summary(result)
+    if result.status == "ok" and result.correctness is None and kernel not in kernels.packs:
+        # a run with nothing to grade it against reads like a pass without this line
+        text += (f"\n  correctness: not graded (no kernel pack named {kernel!r} is built in, on CHIPLORE_KERNELS or "
+                 f"installed in {config.data_dir}: `chiplore kernel add` installs one)")  # fmt: skip
+    click.echo(result.model_dump_json(indent=2) if as_json else text)
     sys.exit(0 if result.status == "ok" and (result.correctness is None or result.correctness.passed) else 1)
 
 

@@ -32,7 +32,10 @@ from chiplore.session import Workers
               help="Kept for scripts: an interrupted run's unfinished designs are always finished first.")  # fmt: skip
 @role_options
 @output_options
-@schedule_options("Device seconds for all the kernels together.")  # below --toolchain and the worker options
+@schedule_options(
+    "Device seconds for all the kernels together: each starts with an equal share, and what one leaves unspent "
+    "goes to those that start after it (a decision under way finishes past it)."
+)  # below --toolchain and the worker options
 def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: RoleChoice, output: Output) -> None:
     """Optimize kernels (all by default): propose, screen, run and judge designs against BEST.
 

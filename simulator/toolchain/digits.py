@@ -44,7 +44,13 @@ class NoCommonRefinement(ValueError):
     """Two decompositions of an axis cut it at incompatible places (E0204)."""
 
     def __init__(self, axis: str, first: Digit, second: Digit) -> None:
-        super().__init__(f"digits of {axis} in {first} and {second} have no common refinement")
+        why = ""
+        if first.stride == second.stride and first.size != second.size:
+            # `K / 24` then `K % 24` of K = 2,999 merge into K % 3000: name the spans, not only the digits
+            long, short = (first, second) if first.size > second.size else (second, first)
+            why = (f" ({long} spans {long.size:,} positions where {short} spans {short.size:,}: a cut `/ d` by a d "
+                   f"that does not divide {axis}'s size rounds up past its end)")  # fmt: skip
+        super().__init__(f"digits of {axis} in {first} and {second} have no common refinement{why}")
         self.axis, self.first, self.second = axis, first, second
 
 

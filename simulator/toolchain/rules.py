@@ -41,7 +41,10 @@ def _rule(number: str, template: str, predicate: str, levels: str, fix: str = ""
     return Rule(number=number, template=template, predicate=predicate, levels=letters, fix=fix)  # type: ignore[arg-type]
 
 
-_ORDER = "fetch, decode/widen, switch, collect, contract, vector, reduce_slices, vector, narrow, transpose, commit"
+_ORDER = (
+    "fetch, decode/widen, switch, collect, contract, vector, one reducer (reduce_slices, allreduce_slices or "
+    "reduce_clusters), vector, narrow, transpose, commit"
+)
 
 RULES: tuple[Rule, ...] = (
     _rule(

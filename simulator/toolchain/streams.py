@@ -31,8 +31,8 @@ ORDER = {
     "commit": 10, "commit_into": 10, "to_trf": 10, "to_vrf": 10,
 }  # fmt: skip
 STAGE_ORDER = (
-    "the Tensor Unit order is fetch, decode/widen, switch, collect, contract, vector, reduce_slices, vector, "
-    "narrow, transpose, commit"
+    "the Tensor Unit order is fetch, decode/widen, switch, collect, contract, vector, one reducer (reduce_slices, "
+    "allreduce_slices or reduce_clusters), vector, narrow, transpose, commit"
 )
 REGISTER_WRITERS = {"fetch", "decode", "lut", "widen", "switch", "collect", "cast"}
 ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}

@@ -114,6 +114,8 @@ def test_a_pack_installed_in_the_data_dir_is_graded_like_a_built_in_one(tmp_path
     edit(pack / "kernel.toml", 'name = "gqa_project_qkv"', 'name = "my_gqa"')
     edit(pack / "baseline.fe", "kernel gqa_project_qkv(", "kernel my_gqa(")
     data = tmp_path / "data"
+    unknown = submit(data, pack / "baseline.fe", kernel="my_gqa")  # not installed yet: timed, and it says so
+    assert unknown.exit_code == 0 and "correctness: not graded (no kernel pack named 'my_gqa'" in unknown.stdout
     SimRNGD(kernels_dir=data / KERNELS_DIR).add_kernel(pack)  # what `chiplore kernel add` does with it
     ran = submit(data, pack / "baseline.fe", "--fixtures", "exact,cancel", "--json", kernel="my_gqa")
     assert ran.exit_code == 0, ran.output
