@@ -29,7 +29,15 @@ from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, nearest_points
 from chiplore.core.target import KernelSpec, Target
 from chiplore.kg.models import Activity, DesignNode, KernelVersion, Revalidation
-from chiplore.kg.repo.designs import add_design, claim_design, get_design, set_best, source_of, update_design
+from chiplore.kg.repo.designs import (
+    add_design,
+    claim_design,
+    get_design,
+    make_root,
+    set_best,
+    source_of,
+    update_design,
+)
 from chiplore.kg.repo.progress import pooled_cycles
 from chiplore.kg.repo.runs import graded_median, graded_runs
 from chiplore.kg.repo.upgrades import record_revalidation, revalidation_of
@@ -120,6 +128,60 @@ class Revalidator:
                  f"{cycles:,.0f} cycles")  # fmt: skip
         return self._record(base.model_copy(update={"outcome": "repaired", "repaired_design": node_id,
                                                     "cycles_after": cycles, "detail": change}), runs)  # fmt: skip
+
+    def official_root(self, root: DesignNode) -> Revalidation | None:
+        """Where a generated design stood in for an official baseline the old version refused (a 0.7.0 pack
+        on a 0.6.0 graph) and the new version compiles that baseline as written, the baseline is measured
+        and becomes the root again (SUPERSEDES the stand-in), so that speedups are over the vendor's program
+        and not over the stand-in; None where the root is the official baseline or the new version refuses
+        it too. BEST is left as it is (the caller re-validates a stand-in that is BEST)."""
+        source = self.spec.baseline_source
+        if root.policy != "generated" or content_sha(source) == content_sha(source_of(self.store, root.id)):
+            return None
+        if not self.target.check(source, self.version).ok:
+            return None
+        store, kernel, version = self.store, self.spec.name, self.version
+        node_id = design_id(kernel, content_sha(source))
+        rid = Revalidation.id_of(kernel, node_id, version)
+        done = revalidation_of(store, rid)
+        if done is not None:
+            return done
+        if get_design(store, node_id) is None:
+            add_design(
+                store,
+                DesignNode(
+                    id=node_id,
+                    kernel=kernel,
+                    role="baseline",
+                    policy="official",
+                    depth=0,
+                    rationale=f"the vendor's official baseline, which compiles under {version} as written",
+                    change=f"root: the official baseline (under {self.previous} {root.id} stood in for it)",
+                    status="queued",
+                    model_cycles=self.model.raw(kernel, source, None, self.knowledge.facts),
+                ),
+                version=KernelVersion(sha=content_sha(source), kernel=kernel, source=source, toolchain=version),
+                parent=root.id,
+                activity=self.activity,
+            )  # a child until measured: then the root (make_root)
+        recorded = graded_median(store, node_id, version)  # measured before a kill: not measured again
+        if recorded is not None:
+            cycles, run_ids = recorded, tuple(graded_runs(store, node_id))
+        else:
+            outcome = self.runner.run(kernel, content_sha(source), source, version)
+            if not outcome.ok or outcome.result.median_cycles is None:
+                update_design(store, node_id, status="failed", reason=f"the device: {outcome.result.message}")
+                return None  # the stand-in stays the root, and is re-validated as one
+            cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
+        update_design(store, node_id, status="accepted", measured_cycles=cycles)
+        make_root(store, kernel, node_id, superseded=root.id)
+        self.say(f"{kernel}: the official baseline compiles under {version} and is the baseline again: "
+                 f"{cycles:,.0f} cycles ({root.id} stood in for it)")  # fmt: skip
+        return self._record(Revalidation(id=rid, kernel=kernel, design=node_id, role="baseline",
+                                         from_version=self.previous, to_version=version, outcome="survived",
+                                         cycles_before=root.measured_cycles, cycles_after=cycles,
+                                         detail=f"the official baseline, in place of the stand-in {root.id}"),
+                            run_ids)  # fmt: skip
 
     @property
     def space(self) -> DesignSpace | None:

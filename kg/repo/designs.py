@@ -76,6 +76,21 @@ def update_design(store: GraphStore, design_id: str, *, held_by: str | None = No
         raise KeyError(f"no design {design_id!r}")
 
 
+def make_root(store: GraphStore, kernel: str, design_id: str, *, superseded: str) -> None:
+    """`design_id`, added as a child of the kernel's root `superseded`, becomes the root in its place
+    and SUPERSEDES it; the old root becomes its child, so the tree still holds the work done under it
+    (BEST among it). One statement: a kill leaves the tree as it was or as it is meant to be."""
+    rows = store.write(
+        "MATCH (k:Kernel {name: $kernel})-[r:ROOT]->(old:DesignNode {id: $old}) "
+        "MATCH (new:DesignNode {id: $new})-[c:CHILD_OF]->(old) "
+        "DELETE r, c MERGE (k)-[:ROOT]->(new) MERGE (new)-[:SUPERSEDES]->(old) MERGE (old)-[:CHILD_OF]->(new) "
+        "RETURN new.id AS id",
+        {"kernel": kernel, "old": superseded, "new": design_id},
+    )
+    if not rows:
+        raise KeyError(f"{design_id} is not a child of {kernel}'s root {superseded}")
+
+
 def retire_root(store: GraphStore, kernel: str, design_id: str, *, held_by: str) -> None:
     """The kernel's root gives way to another (the caller adds it next, SUPERSEDES this one): its ROOT
     edge goes and the design stays, released, with its status and reason, for the record. Only while
