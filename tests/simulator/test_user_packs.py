@@ -5,7 +5,8 @@ every set. Odd sizes (H 1,040; K 200 and 96), erf GELU, block scales of 64, 128 
 K but is no power of two), a norm on a matvec's output, RoPE of 64, heads of 96 with a cache write, a 0.7.0 pack
 on a 0.6.0 graph, a 0.5.0 pack, parameters named like the generator's or the DSL's own values (x0, norm,
 acc, out, i, tile), a matvec that reads another's output directly (it had no space: "t is not an input of group
-1") and 4 rows of K 524,288 (more k-groups than 64: "no k-group count cuts 524288 columns")."""
+1") 4 rows of K 524,288 (more k-groups than 64: "no k-group count cuts 524288 columns") and a LoRA beside the
+projection it corrects, `y0 + B(A x)` ("s combines the rows of two matvec groups")."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def target() -> SimRNGD:
 def test_every_pack_written_from_the_docs_is_offered(target: SimRNGD) -> None:
     assert set(USER_PACKS) <= {spec.name for spec in target.kernels()}
     assert {"mla_kv_latent", "moe_router_logits", "odd_geglu_mlp", "tiny_odd", "heads96_cache", "ragged_block",
-            "matvec_of_matvec", "long_k_f4"} <= set(USER_PACKS)  # fmt: skip
+            "matvec_of_matvec", "long_k_f4", "lora_beside_projection"} <= set(USER_PACKS)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", USER_PACKS)

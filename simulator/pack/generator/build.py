@@ -115,7 +115,7 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         frame = row_frame(geo)
         space = rows[group.index]
         at = None if design.late_registers else loop
-        operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, at)
+        operands = RowOperands(emitter, sig, group, geo, frame, space.heads, space.units, at, exports)
         out = Rows(emitter, sig, analysis, group, geo, frame, operands, accumulators, design.stage).run()
         for name, (value, member) in out.items():
             exports[name] = (value, member, geo)

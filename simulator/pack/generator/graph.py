@@ -69,6 +69,7 @@ class Group:
     exports: list[tuple[str, int]] = field(default_factory=list)  # (row value, group that reads it)
     weight_only_norm: bool = False  # the input's rms_norm scalar dropped (every output is renormalised)
     input_sinks: tuple[Store, ...] = ()  # stores of values its input ops compute (a residual kept before a norm)
+    operand_exports: set[str] = field(default_factory=set)  # exports a later group's element-wise op reads (f32)
 
     @property
     def heads(self) -> bool:
@@ -109,6 +110,7 @@ def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
     space_of = {op.out: index for index, ops in enumerate(spaces) for op in ops}
     # which group's rows each value derives from
     origin: dict[str, set[int]] = {}
+    crossing: dict[str, tuple[int, int]] = {}  # a row value a later group reads in an element-wise op: (its, later)
     for op in graph.ops:
         out = op.writes()
         if out is None:
@@ -118,7 +120,13 @@ def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
         else:
             origin[out] = set().union(*(origin.get(name, set()) for name in op.reads()))
         if len(origin[out]) > 1:
-            raise Unsupported(f"{out} combines the rows of two matvec groups")
+            later = _meeting(op, origin, lengths)
+            if later is None:
+                raise Unsupported(f"{out} combines the rows of two matvec groups")
+            for name in op.reads():  # the earlier group's rows come to the later group's as a register operand
+                if origin.get(name) and origin[name] != {later}:
+                    crossing[name] = (next(iter(origin[name])), later)
+            origin[out] = {later}
     groups: list[Group] = []
     member_of: dict[str, int | None] = {}
     group_of: dict[str, int] = {}
@@ -132,6 +140,9 @@ def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
             if chained >= index:
                 raise Unsupported(f"group {index} reads {name} before its rows exist")
             groups[chained].exports.append((name, index))
+    for name, (earlier, later) in crossing.items():
+        groups[earlier].exports.append((name, later))
+        groups[earlier].operand_exports.add(name)
     for group in groups:
         _rows(group, graph, origin, member_of, group_of, lengths)
     _input_sinks(graph, groups, origin)
@@ -212,6 +223,18 @@ def _split(param: Param, k: int, sig: Signature) -> tuple[tuple[Dim, ...], tuple
         if total > k:
             break
     raise Unsupported(f"{param.name}: no trailing dims of {k} elements")
+
+
+def _meeting(op: GraphOp, origin: dict[str, set[int]], lengths: dict[str, int]) -> int | None:
+    """The later group, where an element-wise op adds or multiplies the rows of two groups of one length
+    (a LoRA's up projection beside the projection it corrects: `y0 + B(A x)`); None for any other meeting."""
+    if not isinstance(op, Elementwise):
+        return None
+    sources = [origin.get(name, set()) for name in op.reads()]
+    if any(len(source) > 1 for source in sources) or len({lengths.get(name) for name in op.reads()}) > 1:
+        return None
+    groups = {g for source in sources for g in source}
+    return max(groups) if len(groups) == 2 else None
 
 
 def _member(index: int, op: MatVec, k: int, sig: Signature) -> Member:

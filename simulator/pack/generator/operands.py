@@ -8,17 +8,19 @@ identity for a member that lacks the op: 1 for a product, 0 for a sum, cos = 1 a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from chiplore.simulator.pack.generator import vocab
-from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter
+from chiplore.simulator.pack.generator.frame import Frame, FrameEmitter, Value
 from chiplore.simulator.pack.generator.geometry import Geometry
 from chiplore.simulator.pack.generator.graph import Group, Member
 from chiplore.simulator.pack.generator.program import float_text
 from chiplore.simulator.pack.generator.signature import Signature
 
 Shape = Literal["row", "head", "scalar", "table"]
+Exported = tuple[Value, Member | None, Geometry]  # a group's rows another group reads, with where they live
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Part:
     param: str | None = None
     constant: float = 1.0
     position: str | None = None  # a table's row, chosen at run time (`.at(E = position)`)
+    earlier: str | None = None  # a row value an earlier group computed (in DM, in that group's row frame)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Operand:
     def constant(self) -> float | None:
         """The literal this operand is, when every part is the same constant."""
         values = {p.constant for p in self.parts if p.param is None}
-        if len(values) == 1 and all(p.param is None for p in self.parts):
+        if len(values) == 1 and all(p.param is None and p.earlier is None for p in self.parts):
             return values.pop()
         return None
 
@@ -49,12 +52,18 @@ class RowOperands:
     """Operands in a group's row frame (its k-group leaders)."""
 
     def __init__(self, emitter: FrameEmitter, sig: Signature, group: Group, geo: Geometry, frame: Frame,
-                 heads: tuple[str, str] | None, units: tuple[str, int] | None, at: int | None) -> None:  # fmt: skip
+                 heads: tuple[str, str] | None, units: tuple[str, int] | None, at: int | None,
+                 earlier: Mapping[str, Exported] | None = None) -> None:  # fmt: skip
         self.e, self.sig, self.group, self.geo, self.frame = emitter, sig, group, geo, frame
+        self.earlier = earlier or {}  # row values earlier groups exported: (value, member, their geometry)
         self.heads = heads  # (head axis, head-row axis) of R, when R has heads
         self.units = units  # (unit axis, rows per unit) of R, when members share it
         self.cache: dict[Operand, str] = {}
         self.at = at  # where the group's register loads go: before its weight loop (None: where each is used)
+
+    def earlier_value(self, name: str) -> Exported | None:
+        """An earlier group's exported rows this group's row ops may read as an operand."""
+        return self.earlier.get(name) if name in self.earlier else None
 
     def clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
         if not self.geo.split:
@@ -113,8 +122,9 @@ class RowOperands:
     def _rows(self, operand: Operand, members: tuple[Member, ...]) -> str:
         frame = self.frame
         dtypes = {self.sig.param(p.param).dtype for p in operand.parts if p.param}
+        dtypes |= {self.earlier[p.earlier][0].dtype for p in operand.parts if p.earlier}
         dtype = dtypes.pop() if len(dtypes) == 1 else "f32"
-        stem = next((p.param for p in operand.parts if p.param), "ones")
+        stem = next((p.param or p.earlier for p in operand.parts if p.param or p.earlier), "ones")
         name = self.e.p.name(f"{stem}_r")
         by_member = {p.member: p for p in operand.parts}
         self.e.p.emit(f"    let {name}: dm<{dtype}>{{..{frame.layout}, elem: [{frame.elem}]}} = dm::empty();\n",
@@ -126,6 +136,10 @@ class RowOperands:
             part = by_member.get(member.index, Part(member.index))
             for piece in self.pieces((member,)):
                 view = f"{name}{piece}"
+                if part.earlier is not None:  # copied once its group has computed it: after that group's code
+                    self.e.p.emit(f"    {self._earlier_source(part.earlier, member)}.dma_into({view}, engines = "
+                                  f"{self.e.p.aux_engines(self.clusters((member,)))});\n", at=self.at)  # fmt: skip
+                    continue
                 if part.param is None:
                     self.e.p.emit(f"    {view}.fill({float_text(part.constant)});\n", early=True)
                     continue
@@ -148,6 +162,12 @@ class RowOperands:
         for text in widened:
             self.e.p.emit(text, at=self.at)
         return self.e.vrf(_committed(frame, name, dtype), stem=f"{stem}_v", at=self.at)
+
+    def _earlier_source(self, name: str, member: Member) -> str:
+        """The earlier group's rows of `name`, renamed onto this group's row axis at the member's rows."""
+        value, producer_member, producer = self.earlier[name]
+        offset = member.offset - (producer_member.offset if producer_member is not None else 0)
+        return f"{value.tensor}{value.view}.rename({producer.R}, {self.geo.R}, {offset})"
 
     def _source(self, part: Part, shape: Shape, member: Member) -> str:
         param = self.sig.param(str(part.param))

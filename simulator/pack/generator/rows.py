@@ -220,6 +220,9 @@ class Rows:
             raise Unsupported(f"{op.op} {op.out} reads no row value")
         value = self.values[rows[0]]
         other = op.b if rows[0] == op.a else op.a
+        if self.operands.earlier_value(other) is not None:  # an earlier group's rows (y0 + B(A x))
+            operand = Operand("row", tuple(Part(m.index, earlier=other) for m in members))
+            return self._by(op.op, value, operand, members)
         shape = "scalar" if self.a.lengths.get(other) == 1 else "row"
         if other not in {p.name for p in self.sig.params}:
             raise Unsupported(f"{op.op} {op.out}: {other} is computed from inputs, not an input itself")
@@ -281,10 +284,11 @@ class Rows:
     # ---- leaving the rows --------------------------------------------------------------------------
 
     def _sink(self, sink: GraphOp | str, value: Value, member: Member | None, view: str) -> None:
-        if isinstance(sink, str):  # a value the next group reads
-            self.e.commit(value, "bf16", stem=f"{sink}_rows")
+        if isinstance(sink, str):  # a value the next group reads: its input (bf16), or an operand of its rows (f32)
+            dtype = "f32" if sink in self.group.operand_exports else "bf16"
+            self.e.commit(value, dtype, stem=f"{sink}_rows")
             value.uses -= 1
-            self.exports[sink] = (Value(self.frame, value.tensor, "bf16", value.view or view), member)
+            self.exports[sink] = (Value(self.frame, value.tensor, dtype, value.view or view), member)
             return
         target = self.sig.param(sink.to if isinstance(sink, Store) else sink.cache)
         self.e.commit(value, target.dtype if target.dtype in ("bf16", "f32") else "bf16", stem="out", exact=True)
