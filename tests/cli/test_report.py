@@ -71,7 +71,7 @@ def test_a_report_with_only_learn_renders_and_says_what_is_empty(env: dict[str, 
 def test_a_small_demo_matches_status_and_its_report_has_labelled_figures(env: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "demo"
     quick = {**env, **QUICK_SEARCH}  # a small demo
-    result = run(quick, "demo", "--patience", "1", "--budget", "120", "--out", str(out), "--json")
+    result = run(quick, "demo", "--patience", "1", "--budget", "60", "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     demo = json.loads(result.stdout)
     status = json.loads(run(env, "status", "--json").stdout)
