@@ -104,10 +104,14 @@ class BestProgram(BaseModel):
                   if self.best_cycles is not None else "not measured under this toolchain yet")  # fmt: skip
         bound = (f"{_num(self.ratio_to_bound, 3)}x the bound ({self.bound_cycles:,.0f} cycles)"
                  if self.bound_cycles else "no bound (the kernel moves no weights)")  # fmt: skip
+        # after an upgrade the baseline measured under this toolchain may be the root's repair, off the lineage
+        moved = self.baseline_design and self.lineage and self.baseline_design != self.lineage[0].design
+        which = f" ({self.baseline_design[:10]}, the root as it runs under {self.toolchain})" if moved else ""
         lines = [
             f"{self.kernel}: BEST design {self.design}, toolchain {self.toolchain}",
             f"cycles: {cycles}",
-            f"baseline: {_num(self.baseline_cycles)} cycles; speedup {_num(self.speedup_vs_baseline, 2)}x; {bound}",
+            f"baseline: {_num(self.baseline_cycles)} cycles{which}; speedup {_num(self.speedup_vs_baseline, 2)}x; "
+            f"{bound}",
             "lineage (baseline first):",
         ]
         for step in self.lineage:

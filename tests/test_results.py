@@ -24,3 +24,12 @@ def test_the_header_states_the_bound_and_the_ratio_to_it() -> None:
 def test_a_kernel_that_moves_no_weights_has_no_bound_and_says_so() -> None:
     line = best(0.0, None).header()[2]  # it said "-x the bound (0 cycles)"
     assert line.endswith("speedup 1.00x; no bound (the kernel moves no weights)"), line
+
+
+def test_a_baseline_an_upgrade_repaired_is_named_beside_a_lineage_that_starts_at_the_root() -> None:
+    """After an upgrade the speedup is over the root's repair (553,296 cycles) while the lineage starts at
+    the root (545,280): the header named neither, and the two figures did not match."""
+    upgraded = best(2_265.6, 1.25).model_copy(update={"baseline_design": "r1234567890", "toolchain": "0.7.0"})
+    line = upgraded.header()[2]
+    assert line.startswith("baseline: 2,832 cycles (r123456789, the root as it runs under 0.7.0); speedup"), line
+    assert "(d1" not in best(2_265.6, 1.25).header()[2]  # the root itself: nothing to name

@@ -74,7 +74,8 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as nested JSON.")
 def tree(app: App, kernel: str, as_json: bool) -> None:
-    """A kernel's Design Tree: each design's status, cycles and change; BEST and its lineage in bold."""
+    """A kernel's Design Tree: each design's status, cycles (as recorded when it was decided; `status` gives
+    BEST's median over every run of it) and change; BEST and its lineage in bold."""
     with app.session() as session:
         found = session.tree(kernel)
     if as_json:

@@ -231,10 +231,16 @@ class _Run:
         blocks: np.ndarray | None = None
         if op.scale is not None and op.scale_kind == "block":
             if k % op.block:
-                raise GraphReferenceError(f"{k:,} columns are not whole blocks of {op.block}")
+                raise GraphReferenceError(
+                    f"{k:,} columns are not whole blocks of {op.block}: the op graph's reference "
+                    "takes a block that divides K (a reference.py may cut its last block short)"
+                )
             blocks, scale_rows = self.rows(op.scale, k // op.block)
-            if scale_rows != n:
-                raise GraphReferenceError(f"block scale {op.scale} has {scale_rows:,} rows, the weight {n:,}")
+            if scale_rows != n:  # name the shape it needs: a wrong block reshapes the same values into other rows
+                declared = ", ".join(f"{size:,}" for size in param_shape(self.params[op.scale]))
+                raise GraphReferenceError(f"block scale {op.scale} is declared [{declared}], but blocks of {op.block} "
+                                          f"over the weight's {n:,} rows of {k:,} columns need {n:,} x "
+                                          f"{k // op.block:,} scales")  # fmt: skip
         period = weights.shape[0] if blocks is None else math.lcm(weights.shape[0], blocks.shape[0])
         period = min(period, n)
         distinct = np.empty(period, dtype=np.float64)

@@ -33,6 +33,9 @@ STAMP = ".chiplore-validated"  # in an installed pack: the digest it was validat
 _validated: set[tuple[str, str | None]] = set()  # (digest, chip) validated in this process
 
 
+REPLACE = ": delete that folder, then add the pack again, to install another version of it"
+
+
 class KernelRegistry:
     """Packs by kernel name, in offering order."""
 
@@ -95,7 +98,7 @@ class KernelRegistry:
         _validate(pack, self.space_for, self.facts_for)
         destination = self.installed / pack.name
         if destination.exists():
-            raise TargetError(f"kernel {pack.name} is already installed in {destination}")
+            raise TargetError(f"kernel {pack.name} is already installed in {destination}{REPLACE}")
         staging = self.installed / f".staging-{pack.name}-{uuid.uuid4().hex[:8]}"
         try:
             self.installed.mkdir(parents=True, exist_ok=True)
@@ -105,7 +108,7 @@ class KernelRegistry:
         except OSError as error:
             shutil.rmtree(staging, ignore_errors=True)
             if destination.exists():
-                raise TargetError(f"kernel {pack.name} is already installed in {destination}") from None
+                raise TargetError(f"kernel {pack.name} is already installed in {destination}{REPLACE}") from None
             raise TargetError(f"cannot install kernel pack {pack.name} into {self.installed}: {error}") from None
         installed = _read(destination, "installed")
         self._add(installed)
@@ -131,11 +134,16 @@ class KernelRegistry:
         if other.origin == "built-in":
             raise TargetError(f"kernel pack {pack.folder}: kernel {pack.name} is built in; give the pack another name")
         if other.origin == "installed":
-            raise TargetError(f"kernel {pack.name} is already installed in {other.folder}")
+            raise TargetError(f"kernel {pack.name} is already installed in {other.folder}{REPLACE}")
         if other.folder == pack.folder:
             raise TargetError(f"kernel {pack.name} is already offered by {other.origin} ({other.folder}): it runs "
                               f"as it is; add it only to keep it once {other.origin} no longer names it")  # fmt: skip
-        raise TargetError(f"kernel {pack.name} is defined twice: {other.folder} ({other.origin}) and {pack.folder}")
+        home = Path(self.installed).resolve() if self.installed is not None else None
+        installed = next((p.folder for p in (other, pack) if home is not None and p.folder.parent == home), None)
+        keep = (f"leave it out of CHIPLORE_KERNELS, or delete the installed copy {installed}" if installed
+                else "name one of them in CHIPLORE_KERNELS")  # fmt: skip
+        raise TargetError(f"kernel {pack.name} is defined twice: {other.folder} ({other.origin}) and {pack.folder} "
+                          f"({pack.origin}); keep one: {keep}")  # fmt: skip
 
     def _add(self, pack: KernelPack) -> None:
         self.packs[pack.name] = pack

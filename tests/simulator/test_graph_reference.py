@@ -153,3 +153,26 @@ def test_inputs_that_do_not_fit_the_graph_name_the_op() -> None:
     with pytest.raises(GraphReferenceError) as error:
         run(ops, params, inputs)
     assert str(error.value) == "op 1 (rope qr): cos has rows of 8, the heads are 16 wide"
+
+
+def test_block_scales_that_do_not_fit_the_weight_name_what_they_need() -> None:
+    """A block of 64 over a scale declared for blocks of 32 read as '18,432 rows, the weight 9,216' (the scale
+    has 9,216 rows: its columns are wrong); a block that does not divide K names the way round it."""
+    rows, k = 8, 96
+    params = [param("x", "bf16", k), param("w", "bf16", rows, k), param("s", "f32", rows, k // 32),
+              param("y", "f32", rows, mutable=True)]  # fmt: skip
+    inputs = {"x": np.ones(k, np.float32), "w": np.ones((rows, k), np.float32), "s": np.ones((rows, 3), np.float32)}
+
+    def matvec(block: int) -> list[dict[str, object]]:
+        return [{"op": "matvec", "input": "x", "weight": "w", "scale": "s", "scale_kind": "block", "block": block,
+                 "out": "h"}, {"op": "store", "input": "h", "to": "y"}]  # fmt: skip
+
+    with pytest.raises(GraphReferenceError) as error:
+        run(matvec(48), params, inputs)
+    needed = "block scale s is declared [8, 3], but blocks of 48 over the weight's 8 rows of 96 columns need 8 x 2"
+    assert needed in str(error.value), error.value
+    with pytest.raises(GraphReferenceError) as error:
+        run(matvec(40), params, inputs)
+    assert "96 columns are not whole blocks of 40: the op graph's reference takes a block that divides K" in str(
+        error.value
+    )

@@ -310,7 +310,10 @@ def test_an_added_pack_is_offered_tested_graded_and_checked_and_stays_installed(
     assert again.kernel_origins()[GQA] == "installed"
     with pytest.raises(TargetError) as error:
         again.add_kernel(copy_pack(tmp_path, folder="second"))
-    one_line(error.value, f"kernel {GQA} is already installed")
+    one_line(error.value, f"kernel {GQA} is already installed", "delete that folder, then add the pack again")
+    with pytest.raises(TargetError) as error:  # the variable names a pack the data dir holds too
+        SimRNGD(kernel_paths=(copy_pack(tmp_path, folder="third"),), kernels_dir=installed)
+    one_line(error.value, f"kernel {GQA} is defined twice", f"delete the installed copy {(installed / GQA).resolve()}")
 
 
 def test_adding_a_pack_the_kernels_variable_already_offers_says_it_runs_as_it_is(tmp_path: Path) -> None:
@@ -321,7 +324,7 @@ def test_adding_a_pack_the_kernels_variable_already_offers_says_it_runs_as_it_is
     one_line(error.value, f"kernel {GQA} is already offered by CHIPLORE_KERNELS ({folder.resolve()}): it runs as it is")
     with pytest.raises(TargetError) as error:  # another folder of the same name is a clash
         target.add_kernel(copy_pack(tmp_path, folder="second"))
-    one_line(error.value, f"kernel {GQA} is defined twice")
+    one_line(error.value, f"kernel {GQA} is defined twice", "keep one: name one of them in CHIPLORE_KERNELS")
 
 
 def test_an_installed_pack_edited_afterwards_is_validated_again(tmp_path: Path) -> None:

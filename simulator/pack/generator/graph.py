@@ -95,6 +95,7 @@ def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
     problems = graph.check(inputs, {p.name for p in sig.params if p.mutable})
     if problems:
         raise Unsupported(f"the op graph does not fit the signature: {problems[0]}")
+    _operands_are_inputs(graph, {p.name for p in sig.params})
     lengths: dict[str, int] = {p.name: sig.elements(p.name) for p in sig.params}
     producer: dict[str, GraphOp] = {}
     for op in graph.ops:
@@ -223,6 +224,22 @@ def _split(param: Param, k: int, sig: Signature) -> tuple[tuple[Dim, ...], tuple
         if total > k:
             break
     raise Unsupported(f"{param.name}: no trailing dims of {k} elements")
+
+
+OPERAND_FIELDS = {RmsNorm: ("weight",), HeadNorm: ("weight",), MatVec: ("weight", "scale", "global_scale"),
+                  Rope: ("cos", "sin", "position"), CacheWrite: ("position",)}  # fmt: skip
+
+
+def _operands_are_inputs(graph: OpGraph, params: set[str]) -> None:
+    """The generator loads weights, scales, tables and positions from the kernel's inputs: one an op
+    computes (Gemma's norm weight `1 + w` as an `add`) is refused by name, with what to write instead."""
+    for index, op in enumerate(graph.ops):
+        for name in OPERAND_FIELDS.get(type(op), ()):
+            value = getattr(op, name)
+            if value is not None and value not in params:
+                raise Unsupported(f"op {index + 1} ({op.op} {op.writes() or ''}): its {name} {value!r} is computed by "
+                                  f"an op, and the generator reads a {name} from a kernel input (draw the computed "
+                                  "value as the input, e.g. a norm weight 1 + w)")  # fmt: skip
 
 
 def _meeting(op: GraphOp, origin: dict[str, set[int]], lengths: dict[str, int]) -> int | None:

@@ -557,7 +557,7 @@ def generation_problem(spec: KernelSpec, chip: Chip = DOCUMENTED_CHIP) -> str | 
     try:
         _build(spec, chip)
     except (Unsupported, SignatureError, KeyError) as error:
-        return str(error)
+        return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)  # no repr quotes
     return None
 
 
