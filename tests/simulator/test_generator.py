@@ -575,3 +575,32 @@ def test_a_graph_learnt_on_a_chip_of_another_shape_is_told_apart_by_compiling() 
     )
     documented = {P.CLUSTERS.key: 2.0, P.SLICES.key: 256.0, P.LANES.key: 8.0, P.ENGINES_PER_CLUSTER.key: 4.0}
     assert pack.chip_mismatch(documented, "0.6.0") == pack.chip_mismatch({}, "0.7.0") == ""
+
+
+def test_a_norm_weight_an_add_or_mul_computes_becomes_the_products_it_equals() -> None:
+    """Gemma's norm weight 1 + w, written as `add(w, one)`, had no space ("kernel ... has no parameter 'w1'"):
+    n * (w + c) is written n * w + n * c on the unweighted norm, n * (w * c) as (n * w) * c; a weight no such
+    rewrite reaches is refused by name with what to write instead."""
+    from chiplore.simulator.pack.generator.graph import Unsupported, unfold_norm_weights
+
+    def graph(weight_op: str, b: str = "one") -> OpGraph:
+        return OpGraph.model_validate({"ops": [
+            {"op": weight_op, "a": "w", "b": b, "out": "w1"},
+            {"op": "rms_norm", "input": "x", "weight": "w1", "out": "p", "round_bf16": True},
+            {"op": "store", "input": "p", "to": "y"}]})  # fmt: skip
+
+    sizes = {"x": 64, "w": 64, "one": 1, "y": 64, "v": 64}
+    added = unfold_norm_weights(graph("add"), sizes)
+    assert [(op.op, *op.reads(), op.writes()) for op in added.ops] == [
+        ("rms_norm", "x", "p_unweighted"), ("mul", "p_unweighted", "w", "p_by_w"),
+        ("mul", "p_unweighted", "one", "p_by_one"), ("add", "p_by_w", "p_by_one", "p"),
+        ("store", "p", None)]  # fmt: skip
+    assert added.ops[3].round_bf16  # the norm's rounding point stays on its value
+    multiplied = unfold_norm_weights(graph("mul"), sizes)
+    assert [op.op for op in multiplied.ops] == ["rms_norm", "mul", "mul", "store"]
+    two_vectors = graph("add", b="v")  # w + v: no scalar, no rewrite: refused with what to do
+    assert unfold_norm_weights(two_vectors, sizes) is two_vectors
+    sig = read_signature("axes! { N = 64, S = 1 }\nkernel k(x: &hbm<bf16>[N], w: &hbm<bf16>[N], v: &hbm<bf16>[N], "
+                         "one: &hbm<f32>[S], y: &mut hbm<bf16>[N]) {}", "k")  # fmt: skip
+    with pytest.raises(Unsupported, match=r"its weight 'w1' is computed by an op, .*\(draw the computed value as"):
+        analyse(two_vectors, sig)

@@ -6,7 +6,8 @@ K but is no power of two), a norm on a matvec's output, RoPE of 64, heads of 96 
 on a 0.6.0 graph, a 0.5.0 pack, parameters named like the generator's or the DSL's own values (x0, norm,
 acc, out, i, tile), a matvec that reads another's output directly (it had no space: "t is not an input of group
 1") 4 rows of K 524,288 (more k-groups than 64: "no k-group count cuts 524288 columns") and a LoRA beside the
-projection it corrects, `y0 + B(A x)` ("s combines the rows of two matvec groups")."""
+projection it corrects, `y0 + B(A x)` ("s combines the rows of two matvec groups"), and Gemma's norm weight
+`1 + w` written as an add ("kernel ... has no parameter 'w1'")."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def target() -> SimRNGD:
 def test_every_pack_written_from_the_docs_is_offered(target: SimRNGD) -> None:
     assert set(USER_PACKS) <= {spec.name for spec in target.kernels()}
     assert {"mla_kv_latent", "moe_router_logits", "odd_geglu_mlp", "tiny_odd", "heads96_cache", "ragged_block",
-            "matvec_of_matvec", "long_k_f4", "lora_beside_projection"} <= set(USER_PACKS)  # fmt: skip
+            "matvec_of_matvec", "long_k_f4", "lora_beside_projection",
+            "gemma_norm_one_plus_w"} <= set(USER_PACKS)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", USER_PACKS)

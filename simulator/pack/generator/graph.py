@@ -95,6 +95,7 @@ def analyse(graph: OpGraph, sig: Signature, split: bool = False) -> Analysis:
     problems = graph.check(inputs, {p.name for p in sig.params if p.mutable})
     if problems:
         raise Unsupported(f"the op graph does not fit the signature: {problems[0]}")
+    graph = unfold_norm_weights(graph, {p.name: sig.elements(p.name) for p in sig.params})
     _operands_are_inputs(graph, {p.name for p in sig.params})
     lengths: dict[str, int] = {p.name: sig.elements(p.name) for p in sig.params}
     producer: dict[str, GraphOp] = {}
@@ -228,6 +229,55 @@ def _split(param: Param, k: int, sig: Signature) -> tuple[tuple[Dim, ...], tuple
 
 OPERAND_FIELDS = {RmsNorm: ("weight",), HeadNorm: ("weight",), MatVec: ("weight", "scale", "global_scale"),
                   Rope: ("cos", "sin", "position"), CacheWrite: ("position",)}  # fmt: skip
+
+
+def unfold_norm_weights(graph: OpGraph, sizes: dict[str, int]) -> OpGraph:
+    """An rms_norm whose weight an add or mul of a weight input and a scalar input computes (Gemma's
+    `1 + w`) as the products it equals: n * (w + c) = n * w + n * c, and n * (w * c) = (n * w) * c, on the
+    unweighted norm n. The generator reads weights from inputs; these ops it writes on the rows."""
+    producers = {op.writes(): op for op in graph.ops if op.writes() is not None}
+    readers: dict[str, int] = {}
+    for op in graph.ops:
+        for name in op.reads():
+            readers[name] = readers.get(name, 0) + 1
+    taken = set(producers) | set(sizes)
+
+    def fresh(stem: str) -> str:
+        name, n = stem, 1
+        while name in taken:
+            name, n = f"{stem}{n}", n + 1
+        taken.add(name)
+        return name
+
+    unfolded: dict[int, list[GraphOp]] = {}  # norm's index -> the ops that replace it
+    dropped: set[str] = set()
+    for index, op in enumerate(graph.ops):
+        weight = producers.get(op.weight) if isinstance(op, RmsNorm) and op.weight else None
+        if not isinstance(weight, Elementwise) or weight.round_bf16 or readers.get(str(op.weight)) != 1:
+            continue
+        pair = [name for name in (weight.a, weight.b) if sizes.get(name, 0) > 1]
+        scalar = [name for name in (weight.a, weight.b) if sizes.get(name) == 1]
+        if len(pair) != 1 or len(scalar) != 1:
+            continue
+        assert isinstance(op, RmsNorm)
+        plain = RmsNorm(input=op.input, eps=op.eps, out=fresh(f"{op.out}_unweighted"))
+        by_row = Elementwise(op="mul", a=plain.out, b=pair[0], out=fresh(f"{op.out}_by_{pair[0]}"))
+        if weight.op == "mul":
+            last = Elementwise(op="mul", a=by_row.out, b=scalar[0], out=op.out, round_bf16=op.round_bf16)
+            unfolded[index] = [plain, by_row, last]
+        else:
+            by_scalar = Elementwise(op="mul", a=plain.out, b=scalar[0], out=fresh(f"{op.out}_by_{scalar[0]}"))
+            last = Elementwise(op="add", a=by_row.out, b=by_scalar.out, out=op.out, round_bf16=op.round_bf16)
+            unfolded[index] = [plain, by_row, by_scalar, last]
+        dropped.add(weight.out)
+    if not unfolded:
+        return graph
+    ops: list[GraphOp] = []
+    for index, op in enumerate(graph.ops):
+        if op.writes() in dropped:
+            continue
+        ops.extend(unfolded.get(index, [op]))
+    return OpGraph(ops=ops)
 
 
 def _operands_are_inputs(graph: OpGraph, params: set[str]) -> None:
