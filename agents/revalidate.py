@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from chiplore.agents.callbacks import Events, RecordScreenings
 from chiplore.agents.cost_model import CalibratedCostModel
@@ -44,6 +45,14 @@ from chiplore.kg.repo.upgrades import record_revalidation, revalidation_of
 from chiplore.kg.store import GraphStore
 
 Say = Callable[[str], None]
+
+
+class Graded(NamedTuple):
+    """A design's graded measurement under the new version (cycles None: the run failed, `why` says how)."""
+
+    cycles: float | None
+    run_ids: tuple[str, ...]
+    why: str = ""
 
 
 @dataclass
@@ -95,15 +104,11 @@ class Revalidator:
                             cycles_before=statistics.median(before) if before else node.measured_cycles)  # fmt: skip
         errors = [d for d in self.target.check(source, version).diagnostics if d.is_error]
         if not errors:
-            recorded = graded_median(store, node.id, version)  # measured before a kill: not measured again
-            if recorded is not None:
-                cycles, run_ids = recorded, tuple(graded_runs(store, node.id))
-            else:
-                outcome = self.runner.run(kernel, content_sha(source), source, version)
-                if not outcome.ok or outcome.result.median_cycles is None:
-                    why = f"the device: {outcome.result.message}"
-                    return self._record(base.model_copy(update={"outcome": "broken", "detail": why}), outcome.run_ids)
-                cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
+            graded = self._graded(node.id, source)
+            if graded.cycles is None:
+                return self._record(base.model_copy(update={"outcome": "broken", "detail": graded.why}),
+                                    graded.run_ids)  # fmt: skip
+            cycles, run_ids = graded.cycles, graded.run_ids
             if is_best:  # its cycles and its raw price both under the new version: the calibration pairs them
                 params = json.loads(node.params) if node.params else None
                 raw = self.model.raw(kernel, source, params, self.knowledge.facts)
@@ -164,15 +169,11 @@ class Revalidator:
                 parent=root.id,
                 activity=self.activity,
             )  # a child until measured: then the root (make_root)
-        recorded = graded_median(store, node_id, version)  # measured before a kill: not measured again
-        if recorded is not None:
-            cycles, run_ids = recorded, tuple(graded_runs(store, node_id))
-        else:
-            outcome = self.runner.run(kernel, content_sha(source), source, version)
-            if not outcome.ok or outcome.result.median_cycles is None:
-                update_design(store, node_id, status="failed", reason=f"the device: {outcome.result.message}")
-                return None  # the stand-in stays the root, and is re-validated as one
-            cycles, run_ids = float(outcome.result.median_cycles), outcome.run_ids
+        graded = self._graded(node_id, source)
+        if graded.cycles is None:
+            update_design(store, node_id, status="failed", reason=graded.why)
+            return None  # the stand-in stays the root, and is re-validated as one
+        cycles, run_ids = graded.cycles, graded.run_ids
         update_design(store, node_id, status="accepted", measured_cycles=cycles)
         make_root(store, kernel, node_id, superseded=root.id)
         self.say(f"{kernel}: the official baseline compiles under {version} and is the baseline again: "
@@ -182,6 +183,17 @@ class Revalidator:
                                          cycles_before=root.measured_cycles, cycles_after=cycles,
                                          detail=f"the official baseline, in place of the stand-in {root.id}"),
                             run_ids)  # fmt: skip
+
+    def _graded(self, design: str, source: str) -> Graded:
+        """The design's graded median under the new version: recorded before a kill (not measured again),
+        or measured now; `why` the device's answer when the run fails."""
+        recorded = graded_median(self.store, design, self.version)
+        if recorded is not None:
+            return Graded(recorded, tuple(graded_runs(self.store, design)))
+        outcome = self.runner.run(self.spec.name, content_sha(source), source, self.version)
+        if not outcome.ok or outcome.result.median_cycles is None:
+            return Graded(None, tuple(outcome.run_ids), f"the device: {outcome.result.message}")
+        return Graded(float(outcome.result.median_cycles), tuple(outcome.run_ids))
 
     @property
     def space(self) -> DesignSpace | None:

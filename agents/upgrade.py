@@ -228,13 +228,10 @@ def _revalidate_kernels(step: UpgradeStep, specs: dict[str, KernelSpec],
         check = Revalidator(store, target, spec, previous, version, knowledge, runner, activity, say, lease)
         try:
             official = check.official_root(root)  # the vendor's baseline, where it now compiles, replaces a stand-in
-            if official is not None:
-                out.append(official)
-                root = root_of(store, kernel) or root
-            else:
-                out.append(check.design(root, "baseline", is_best=best is not None and best.id == root.id))
+            out.append(official or check.design(root, "baseline", is_best=best is not None and best.id == root.id))
+            baseline = official.design if official is not None else root.id
             # a BEST this upgrade's own repair made (a rerun after a kill finds it there) is checked already
-            if best is not None and best.id != root.id and best.id not in repairs_under(store, kernel, version):
+            if best is not None and best.id != baseline and best.id not in repairs_under(store, kernel, version):
                 out.append(check.design(best, "best", is_best=True))
         except BudgetExhausted as spent:
             pending.append(kernel)

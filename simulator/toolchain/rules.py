@@ -41,7 +41,7 @@ def _rule(number: str, template: str, predicate: str, levels: str, fix: str = ""
     return Rule(number=number, template=template, predicate=predicate, levels=letters, fix=fix)  # type: ignore[arg-type]
 
 
-_ORDER = (
+STAGE_ORDER = (  # the Tensor Unit order, as E0120 words it
     "fetch, decode/widen, switch, collect, contract, vector, one reducer (reduce_slices, allreduce_slices or "
     "reduce_clusters), vector, narrow, transpose, commit"
 )
@@ -114,7 +114,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "0120",
-        f"{{stage}} cannot follow {{prev}}: the Tensor Unit order is {_ORDER}",
+        f"{{stage}} cannot follow {{prev}}: the Tensor Unit order is {STAGE_ORDER}",
         "stage order; to_trf/to_vrf may only follow fetch/decode/widen/switch/collect",
         "EEE",
     ),

@@ -12,7 +12,7 @@ from chiplore.simulator.dsl import ir
 from chiplore.simulator.dsl.walk import walk
 from chiplore.simulator.toolchain.digits import Digit
 from chiplore.simulator.toolchain.env import Env, term_digit
-from chiplore.simulator.toolchain.rules import emit
+from chiplore.simulator.toolchain.rules import STAGE_ORDER, emit
 
 MAX_VECTOR_OPS = 6
 MAX_CONTRACT_PACKET = 64  # bytes per contraction step
@@ -30,10 +30,6 @@ ORDER = {
     "reduce_slices": 6, "allreduce_slices": 6, "reduce_clusters": 6, "narrow": 8, "transpose": 9,
     "commit": 10, "commit_into": 10, "to_trf": 10, "to_vrf": 10,
 }  # fmt: skip
-STAGE_ORDER = (
-    "the Tensor Unit order is fetch, decode/widen, switch, collect, contract, vector, one reducer (reduce_slices, "
-    "allreduce_slices or reduce_clusters), vector, narrow, transpose, commit"
-)
 REGISTER_WRITERS = {"fetch", "decode", "lut", "widen", "switch", "collect", "cast"}
 ENDS = {"commit", "commit_into", "to_trf", "to_vrf"}
 
@@ -132,7 +128,8 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
             # A stage may not come back to an earlier unit, nor repeat one (a vector chain may continue).
             backwards = rank < level or (rank == level and name != "vector")
             if misplaced_register_write or backwards:
-                out += emit("0120", version, f"{name} cannot follow {previous}: {STAGE_ORDER}", where)
+                out += emit("0120", version, f"{name} cannot follow {previous}: the Tensor Unit order is "
+                            f"{STAGE_ORDER}", where)  # fmt: skip
             level = max(level, rank)
         if name == "switch":
             out += _cross_cluster(stream, stage, env, version)

@@ -63,7 +63,7 @@ class RowOperands:
 
     def earlier_value(self, name: str) -> Exported | None:
         """An earlier group's exported rows this group's row ops may read as an operand."""
-        return self.earlier.get(name) if name in self.earlier else None
+        return self.earlier.get(name)
 
     def clusters(self, members: tuple[Member, ...]) -> tuple[int, ...]:
         if not self.geo.split:
