@@ -9,7 +9,7 @@ from chiplore.app import App
 from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
 from chiplore.cli.options import console, store_options
-from chiplore.cli.render import FORMATS, emit_records, kernels_table, progress_records, to_json
+from chiplore.cli.render import FORMATS, emit_records, far_from_bound, kernels_table, progress_records, to_json
 from chiplore.kg.schema import LATEST_VERSION, schema_version
 
 
@@ -90,6 +90,8 @@ def status(app: App, graph_only: bool, fmt: str, as_json: bool) -> None:
         console.print(counts)
     if progress and not graph_only:
         console.print(kernels_table(progress))
+        for line in far_from_bound(progress):
+            console.print(line, highlight=False)
     if devices:
         console.print(devices_table(devices))
     console.print(f"device time spent: {state.device_s:.1f} s")

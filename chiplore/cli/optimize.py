@@ -10,7 +10,7 @@ from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, store_options
 from chiplore.cli.progress import Reporter, from_graph
-from chiplore.cli.render import design_tree, kernels_table, to_json
+from chiplore.cli.render import design_tree, far_from_bound, kernels_table, to_json
 from chiplore.cli.run_options import (
     Output,
     Schedule,
@@ -62,6 +62,8 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
     console.print(kernels_table(progress))
     for kernel, reason in summary.stopped.items():
         console.print(f"{kernel} stopped: {reason}", highlight=False)
+    for line in far_from_bound(progress):
+        console.print(line, highlight=False)
     if summary.devices:
         console.print(devices_table(summary.devices))
     calendar = f", {summary.calendar_s:,.0f} s on the devices' calendar" if summary.calendar_s is not None else ""

@@ -95,7 +95,7 @@ def kernels_table(progress: list[KernelProgress], title: str = "kernels") -> Tab
     """Each kernel's baseline, BEST with its interval, both bounds, speedup and device time."""
     table = Table(title=title)
     for column in ("kernel", "baseline", "best [95% CI]", "x bound (true)", "x bound (measured)", "speedup",
-                   "device-s", "designs"):  # fmt: skip
+                   "device-s", "failed runs", "designs"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("kernel", "designs") else "right")
     for k in progress:
         best = f"{k.best_cycles:,.0f} [{k.best_ci_low:,.0f}, {k.best_ci_high:,.0f}]" if k.best_cycles else ""
@@ -104,9 +104,20 @@ def kernels_table(progress: list[KernelProgress], title: str = "kernels") -> Tab
             f"{k.ratio_to_bound:.3f}" if k.ratio_to_bound else "",
             f"{k.ratio_to_measured_bound:.3f}" if k.ratio_to_measured_bound else "",
             f"{k.speedup_vs_baseline:.2f}x" if k.speedup_vs_baseline else "", f"{k.device_seconds:.0f}",
+            str(k.failed_runs) if k.failed_runs else "",
             ", ".join(f"{n} {status}" for status, n in k.nodes_by_status.items()),
         )  # fmt: skip
     return table
+
+
+FAR_FROM_BOUND = 1.10  # status explains a BEST further than this from its bound
+
+
+def far_from_bound(progress: Sequence[KernelProgress]) -> list[str]:
+    """A line for each kernel whose BEST is far from its bound and whose estimate says what bounds it
+    (the pack's cost model when BEST was proposed): why optimize stopped there, in the chip's terms."""
+    return [f"{k.kernel} is {k.ratio_to_bound:.2f}x its bound: {k.bound_by}" for k in progress
+            if k.ratio_to_bound and k.ratio_to_bound > FAR_FROM_BOUND and k.bound_by]  # fmt: skip
 
 
 def progress_records(progress: Sequence[KernelProgress]) -> list[Record]:
@@ -119,7 +130,8 @@ def progress_records(progress: Sequence[KernelProgress]) -> list[Record]:
                      "best_ci_low": _round(k.best_ci_low), "best_ci_high": _round(k.best_ci_high),
                      "speedup": _round(k.speedup_vs_baseline, 2), "x_bound_true": _round(k.ratio_to_bound, 3),
                      "x_bound_measured": _round(k.ratio_to_measured_bound, 3),
-                     "device_s": _round(k.device_seconds), "best_design": k.best_design or ""})  # fmt: skip
+                     "device_s": _round(k.device_seconds),
+                     "failed_runs": k.failed_runs, "best_design": k.best_design or ""})  # fmt: skip
     return rows
 
 

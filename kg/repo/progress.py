@@ -28,6 +28,8 @@ class KernelProgress(BaseModel):
     speedup_vs_baseline: float | None
     device_seconds: float
     nodes_by_status: dict[str, int]
+    failed_runs: int = 0  # the kernel's device runs that did not finish ok (faults, timeouts, wrong results)
+    bound_by: str = ""  # what bounds BEST by the estimate recorded when it was proposed ("" when none was)
 
 
 def median_interval(samples: list[float]) -> tuple[float, float, float]:
@@ -84,7 +86,8 @@ def kernel_progress(store: GraphStore, roof: str, target: str | None = None) -> 
         "OPTIONAL MATCH (l:DeviceLedger {consumer: k.name}) "
         "OPTIONAL MATCH (v:Revalidation {role: 'baseline'})-[:REVALIDATES]->(r) WHERE v.to_version = $v "
         "RETURN k.name AS kernel, k.weight_bytes AS weight_bytes, k.bound_cycles AS bound, properties(k) AS stored, "
-        "coalesce(v.cycles_after, r.measured_cycles) AS baseline, b.id AS best, l.device_s AS device_s "
+        "coalesce(v.cycles_after, r.measured_cycles) AS baseline, b.id AS best, b.rationale AS rationale, "
+        "l.device_s AS device_s, l.failed_runs AS failed_runs "
         "ORDER BY kernel",
         {"v": version, "target": target},
     ):
@@ -111,9 +114,17 @@ def kernel_progress(store: GraphStore, roof: str, target: str | None = None) -> 
                 speedup_vs_baseline=baseline / best if best and baseline else None,
                 device_seconds=row["device_s"] or 0.0,
                 nodes_by_status=statuses,
+                failed_runs=row["failed_runs"] or 0,
+                bound_by=bound_by(row["rationale"] or ""),
             )
         )
     return out
+
+
+def bound_by(rationale: str) -> str:
+    """The part of a design's rationale that says what bounds it (the pack's estimate when it was
+    proposed: "bound by the sub queue, 93% busy (...)"), or "" when the rationale says nothing of it."""
+    return next((part.strip() for part in rationale.split("; ") if part.strip().startswith("bound by ")), "")
 
 
 def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict[str, list[DesignNode]], str | None]:

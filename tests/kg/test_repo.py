@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
+from chiplore.cli.render import far_from_bound, kernels_table
 from chiplore.core.ids import content_sha
 from chiplore.kg.models import (
     Activity,
@@ -38,6 +40,7 @@ from chiplore.kg.repo.knowledge import measurements_of, record_activity, record_
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link, upsert
 from chiplore.kg.repo.overview import overview
+from chiplore.kg.repo.progress import kernel_progress
 from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
 from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from chiplore.kg.repo.upgrades import settle_unsaid_claims
@@ -191,6 +194,35 @@ def test_device_ledger_charges_each_run_once_and_matches_the_runs(graph: GraphSt
         {"c": "gemv", "runs": 3, "failed": 1, "s": 0.125 + 0.25 + 0.5},
     ]
     assert graph.read("MATCH (r:DeviceRun)-[:RAN]->(:KernelVersion) RETURN count(r) AS n") == [{"n": 4}]
+
+
+def test_status_names_failed_runs_and_what_bounds_a_best_far_from_its_bound(graph: GraphStore) -> None:
+    """A user whose kernel stops far from its bound sees why (the estimate recorded with BEST) and the
+    device runs that failed, which belong to no design's runs."""
+    actor = record_activity(graph, Activity(id="a1", role="architect", policy="builtin"))
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
+    add_design(graph, _design(0, 0), version=_version("root"), parent=None, activity=actor)
+    why = "bound by the sub queue, 93% busy (the clusters' ingress 61%, the busiest DMA engine 40%)"
+    designed = _design(1, 1).model_copy(update={"rationale": f"rows of 4 over 2 clusters; {why}"})
+    add_design(graph, designed, version=_version("best"), parent="d0", activity=actor)
+    set_best(graph, "gemv", "d1", status="accepted", measured_cycles=1500.0)
+    runs = [(DeviceRun(id=f"r{i}", kernel="gemv", job_id=f"j{i}", cycles=[1500.0] if status == "ok" else [],
+                       median_cycles=1500.0 if status == "ok" else None, status=status, device_s=1.0,
+                       toolchain="0.6.0"), content_sha("best" if status == "ok" else "root"))
+            for i, status in enumerate(["ok", "timeout", "fault", "timeout", "ok"])]  # fmt: skip
+    record_device_runs(graph, runs, activity=actor)
+    [progress] = kernel_progress(graph, "hbm.bytes_per_cycle")
+    assert progress.failed_runs == 3
+    assert progress.bound_by == why and progress.ratio_to_bound == 1.5
+    assert far_from_bound([progress]) == [f"gemv is 1.50x its bound: {why}"]
+    table = Console(width=200, record=True)
+    table.print(kernels_table([progress]))
+    header, row = (line for line in table.export_text().splitlines() if "failed runs" in line or "gemv" in line)
+    cells = dict(zip((c.strip() for c in header.split("┃")), (c.strip() for c in row.split("│")), strict=True))
+    assert cells["failed runs"] == "3" and cells["device-s"] == "5"
+    # near its bound, or with no recorded estimate, status says nothing more
+    assert far_from_bound([progress.model_copy(update={"ratio_to_bound": 1.05})]) == []
+    assert far_from_bound([progress.model_copy(update={"bound_by": ""})]) == []
 
 
 def test_claims_rules_and_screenings_carry_their_provenance(graph: GraphStore) -> None:
