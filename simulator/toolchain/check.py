@@ -7,8 +7,10 @@ compiler error" diagnostic, a bug that the fuzz, differential and hostile-progra
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import logging
+import threading
+from collections import OrderedDict
 
 from chiplore.core.target import CheckResult
 from chiplore.simulator._truth import ChipShape, chip_key, chip_shape
@@ -69,6 +71,36 @@ def check(source: str, version: str | None = None) -> CheckResult:
     return _check_guarded(source, version)
 
 
+class VerdictCache:
+    """Verdicts by (source digest, version, chip). Checking is pure and a verdict small and frozen: a
+    job resubmitted, estimated or executed is checked once per chip (compile-time limits such as
+    usable DM come from its truth), and a learn, which checks about 500 probe programs, costs a
+    third as much the second time in one process. Keyed by digest, so that thousands of verdicts
+    do not keep thousands of sources alive."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._verdicts: OrderedDict[tuple[str, str | None, str | None], CheckResult] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, source: str, version: str | None, chip: str | None) -> CheckResult:
+        key = (hashlib.sha256(source.encode()).hexdigest(), version, chip)
+        with self._lock:
+            if key in self._verdicts:
+                self._verdicts.move_to_end(key)
+                return self._verdicts[key]
+        verdict = _check_guarded(source, version)
+        with self._lock:
+            self._verdicts[key] = verdict
+            if len(self._verdicts) > self.size:
+                self._verdicts.popitem(last=False)
+        return verdict
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._verdicts.clear()
+
+
 def checked_chip() -> str | None:
     """Which chip programs are checked against (its truth file; None: the default): verdicts are per chip."""
     return chip_key()
@@ -81,11 +113,7 @@ def documented_shape() -> bool:
     return chip_shape() == ChipShape()
 
 
-@functools.lru_cache(maxsize=256)
-def _check_cached(source: str, version: str | None, chip: str | None) -> CheckResult:
-    """Checking is pure and the result frozen: a job resubmitted, estimated or executed is checked
-    once per chip (compile-time limits such as usable DM come from its truth)."""
-    return _check_guarded(source, version)
+_check_cached = VerdictCache(4096)
 
 
 def _check_guarded(source: str, version: str | None) -> CheckResult:
