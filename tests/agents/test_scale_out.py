@@ -159,6 +159,7 @@ def test_a_pool_of_devices_finishes_an_optimize_and_gives_every_device_work(toy_
 NORMAL_STOPS = ("no accepted change", "the design space is exhausted")
 
 
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)  # the subject is Ray: the pool's test covers Neo4j
 def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_graph: GraphStore, local_ray: str,
                                                                          tmp_path: Path) -> None:  # fmt: skip
     Session(toy_graph, ToyChip()).learn()

@@ -238,7 +238,8 @@ def test_on_a_chip_of_another_shape_the_docs_are_contradicted_where_they_are_on_
 
 
 @pytest.mark.slow
-def test_the_upgrade_to_070_changes_exactly_the_constructs_that_changed(graph: GraphStore) -> None:
+def test_the_upgrade_to_070_changes_exactly_the_constructs_that_changed(embedded_graph: GraphStore) -> None:
+    graph = embedded_graph  # the subject is the language; the summary's command runs on both stores
     target = SimRNGD()
     learn_language(graph, target, "0.6.0")
     before = {row["construct"]: row for row in queries.run(graph, "dsl-summary", {"toolchain": "0.6.0"})}

@@ -1,7 +1,8 @@
-"""`chiplore learn` end to end on both stores: what the graph learns of the chip matches the truth
+"""`chiplore learn` end to end: what the graph learns of the chip matches the truth
 (the test may read it; chiplore may not), the docs' wrong numbers are contradicted, the rules are
 there, the device budget holds, a second run adds nothing, a chip with other values is learnt just
-as well, and failed probes are recorded and skipped."""
+as well, and failed probes are recorded and skipped. The first learn and the interrupted one run on both
+stores; the tests whose subject is the chip or the summary run on the embedded one."""
 
 from __future__ import annotations
 
@@ -83,8 +84,9 @@ def test_learning_060_recovers_the_chip_and_contradicts_the_docs(graph: GraphSto
 
 
 def test_a_chip_with_other_values_is_learnt_as_well(
-    graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    embedded_graph: GraphStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    graph = embedded_graph  # the subject is the chip: the store is the first test's
     other = {"engine_bw": 180.0, "dmn_bw": 120.0, "cluster_ingress": 250.0, "dm2dm_phase_bw": 100.0,
              "ve_trans_cycles": 3.0, "rmw_factor": 30.0, "lut_bpc": 2.5, "sync_cycles": 24.0}  # fmt: skip
     chip_file = tmp_path / "chip.toml"
@@ -147,7 +149,8 @@ def test_a_chip_of_another_shape_is_learnt(
     assert {(k, v) for k, v in wrong if truth[k] != v} <= contradicted
 
 
-def test_a_failed_probe_is_recorded_and_skipped(graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_probe_is_recorded_and_skipped(embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = embedded_graph  # what is recorded of a failure is the same on both stores (the Ctrl-C test runs on both)
     real = probe_loop_module.run_fit
 
     def failing(spec, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -203,8 +206,8 @@ def test_a_recheck_that_fails_after_an_upgrade_is_in_the_summary(
     assert probe not in summary.measurements.probes_skipped
 
 
-def test_the_budget_stops_the_microbenchmarks(graph: GraphStore) -> None:
-    summary = learn(graph, SimRNGD(seed=16), "0.6.0", budget_s=60.0)
+def test_the_budget_stops_the_microbenchmarks(embedded_graph: GraphStore) -> None:
+    summary = learn(embedded_graph, SimRNGD(seed=16), "0.6.0", budget_s=60.0)
     assert summary.measurements.probes_skipped  # the rest waits for a bigger budget
     assert summary.device_s < 60.0 + 120.0  # a probe that started finishes: at most one sweep over
 
@@ -251,8 +254,9 @@ def test_ctrl_c_during_the_microbenchmarks_leaves_a_graph_the_next_run_finishes(
     assert per_param[0]["n"] == 1  # nothing measured twice
 
 
-def test_learning_070_learns_what_the_upgrade_changed(graph: GraphStore) -> None:
+def test_learning_070_learns_what_the_upgrade_changed(embedded_graph: GraphStore) -> None:
     """0.7.0 chains queued DMA commands in 90 cycles and keeps 464 KB of DM; its docs still say 512 KB."""
+    graph = embedded_graph  # the subject is the chip under 0.7.0: 0.6.0's learn covers Neo4j
     learn(graph, SimRNGD(seed=19), "0.7.0", budget_s=BUDGET_S)
     found = learnt(graph, "0.7.0")
     assert_recovered(found, expected(load_truth("0.7.0", path="")))
