@@ -223,7 +223,8 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "0501",
         "'{name}' is used before it is defined",
-        "def-use, or a layout that spreads itself or a type that names itself (a dependency cycle)",
+        "def-use (of a name, or an `op(stash)` where no `stash()` saved a value since the pass's last reduction), or "
+        "a layout that spreads itself or a type that names itself (a dependency cycle)",
         "EEE",
     ),
     _rule(

@@ -178,6 +178,39 @@ def _check_pass(stream: Pass, env: Env, version: str) -> list[Diagnostic]:
         first_vector = next(s for s in stream.stages if s.name == "vector")
         out += emit("0412", version, f"vector chain has {vector_ops} operations (max {MAX_VECTOR_OPS})",
                     first_vector.name_span or first_vector.span)  # fmt: skip
+    return out + _unsaved_stash_reads(stream, version)
+
+
+REDUCING_VECTOR_OPS = frozenset({"sum_time", "sum_packet", "sum_all", "max_all"})
+REDUCERS = frozenset({"reduce_slices", "allreduce_slices", "reduce_clusters"})
+
+
+def _unsaved_stash_reads(stream: Pass, version: str) -> list[Diagnostic]:
+    """E0501 for an `op(stash)` that reads no saved value: no `stash()` before it in its pass, or a
+    reduction since (a vector sum or a reducer) dropped what it saved, since the value kept the shape
+    the stream had before the reduction. Ops removed with `when = 0` neither save nor read."""
+    out: list[Diagnostic] = []
+    saved, dropped_by = False, ""
+    for stage in stream.stages:
+        if stage.name in REDUCERS and saved:
+            saved, dropped_by = False, stage.name
+        if stage.name != "vector":
+            continue
+        for arg in stage.args:
+            call = arg.value
+            if _dropped(arg) or not isinstance(call, ir.Call):
+                continue
+            if call.func == "stash":
+                saved, dropped_by = True, ""
+            elif call.func in REDUCING_VECTOR_OPS and saved:
+                saved, dropped_by = False, call.func
+            elif not saved and any(a.name is None and isinstance(a.value, ir.Name) and a.value.id == "stash"
+                                   for a in call.args):  # fmt: skip
+                why = (f"the {dropped_by} between them dropped the value stash() saved (a reduction changes the "
+                       "stream's shape); stash again after the reduction, or keep the value in a VRF"
+                       if dropped_by else "no stash() before it in its pass saves a value")  # fmt: skip
+                out += emit("0501", version, f"'stash' in {call.func}(stash) is used before it is defined: {why}",
+                            call.span or stage.span)  # fmt: skip
     return out
 
 

@@ -135,6 +135,25 @@ def test_what_crashed_the_compiler_is_now_a_coded_diagnostic(body: str, code: st
     assert found and found[0].code == code and message in found[0].message, [(d.code, d.message) for d in found]
 
 
+def test_a_stash_a_reduction_dropped_is_refused_where_the_executor_could_not_run_it() -> None:
+    """A user's RMS norm `.vector(stash(), square(), sum_all(), ..., mul(stash))` passed the check and the
+    executor refused it ("vector mul needs an operand"): a reduction drops the saved value, whose shape
+    the stream no longer has. Now E0501 at the read, as is a read no `stash()` precedes; a stash saved
+    again after the reduction, or one whose reduction is removed with `when = 0`, runs."""
+    line = "    let yd: dm<f32>{{..One, elem: [A, B]}} = main(xd).fetch(time = [A, B / 8], packet = [B % 8]){};\n"
+    for chain, why in ((".vector(stash(), square(), sum_all(), add(1.0), mul(stash)).commit()", "the sum_all between"),
+                       (".vector(mul(stash)).commit()", "no stash() before it")):  # fmt: skip
+        [refused] = [d for d in check(_program(line.format(chain))).diagnostics if d.is_error]
+        assert refused.code == "E0501" and "'stash' in mul(stash)" in refused.message and why in refused.message
+    for chain, expected in ((".vector(stash(), square(), sum_all(when = 0), add(1.0), mul(stash)).commit()",
+                             (INPUTS["x"] ** 2 + 1) * INPUTS["x"]),
+                            (".vector(square(), stash(), add(1.0), mul(stash)).commit()",
+                             (INPUTS["x"] ** 2 + 1) * INPUTS["x"] ** 2)):  # fmt: skip
+        source = _program(line.format(chain))
+        assert check(source).ok, check(source).diagnostics
+        assert np.allclose(execute_program(source, INPUTS)["y"], expected, rtol=1e-6)
+
+
 def test_a_tile_of_a_composite_axis_must_keep_its_atoms_whole() -> None:
     """`o_weight.tile(Qs, c * 1024 + h * 511, 512)` crossed an atom of Qs: E0100 before, E0204 now
     (the rule now evaluates tile offsets over two loop variables, not only one)."""
