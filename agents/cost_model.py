@@ -145,8 +145,14 @@ class CalibratedCostModel:
                 self._raw.setdefault(key, raw)
 
     def explain(self, kernel: str, source: str, params: Params | None, facts: Facts) -> str:
-        """What bounds the design, as the pack's model says ("" when it cannot say)."""
-        return self.model.explain(kernel, source, params, facts)
+        """What bounds the design, as the pack's model says ("" when it cannot say, or fails: a pack's
+        model is third-party code, and an explanation is never worth stopping the loop for)."""
+        try:
+            return self.model.explain(kernel, source, params, facts)
+        except Exception as error:
+            log.warning("the pack's cost model could not explain a design of %s: %s: %s", kernel,
+                        type(error).__name__, (str(error).splitlines() or [""])[0][:200])  # fmt: skip
+            return ""
 
     def update(self, kernel: str, pairs: Sequence[tuple[float, float]], best: tuple[float, float] | None = None
                ) -> None:  # fmt: skip

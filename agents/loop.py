@@ -431,6 +431,12 @@ class KernelRun:
         view = self._view
         return view.model.raw(self.name, source, params, view.knowledge.facts)
 
+    def _with_bottleneck(self, rationale: str, source: str) -> str:
+        """A rationale with what bounds the program by the pack's model (status says it of a BEST far
+        from its bound, and the root is the BEST of a kernel nothing beats)."""
+        view = self._view
+        return "; ".join(filter(None, (rationale, view.model.explain(self.name, source, None, view.knowledge.facts))))
+
     # ---- the baseline, resumed designs, proposals -------------------------------------------------
 
     def _root_choice(self) -> RootChoice:
@@ -481,8 +487,8 @@ class KernelRun:
             # the baseline's price calibrates the model from the first device run on: a model whose
             # facts are off for this kernel (stale after an upgrade, say) does not screen out every design
             node = DesignNode(id=root_id, kernel=spec.name, role="baseline", policy=choice.policy, depth=0,
-                              rationale=choice.rationale, change=choice.change, status="queued",
-                              model_cycles=self._model_cycles(source),
+                              rationale=self._with_bottleneck(choice.rationale, source), change=choice.change,
+                              status="queued", model_cycles=self._model_cycles(source),
                               owner=lease.owner, lease_until=lease.until())  # fmt: skip
             add_design(store, node, version=KernelVersion(sha=content_sha(source), kernel=spec.name, source=source,
                                                           toolchain=version),
