@@ -1,4 +1,4 @@
-"""`chiplore kernel list|add`: the kernels the target offers, and adding one as a kernel pack
+"""`chiplore kernel list|show|add`: the kernels the target offers, one's baseline, and adding one as a kernel pack
 (docs/kernels.md). Neither touches the graph: `optimize` registers a kernel when it first runs it."""
 
 from __future__ import annotations
@@ -9,15 +9,17 @@ from typing import Any
 import click
 
 from chiplore.app import App
+from chiplore.cli.complete import kernel_names
 from chiplore.cli.main import main
 from chiplore.cli.options import console, store_options
 from chiplore.cli.render import print_records, to_json
+from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec
 
 
 @main.group("kernel")
 def kernel() -> None:
-    """The kernels the target offers: list them, add one from a kernel pack."""
+    """The kernels the target offers: list them, show one's baseline, add one from a kernel pack."""
 
 
 @kernel.command("list")
@@ -49,6 +51,24 @@ def kernel_add(app: App, folder: Path, as_json: bool) -> None:
                   f"`chiplore optimize {spec.name}` optimizes it")  # fmt: skip
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+
+
+@kernel.command("show")
+@click.argument("name", shell_complete=kernel_names)
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print the kernel, its description and its baseline as JSON.")
+def kernel_show(app: App, name: str, as_json: bool) -> None:
+    """Print kernel NAME's official baseline program, exactly as its pack holds it (`> baseline.fe` keeps
+    it): the shipped baselines are worked examples of a norm, RoPE and f4 decoding."""
+    with app.session() as session:
+        listing = next((k for k in session.kernels() if k.spec.name == name), None)
+        if listing is None:
+            offered = ", ".join(k.spec.name for k in session.kernels())
+            raise ConfigError(f"unknown kernel {name!r}; {session.target.name} offers {offered}")
+    if as_json:
+        click.echo(to_json({**_record(listing.spec, listing.origin), "baseline": listing.spec.baseline_source}))
+        return
+    click.echo(listing.spec.baseline_source, nl=not listing.spec.baseline_source.endswith("\n"))
 
 
 def _record(spec: KernelSpec, origin: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from chiplore.cli import main
+from chiplore.kg.repo.progress import bound_by
 from chiplore.simulator.toolchain.harness import BUILTIN_PACKS
 from tests.helpers import QUICK_SEARCH
 
@@ -90,10 +91,28 @@ def test_an_added_pack_is_listed_optimized_and_reported(env: dict[str, str], pac
     runs = run(env, "cypher", "MATCH (r:DeviceRun {kernel: $k}) RETURN r.status AS status, r.fixtures AS fixtures",
                "-p", f"k={GQA}", "--json")  # fmt: skip
     assert {"status": "ok", "fixtures": "graded"} in json.loads(runs.stdout)  # graded against the pack's reference
+    # the root says what bounds it, as a proposal does: status explains a BEST nothing beat
+    root = run(env, "cypher", "MATCH (:Kernel {name: $k})-[:ROOT]->(d) RETURN d.rationale AS why", "-p", f"k={GQA}",
+               "--json")  # fmt: skip
+    assert bound_by(json.loads(root.stdout)[0]["why"]).startswith("bound by the "), root.stdout
     report = tmp_path / "report.html"
     assert run(env, "report", "--out", str(report)).exit_code == 0
     text = report.read_text()
     assert GQA in text and "convergence of GQA" in text  # the pack's label names its figure
+
+
+def test_show_prints_a_kernels_baseline_as_its_pack_holds_it(env: dict[str, str], pack: Path) -> None:
+    """The shipped baselines are the docs' worked examples of a norm, RoPE and f4 decoding: a user reaches
+    them by name, not by the install path (a user who wrote a norm found its idiom only through `best`)."""
+    shown = run(env, "kernel", "show", "sliding_attention_output")
+    assert (
+        shown.exit_code == 0
+        and shown.stdout == (BUILTIN_PACKS / "sliding_attention_output" / "baseline.fe").read_text()
+    )
+    assert run(env, "kernel", "add", str(pack)).exit_code == 0
+    record = json.loads(run(env, "kernel", "show", GQA, "--json").stdout)
+    assert record["from"] == "installed" and record["baseline"] == (pack / "baseline.fe").read_text()
+    one_line_error(run(env, "kernel", "show", "nope"), "unknown kernel 'nope'", GQA)
 
 
 def test_adding_the_same_kernel_twice_or_a_built_in_name_is_refused(env: dict[str, str], pack: Path) -> None:
