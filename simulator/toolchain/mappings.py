@@ -44,8 +44,10 @@ def check_type_digits(root: ir.Node, env: Env, version: str) -> list[Diagnostic]
         twice = overlapping(digits) if digits is not None else None
         if twice is not None:
             first, second = twice
+            why = (f"{first} is used twice: the axis, or a composite axis that holds it, appears twice in one mapping"
+                   if str(first) == str(second) else "a digit is used twice")  # fmt: skip
             out += emit("0204", version, f"digits of {first.axis} in {first} and {second} have no common refinement "
-                        "(a digit is used twice)", node.span)  # fmt: skip
+                        f"({why})", node.span)  # fmt: skip
     return out
 
 

@@ -154,6 +154,20 @@ def test_a_stash_a_reduction_dropped_is_refused_where_the_executor_could_not_run
         assert np.allclose(execute_program(source, INPUTS)["y"], expected, rtol=1e-6)
 
 
+def test_a_digit_placed_twice_says_so_rather_than_quoting_it_twice() -> None:
+    """`w: [N, K]` with `K = (Kh, N)` places N's digit twice: E0204 said "N % 512 and N % 512 have no
+    common refinement (a digit is used twice)", which read as two digits."""
+    source = (
+        PRELUDE.replace("axes! { A = 8, B = 32 }", "axes! { A = 8, B = 32, C = (A, B) }").replace(
+            "s: &hbm<f32>[B]", "s: &hbm<f32>[B], w: &hbm<f32>[A, C]"
+        )
+        + "    let yd: dm<f32>{..One, elem: [A, B]} = xd.dma(engines = [0]);\n"
+        + STORE
+    )
+    [twice] = [d for d in check(source).diagnostics if d.is_error]
+    assert twice.code == "E0204" and "(A % 8 is used twice: the axis, or a composite axis" in twice.message
+
+
 def test_a_tile_of_a_composite_axis_must_keep_its_atoms_whole() -> None:
     """`o_weight.tile(Qs, c * 1024 + h * 511, 512)` crossed an atom of Qs: E0100 before, E0204 now
     (the rule now evaluates tile offsets over two loop variables, not only one)."""
