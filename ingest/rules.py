@@ -150,16 +150,28 @@ def reconcile_rules(store: GraphStore, target: str, previous: str, version: str)
 def _bisect(limit: LimitProbe, names: Vocabulary, compile_: Callable[[str], CheckResult], version: str
             ) -> tuple[int, tuple[str, TargetDiagnostic] | None]:  # fmt: skip
     """The largest knob value that compiles as cleanly as the smallest, and the program and the new
-    diagnostic of the next one (None: no limit within the range probed)."""
+    diagnostic of the next one (None: no limit within the range probed). Where the probe names the
+    diagnostics that mark its limit and another refuses first (a small DM overflows under the TRF
+    probe's staging buffer), the search goes on above it for a marked one; a marked one that the
+    other hides at the top of the range (the bank-run note where DM overflows) is found first."""
     baseline = {d.code for d in compile_(limit.program(version, names, limit.low)).diagnostics}
 
     def refused(value: int) -> list[TargetDiagnostic]:
         return [d for d in compile_(limit.program(version, names, value)).diagnostics if d.code not in baseline]
 
+    def marked(value: int) -> list[TargetDiagnostic]:
+        return [d for d in refused(value) if limit.marks is None or limit.marks(d.code)]
+
     if not refused(limit.high):
         return limit.high, None
     largest = largest_accepted(limit.low, limit.high, refused)
-    return largest, (limit.program(version, names, largest + 1), refused(largest + 1)[0])
+    first = marked(largest + 1) or ([] if limit.marks else refused(largest + 1))
+    if not first:  # another rule's refusal: the limit, if any, is where a marked diagnostic joins it
+        if not marked(limit.high):
+            return limit.high, None
+        largest = largest_accepted(largest, limit.high, marked)
+        first = marked(largest + 1)
+    return largest, (limit.program(version, names, largest + 1), first[0])
 
 
 def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDiagnostic, target: str,

@@ -104,6 +104,10 @@ class LimitProbe:
     high: int  # does not
     step: int = 1
     frame: int = 0  # what the probe's own frame adds to the quantity
+    # which diagnostic codes mark the limit (None: any diagnostic the smallest value does not draw): on a
+    # chip whose DM is small, the TRF probe's staging buffer overflows DM long before a lane is full, and
+    # that refusal is DM's limit, not the TRF's
+    marks: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ are learnt first, by the vocabulary probes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from chiplore.core.probes import ConstructProbe, LimitProbe, PairProbe, RuleProbes, Vocabulary
 from chiplore.core.rules import AtMost, Forbidden, MultipleOf, NotIn, OneOf, Stated
@@ -56,6 +56,11 @@ def _pass(names: Names, stages: str, into: str = "a", source: str = "a") -> str:
         f"    main({source}).fetch(time = [H % 128 / 16], packet = [H % 16]).{names['up']}(f32){stages}"
         f".{names['down']}(bf16).commit_into({into});\n"
     )
+
+
+def rule(number: str) -> Callable[[str], bool]:
+    """The codes of one rule whatever severity a version gives it (E0302, W0302, N0302)."""
+    return lambda code: code[1:] == number
 
 
 def _vector_chain(version: str, names: Names, ops: int) -> str:
@@ -113,13 +118,24 @@ def _dma_packet(version: str, names: Names, packet: int) -> str:
 
 LIMITS = (
     LimitProbe(
-        "dm.bytes_per_slice", "the largest DM buffer a slice can hold", _dm_bytes, 1, 1 << 18, step=8, frame=256
+        "dm.bytes_per_slice",
+        "the largest DM buffer a slice can hold",
+        _dm_bytes,
+        1,
+        1 << 18,
+        step=8,
+        frame=256,
+        marks=rule("0301"),
     ),
-    LimitProbe("vector.chain_ops", "the longest vector chain", _vector_chain, 1, 33),
-    LimitProbe("vrf.bytes_per_slice", "the largest VRF operand", _vrf_bytes, 1, 1 << 12, step=8),
-    LimitProbe("trf.bytes_per_lane", "the largest TRF operand of one lane", _trf_bytes, 1, 1 << 12, step=64),
-    LimitProbe("dm.bank_run", "the longest run of reads from one DM bank beside a DMA", _bank_run, 1, 512),
-    LimitProbe("dma.packet_bytes", "the largest DMA packet", _dma_packet, 1, 8192, step=8),
+    LimitProbe("vector.chain_ops", "the longest vector chain", _vector_chain, 1, 33, marks=rule("0412")),
+    LimitProbe("vrf.bytes_per_slice", "the largest VRF operand", _vrf_bytes, 1, 1 << 12, step=8, marks=rule("0303")),
+    LimitProbe(
+        "trf.bytes_per_lane", "the largest TRF operand of one lane", _trf_bytes, 1, 1 << 12, step=64, marks=rule("0302")
+    ),
+    LimitProbe(
+        "dm.bank_run", "the longest run of reads from one DM bank beside a DMA", _bank_run, 1, 512, marks=rule("0520")
+    ),
+    LimitProbe("dma.packet_bytes", "the largest DMA packet", _dma_packet, 1, 8192, step=8, marks=rule("0320")),
 )
 
 

@@ -122,6 +122,24 @@ def test_on_a_chip_of_another_shape_the_probes_find_the_same_rules(
                                              "vrf.bytes_per_slice": shape.vrf_bytes}  # fmt: skip
 
 
+def test_a_limit_is_the_one_its_probe_names_not_the_first_refusal_it_meets(
+    embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's 2 x 512 chip with 64 KB TRF lanes and 32 KB of DM: the TRF probe's staging buffer overflowed
+    DM at 32,448 B and that E0301 was recorded as the TRF's limit, a rule contradicting the measured lane.
+    The bank-run probe, whose note the DM overflow hides at the top of its range, still finds its rule."""
+    path = tmp_path / "chip.toml"
+    path.write_text("dm_usable_per_slice = 32768\n\n[shape]\nclusters = 2\nslices = 512\nlanes = 2\n"
+                    "trf_lane_bytes = 65536\nvrf_bytes = 4096\n")  # fmt: skip
+    monkeypatch.setenv(ENV_VAR, str(path))
+    summary = learn_rules(embedded_graph, SimRNGD(), "0.6.0")
+    assert summary.limits["trf.bytes_per_lane"] == 65536 and summary.limits["dm.bytes_per_slice"] == 32768
+    assert summary.limits["vrf.bytes_per_slice"] == 4096 and summary.limits["dm.bank_run"] == 63
+    codes = embedded_graph.read("MATCH (r:LegalityRule {toolchain: '0.6.0'}) WHERE r.key IN ['trf.bytes_per_lane', "
+                                "'dm.bank_run'] RETURN r.key AS key, r.code AS code ORDER BY key")  # fmt: skip
+    assert codes == [{"key": "dm.bank_run", "code": "N0520"}, {"key": "trf.bytes_per_lane", "code": "E0302"}]
+
+
 def test_on_a_small_dm_the_bank_run_rule_is_found_under_each_version(
     embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
