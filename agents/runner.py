@@ -15,7 +15,8 @@ from typing import Literal, Protocol
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from chiplore.core.errors import BudgetExhausted
-from chiplore.core.target import DeviceJob, DeviceResult, Target
+from chiplore.core.target import DeviceJob, DeviceResult, Fault, Target
+from chiplore.kg.models import BUDGET_END
 
 ATTEMPTS = 3
 Fixtures = Literal["graded", "smoke"] | tuple[str, ...]  # tuple: the fixture sets by name
@@ -94,10 +95,13 @@ class DeviceRunner:
             limit = left if math.isfinite(left) and left > 0 else None  # a finishing job past it: the device's own
             result = self._submit(job.model_copy(update={"limit_s": limit}))
             self.spent_s += result.device_s
+            # stopped at what was left of the budget (a hang, or a job longer than that): the budget's end,
+            # not the design's fault nor the device's, and recorded so (status counts no failed run)
+            stopped = result.status == "timeout" and limit is not None and result.device_s >= limit * (1 - 1e-9)
+            if stopped:
+                result = result.model_copy(update={"faults": (*result.faults, Fault(code=BUDGET_END))})
             runs.append(self.record(job, sha, result))
-            if result.status == "timeout" and limit is not None and result.device_s >= limit * (1 - 1e-9):
-                # stopped at what was left of the budget (a hang, or a job longer than that): the budget's
-                # end, not the design's fault
+            if stopped:
                 raise BudgetExhausted(f"device budget {self._budget_text()} spent (a job was stopped at its end)")
             if result.status in ("fault", "timeout"):
                 faults.append(",".join(sorted(f.code for f in result.faults)) or result.status)

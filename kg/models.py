@@ -14,6 +14,7 @@ ToolchainStatus = Literal["active", "known", "stale"]
 DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
 UNFINISHED: tuple[DesignStatus, ...] = ("proposed", "queued", "measured")  # between proposal and decision
 RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
+BUDGET_END = "BUDGET_END"  # the fault of a timeout the runner's budget ended (not a failed run: status counts none)
 Decision = Literal["accept", "reject", "continue", "inconclusive"]
 
 

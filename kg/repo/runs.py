@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from chiplore.core.target import DeviceJob, DeviceResult
-from chiplore.kg.models import Activity, Comparison, DeviceRun, Screening
+from chiplore.kg.models import BUDGET_END, Activity, Comparison, DeviceRun, Screening
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
 from chiplore.kg.store import GraphStore, batches
 
@@ -71,7 +71,7 @@ def record_device_runs(
         for item in fresh:
             entry = ledger[item["run"].kernel]
             entry["runs"] += 1
-            entry["failed_runs"] += item["run"].status != "ok"
+            entry["failed_runs"] += item["run"].status != "ok" and BUDGET_END not in item["run"].faults
             entry["device_s"] += item["run"].device_s
         shas = sorted({item["version"] for item in fresh})
         present = store.read(

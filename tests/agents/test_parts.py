@@ -17,7 +17,7 @@ from chiplore.core.errors import BudgetExhausted
 from chiplore.core.ids import content_sha
 from chiplore.core.rules import predicate_of
 from chiplore.ingest.rules import learn_rules
-from chiplore.kg.models import Activity, KernelVersion
+from chiplore.kg.models import BUDGET_END, Activity, KernelVersion
 from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.store import GraphStore
@@ -137,8 +137,13 @@ def test_a_job_that_hangs_is_stopped_where_the_budget_ends(graph: GraphStore) ->
     runner = DeviceRunner(target, RecordRuns(graph, activity), budget_s=25.0, spent_s=20.0, backoff_s=0.0)
     with pytest.raises(BudgetExhausted, match="stopped at its end"):
         runner.run(spec.name, content_sha(spec.baseline_source), spec.baseline_source, VERSION)
-    runs = graph.read("MATCH (r:DeviceRun) RETURN r.status AS status, r.device_s AS s")
-    assert runs == [{"status": "timeout", "s": pytest.approx(5.0)}] and runner.spent_s == pytest.approx(25.0)
+    runs = graph.read("MATCH (r:DeviceRun) RETURN r.status AS status, r.device_s AS s, r.faults AS faults")
+    assert runs == [{"status": "timeout", "s": pytest.approx(5.0), "faults": ["HANG", BUDGET_END]}]
+    assert runner.spent_s == pytest.approx(25.0)
+    # the budget's end is no failed run: status's column counts none (a user read "1 timeout" as a device problem)
+    assert graph.read("MATCH (l:DeviceLedger) RETURN l.runs AS runs, l.failed_runs AS failed") == [
+        {"runs": 1, "failed": 0}
+    ]
 
 
 def test_capabilities_come_from_the_rules_in_force_under_each_version(graph: GraphStore) -> None:
