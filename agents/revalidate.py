@@ -240,7 +240,8 @@ class Revalidator:
             repaired = DesignNode(
                 id=node_id, kernel=kernel, role="baseline" if role == "baseline" else "refiner",
                 policy="builtin-repair", depth=node.depth + 1,
-                rationale=f"{node.id} does not compile under {version} ({broken[:300]})",
+                rationale="; ".join(filter(None, (f"{node.id} does not compile under {version} ({broken[:300]})",
+                                                  model.explain(kernel, source, params, self.knowledge.facts)))),
                 change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",
                 predicted_cycles=model.predict(kernel, source, params, self.knowledge.facts),
                 model_cycles=model.raw(kernel, source, params, self.knowledge.facts),

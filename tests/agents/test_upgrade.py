@@ -37,7 +37,7 @@ from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.models import Activity
 from chiplore.kg.repo.designs import best_of, source_of, update_design
 from chiplore.kg.repo.knowledge import record_activity
-from chiplore.kg.repo.progress import pooled_cycles
+from chiplore.kg.repo.progress import bound_by, pooled_cycles
 from chiplore.kg.repo.targets import register_target, set_active_toolchain
 from chiplore.kg.schema import NODE_KEYS, ensure_schema
 from chiplore.kg.store import GraphStore
@@ -206,6 +206,11 @@ def test_every_broken_best_is_repaired_and_compiles(campaign: Campaign) -> None:
     for kernel, source in best_sources_after_upgrade(campaign).items():
         assert target.check(source, NEW).ok, kernel
     assert not campaign.upgraded.kernels_pending
+    # a repair says what bounds it, as a proposal does (status explains a repaired BEST far from its bound)
+    with EmbeddedStore(campaign.snapshot.parent / "data") as store:
+        repairs = [row["why"] for row in store.read("MATCH (d:DesignNode {policy: 'builtin-repair'}) "
+                                                     "RETURN d.rationale AS why")]  # fmt: skip
+    assert repairs and all(bound_by(why).startswith("bound by the ") for why in repairs), repairs
 
 
 def best_sources_after_upgrade(campaign: Campaign) -> dict[str, str]:
