@@ -29,9 +29,10 @@ def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
 
 def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     """What bounds a compiled program, in a line: the busiest of the Tensor Unit's queues (main, sub),
-    the DMA engines (the busiest one) and the clusters' ingress ports (the bytes HBM sends into DM
-    over what the ports move in the makespan: the weight bound's resource), each as a share of the
-    makespan; "" when the program does not compile or its ops cannot all run."""
+    the DMA engines (the busiest one) and the clusters' ingress ports (the busiest port's bytes from
+    HBM over what it moves in the makespan: the weight bound's resource), each as a share of the
+    makespan, and the ports that carry next to nothing when some do (the bound counts every port);
+    "" when the program does not compile or its ops cannot all run."""
     if not stats.compiled:
         return ""
     prices = Prices.of(facts)
@@ -41,16 +42,23 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     span = planned.makespan
     engines = max((busy for queue, busy in planned.busy.items() if queue not in ("main", "sub")), default=0.0)
     inbound = sum(op.counters.get("bytes", 0.0) for op in stats.ops if op.kind == "dma.h2d")
-    clusters = facts.get(P.CLUSTERS.key, P.CLUSTERS.default or 2.0)  # every cluster's port (the learnt shape)
+    clusters = int(facts.get(P.CLUSTERS.key, P.CLUSTERS.default or 2.0))  # every cluster's port (the learnt shape)
+    ports = [c.get("ingress_bytes", 0.0) for name, c in stats.by_resource.items() if name.startswith("cluster")]
+    busiest = max(ports, default=inbound / clusters)
     shares = {
         "the Tensor Unit's main queue": planned.busy.get("main", 0.0) / span,
         "the sub queue": planned.busy.get("sub", 0.0) / span,
         "the busiest DMA engine": engines / span,
-        "the clusters' ingress": inbound / (clusters * prices.cluster_port) / span,
+        "the busiest cluster's ingress": busiest / prices.cluster_port / span,
     }
     ranked = sorted(shares.items(), key=lambda item: -item[1])
     rest = ", ".join(f"{name} {share:.0%}" for name, share in ranked[1:])
-    return f"bound by {ranked[0][0]}, {ranked[0][1]:.0%} busy ({rest})"
+    line = f"bound by {ranked[0][0]}, {ranked[0][1]:.0%} busy ({rest})"
+    carrying = sum(1 for port in ports if port >= 0.1 * busiest) if busiest > 0 else clusters
+    if carrying < clusters:  # the bound counts every port: idle ones put it out of reach
+        line += (f"; {carrying} of {clusters} clusters' ports carry the weights, so it stays at least "
+                 f"{clusters / carrying:.2g}x its bound")  # fmt: skip
+    return line
 
 
 # ---- the pack's cost model -------------------------------------------------------------------

@@ -202,7 +202,7 @@ def test_status_names_failed_runs_and_what_bounds_a_best_far_from_its_bound(grap
     actor = record_activity(graph, Activity(id="a1", role="architect", policy="builtin"))
     register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
     add_design(graph, _design(0, 0), version=_version("root"), parent=None, activity=actor)
-    why = "bound by the sub queue, 93% busy (the clusters' ingress 61%, the busiest DMA engine 40%)"
+    why = "bound by the sub queue, 93% busy (the busiest cluster's ingress 61%, the busiest DMA engine 40%)"
     designed = _design(1, 1).model_copy(update={"rationale": f"rows of 4 over 2 clusters; {why}"})
     add_design(graph, designed, version=_version("best"), parent="d0", activity=actor)
     set_best(graph, "gemv", "d1", status="accepted", measured_cycles=1500.0)

@@ -20,6 +20,7 @@ from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
+from chiplore.simulator.pack.estimate import bottleneck
 from chiplore.simulator.pack.fits import search_shape
 from chiplore.simulator.pack.generator.build import write
 from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
@@ -164,6 +165,25 @@ def test_every_clusters_port_counts_in_the_bound_and_in_the_estimate(
     use_chip(monkeypatch, tmp_path, eight)
     ported = gemv(eight, hidden=2048)  # 8 rows a slice over 2,048 slices, 2,048 bf16 a row
     assert errors(ported) == [] and estimate(ported, "0.6.0").cycles > weight_bound_cycles(8 * 2048 * 2048 * 2)
+
+
+def test_what_bounds_a_design_names_the_ports_that_carry_no_weights(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On a user's three clusters, QKV's 8,192 rows went to two of them: status said "bound by the busiest
+    DMA engine (the clusters' ingress 62%)", an average over an idle port. The line now gives the busiest
+    port's share and says how many ports carry the weights, and what that costs against the bound."""
+    three = ChipShape(clusters=3, slices=256, engines_per_cluster=2)
+    use_chip(monkeypatch, tmp_path, three)
+    every = gemv(three, hidden=2048)
+    two = every.replace(f"R = {8 * 256 * 3}", f"R = {8 * 256 * 2}").replace("cluster: [R / 2048]",
+                                                                            "cluster: [R / 2048 # 3]")  # fmt: skip
+    assert errors(every) == [] and errors(two) == []
+    facts = {P.CLUSTERS.key: 3.0}
+    idle = bottleneck(SimRNGD().analyze(two, "0.6.0"), facts)
+    assert idle.endswith("; 2 of 3 clusters' ports carry the weights, so it stays at least 1.5x its bound"), idle
+    assert "the busiest cluster's ingress" in idle
+    assert "ports carry" not in bottleneck(SimRNGD().analyze(every, "0.6.0"), facts)
 
 
 def test_register_files_hold_what_the_chip_gives_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
