@@ -498,6 +498,10 @@ class KernelRun:
             if not holds(store, root_id, lease):  # another run added it a moment earlier: it measures it
                 self.measure_root()
                 return
+        if unreplaced:  # a baseline this chip refuses, nothing to stand in: the device would only refuse it too
+            update_design(store, root_id, held_by=lease.owner, status="failed", reason=unreplaced, owner="",
+                          lease_until="")  # fmt: skip
+            raise KernelStopped(unreplaced)
         recorded = graded_median(store, root_id, version)  # measured before a kill: not measured again
         if recorded is not None:
             set_best(store, spec.name, root_id, held_by=lease.owner, status="accepted", owner="", lease_until="",
@@ -510,7 +514,6 @@ class KernelRun:
             raise
         if not outcome.ok or outcome.result.median_cycles is None:
             why = f"the baseline did not run: {outcome.result.status} {outcome.result.message}".strip()
-            why += f"; {unreplaced}" if unreplaced else ""
             # recorded; the next run measures it again
             update_design(store, root_id, held_by=lease.owner, status="failed", reason=why, owner="", lease_until="")
             raise KernelStopped(why)
