@@ -46,7 +46,8 @@ def good_program(store: GraphStore) -> str:
 
 
 @pytest.mark.slow
-def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure(graph: GraphStore) -> None:
+def test_an_llm_round_goes_from_proposal_to_acceptance_and_records_every_failure(embedded_graph: GraphStore) -> None:
+    graph = embedded_graph  # the LLM path; tests/kg/test_llm_cypher_tool.py holds its Cypher tool on both stores
     target = SimRNGD(seed=5)
     learn(graph, target, VERSION)
     good = good_program(graph)
