@@ -90,7 +90,7 @@ FACTS: dict[str, Fact] = {f.id: f for f in (
     _fact("fetch_read", "P17", "A fetch reads {fetch_read_main} bytes per cycle on `main` and {fetch_read_sub} on "
           "`sub`.", _SAME),
     _fact("contract_step", "P18", "The contraction engine consumes {contract_bytes_per_step} bytes of stream per "
-          "step, over 8 lanes.", _SAME),
+          "step.", _SAME),
     _fact("ve_trans", "P19", "A transcendental op (exp, erf, tanh, rsqrt, recip) costs {ve_trans_cycles:.0f} "
           "cycles per flit; plain arithmetic costs one.",
           ("W:Every vector op processes one flit per cycle.", "W:Every vector op processes one flit per cycle.",

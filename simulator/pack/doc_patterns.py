@@ -65,6 +65,18 @@ def trf_lane(sentence: str) -> list[StatedValue]:
     return [StatedValue(P.TRF_LANE, float(match.group(1)) * 1024)] if match else []
 
 
+# A count of one is singular ("and one DMA engine", "has 1 lane"): not a unit the quantity reader
+# knows, since "One DMA engine moves up to 256 bytes per cycle" states a rate, not a count.
+ONE_ENGINE = re.compile(r"^Each has its own\b.*\band one DMA engine\b", re.IGNORECASE)
+ONE_LANE = re.compile(r"\bcontraction engine of a slice has (?:1|one) lane\b", re.IGNORECASE)
+
+
+def counts_of_one(sentence: str) -> list[StatedValue]:
+    if ONE_ENGINE.search(sentence):
+        return [StatedValue(P.ENGINES_PER_CLUSTER, 1.0)]
+    return [StatedValue(P.LANES, 1.0)] if ONE_LANE.search(sentence) else []
+
+
 def read_sizes(sentence: str) -> list[StatedValue]:
     match = READ_SIZES.search(sentence)
     if match is None:
@@ -72,4 +84,6 @@ def read_sizes(sentence: str) -> list[StatedValue]:
     return [StatedValue(P.FETCH_MAIN, float(match.group(1))), StatedValue(P.FETCH_SUB, float(match.group(2)))]
 
 
-DOC_PATTERNS = DocPatterns(params=PARAM_PATTERNS, flags=FLAG_PATTERNS, units=UNITS, extractors=(read_sizes, trf_lane))
+DOC_PATTERNS = DocPatterns(
+    params=PARAM_PATTERNS, flags=FLAG_PATTERNS, units=UNITS, extractors=(read_sizes, trf_lane, counts_of_one)
+)

@@ -106,6 +106,7 @@ def shape_values(shape: ChipShape) -> dict[str, object]:
     return shape.model_dump() | {
         "clusters_text": _count(shape.clusters, "cluster").capitalize(),
         "engines_text": _count(per, "DMA engine"),
+        "lanes_text": f"{shape.lanes} lane{'s' if shape.lanes != 1 else ''}",
         "engines_word": _count(per, "engine"),
         "engine_serves": ", ".join(serves),
         "engine_sites": f"Engine{'s' if per > 1 else ''} {sites_text}.",

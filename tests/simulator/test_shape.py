@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chiplore.ingest.chunks import chunk_page
+from chiplore.ingest.librarian import BuiltinLibrarian
 from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_truth
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.cost.bound import weight_bound_cycles
@@ -207,6 +209,27 @@ def test_the_docs_state_the_shape_or_what_they_claim_of_it(monkeypatch: pytest.M
     assert "**Two clusters.**" in claimed["index.md"] and "**256 slices per cluster.**" in claimed["index.md"]
     assert "Engines 0-3 sit in cluster 0 and 4-7 in cluster 1." in claimed["dma.md"]
     assert errors(gemv(ChipShape())) != []  # the compiler knows better than the docs
+
+
+def test_docs_that_claim_one_engine_and_one_lane_are_read_as_claiming_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's docs claimed one cluster of one DMA engine and one lane: "its own Tensor Units and one DMA
+    engine" was no claim (the reader knew only "DMA engines"), so the false count was never contradicted;
+    "has 1 lanes" read oddly; and the contraction's page said "over 8 lanes" whatever the chip."""
+    use_chip(monkeypatch, tmp_path, ChipShape(), extra="[docs_shape]\nclusters = 1\nslices = 64\nlanes = 1\n"
+             "engines_per_cluster = 1")  # fmt: skip
+    pages = render_docs("0.6.0", load_truth("0.6.0"))
+    assert "The contraction engine of a slice has 1 lane." in pages["index.md"]
+    assert "over 8 lanes" not in "".join(pages.values())
+    librarian = BuiltinLibrarian(SimRNGD().pack().doc_patterns)
+    claims = {c.param: c.value for c in (claim for chunk in chunk_page(pages["index.md"])
+                                          for claim in librarian.extract(chunk, "index")) if c.param}  # fmt: skip
+    assert (claims[P.ENGINES_PER_CLUSTER.key], claims[P.LANES.key], claims[P.CLUSTERS.key]) == (1, 1, 1)
+    dma = {
+        c.param: c.value for chunk in chunk_page(pages["dma.md"]) for c in librarian.extract(chunk, "dma") if c.param
+    }
+    assert dma[P.ENGINE_BW.key] == 256  # "One DMA engine moves up to 256 bytes per cycle" keeps its rate
 
 
 def test_a_shape_that_is_no_table_and_many_problems_are_all_named(tmp_path: Path) -> None:
