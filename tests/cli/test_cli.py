@@ -236,3 +236,19 @@ def test_cypher_refuses_files_and_admin_and_cuts_big_answers(env: dict[str, str]
     big = run(env, "cypher", "UNWIND range(1, 5000) AS n RETURN n", "--max-rows", "10", "--json")
     assert big.exit_code == 0 and len(json.loads(big.stdout)) == 10
     assert "cut" in big.stderr
+
+
+def test_an_optimize_where_no_kernel_could_start_exits_1(embedded_env: dict[str, str], tmp_path: Path) -> None:
+    """One cluster of 128 slices and nothing learnt: neither the official baseline nor the space's first
+    design (written for the documented shape) compiles, so the kernel stops before any device job. A user's
+    script read the run's exit 0 as success; the table and the stop reason still print."""
+    chip = tmp_path / "chip.toml"
+    chip.write_text("[shape]\nclusters = 1\nslices = 128\n")
+    env = {**embedded_env, "CHIPLORE_SIM_TRUTH": str(chip)}
+    assert run(env, "init").exit_code == 0
+    stopped = run(env, "optimize", "sliding_attention_output", "--budget", "30")
+    assert stopped.exit_code == 1 and "sliding_attention_output stopped: the official baseline does not compile" in (
+        stopped.stdout
+    ), stopped.output
+    as_json = run(env, "optimize", "sliding_attention_output", "--budget", "30", "--json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["kernels"][0]["best_design"] is None
