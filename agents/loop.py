@@ -327,7 +327,8 @@ class KernelRun:
         space = run.pack.design_space(spec, run.knowledge.facts)
         no_space = "" if space is not None else run.pack.no_space_reason(spec, run.knowledge.facts)
         self._view = KernelView(spec=spec, version=version, knowledge=run.knowledge, space=space, model=run.model,
-                                seed=run.config.seed, no_space=no_space)  # fmt: skip
+                                seed=run.config.seed, no_space=no_space,
+                                note=lambda text: run.events.note(spec.name, text))  # fmt: skip
         screens = Screens(tuple(standard_screens(target, version, run.pack.compiler, run.knowledge.rules,
                                                  self._predict, spec.check_sets,
                                                  lambda: wrong_on_check_sets(store, spec.name))),

@@ -64,6 +64,7 @@ class KernelView:
     best: DesignNode | None = None
     architect_designs: int = 0  # whole designs the architect proposed for the kernel under this version
     no_space: str = ""  # why the pack has no design space for the kernel (when it has none and can say)
+    note: Callable[[str], None] = lambda text: None  # progress words from a long step (the architect's pricing)
 
     @property
     def kernel(self) -> str:

@@ -18,6 +18,8 @@ from chiplore.agents.proposers.search import Priced, Search, SearchBudget, searc
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, neighbours, repaired_steps, shuffled_points
 
+PROGRESS_EVERY = 16  # designs priced between two progress notes
+
 
 class BuiltinArchitect:
     role: Role = "architect"
@@ -32,7 +34,13 @@ class BuiltinArchitect:
             return []
         facts = view.knowledge.facts
         # a later architect round (a new branch far from the bound) searches from another seeded sample
-        search = Search(space, facts, view.version, view.predicted, self.budget)
+        total = self.budget.predictions
+
+        def priced(count: int) -> None:  # a large space's pricing takes minutes: say how far it is
+            if count % PROGRESS_EVERY == 0:
+                view.note(f"the architect has priced {count} of {total} designs")
+
+        search = Search(space, facts, view.version, view.predicted, self.budget, on_priced=priced)
         priced = search_space(search, shuffled_points(space, facts, view.seed + view.architect_designs))
         fresh = _fresh(view, priced.values())
         if len(fresh) < count:  # the tree holds what the search found: the rest of the space, in seeded order

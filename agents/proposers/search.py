@@ -60,6 +60,7 @@ class Search:
     predict: Callable[[str, Params], float | None]
     budget: SearchBudget
     priced: dict[str, Priced] = field(default_factory=dict)
+    on_priced: Callable[[int], None] | None = None  # told how many settings are priced, after each
 
     @property
     def spent(self) -> bool:
@@ -74,6 +75,8 @@ class Search:
             source = self.space.source(params, self.facts, self.version)
             cycles = self.predict(source, params)
             self.priced[key] = Priced(params, source, math.inf if cycles is None else cycles)
+            if self.on_priced is not None:
+                self.on_priced(len(self.priced))
         return self.priced[key].cycles
 
     def climb(self, start: Params) -> None:

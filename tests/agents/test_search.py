@@ -10,6 +10,7 @@ import math
 from chiplore.agents.cost_model import CalibratedCostModel
 from chiplore.agents.knowledge import Knowledge
 from chiplore.agents.proposers import BuiltinArchitect, KernelView
+from chiplore.agents.proposers.builtin import PROGRESS_EVERY
 from chiplore.agents.proposers.search import Search, SearchBudget, search_space, setting_key
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, nearest_points, points, repaired_steps, settings, shuffled_points
@@ -45,6 +46,17 @@ def test_the_search_prices_no_more_settings_than_its_budget() -> None:
     )
     assert len(priced) == len(calls) == 5 < len(valid)
     assert len({setting_key(p) for p in calls}) == 5  # nothing priced twice
+
+
+def test_the_architect_says_how_far_its_pricing_is() -> None:
+    """A user's FFN on a 16-lane chip priced designs for 70-150 s under a line that said only "the
+    architect designs": the view's note now hears every PROGRESS_EVERY designs priced."""
+    _, view = _toy()
+    heard: list[str] = []
+    view.note = heard.append
+    budget = SearchBudget(predictions=PROGRESS_EVERY + 3)
+    BuiltinArchitect(budget).propose(view, 1)
+    assert heard == [f"the architect has priced {PROGRESS_EVERY} of {budget.predictions} designs"]
 
 
 def test_with_budget_enough_the_climb_ends_at_the_best_setting_and_is_the_same_for_a_seed() -> None:
