@@ -72,6 +72,14 @@ def settle_unsaid_claims(store: GraphStore, target: str, previous: str, version:
         "RETURN c.status AS status, count(c) AS n",
         {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)},
     )
+    # a superseded claim links to the claim that says it again, as a superseded rule or measurement does
+    store.write(
+        "MATCH (c:Claim {status: 'superseded'})-[:UNDER]->(:Toolchain {id: $old}) "
+        "MATCH (same:Claim)-[:UNDER]->(:Toolchain {id: $new}) "
+        "WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '') AND same.id <> c.id "
+        "MERGE (same)-[:SUPERSEDES]->(c)",
+        {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)},
+    )
     return {str(row["status"]): int(row["n"]) for row in rows}
 
 

@@ -343,4 +343,8 @@ def test_claims_the_new_docs_do_not_make_again_are_retired_or_superseded(graph: 
     assert settle_unsaid_claims(graph, "simrngd", "0.6.0", "0.7.0") == {"retired": 1, "superseded": 1}
     status = {row["id"]: row["s"] for row in graph.read("MATCH (c:Claim) RETURN c.id AS id, c.status AS s")}
     assert status == {"dropped": "retired", "moved": "superseded", "moved-new": "current", "kept": "current"}
+    # the replacement is linked, as for a rule or a measurement (a user found superseded claims with none)
+    superseding = "MATCH (n:Claim)-[:SUPERSEDES]->(o:Claim) RETURN n.id AS new, o.id AS old"
+    assert graph.read(superseding) == [{"new": "moved-new", "old": "moved"}]
     assert settle_unsaid_claims(graph, "simrngd", "0.6.0", "0.7.0") == {}
+    assert graph.read(superseding) == [{"new": "moved-new", "old": "moved"}]  # once
