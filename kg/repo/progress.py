@@ -123,8 +123,12 @@ def kernel_progress(store: GraphStore, roof: str, target: str | None = None) -> 
 
 def bound_by(rationale: str) -> str:
     """The part of a design's rationale that says what bounds it (the pack's estimate when it was
-    proposed: "bound by the sub queue, 93% busy (...)"), or "" when the rationale says nothing of it."""
-    return next((part.strip() for part in rationale.split("; ") if part.strip().startswith("bound by ")), "")
+    proposed: "bound by the sub queue, 93% busy (...)", with what the estimate adds after it, as "; 2 of 3
+    clusters' ports carry the weights ..."), or "" when the rationale says nothing of it. The estimate
+    comes last in a rationale."""
+    parts = [part.strip() for part in rationale.split("; ")]
+    first = next((i for i, part in enumerate(parts) if part.startswith("bound by ")), None)
+    return "" if first is None else "; ".join(parts[first:])
 
 
 def design_tree(store: GraphStore, kernel: str) -> tuple[DesignNode | None, dict[str, list[DesignNode]], str | None]:

@@ -40,7 +40,7 @@ from chiplore.kg.repo.knowledge import measurements_of, record_activity, record_
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.nodes import Link, Ref, count_by_label, link, upsert
 from chiplore.kg.repo.overview import overview
-from chiplore.kg.repo.progress import kernel_progress
+from chiplore.kg.repo.progress import bound_by, kernel_progress
 from chiplore.kg.repo.runs import record_device_run, record_device_runs, record_screening
 from chiplore.kg.repo.targets import active_toolchain, register_target, set_active_toolchain, toolchains
 from chiplore.kg.repo.upgrades import settle_unsaid_claims
@@ -220,6 +220,9 @@ def test_status_names_failed_runs_and_what_bounds_a_best_far_from_its_bound(grap
     header, row = (line for line in table.export_text().splitlines() if "failed runs" in line or "gemv" in line)
     cells = dict(zip((c.strip() for c in header.split("┃")), (c.strip() for c in row.split("│")), strict=True))
     assert cells["failed runs"] == "3" and cells["device-s"] == "5"
+    # what the estimate adds after the line is kept (it was cut at its "; ")
+    idle = f"{why}; 2 of 3 clusters' ports carry the weights, so it stays at least 1.5x its bound"
+    assert bound_by(f"rows of 4 over 2 clusters; {idle}") == idle and bound_by("rows of 4 over 2 clusters") == ""
     # near its bound, or with no recorded estimate, status says nothing more
     assert far_from_bound([progress.model_copy(update={"ratio_to_bound": 1.05})]) == []
     assert far_from_bound([progress.model_copy(update={"bound_by": ""})]) == []
