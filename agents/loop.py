@@ -435,8 +435,7 @@ class KernelRun:
     def _with_bottleneck(self, rationale: str, source: str) -> str:
         """A rationale with what bounds the program by the pack's model (status says it of a BEST far
         from its bound, and the root is the BEST of a kernel nothing beats)."""
-        view = self._view
-        return "; ".join(filter(None, (rationale, view.model.explain(self.name, source, None, view.knowledge.facts))))
+        return "; ".join(filter(None, (rationale, self._view.bottleneck(source, None))))
 
     # ---- the baseline, resumed designs, proposals -------------------------------------------------
 

@@ -270,9 +270,8 @@ class Session:
         return with_header(program.source, program.header(), prefix, verdict) or program.source
 
     def _not_optimized(self, kernel: str, what: str) -> str:
-        offered = [spec.name for spec in self.target.kernels()]
-        if kernel not in offered:
-            return f"unknown kernel {kernel!r}; {self.target.name} offers {', '.join(offered)}"
+        if kernel not in {spec.name for spec in self.target.kernels()}:
+            return self._unknown(kernel)
         root = root_of(self.store, kernel)
         if root is not None and root.status == "failed" and root.reason:
             # optimize ran and could not start (a baseline this chip refuses, nothing to stand in): its
@@ -285,6 +284,17 @@ class Session:
         "target"). Reads nothing from the graph."""
         origins = self.target.kernel_origins()
         return [KernelListing(spec, origins.get(spec.name, "target")) for spec in self.target.kernels()]
+
+    def kernel(self, name: str) -> KernelListing:
+        """One kernel the target offers (a one-line ConfigError naming those it offers for another name)."""
+        listing = next((k for k in self.kernels() if k.spec.name == name), None)
+        if listing is None:
+            raise ConfigError(self._unknown(name))
+        return listing
+
+    def _unknown(self, kernel: str) -> str:
+        offered = ", ".join(spec.name for spec in self.target.kernels())
+        return f"unknown kernel {kernel!r}; {self.target.name} offers {offered}"
 
     def add_kernel(self, folder: Path) -> KernelSpec:
         """Validate the kernel pack in `folder` and install it into the target (a one-line TargetError

@@ -165,7 +165,7 @@ def _bisect(limit: LimitProbe, names: Vocabulary, compile_: Callable[[str], Chec
     if not refused(limit.high):
         return limit.high, None
     largest = largest_accepted(limit.low, limit.high, refused)
-    first = marked(largest + 1) or ([] if limit.marks else refused(largest + 1))
+    first = marked(largest + 1)
     if not first:  # another rule's refusal: the limit, if any, is where a marked diagnostic joins it
         if not marked(limit.high):
             return limit.high, None

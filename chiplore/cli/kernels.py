@@ -13,7 +13,6 @@ from chiplore.cli.complete import kernel_names
 from chiplore.cli.main import main
 from chiplore.cli.options import console, store_options
 from chiplore.cli.render import print_records, to_json
-from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec
 
 
@@ -61,10 +60,7 @@ def kernel_show(app: App, name: str, as_json: bool) -> None:
     """Print kernel NAME's official baseline program, exactly as its pack holds it (`> baseline.fe` keeps
     it): the shipped baselines are worked examples of a norm, RoPE and f4 decoding."""
     with app.session() as session:
-        listing = next((k for k in session.kernels() if k.spec.name == name), None)
-        if listing is None:
-            offered = ", ".join(k.spec.name for k in session.kernels())
-            raise ConfigError(f"unknown kernel {name!r}; {session.target.name} offers {offered}")
+        listing = session.kernel(name)
     if as_json:
         click.echo(to_json({**_record(listing.spec, listing.origin), "baseline": listing.spec.baseline_source}))
         return

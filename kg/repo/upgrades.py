@@ -63,6 +63,7 @@ def settle_unsaid_claims(store: GraphStore, target: str, previous: str, version:
     """Once `version`'s docs are read, the claims of `previous` they did not state again are settled
     instead of staying stale for good: `superseded` where a claim of `version` says the same sentence
     about the same parameter (in a paragraph that changed around it), else `retired`. Safe to repeat."""
+    ids = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
     rows = store.write(
         "MATCH (c:Claim {status: 'stale'})-[:UNDER]->(:Toolchain {id: $old}) "
         "WHERE NOT (c)-[:UNDER]->(:Toolchain {id: $new}) "
@@ -70,7 +71,7 @@ def settle_unsaid_claims(store: GraphStore, target: str, previous: str, version:
         "WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '') "
         "WITH c, count(same) AS said SET c.status = CASE WHEN said > 0 THEN 'superseded' ELSE 'retired' END "
         "RETURN c.status AS status, count(c) AS n",
-        {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)},
+        ids,
     )
     # a superseded claim links to the claim that says it again, as a superseded rule or measurement does
     store.write(
@@ -78,7 +79,7 @@ def settle_unsaid_claims(store: GraphStore, target: str, previous: str, version:
         "MATCH (same:Claim)-[:UNDER]->(:Toolchain {id: $new}) "
         "WHERE same.text = c.text AND coalesce(same.param, '') = coalesce(c.param, '') AND same.id <> c.id "
         "MERGE (same)-[:SUPERSEDES]->(c)",
-        {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)},
+        ids,
     )
     return {str(row["status"]): int(row["n"]) for row in rows}
 
