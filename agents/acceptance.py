@@ -76,6 +76,8 @@ class JudgeAgainstBest(Decider):
                 self._pairs.pop((node.id, best.id), None)
                 self._end(node, "failed", str(failed))
                 return True
+            finally:
+                self._refresh(best.id)  # the pairs ran BEST too, whatever they decided
             if triaged is None or triaged.decision == "continue":
                 return False  # its graded run, then `decide` goes on with these pairs
             verdict = replace(triaged, method=f"{triaged.method}, {TRIAGE}")
@@ -83,7 +85,6 @@ class JudgeAgainstBest(Decider):
             self._pairs.pop((node.id, best.id), None)
         if verdict.decision == "accept":
             return False  # its graded run shows it correct first; `decide` applies the recorded accept
-        self._refresh(best.id)
         cycles = pooled_cycles(store, node.id, self.version)  # its pairs' runs: the cost model's calibration
         why = f"{_interval(verdict)} ({verdict.method}, {verdict.decision})"
         update_design(store, node.id, held_by=self.lease.owner, status="rejected", reason=why,
@@ -103,7 +104,8 @@ class JudgeAgainstBest(Decider):
         if verdict is None:
             supersede_comparisons(store, node.id, best.id)  # verdicts against an earlier BEST are no decision
             verdict = self._judge(node, source, best)
-        self._refresh(best.id)
+        else:
+            self._refresh(best.id)  # the recorded verdict's pairs ran BEST (a killed run refreshed nothing)
         why = _interval(verdict)
         if verdict.decision == "accept" and (wrong := self._fails_checks(node, source)):
             why = f"{why} ({verdict.method}, accept), but incorrect on the check sets: {wrong}"
@@ -121,9 +123,11 @@ class JudgeAgainstBest(Decider):
         return False
 
     def _refresh(self, best: str) -> None:
-        """The incumbent's pairs spread its runs over time: their median is its drift-free cycle count."""
-        update_design(self.store, best, measured_cycles=statistics.median(pooled_cycles(self.store, best,
-                                                                                        self.version)))  # fmt: skip
+        """The incumbent's pairs spread its runs over time: their median is its drift-free cycle count,
+        the one status reports (kept current whenever its runs grow, so the graph says it too)."""
+        cycles = pooled_cycles(self.store, best, self.version)
+        if cycles:
+            update_design(self.store, best, measured_cycles=statistics.median(cycles))
 
     def _end(self, node: DesignNode, status: str, why: str) -> None:
         update_design(self.store, node.id, held_by=self.lease.owner, status=status, reason=why[:500], owner="",
@@ -170,9 +174,12 @@ class JudgeAgainstBest(Decider):
         """The judge's verdict on the design against `best`, with A/B pairs on one device; recorded."""
         assert best.measured_cycles is not None and node.measured_cycles is not None
         run_pair = self._pair_runner(node, source, best, triaging=False)
-        with self.runner.same_device():  # drift is per device: every pair on one
-            verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
-                                        late=self._late(), run_pair=run_pair)  # fmt: skip
+        try:
+            with self.runner.same_device():  # drift is per device: every pair on one
+                verdict = self.judge.decide(node.measured_cycles, best.measured_cycles, self.noise_sigma,
+                                            late=self._late(), run_pair=run_pair)  # fmt: skip
+        finally:
+            self._refresh(best.id)  # a judgement a prejudge or a spent budget ends early ran BEST too
         self._record(node, best, verdict)
         self._pairs.pop((node.id, best.id), None)
         return verdict

@@ -30,6 +30,8 @@ from chiplore.kg.repo.runs import graded_median
 from chiplore.kg.store import GraphStore
 
 RELEASED = {"owner": "", "lease_until": ""}
+# why a design stays open, released (its status says how far it got); a decision overwrites it
+UNDECIDED = "the budget ended before its decision: the next optimize of the kernel takes it from here"
 
 
 class Decider:
@@ -75,8 +77,8 @@ class DesignLifecycle:
         became BEST. ClaimLost when another process took it over meanwhile."""
         try:
             return self._advance(node, source, params)
-        except BudgetExhausted:
-            self._step(node.id, **RELEASED)  # the next run, of any process, takes it from here
+        except BudgetExhausted:  # the next run, of any process, takes it from here
+            self._step(node.id, reason=UNDECIDED, **RELEASED)
             raise
 
     def _advance(self, node: DesignNode, source: str, params: Params | None) -> bool:

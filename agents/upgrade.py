@@ -47,7 +47,7 @@ from chiplore.kg.repo.designs import (
     kernels_with_root,
     root_of,
 )
-from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.knowledge import finish_activity, record_activity
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.rules import RuleDiff, rule_diff
 from chiplore.kg.repo.targets import active_toolchain, set_active_toolchain
@@ -156,8 +156,11 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
         this_run=measured, kernels=kernels, kernels_pending=pending, flagged_designs=flagged,
         wall_s=time.perf_counter() - started,
     )  # fmt: skip
+    ended = utc_now()
     if not pending:  # a kernel left unchecked keeps the upgrade open: a rerun with more --budget finishes it
-        finish_upgrade(store, state.id, summary.model_dump_json(), utc_now())
+        finish_upgrade(store, state.id, summary.model_dump_json(), ended)
+    outcome = f"{len(pending)} kernel(s) left for a rerun" if pending else "done"
+    finish_activity(store, activity.id, ended, outcome)
     return summary
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from chiplore.core.clock import utc_now
 from chiplore.core.errors import TargetError
 from chiplore.core.pack import Construct, LanguageGuide, language_guide
 from chiplore.core.target import Target
@@ -32,7 +33,7 @@ from chiplore.ingest.dsl_examples import Checker, Outcome, doc_examples, make_ex
 from chiplore.ingest.librarian import Librarian, sentences
 from chiplore.ingest.rules import probe_structure
 from chiplore.kg.models import Activity, LanguageEntry, LanguageExample
-from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.knowledge import finish_activity, record_activity
 from chiplore.kg.repo.language import (
     EntryLinks,
     ExampleCheck,
@@ -113,6 +114,7 @@ def summarise(store: GraphStore, target: Target, version: str, *, previous: str 
     has a summary of). A pack without a language guide has no summary: nothing is written. `structure`:
     what the pack's structure searches found under `version` (the rules' `RulesSummary.structure`;
     searched again when not given)."""
+    began = utc_now()
     pack = target.pack()
     guide = language_guide(pack)
     if guide is None:
@@ -152,8 +154,10 @@ def summarise(store: GraphStore, target: Target, version: str, *, previous: str 
     written = _written(store, target, version, guide, writer, entries, evidence, prose, summary) if writer else None
     summary = written or summary
     activity = record_activity(store, Activity(id=f"dsl-summary-{target.name}@{version}", role="librarian",
-                                               policy=writer.policy if writer and written else "builtin"))  # fmt: skip
+                                               policy=writer.policy if writer and written else "builtin",
+                                               started_at=began))  # fmt: skip
     _write(store, target.name, evidence, entries, activity)
+    finish_activity(store, activity.id, utc_now(), f"{summary.entries} construct(s) summarised")
     return summary
 
 

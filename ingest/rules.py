@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from chiplore.core.clock import utc_now
 from chiplore.core.errors import TargetError
 from chiplore.core.ids import content_sha
 from chiplore.core.probes import LimitProbe, RuleProbes, Vocabulary, largest_accepted
@@ -27,7 +28,7 @@ from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
 from chiplore.ingest.fits import CompileBench
 from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
-from chiplore.kg.repo.knowledge import confirm_rule, record_activity, record_rule
+from chiplore.kg.repo.knowledge import confirm_rule, finish_activity, record_activity, record_rule
 from chiplore.kg.repo.measurements import claims_about
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
 from chiplore.kg.repo.rules import retire_unreplaced_rules, same_rule, supersede_changed_rules
@@ -130,6 +131,7 @@ def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary
         source, diagnostic = first_refused
         limits[limit.key] = largest * limit.step + limit.frame
         record(limit.key, source, limit.purpose, diagnostic, AtMost(value=limits[limit.key]))
+    finish_activity(store, activity.id, utc_now(), f"{compiled} probe(s) compiled, {rules} rule(s) recorded")
     return RulesSummary(version=version, probes=compiled, rules=rules, limits=limits, structure=structure,
                         structure_error=structure_error)  # fmt: skip
 

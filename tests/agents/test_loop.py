@@ -20,6 +20,7 @@ import pytest
 from chiplore import queries
 from chiplore.agents.acceptance import TRIAGE
 from chiplore.agents.judge import MIN_ACCEPT_PAIRS
+from chiplore.agents.lifecycle import UNDECIDED
 from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
@@ -294,3 +295,28 @@ def test_a_baseline_the_chip_refuses_with_nothing_to_stand_in_says_why_in_one_li
         assert violations(store) == []
     assert new == [{"policy": "generated", "s": "accepted", "old": root[0]["id"], "old_status": "failed", "owner": ""}]
     assert "baseline did not run" not in again.stopped.get(O_PROJ, "")
+
+
+def test_a_design_the_budget_leaves_open_says_so_and_the_next_run_decides_it(tmp_path: Path) -> None:
+    """A Cypher user found designs left `queued` after a run, released, with no reason: the graph now
+    says the budget ended before their decision, and the next optimize takes them up and decides them."""
+    target = SimRNGD(seed=3)
+    quick = Roles(BuiltinArchitect(SearchBudget(predictions=16)))
+    with EmbeddedStore(tmp_path / "data") as store:
+        ensure_schema(store)
+        register_target(store, target.name, target.toolchains(), target.default_toolchain())
+        optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=40), quick)
+        open_ = store.read("MATCH (d:DesignNode) WHERE d.status IN ['queued', 'measured'] "
+                           "RETURN d.id AS id, d.reason AS reason, d.owner AS owner")  # fmt: skip
+        assert open_ and all(row["reason"] == UNDECIDED and row["owner"] == "" for row in open_), open_
+        optimize(OptimizeContext(store, target, VERSION), OptimizeConfig(kernels=(O_PROJ,), budget_s=40, patience=1),
+                 quick)  # fmt: skip
+        decided = store.read("MATCH (d:DesignNode) WHERE d.id IN $ids RETURN d.status AS s, d.reason AS reason",
+                             {"ids": [row["id"] for row in open_]})  # fmt: skip
+        assert all(row["s"] in TERMINAL and row["reason"] != UNDECIDED for row in decided), decided
+        activities = store.read("MATCH (a:Activity) RETURN a.started_at <= a.ended_at AS ordered, a.id AS id")
+        assert all(row["ordered"] for row in activities), activities
+        # BEST's cycles in the graph are the ones status reports: the median of every run of it, pairs included
+        [progress] = kernel_progress(store, ROOF)
+        best = store.read("MATCH (:Kernel)-[:BEST]->(d:DesignNode) RETURN d.measured_cycles AS cycles")
+        assert best == [{"cycles": progress.best_cycles}]
