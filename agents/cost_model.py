@@ -90,6 +90,11 @@ class CalibratedCostModel:
         self._unkept: dict[str, dict[str, float | None]] = {}
         self._lock = threading.Lock()
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The parameter keys the pack's prices read."""
+        return self.model.reads
+
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
         """Predicted cycles of a design, calibrated; None when the pack's model cannot price it."""
         raw = self.raw(kernel, source, params, facts)

@@ -247,7 +247,8 @@ class Revalidator:
                 model_cycles=model.raw(kernel, source, params, self.knowledge.facts),
                 owner=self.lease.owner, lease_until=self.lease.until(),
             )  # fmt: skip
-            consulted = self.knowledge.fact_ids(space.consults) if params is not None and space is not None else ()
+            decided_from = space.consults if params is not None and space is not None else ()
+            consulted = self.knowledge.fact_ids((*decided_from, *model.reads))
             add_design(store, repaired, version=KernelVersion(sha=sha, kernel=kernel, source=source, toolchain=version),
                        parent=node.id, activity=self.activity, consulted=consulted)  # fmt: skip
         if repaired.status in ("screened_out", "failed"):

@@ -206,7 +206,7 @@ def _confirm(store: GraphStore, target: str, version: str, old: Measurement, new
              activity: Activity) -> Recheck:  # fmt: skip
     runs = list(session.recorder.runs)
     check = Check(id=content_sha(f"{old.id}|{version}|{'|'.join(runs)}")[:32], method="measurement",
-                  verdict="confirms",
+                  verdict="confirms", value=new.value, ci_low=new.low, ci_high=new.high,
                   detail=f"re-measured under {version}: {new.value:.6g} [{new.low:.6g}, {new.high:.6g}] against "
                          f"{old.value:.6g} [{old.ci_low:.6g}, {old.ci_high:.6g}]")  # fmt: skip
     confirm_measurement(store, old.id, check=check, run_ids=runs, activity=activity, target=target, version=version)

@@ -17,6 +17,7 @@ _SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
 _SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 5.23's CALL (k) { }
 _PLAN = re.compile(r"^\s*(EXPLAIN|PROFILE)\b", re.IGNORECASE)
 _TEMPORAL = re.compile(r"Unknown function '(datetime|date|localdatetime|time|localtime|duration)'", re.IGNORECASE)
+_COMPREHENSION_ALIAS = re.compile(r"Unable to locate a value with alias \[\s*\(.*\|")
 # A comprehension that counts a pattern, the way a user writes it after the hint above
 _COUNTED = "`MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k`"
 
@@ -76,7 +77,8 @@ def falkordb_hint(message: str, query: str) -> str | None:
     if plan and message.startswith("errMsg: Invalid input"):
         return (f"the embedded store (FalkorDB) takes no {plan.group(1).upper()} prefix in a query: run the query "
                 "without it, or with it on the Neo4j store (`--store neo4j`)")  # fmt: skip
-    if message.startswith("Unable to resolve filtered alias"):
+    # the same refusal, where a WITH (DISTINCT) came before the WHERE: FalkorDB names the comprehension
+    if message.startswith("Unable to resolve filtered alias") or _COMPREHENSION_ALIAS.search(message):
         return (f"the embedded store (FalkorDB) filters on a pattern comprehension only once it is named: count "
                 f"it in a WITH and filter on the name ({_COUNTED}), or write a pattern predicate "
                 "(`WHERE (k)-[:BEST]->()`)")  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chiplore.core.clock import utc_now
 from chiplore.kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
@@ -104,6 +104,10 @@ class Check(GraphNode):
     method: Literal["citation", "probe", "measurement", "compile", "host"]
     verdict: Literal["confirms", "contradicts", "inconclusive"]
     detail: str = ""
+    # a measurement's re-check: the value it found and its 95 % interval (the measurement it confirms keeps its own)
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
 
 
 class HardwareParam(GraphNode):
@@ -351,6 +355,15 @@ class Activity(GraphNode):
     started_at: str = Field(default_factory=utc_now)
     ended_at: str | None = None
     outcome: str = "ok"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ended_at_once(cls, data: Any) -> Any:
+        """A record of something done in one step (given its end only) starts when it ends: a default
+        start taken after the end it was given would end before it starts."""
+        if isinstance(data, dict) and data.get("ended_at") and not data.get("started_at"):
+            return {**data, "started_at": data["ended_at"]}
+        return data
 
 
 NODE_MODELS: dict[str, type[GraphNode]] = {

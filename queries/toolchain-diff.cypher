@@ -1,6 +1,6 @@
 // name: toolchain-diff
 // params: from:str, to:str
-// description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after), language constructs (added/removed/renamed/deprecated/changed, with their standing before and after).
+// description: What changed from one toolchain version to another: rules (confirmed/changed/retired/new), measurements (confirmed/changed/stale/new, with intervals; a confirmed one's after is its re-measurement, which agreed with it), doc claims (new/dropped, and their verdict), kernels (survived/repaired/broken, cycles before and after), language constructs (added/removed/renamed/deprecated/changed, with their standing before and after).
 // anchors: Toolchain, Revalidation, LanguageEntry
 // Each branch starts from a toolchain by its indexed version, and finds the other one through their target
 // (a version the graph does not have gives no rows, not every fact 'dropped'; nor does a `from` that is not older
@@ -49,12 +49,13 @@ WHERE old.ordinal < later.ordinal
 WITH DISTINCT old
 MATCH (m:Measurement)-[:UNDER]->(old)
 MATCH (m)-[:UNDER]->(:Toolchain {version: $to})
-OPTIONAL MATCH (m)-[:CHECKED_BY]->(c:Check {method: 'measurement'})
+OPTIONAL MATCH (m)-[:CHECKED_BY]->(c:Check {method: 'measurement'})-[:UNDER]->(:Toolchain {version: $to})
 WITH m, c ORDER BY c.id
-WITH m, collect(c.detail) AS checks
-RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS before, m.value AS after,
-       [m.ci_low, m.ci_high] AS before_ci, [m.ci_low, m.ci_high] AS after_ci,
-       CASE WHEN size(checks) = 0 THEN 'holds under both' ELSE checks[0] END AS detail
+WITH m, collect(c)[0] AS c
+RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS before,
+       coalesce(c.value, m.value) AS after, [m.ci_low, m.ci_high] AS before_ci,
+       CASE WHEN c.value IS NULL THEN [m.ci_low, m.ci_high] ELSE [c.ci_low, c.ci_high] END AS after_ci,
+       CASE WHEN c IS NULL THEN 'holds under both' ELSE c.detail END AS detail
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})

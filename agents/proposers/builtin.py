@@ -123,7 +123,7 @@ def _proposal(view: KernelView, space: DesignSpace, p: Params, role: Role, chang
     facts = view.knowledge.facts
     source = space.source(p, facts, view.version)
     predicted = view.predicted(source, p)
-    used = tuple(key for key in space.consults if key in view.knowledge.sources)
+    used = tuple(key for key in (*space.consults, *view.model.reads) if key in view.knowledge.sources)
     rationale = "; ".join(filter(None, (space.rationale(p, facts, predicted or 0.0), view.bottleneck(source, p))))
     return DesignProposal(
         role=role, policy="builtin", source=source, rationale=rationale,

@@ -287,6 +287,10 @@ class CostModel:
     only (never the target's truth). The generic loop calibrates it against the device. A chip's
     model subclasses this and implements `predict`; `explain` is optional."""
 
+    # the parameter keys its prices read: a design it priced consulted them (CONSULTED, flagged when an
+    # upgrade changes one)
+    reads: tuple[str, ...] = ()
+
     def predict(self, kernel: str, source: str, params: Params | None, facts: Facts) -> float | None:
         """Predicted cycles of one run, or None when this model cannot price the program. Called for
         every design a proposer considers and every design the estimate screen sees."""

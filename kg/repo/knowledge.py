@@ -134,9 +134,10 @@ def confirm_measurement(store: GraphStore, measurement_id: str, *, check: Check,
     """A re-measurement under `version` agrees with a measurement: no twin is written; the measurement
     holds under `version` too (UNDER), and the check with its runs says why."""
     upsert(store, [check])
-    ref = Ref("Measurement", measurement_id)
+    ref, under = Ref("Measurement", measurement_id), Ref("Toolchain", Toolchain.id_of(target, version))
     links = [
-        Link(ref, "UNDER", Ref("Toolchain", Toolchain.id_of(target, version))),
+        Link(ref, "UNDER", under),
+        Link(Ref.to(check), "UNDER", under),
         Link(ref, "CHECKED_BY", Ref.to(check)),
         Link(Ref.to(check), "CREATED_BY", Ref.to(activity)),
     ]

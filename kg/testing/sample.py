@@ -193,11 +193,14 @@ def _measurements(
             if previous is not None:
                 links.append(Link(Ref.to(measurement), "SUPERSEDES", Ref.to(previous)))
             elif not changed and not stale:
-                check = Check(id=f"check-{param}", method="measurement", verdict="confirms",
-                              detail=f"re-measured under {NEW}: {true_value + 0.25}")  # fmt: skip
+                again = true_value + 0.25
+                check = Check(id=f"check-{param}", method="measurement", verdict="confirms", value=again,
+                              ci_low=again - 0.5, ci_high=again + 0.5,
+                              detail=f"re-measured under {NEW}: {again}")  # fmt: skip
                 nodes.append(check)
                 links += [
                     Link(Ref.to(measurement), "UNDER", Ref("Toolchain", f"{TARGET}@{NEW}")),
+                    Link(Ref.to(check), "UNDER", Ref("Toolchain", f"{TARGET}@{NEW}")),
                     Link(Ref.to(measurement), "CHECKED_BY", Ref.to(check)),
                     Link(Ref.to(check), "USED", Ref.to(run)),
                 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from chiplore.core.pack import CostModel, Facts, Params
 from chiplore.core.stats import ProgramStats
 from chiplore.simulator.pack import params as P
-from chiplore.simulator.pack.prices import Prices
+from chiplore.simulator.pack.prices import STATS_COST_PARAMS, Prices
 from chiplore.simulator.pack.timeline import makespan, schedule
 
 
@@ -70,6 +70,8 @@ class StatsCostModel(CostModel):
     own) -> ProgramStats, cached by source. A program's statistics cost its compile (0.1 to 1 s cold),
     so the builtin proposers price a budgeted search of a space, never the whole of it. An empty
     source gets no price."""
+
+    reads = tuple(key.key for key in STATS_COST_PARAMS)
 
     def __init__(self, analyze: Callable[[str, str | None], ProgramStats]) -> None:
         self.analyze = analyze

@@ -88,6 +88,8 @@ def test_neo4j_5_subqueries_run_on_neo4j_and_the_embedded_store_says_what_to_wri
         # what a user writes after the hint, in WHERE: FalkorDB filters on a comprehension only once named
         with pytest.raises(QueryError, match="count it in a WITH and filter on the name"):
             store.read("MATCH (k:Kernel) WHERE size([(k)-[:BEST]->() | 1]) > 0 RETURN k.name AS name")
+        with pytest.raises(QueryError, match="count it in a WITH and filter on the name"):  # after a WITH: other words
+            store.read("MATCH (k:Kernel) WITH DISTINCT k WHERE size([(k)-[:BEST]->(d) | d]) = 0 RETURN k.name AS name")
         with pytest.raises(QueryError, match=r"has no `CALL \(k\) \{ \}`: import the variables with a WITH"):
             store.read("MATCH (k:Kernel) CALL (k) { MATCH (k)-[:BEST]->(d) RETURN count(d) AS n } RETURN k.name, n")
         # a person's query (`chiplore cypher`) goes through the planner first, which refuses these

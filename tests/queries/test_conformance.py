@@ -66,9 +66,21 @@ def test_toolchain_diff_classifies_every_kind_of_rule_change(seeded: dict[str, A
     assert measurement_changes["switch_bytes_per_cycle"] == "stale"
     changed = next(row for row in rows if row["key"] == "dma_startup_cycles")
     assert changed["after"] == changed["before"] + 3 and changed["before_ci"] and changed["after_ci"]
+    # a confirmed measurement's after is what its re-check found, not its own value again
+    confirmed = next(row for row in rows if row["key"] == "hbm_bytes_per_cycle")
+    assert confirmed["after"] == confirmed["before"] + 0.25
+    assert confirmed["after_ci"] == [confirmed["after"] - 0.5, confirmed["after"] + 0.5]
+    assert confirmed["detail"].startswith(f"re-measured under {NEW}")
     assert {row["change"] for row in rows if row["kind"] == "claim"} == {"new", "dropped"}
     kernels = {row["key"]: row["change"] for row in rows if row["kind"] == "kernel"}
     assert sorted(kernels.values()) == ["repaired", "repaired", "survived"]
+
+
+@pytest.mark.parametrize("backend", ["neo4j", "embedded"])
+def test_measurements_of_names_the_versions_a_recheck_confirmed(seeded: dict[str, Any], backend: str) -> None:
+    rows = queries.run(seeded[backend], "measurements-of", {"param": "hbm_bytes_per_cycle"})
+    assert [row["confirmed_under"] for row in rows] == [[NEW]]
+    assert rows[0]["runs"] >= 1
 
 
 @pytest.mark.parametrize("backend", ["neo4j", "embedded"])
@@ -83,6 +95,8 @@ def test_contradicted_claims_give_the_measurements_own_unit(seeded: dict[str, An
     """A claim in TB/s stood beside a measurement in B/cycle with no unit for the latter."""
     rows = [r for r in queries.run(seeded["embedded"], "contradicted-claims") if r["measured"] is not None]
     assert rows and all(r["measured_unit"] for r in rows), rows
+    # a sentence stated on two pages looked like a duplicate row: each names the page of its version
+    assert all(r["page"] == f"{r['param']}.md" and r["claimed_under"] for r in rows), rows
 
 
 def test_stale_facts_say_what_each_is_about(seeded: dict[str, Any]) -> None:
