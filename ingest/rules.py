@@ -27,7 +27,7 @@ from chiplore.core.rules import AtMost, Avoid, Forbidden, Predicate, Unavailable
 from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
 from chiplore.ingest.fits import CompileBench
-from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram
+from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain
 from chiplore.kg.repo.knowledge import confirm_rule, finish_activity, record_activity, record_rule
 from chiplore.kg.repo.measurements import claims_about
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
@@ -189,6 +189,7 @@ def _judge_flag(store: GraphStore, version: str, key: str, diagnostic: TargetDia
         link(store, [
             Link(Ref("Claim", claim["id"]), "CHECKED_BY", Ref.to(check)), Link(Ref.to(check), "USED", evidence),
             Link(Ref.to(check), "CREATED_BY", Ref.to(activity)),
+            Link(Ref.to(check), "UNDER", Ref("Toolchain", Toolchain.id_of(target, version))),
             Link(evidence, "CONTRADICTS" if verdict == "contradicts" else "CONFIRMS", Ref("Claim", claim["id"])),
         ])  # fmt: skip
 
