@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import ValidationError
 
@@ -357,16 +357,24 @@ class Session:
 
     def export_graph(self, path: Path, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
         """Write the whole graph to `path`: JSON lines (chiplore.kg.graph_io's format, which `import_graph`
-        reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place."""
+        reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place (through
+        a symbolic link, to the file it names); a path that is not a file (a device, a pipe) is refused."""
+        if path.exists() and not path.is_file():
+            raise OutputError(f"cannot write {path}: it is not a regular file (export writes a file; `-` is stdout)")
+        path = path.resolve() if path.is_symlink() else path
         partial = path.with_name(path.name + ".partial")
         try:
             with partial.open("w", encoding="utf-8") as out:
-                done = export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
+                done = self.write_graph(out, format=format)
             partial.replace(path)
         except OSError as error:  # a full disk, a folder it may not write: nothing half-written is left
             partial.unlink(missing_ok=True)
             raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
         return done
+
+    def write_graph(self, out: TextIO, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
+        """Write the whole graph to an open text stream (stdout, say), as `export_graph` does to a file."""
+        return export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
 
     def import_graph(self, path: Path, *, replace: bool = False,
                      on_progress: Callable[[str, int], None] | None = None) -> Imported:  # fmt: skip

@@ -8,6 +8,7 @@ anything the schema does not name, lines out of order, and a file cut short.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -74,6 +75,7 @@ def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -
     nodes = relationships = 0
     ended = False
     keys: set[tuple[str, str | int]] = set()
+    dangling = ""  # the first relationship to a node not (yet) read: a node after the relationships says more
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -98,16 +100,22 @@ def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -
             _check_node(line, f"{origin} line {number}")
             nodes += 1
             if references:
+                if (line.label, line.key) in keys:
+                    raise GraphFileError(f"{origin} line {number}: a second {line.label} {line.key!r} (a node is "
+                                         "one line)")  # fmt: skip
                 keys.add((line.label, line.key))
             yield line
         elif isinstance(line, RelationshipLine):
             _check_relationship(line, f"{origin} line {number}")
-            if references and (missing := next((end for end in (line.source, line.target) if end not in keys), None)):
-                raise GraphFileError(f"{origin} line {number}: the {line.type} relationship names {missing[0]} "
-                                     f"{missing[1]!r}, a node the file does not hold")  # fmt: skip
+            missing = next((end for end in (line.source, line.target) if end not in keys), None) if references else None
+            if missing is not None and not dangling:
+                dangling = (f"{origin} line {number}: the {line.type} relationship names {missing[0]} "
+                            f"{missing[1]!r}, a node the file does not hold")  # fmt: skip
             relationships += 1
             yield line
         elif isinstance(line, EndLine):
+            if dangling:
+                raise GraphFileError(dangling)
             if (line.nodes, line.relationships) != (nodes, relationships):
                 raise GraphFileError(
                     f"{origin} line {number}: the end line counts {line.nodes} nodes and "
@@ -118,6 +126,8 @@ def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -
             raise GraphFileError(f"{origin} line {number}: a second header")
     if header is None:
         raise GraphFileError(f"{origin} is empty: no chiplore graph header")
+    if dangling:
+        raise GraphFileError(dangling)
     if not ended:
         raise GraphFileError(f"{origin} has no end line: the file was cut short")
 
@@ -138,6 +148,7 @@ def _check_node(line: NodeLine, where: str) -> None:
     key = NODE_KEYS[line.label]
     if line.properties.get(key) != line.key:
         raise GraphFileError(f"{where}: the {line.label}'s {key} property differs from its key")
+    _check_properties(line.properties, where)
 
 
 def _check_relationship(line: RelationshipLine, where: str) -> None:
@@ -146,3 +157,25 @@ def _check_relationship(line: RelationshipLine, where: str) -> None:
     for label, _ in (line.source, line.target):
         if label not in LABELS:
             raise GraphFileError(f"{where}: unknown node label {label!r}")
+    _check_properties(line.properties, where)
+
+
+def _check_properties(properties: dict[str, Any], where: str) -> None:
+    """What both stores hold as a property: a name without a backtick, and a text, a boolean, a 64-bit
+    integer, a finite number or a list of those (found here: a store refusing one mid-import would
+    leave part of the file written, after `--replace` deleted the graph it replaces)."""
+    for name, value in properties.items():
+        if not name or "`" in name:
+            raise GraphFileError(f"{where}: property name {name!r} cannot be stored (empty, or with a backtick)")
+        if value is not None and not all(_storable(item) for item in (value if isinstance(value, list) else [value])):
+            held = "text, a boolean, a 64-bit integer, a finite number, a list of them"
+            raise GraphFileError(f"{where}: property {name!r} holds {json.dumps(value)[:80]}, which no store holds "
+                                 f"({held})")  # fmt: skip
+
+
+def _storable(value: object) -> bool:
+    if isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return isinstance(value, float) and math.isfinite(value)

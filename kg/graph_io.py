@@ -43,6 +43,7 @@ from chiplore.kg.graph_file import (
     RelationshipLine,
     read_lines,
 )
+from chiplore.kg.repo.designs import working_owners
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from chiplore.kg.store import GraphStore
 
@@ -243,6 +244,12 @@ def import_lines(
             "or pass --replace to delete them first"
         )
     if held:
+        working = working_owners(store)
+        if working:  # its next write would find its designs gone, and the graph a mix of both
+            raise GraphFileError(
+                f"a run is working on this graph (process {working[0]} holds designs): let it end, or stop it, "
+                "before --replace deletes what it writes to"
+            )
         store.delete_all()
     ensure_schema(store)
     done, waiting = Imported(), _Batches()

@@ -4,6 +4,7 @@ a run on the embedded store can be explored in Neo4j Browser."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,19 +37,27 @@ def graph_group() -> None:
                    "[default: cypher for a .cypher FILE, else jsonl].")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def graph_export(app: App, file: Path, fmt: str | None, as_json: bool) -> None:
-    """Write every node and relationship of the graph to FILE (JSON Lines: docs/graph.md, section 7)."""
+    """Write every node and relationship of the graph to FILE (JSON Lines: docs/graph.md, section 7);
+    `-` writes them to stdout (the summary then goes to stderr)."""
     chosen: Literal["jsonl", "cypher"] = "cypher" if (fmt or "") == "cypher" or (
         fmt is None and file.suffix == ".cypher") else "jsonl"  # fmt: skip
-    if file.parent != Path() and not file.parent.is_dir():
-        raise ConfigError(f"cannot write {file}: the folder {file.parent} does not exist")
+    to_stdout = str(file) == "-"
+    if not to_stdout:  # its folder made first, as `report --out` and `best -o` do
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(f"cannot write {file}: {error.strerror or error}") from None
     with app.session() as session:
-        done = session.export_graph(file, format=chosen)
+        done = (
+            session.write_graph(sys.stdout, format=chosen) if to_stdout else session.export_graph(file, format=chosen)
+        )
     result = {"file": str(file), "format": chosen, "nodes": done.nodes, "relationships": done.relationships}
     if as_json:
-        click.echo(to_json(result))
+        click.echo(to_json(result), err=to_stdout)
         return
-    console.print(f"[green]exported[/green] {done.nodes:,} nodes and {done.relationships:,} relationships "
-                  f"to {escape(str(file))} ({chosen})", highlight=False)  # fmt: skip
+    (err_console if to_stdout else console).print(
+        f"[green]exported[/green] {done.nodes:,} nodes and {done.relationships:,} relationships to "
+        f"{'stdout' if to_stdout else escape(str(file))} ({chosen})", highlight=False)  # fmt: skip
 
 
 @graph_group.command("import")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
+from chiplore.core.clock import to_iso
+from chiplore.core.errors import StoreError
 from chiplore.kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
+from chiplore.kg.processes import pid_alive
 from chiplore.kg.repo.design_counts import moved, moved_if_found, recount_if_unmarked
 from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.store import GraphStore
@@ -61,6 +66,13 @@ class ClaimLost(RuntimeError):
     """Another process has taken the design over (its owner's lease expired)."""
 
 
+class DesignGone(StoreError, KeyError):
+    """No design of that id: unknown, or gone from under a run (a graph replaced by an import)."""
+
+    def __str__(self) -> str:  # KeyError's would quote the sentence
+        return str(self.args[0]) if self.args else ""
+
+
 def update_design(store: GraphStore, design_id: str, *, held_by: str | None = None, **props: object) -> None:
     """Set some of a design's properties (status, measured cycles, reason, owner) in one statement;
     with `held_by`, only while that process still holds the design (ClaimLost otherwise)."""
@@ -73,7 +85,7 @@ def update_design(store: GraphStore, design_id: str, *, held_by: str | None = No
     if not rows:
         if held_by is not None and get_design(store, design_id) is not None:
             raise ClaimLost(f"design {design_id} is no longer held by {held_by}")
-        raise KeyError(f"no design {design_id!r}")
+        raise DesignGone(f"no design {design_id!r} in the graph: was the graph replaced or emptied under this run?")
 
 
 def make_root(store: GraphStore, kernel: str, design_id: str, *, superseded: str) -> None:
@@ -304,3 +316,21 @@ def renew_leases(store: GraphStore, kernels: Sequence[str], owner: str, until: s
         {"kernels": list(kernels), "owner": owner, "until": until, "open": list(UNFINISHED)},
     )
     return int(rows[0]["n"]) if rows else 0
+
+
+def working_owners(store: GraphStore) -> list[str]:
+    """The processes working on the graph now: each holds an unfinished design under a lease that has
+    not expired and, when it is a process of this machine, still runs (owner `host:pid:tag`)."""
+    rows = store.read(
+        "MATCH (d:DesignNode) WHERE d.status IN $open AND d.owner <> '' AND d.lease_until > $now "
+        "RETURN DISTINCT d.owner AS owner ORDER BY owner",
+        {"open": list(UNFINISHED), "now": to_iso(datetime.now(UTC))},
+    )
+    here = socket.gethostname()
+
+    def alive(owner: str) -> bool:
+        host, _, rest = owner.partition(":")
+        pid = rest.partition(":")[0]
+        return host != here or not pid.isdigit() or pid_alive(int(pid))
+
+    return [str(row["owner"]) for row in rows if alive(str(row["owner"]))]

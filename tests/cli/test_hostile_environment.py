@@ -77,6 +77,26 @@ def test_a_full_disk_during_graph_export_is_one_line_and_leaves_no_file(tmp_path
     assert chiplore(env, "graph", "export", str(small_disk / "graph.jsonl")).returncode == 0
 
 
+def test_graph_export_never_replaces_what_is_not_a_file_and_writes_stdout_for_a_dash(tmp_path: Path) -> None:
+    """As root, `graph export /dev/full` had replaced the device with a JSON file (a FIFO, a symlink the
+    same). A device or a pipe is refused in one line; a link is written through; `-` is stdout."""
+    env = toy_env(tmp_path / "data")
+    assert chiplore(env, "init").returncode == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    one_line_error(chiplore(env, "graph", "export", str(fifo)), "is not a regular file")
+    assert fifo.is_fifo()
+    target, link = tmp_path / "graph.jsonl", tmp_path / "link.jsonl"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert chiplore(env, "graph", "export", str(link)).returncode == 0
+    assert link.is_symlink() and target.read_text().startswith('{"kind": "header"')
+    streamed = chiplore(env, "graph", "export", "-")
+    assert streamed.returncode == 0 and "stdout" in streamed.stderr
+    assert streamed.stdout.splitlines()[1:] == target.read_text().splitlines()[1:]  # the header says when
+    assert not (ROOT / "-").exists()
+
+
 def test_a_full_disk_during_optimize_is_one_line_and_a_rerun_loses_nothing(small_disk: Path) -> None:
     data = small_disk / "data"
     env = toy_env(data)

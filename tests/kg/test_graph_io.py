@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,7 @@ def _write(path: Path, lines: list[dict[str, Any] | str]) -> Path:
 HEADER = {"kind": "header", "format": "chiplore-graph", "version": 1, "schema_version": 3}
 KERNEL = {"kind": "node", "label": "Kernel", "key": "k", "labels": ["Kernel"],
           "properties": {"name": "k", "target": "t", "weight_bytes": 1, "bound_cycles": 1.0}}  # fmt: skip
+END1 = {"kind": "end", "nodes": 1, "relationships": 0}
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -141,6 +144,15 @@ KERNEL = {"kind": "node", "label": "Kernel", "key": "k", "labels": ["Kernel"],
     ([HEADER, KERNEL, {"kind": "end", "nodes": 2, "relationships": 0}], "the file holds 1"),
     ([HEADER, "{not json", {"kind": "end", "nodes": 0, "relationships": 0}], "line 2: not a chiplore graph line"),
     ([{**HEADER, "schema_version": 99}, {"kind": "end", "nodes": 0, "relationships": 0}], "newer chiplore"),
+    # what a store would refuse mid-import, after --replace had deleted the graph: found before anything is written
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "note": {"a": 1}}}, END1], "property 'note' holds"),
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "a`b": 1}}, END1], "property name 'a`b' cannot"),
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "n": 2**70}}, END1], "64-bit integer"),
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "xs": [[1]]}}, END1], "property 'xs' holds"),
+    ([HEADER, KERNEL, KERNEL, {"kind": "end", "nodes": 2, "relationships": 0}], "line 3: a second Kernel 'k'"),
+    ([HEADER, {"kind": "relationship", "type": "ROOT", "from": ["Kernel", "k"], "to": ["Kernel", "k"],
+               "properties": {}}, KERNEL, {"kind": "end", "nodes": 1, "relationships": 1}],
+     "line 3: a node after the relationships"),
 ])  # fmt: skip
 def test_a_bad_file_is_refused_whole_before_anything_is_written(
     lines: list[Any], message: str, embedded_store: EmbeddedStore, tmp_path: Path
@@ -157,3 +169,18 @@ def test_a_relationship_to_a_node_the_file_lacks_is_refused(embedded_store: Embe
     with pytest.raises(GraphFileError, match="line 3: the ROOT relationship names DesignNode 'missing'"):
         import_jsonl(embedded_store, file)
     assert embedded_store.read("MATCH (n) WHERE NOT n:SchemaVersion RETURN count(n) AS c")[0]["c"] == 0
+
+
+def test_replace_is_refused_while_a_run_holds_designs(embedded_store: EmbeddedStore, tmp_path: Path) -> None:
+    """A user replaced the graph while an optimize ran on it: the optimize crashed on a design gone from
+    under it, and the graph was a mix of both. A live lease (this process's) now refuses the import."""
+    file = _write(tmp_path / "one.jsonl", [HEADER, KERNEL, END1])
+    me = f"{socket.gethostname()}:{os.getpid()}:t"
+    embedded_store.write("CREATE (:DesignNode {id: 'd', kernel: 'k', status: 'queued', owner: $owner, "
+                         "lease_until: '9999-01-01T00:00:00Z'})", {"owner": me})  # fmt: skip
+    with pytest.raises(GraphFileError, match="a run is working on this graph"):
+        import_jsonl(embedded_store, file, replace=True)
+    assert embedded_store.read("MATCH (d:DesignNode) RETURN d.id AS id") == [{"id": "d"}]
+    # a dead process's lease holds nothing: the import goes ahead
+    embedded_store.write("MATCH (d:DesignNode) SET d.owner = $owner", {"owner": f"{socket.gethostname()}:999999:t"})
+    assert import_jsonl(embedded_store, file, replace=True).nodes == 1
