@@ -66,7 +66,11 @@ def open_target(settings: Settings) -> Target:
         if name not in factories:
             raise ConfigError(f"unknown target {name!r}; installed: {', '.join(sorted(factories)) or 'none'}")
         factory = factories[name]
-    target = factory(settings)
+    try:
+        target = factory(settings)
+    except TypeError as error:  # `os:path`, `os:getcwd`, `json:loads`: no factory taking chiplore's settings
+        raise ConfigError(f"target {name!r} is not a target factory (one taking chiplore's settings): "
+                          f"{error}") from None  # fmt: skip
     if not isinstance(target, Target):
         raise ConfigError(f"target {name!r} does not implement chiplore's Target interface")
     return target

@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     neo4j_user: str = "neo4j"
     neo4j_password: SecretStr = SecretStr("")
     neo4j_database: str = "neo4j"
-    query_timeout_s: float = Field(default=30.0, gt=0)
+    query_timeout_s: float = Field(default=30.0, gt=0, le=86_400)  # a day at most: a deadline past it overflows
     seed: int = 0  # CHIPLORE_SEED: 0 to MAX_SEED; anything else is refused, not mapped
     target: str = "simrngd"
     kernels: str = ""  # CHIPLORE_KERNELS: kernel packs (or folders of packs) to offer, os.pathsep-separated
@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     # CHIPLORE_SEARCH_PREDICTIONS: cost-model predictions the builtin architect may spend per proposal
     # (None: its default); a pack's model that compiles to price makes each one cost a compile
     search_predictions: int | None = Field(default=None, ge=4, le=100_000)
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_named(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():  # Path("") is the working folder: never what was meant
+            raise PydanticCustomError("data_dir_empty", "empty: unset it for the default, or name a folder")
+        return value
 
     @field_validator("seed")
     @classmethod

@@ -85,6 +85,11 @@ def test_cypher_reads_its_query_from_stdin(env: dict[str, str]) -> None:
 def test_a_bad_setting_names_its_variable(embedded_env: dict[str, str]) -> None:
     assert_one_line_error(run({**embedded_env, "CHIPLORE_SEED": "abc"}, "status"), "CHIPLORE_SEED='abc': ")
     assert_one_line_error(run({**embedded_env, "CHIPLORE_STORE": "xyz"}, "status"), "CHIPLORE_STORE='xyz': ")
+    # a user's: inf overflowed a deadline in every command; an empty data dir meant the working folder
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_QUERY_TIMEOUT_S": "inf"}, "status"), "less than or equal")
+    assert_one_line_error(run({**embedded_env, "CHIPLORE_DATA_DIR": ""}, "status"), "CHIPLORE_DATA_DIR='': empty")
+    for spec in ("os:path", "os:getcwd", "json:loads"):  # importable and callable or not, but no target factory
+        assert_one_line_error(run({**embedded_env, "CHIPLORE_TARGET": spec}, "status"), "is not a target factory")
 
 
 def test_a_report_to_a_path_that_cannot_be_written_is_one_line(embedded_env: dict[str, str]) -> None:
