@@ -65,6 +65,7 @@ from chiplore.kg.repo.devices import DeviceUsage
 from chiplore.kg.repo.knowledge import finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
+from chiplore.kg.repo.upgrades import best_left_unchecked
 from chiplore.kg.store import GraphStore
 
 ROOT_POLL_S = 1.0  # how often a run waiting for another's baseline looks again
@@ -463,6 +464,10 @@ class KernelRun:
         spec, lease = self.spec, self.run.lease
         root = self._root_measured_or_free()
         unreplaced = ""  # why nothing stands in for a baseline this chip refuses
+        if (older := best_left_unchecked(store, spec.name, version)) is not None:
+            raise KernelStopped(f"its BEST is a {older} program that the upgrade to {version} has not re-validated "
+                                f"yet (its budget ran out, or it was stopped): `chiplore toolchain upgrade {version} "
+                                "--budget S` finishes it")  # fmt: skip
         if root is not None and root.status == "accepted":
             if best_of(store, spec.name) is None:
                 set_best(store, spec.name, root.id)

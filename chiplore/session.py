@@ -35,6 +35,7 @@ from chiplore.kg.guard import GuardedResult, UntrustedLimits
 from chiplore.kg.models import DesignNode
 from chiplore.kg.repo.designs import any_best, lineage_ids, root_of
 from chiplore.kg.repo.devices import DeviceUsage, device_usage
+from chiplore.kg.repo.knowledge import learnt_counts
 from chiplore.kg.repo.overview import Overview, overview
 from chiplore.kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from chiplore.kg.repo.results import (
@@ -134,7 +135,18 @@ class Session:
               on_probe: Callable[[str, float], None] | None = None) -> LearnSummary:  # fmt: skip
         """Docs into claims, compiler probes into rules, microbenchmarks into measurements."""
         version = self.toolchain(toolchain)
+        self._not_behind(version)
         return learn(self.store, self.target, version, budget_s=budget_s, librarian=librarian, on_probe=on_probe)
+
+    def _not_behind(self, version: str) -> None:
+        """Refuse a version older than the graph's active one once the graph has work under that one: its
+        facts would stand beside the newer ones as current (a user's `learn --toolchain 0.5.0` on a 0.7.0
+        graph made 0.5.0's DM size current). A fresh graph learns any version."""
+        active, versions = self.active_toolchain(), self.target.toolchains()
+        behind = active in versions and versions.index(version) < versions.index(active)
+        if behind and (any_best(self.store) or learnt_counts(self.store, str(active))["measured_params"]):
+            raise ConfigError(f"the graph is on toolchain {active} and does not go back to {version} (upgrades "
+                              f"only move forward): use another data dir for {version}")  # fmt: skip
 
     def default_roles(self) -> Roles:
         """The builtin roles, the architect searching within the session's budget of predictions."""
@@ -162,6 +174,7 @@ class Session:
             problem = error.errors()[0]
             raise ConfigError(f"optimize: {'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
         version = self.toolchain(toolchain)
+        self._not_behind(version)
         active = self.active_toolchain()
         if active and version != active and any_best(self.store):
             raise ConfigError(

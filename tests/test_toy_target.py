@@ -26,6 +26,7 @@ from chiplore.agents.loop import OptimizeSummary
 from chiplore.agents.repair import repair
 from chiplore.agents.upgrade import UpgradeSummary
 from chiplore.cli import main
+from chiplore.core.errors import ConfigError
 from chiplore.core.pack import TargetPack, points
 from chiplore.core.target import DeviceJob, Target
 from chiplore.ingest.learn import LearnSummary
@@ -358,3 +359,33 @@ def test_the_upgrade_repairs_the_kernel_and_measures_it_again(campaign: Campaign
     assert after is not None and within(after, cycles(analyse(source, NEW)[1], TRUTH[NEW]), 0.05)
     assert kernel.best_design == best.id and kernel.baseline_cycles == outcomes["baseline"].cycles_after
     assert kernel.speedup_vs_baseline is not None and kernel.speedup_vs_baseline >= 4
+
+
+@pytest.mark.slow
+def test_optimize_after_an_upgrade_its_budget_left_unfinished_stops_the_kernel_in_one_line(tmp_path: Path) -> None:
+    """A user's upgrade ran out of budget before it re-validated a kernel's BEST, and the next optimize
+    judged candidates against a program the new toolchain no longer builds: every pair faulted and a
+    correct design was rejected. The kernel now stops there and says how to finish the upgrade."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        session.optimize()
+        upgraded = session.upgrade(NEW, budget_s=0.5)
+        assert upgraded.kernels_pending == [GEMV]
+        stopped = session.optimize(toolchain=NEW)
+        assert "not re-validated yet" in stopped.stopped[GEMV] and f"toolchain upgrade {NEW}" in stopped.stopped[GEMV]
+        assert stopped.device_s == 0
+        session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)  # finished: the kernel goes on
+        assert "not re-validated" not in session.optimize(toolchain=NEW).stopped[GEMV]
+
+
+def test_a_graph_that_moved_on_does_not_learn_or_optimize_an_older_toolchain(tmp_path: Path) -> None:
+    """`learn --toolchain 0.5.0` on a user's 0.7.0 graph made 0.5.0's DM size current beside 0.7.0's;
+    `optimize` sent them to `toolchain upgrade 0.6.0`, which refuses to go back. A fresh graph learns any."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn(toolchain=NEW)  # a fresh graph (active: the default, 1.0) may learn another version
+        session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)
+        for step in (session.learn, session.optimize):
+            with pytest.raises(ConfigError, match=f"is on toolchain {NEW} and does not go back to {OLD}"):
+                step(toolchain=OLD)

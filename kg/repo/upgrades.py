@@ -135,3 +135,17 @@ def repairs_under(store: GraphStore, kernel: str, version: str) -> set[str]:
 
 def set_upgrade_budget(store: GraphStore, upgrade_id: str, budget_s: float) -> None:
     store.write("MATCH (u:Upgrade {id: $id}) SET u.budget_s = $b", {"id": upgrade_id, "b": budget_s})
+
+
+def best_left_unchecked(store: GraphStore, kernel: str, version: str) -> str | None:
+    """The toolchain of a kernel's BEST when its program is of another version and no re-validation
+    under `version` has checked it (an upgrade whose budget ran out first, or that was interrupted):
+    its runs would fault or measure another program than the one the new version builds. None when
+    BEST is `version`'s program, was re-validated under it, or there is no BEST."""
+    rows = store.read(
+        "MATCH (:Kernel {name: $k})-[:BEST]->(b:DesignNode)-[:HAS_VERSION]->(p:KernelVersion) "
+        "WHERE p.toolchain <> $v OPTIONAL MATCH (r:Revalidation {kernel: $k, to_version: $v})-[:REVALIDATES]->(b) "
+        "RETURN p.toolchain AS toolchain, count(r) AS checked",
+        {"k": kernel, "v": version},
+    )
+    return str(rows[0]["toolchain"]) if rows and not rows[0]["checked"] else None
