@@ -62,7 +62,7 @@ from chiplore.kg.repo.designs import (
     update_design,
 )
 from chiplore.kg.repo.devices import DeviceUsage
-from chiplore.kg.repo.knowledge import finish_activity, record_activity
+from chiplore.kg.repo.knowledge import RUNNING, ended_by, finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
 from chiplore.kg.repo.upgrades import best_left_unchecked
@@ -145,7 +145,7 @@ class OptimizeRun:
         self.model = CalibratedCostModel(self.pack.cost_model, GraphPredictionMemory(store))
         policies = sorted({getattr(role, "name", "builtin") for role in (self.roles.architect, self.roles.refiner)})
         self.activity = record_activity(store, Activity(id=f"optimize-{uuid.uuid4().hex[:12]}", role="runner",
-                                                        policy="+".join(policies)))  # fmt: skip
+                                                        policy="+".join(policies), outcome=RUNNING))  # fmt: skip
 
 
 def design_id(kernel: str, sha: str) -> str:
@@ -256,10 +256,9 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     try:
         with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
             outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
-    except Exception as error:  # a model that never answers, a dead database: the run's record says so
+    except BaseException as error:  # Ctrl-C, a model that never answers, a dead database: the record says so
         with contextlib.suppress(Exception):
-            why = " ".join(str(error).split())[:300]
-            finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {type(error).__name__}: {why}")
+            finish_activity(context.store, run.activity.id, utc_now(), ended_by(error))
         raise
     run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)

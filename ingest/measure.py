@@ -10,6 +10,7 @@ as failed and skipped. A parameter already measured under the version is not mea
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from chiplore.ingest.fits import Estimate
 from chiplore.ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeRecorder, ProbeSession
 from chiplore.ingest.units import in_unit
 from chiplore.kg.models import Activity, HardwareParam, Measurement
-from chiplore.kg.repo.knowledge import record_measurement
+from chiplore.kg.repo.knowledge import ended_by, record_measurement
 from chiplore.kg.repo.measurements import claims_about, documented_value, latest_value, measured_params
 from chiplore.kg.store import GraphStore
 
@@ -79,7 +80,12 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             counts["confirmed"] += agreed
             counts["contradicted"] += disagreed
 
-    outcome = session.run([*session.fits, NOISE_PROBE], admit, record)
+    try:
+        outcome = session.run([*session.fits, NOISE_PROBE], admit, record)
+    except BaseException as error:  # Ctrl-C, a dead store: the activity says how it ended, not "running"
+        with contextlib.suppress(Exception):
+            session.recorder.end(ended_by(error))
+        raise
     failed = outcome.failed
     session.recorder.finish(outcome.why)
     return MeasureSummary(

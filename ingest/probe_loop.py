@@ -20,7 +20,7 @@ from chiplore.core.probes import ProbeFit
 from chiplore.core.target import DeviceJob, DeviceResult, ProbeTemplate, Target
 from chiplore.ingest.fits import Bench, Estimate, noise_sigma, run_fit
 from chiplore.kg.models import Activity, KernelVersion
-from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.knowledge import RUNNING, record_activity
 from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.repo.runs import device_run, record_device_runs
 from chiplore.kg.store import GraphStore
@@ -51,7 +51,7 @@ class ProbeRecorder:
 
     def begin(self) -> None:
         if not self.started:
-            record_activity(self.store, self.activity)
+            record_activity(self.store, self.activity.model_copy(update={"outcome": RUNNING}))
             self.started = True
 
     def __call__(self, job: DeviceJob, result: DeviceResult) -> None:
@@ -68,8 +68,10 @@ class ProbeRecorder:
 
     def finish(self, why: Mapping[str, str]) -> None:
         """Close the activity; its outcome names each failed probe and why."""
+        self.end("failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok")
+
+    def end(self, outcome: str) -> None:
         if self.started:
-            outcome = "failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok"
             upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
 
 

@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from chiplore import queries
 from chiplore.agents.loop import OptimizeSummary
 from chiplore.agents.repair import repair
+from chiplore.agents.schedule import Roles
 from chiplore.agents.upgrade import UpgradeSummary
 from chiplore.cli import main
 from chiplore.core.errors import ConfigError
@@ -389,3 +390,29 @@ def test_a_graph_that_moved_on_does_not_learn_or_optimize_an_older_toolchain(tmp
         for step in (session.learn, session.optimize):
             with pytest.raises(ConfigError, match=f"is on toolchain {NEW} and does not go back to {OLD}"):
                 step(toolchain=OLD)
+
+
+class _CtrlC:
+    """An architect the user interrupts while it designs."""
+
+    role = "architect"
+    name = "interrupted"
+
+    def propose(self, view: object, count: int) -> list[object]:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_says_so_in_its_activity(tmp_path: Path) -> None:
+    """After Ctrl-C a run's Activity kept outcome `ok` and no end: a Cypher user took it for a success.
+    A run under way is `running`; Ctrl-C ends it `interrupted`."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        with pytest.raises(KeyboardInterrupt):
+            session.optimize(roles=Roles(architect=_CtrlC()))  # type: ignore[arg-type]
+        runs = store.read("MATCH (a:Activity) WHERE a.id STARTS WITH 'optimize-' RETURN a.outcome AS outcome, "
+                          "a.ended_at AS ended")  # fmt: skip
+        learnt = store.read("MATCH (a:Activity {role: 'runner'}) WHERE NOT a.id STARTS WITH 'optimize-' "
+                            "RETURN a.outcome AS outcome")  # fmt: skip
+    assert runs and runs[0]["outcome"] == "interrupted (KeyboardInterrupt)" and runs[0]["ended"], runs
+    assert learnt and all(row["outcome"] != "running" for row in learnt), learnt

@@ -177,6 +177,16 @@ def learnt_counts(store: GraphStore, version: str) -> dict[str, int]:
     }
 
 
+RUNNING = "running"  # the outcome of an activity under way (one killed outright keeps it, with no end)
+
+
+def ended_by(error: BaseException) -> str:
+    """The outcome of an activity an exception ended: Ctrl-C or a signal interrupted it; an error stopped it."""
+    if not isinstance(error, Exception):
+        return f"interrupted ({type(error).__name__})"
+    return f"stopped: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+
+
 def finish_activity(store: GraphStore, activity_id: str, ended_at: str, outcome: str) -> None:
     """An activity ended, with what it came to."""
     store.write(
