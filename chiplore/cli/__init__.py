@@ -20,6 +20,7 @@ from chiplore.cli import (  # noqa: F401
     toolchain,
 )
 from chiplore.cli.main import main
+from chiplore.cli.options import err_console
 from chiplore.core.errors import Terminated
 
 
@@ -30,7 +31,11 @@ def run() -> None:
         raise Terminated(128 + signum)
 
     signal.signal(signal.SIGTERM, exit_on_sigterm)
-    main()
+    try:
+        main()
+    except Terminated:  # said as Ctrl-C's "aborted" is: a script's log shows why the command ended
+        err_console.print("[red]error:[/red] terminated (SIGTERM)", highlight=False)
+        raise
 
 
 __all__ = ["main", "run"]
