@@ -36,11 +36,17 @@ class QueryParam(BaseModel):
         """Convert a value (often a command-line string) to the declared type, or explain why not."""
         try:
             if self.type == "str":
-                return str(value)
+                if not isinstance(value, str):  # an MCP client's 5 where text was meant matched nothing
+                    raise ValueError
+                return value
             if self.type == "int":
                 if isinstance(value, bool):
                     raise ValueError
-                return int(value)
+                number = int(value)
+                if not -(2**31) <= number < 2**31:  # FalkorDB's LIMIT of 2**32 returned no rows at all
+                    raise QueryParameterError(f"parameter {self.name!r} must be an int of at most 32 bits, got "
+                                              f"{value!r}")  # fmt: skip
+                return number
             if self.type == "float":
                 return float(value)
             if isinstance(value, bool):

@@ -226,7 +226,25 @@ def convert(param: ParamText) -> Any:
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     """`-p NAME=VALUE` options as typed Cypher parameters: each value a literal (3 is an integer,
     [1, 2] a list, 'x' a string), or of the type NAME:TYPE forces (`-p v:str=3`)."""
-    return {param.name: convert(param) for param in split_params(pairs)}
+    values = {}
+    for param in split_params(pairs):
+        value = values[param.name] = convert(param)
+        if not _int64(value):  # the stores would cap it silently (99999999999999999999999999 came back 2**63 - 1)
+            raise click.BadParameter(f"{param.name}={param.text!r} holds an integer past 64 bits", param_hint="-p")
+    return values
+
+
+def _int64(value: Any) -> bool:
+    """Whether every integer in a parameter value fits in 64 bits (what both stores hold)."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    if isinstance(value, list):
+        return all(_int64(item) for item in value)
+    if isinstance(value, dict):
+        return all(_int64(item) for item in value.values())
+    return True
 
 
 def write_file(out: Path, text: str) -> None:

@@ -88,6 +88,8 @@ def test_a_bad_setting_names_its_variable(embedded_env: dict[str, str]) -> None:
     # a user's: inf overflowed a deadline in every command; an empty data dir meant the working folder
     assert_one_line_error(run({**embedded_env, "CHIPLORE_QUERY_TIMEOUT_S": "inf"}, "status"), "less than or equal")
     assert_one_line_error(run({**embedded_env, "CHIPLORE_DATA_DIR": ""}, "status"), "CHIPLORE_DATA_DIR='': empty")
+    past = run(embedded_env, "cypher", "RETURN $x AS x", "-p", f"x={10**26}")  # a usage error: exit 2
+    assert past.exit_code == 2 and "holds an integer past 64 bits" in past.stderr
     for spec in ("os:path", "os:getcwd", "json:loads"):  # importable and callable or not, but no target factory
         assert_one_line_error(run({**embedded_env, "CHIPLORE_TARGET": spec}, "status"), "is not a target factory")
 

@@ -53,6 +53,11 @@ def test_missing_unknown_and_ill_typed_parameters_are_explained() -> None:
         query.bind({"fact": "x", "kernel": "y"})
     with pytest.raises(QueryParameterError, match="'limit' must be int"):
         query.bind({"fact": "x", "limit": "many"})
+    # FalkorDB's LIMIT of 2**32 returned no rows; an MCP client's 5 for a text matched nothing, silently
+    with pytest.raises(QueryParameterError, match="'limit' must be an int of at most 32 bits"):
+        query.bind({"fact": "x", "limit": str(2**32)})
+    with pytest.raises(QueryParameterError, match="'fact' must be str, got 5"):
+        query.bind({"fact": 5})
 
 
 def test_unknown_query_lists_the_known_ones() -> None:
