@@ -65,6 +65,7 @@ from chiplore.kg.repo.devices import DeviceUsage
 from chiplore.kg.repo.knowledge import RUNNING, ended_by, finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
+from chiplore.kg.repo.targets import active_toolchain
 from chiplore.kg.repo.upgrades import best_left_unchecked
 from chiplore.kg.store import GraphStore
 
@@ -294,6 +295,10 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
                                       architected=architected_under(store, spec.name, version) > 0,
                                       since_accept=proposals_since_accept(store, spec.name))  # fmt: skip
             while True:
+                moved = active_toolchain(store, run.context.target.name)
+                if moved is not None and moved != version:  # an upgrade ran meanwhile: its designs are closed
+                    raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): "
+                                        f"`chiplore optimize` goes on under {moved}")  # fmt: skip
                 with executor.proposing():
                     batch = schedule.next_batch()
                 if not batch:

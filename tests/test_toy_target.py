@@ -34,6 +34,7 @@ from chiplore.ingest.learn import LearnSummary
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.designs import best_of, source_of
 from chiplore.kg.repo.progress import KernelProgress
+from chiplore.kg.repo.targets import set_active_toolchain
 from chiplore.kg.store import GraphStore
 from chiplore.session import Session
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
@@ -416,3 +417,25 @@ def test_an_interrupted_run_says_so_in_its_activity(tmp_path: Path) -> None:
                             "RETURN a.outcome AS outcome")  # fmt: skip
     assert runs and runs[0]["outcome"] == "interrupted (KeyboardInterrupt)" and runs[0]["ended"], runs
     assert learnt and all(row["outcome"] != "running" for row in learnt), learnt
+
+
+def test_an_optimize_stops_when_an_upgrade_moves_the_toolchain_under_it(tmp_path: Path) -> None:
+    """A user's optimize went on writing 1.0 designs after an upgrade beside it made 2.0 active and
+    closed 1.0's unfinished ones. The next round now stops the kernel and says why."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        builtin = Roles().architect
+
+        class Upgraded:  # the upgrade beside it moves the toolchain while the architect designs
+            role, name = "architect", "builtin"
+
+            def propose(self, view: Any, count: int) -> list[Any]:
+                set_active_toolchain(store, "toychip", NEW)
+                return builtin.propose(view, count)
+
+            def why_empty(self, view: Any) -> str:
+                return builtin.why_empty(view)
+
+        summary = session.optimize(roles=Roles(architect=Upgraded()))  # type: ignore[arg-type]
+    assert f"the toolchain moved to {NEW} under this run" in summary.stopped[GEMV], summary.stopped

@@ -199,6 +199,9 @@ def print_upgrade(console: Console, summary: UpgradeSummary) -> None:
     head = f"{summary.target} {summary.from_version} -> {summary.to_version}"
     if summary.already_done:
         console.print(f"[green]already upgraded[/green] {head}: nothing changed (the first run's summary follows)")
+    elif summary.kernels_pending:  # "upgraded" read as done to a user whose rerun had no budget left to do more
+        console.print(f"[yellow]upgrade under way[/yellow] {head}: {summary.to_version} is active, "
+                      f"{len(summary.kernels_pending)} kernel(s) not re-validated yet")  # fmt: skip
     else:
         console.print(f"[green]upgraded[/green] {head}")
     rules, measured = summary.rules, summary.measurements
@@ -220,4 +223,5 @@ def print_upgrade(console: Console, summary: UpgradeSummary) -> None:
                   f"device-s")  # fmt: skip
     if summary.kernels_pending:
         console.print(f"[yellow]not finished:[/yellow] {', '.join(summary.kernels_pending)} not re-validated; "
-                      "rerun `chiplore toolchain upgrade` with a larger --budget")  # fmt: skip
+                      f"rerun `chiplore toolchain upgrade {summary.to_version}` with a --budget over the "
+                      f"{summary.device_s:.0f} device-s its runs have spent (the budget counts them all)")  # fmt: skip
