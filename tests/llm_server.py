@@ -38,6 +38,8 @@ class Turn:
     prompt_tokens: int = 120
     completion_tokens: int = 40
     echo_auth: bool = False  # answer 401 quoting the request's Authorization header (a careless server)
+    raw: bytes | None = None  # an HTTP 200 with this body as it is (no chat completion: an endpoint gone wrong)
+    usage: Any = "counted"  # the answer's usage: its tokens ("counted"), left out (None), or this value
 
 
 def say(content: str) -> Turn:
@@ -109,13 +111,18 @@ class ScriptedOpenAI:
                  "function": {"name": name, "arguments": json.dumps(arguments)}}
                 for i, (name, arguments) in enumerate(turn.tool_calls)
             ]  # fmt: skip
-        return {
+        answer = {
             "id": f"chatcmpl-{count}", "object": "chat.completion", "created": int(time.time()), "model": self.model,
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
             "usage": {"prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
                       "total_tokens": turn.prompt_tokens + turn.completion_tokens},
         }  # fmt: skip
+        if turn.usage is None:
+            del answer["usage"]
+        elif turn.usage != "counted":
+            answer["usage"] = turn.usage
+        return answer
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
@@ -158,10 +165,10 @@ class ScriptedOpenAI:
                         turn.status, {"error": {"message": turn.content or "scripted failure", "type": "server"}}
                     )
                     return
-                self._send(200, outer._answer(turn))
+                self._send(200, turn.raw if turn.raw is not None else outer._answer(turn))
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")

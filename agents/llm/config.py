@@ -58,8 +58,8 @@ class LLMConfig(BaseSettings):
     # structured output: "auto" discovers what the endpoint supports, once per model and endpoint
     output: Literal["auto", "tools", "json_schema", "json_object", "fenced"] = "auto"
     withhold: tuple[KnowledgeKind, ...] = ()  # knowledge left out of the prompts and the tools (ablations)
-    usd_per_mtok_in: float = 0.0  # prices for the cost estimate (USD per million tokens)
-    usd_per_mtok_out: float = 0.0
+    usd_per_mtok_in: float = Field(0.0, ge=0)  # prices for the cost estimate (USD per million tokens)
+    usd_per_mtok_out: float = Field(0.0, ge=0)
 
     def endpoint(self) -> str | None:
         """The endpoint other than the provider's own that the calls go to, if any."""

@@ -9,6 +9,7 @@ route (404) too: neither improves by asking again. An endpoint that refuses one 
 
 from __future__ import annotations
 
+import sysconfig
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -63,7 +64,31 @@ def call(fn: Callable[[], T], config: LLMConfig, *, retry_status: bool = True) -
         raise LLMUnavailable(
             config.redact(f"the model at {config.where()} did not answer: {type(error).__name__}: {error}")
         ) from None
+    except (ValueError, TypeError, LookupError, AttributeError) as error:
+        if not _reading_the_answer(error):
+            raise
+        # an HTTP 200 that is no chat completion (an empty body, an HTML page, no choices, a stream
+        # nobody asked for, bytes that are no UTF-8): that request failed, as a refused one does
+        said = config.redact(" ".join(f"{type(error).__name__}: {error}".split()))[:300]
+        raise LLMRefused(f"the model at {config.where()} answered with no chat completion ({said})", 200) from None
     raise AssertionError("unreachable")
+
+
+ANSWER_READERS = ("openai", "langchain_openai", "langchain_core", "httpx", "httpx2")  # read an endpoint's answer
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _reading_the_answer(error: BaseException) -> bool:
+    """Whether an error was raised while the client read the endpoint's answer: the innermost frame
+    outside the standard library (`json`, `codecs` raise for the client) is one of its packages', not
+    chiplore's own code inside the call."""
+    frame, last = error.__traceback__, ""
+    while frame is not None:
+        path = frame.tb_frame.f_code.co_filename.replace("\\", "/")
+        if not path.startswith(_STDLIB) or "/site-packages/" in path:
+            last = path
+        frame = frame.tb_next
+    return any(f"/{package}/" in last for package in ANSWER_READERS)
 
 
 def _status_error(error: openai.APIStatusError, config: LLMConfig, retry_status: bool) -> ChiploreError:

@@ -94,8 +94,8 @@ def _probe(model: BaseChatModel, config: LLMConfig, mode: OutputMode, usage: lis
     except endpoint.LLMRefused as error:
         return f"refused ({error})"
     tokens = getattr(answer, "usage_metadata", None) or {}
-    usage[0] += int(tokens.get("input_tokens", 0))
-    usage[1] += int(tokens.get("output_tokens", 0))
+    usage[0] += reported(tokens.get("input_tokens")) or 0
+    usage[1] += reported(tokens.get("output_tokens")) or 0
     if mode == "tools":
         calls = getattr(answer, "tool_calls", None) or []
         if not calls:
@@ -119,6 +119,11 @@ def structured(model: BaseChatModel, mode: OutputMode, schema: type[BaseModel]) 
     if mode == "json_object":
         return model.bind(extra_body={"response_format": {"type": "json_object"}})
     return model
+
+
+def reported(value: Any) -> int | None:
+    """A token count an endpoint reported, or None when it is no count (missing, text, negative)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def text_of(message: Any) -> str:

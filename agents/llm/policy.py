@@ -36,7 +36,15 @@ from pydantic import BaseModel, Field
 from chiplore.agents.llm import endpoint, output
 from chiplore.agents.llm.config import LLMConfig, OutputMode
 from chiplore.agents.llm.endpoint import LLMAuthFailed, LLMRefused, LLMUnavailable
-from chiplore.agents.llm.output import Malformed, fenced_program, instructions, json_answer, text_of, unfenced
+from chiplore.agents.llm.output import (
+    Malformed,
+    fenced_program,
+    instructions,
+    json_answer,
+    reported,
+    text_of,
+    unfenced,
+)
 from chiplore.agents.llm.prompt import role_prompt, template
 from chiplore.agents.llm.tools import graph_tools
 from chiplore.agents.proposers import DesignProposal, KernelView, Role
@@ -82,19 +90,31 @@ class Calls(BaseCallbackHandler):
     def __init__(self, store: GraphStore, role: str, config: LLMConfig, budget: TokenBudget) -> None:
         self.store, self.role, self.config, self.budget = store, role, config, budget
         self.started: dict[UUID, tuple[float, str]] = {}
+        self.sent: dict[UUID, int] = {}  # each call's prompt, in characters (its tokens where none are reported)
         self.ids: list[str] = []
 
     def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID,
                             **kwargs: Any) -> None:  # fmt: skip
         self.started[run_id] = (time.perf_counter(), utc_now())
+        self.sent[run_id] = sum(len(text_of(m)) for batch in messages for m in batch)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        usage: dict[str, int] = {}
+        if not any(response.generations):  # `choices: []`: the client fails on it next
+            self.sent.pop(run_id, None)
+            self._record(run_id, "error: the answer held no choices", 0, 0)
+            return
+        usage: dict[str, Any] = {}
         for generation in (g for gens in response.generations for g in gens):
             usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or usage
-        prompt, completion = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        prompt, completion = reported(usage.get("input_tokens")), reported(usage.get("output_tokens"))
+        outcome = "ok"
+        if prompt is None or completion is None:  # the endpoint reported none, or nonsense: the budget still counts
+            said = sum(len(g.text) for gens in response.generations for g in gens)
+            prompt, completion = self.sent.pop(run_id, 0) // 4, said // 4
+            outcome = "ok (usage not reported: tokens estimated from the text, 4 characters a token)"
+        self.sent.pop(run_id, None)
         self.budget.used += prompt + completion
-        self._record(run_id, "ok", prompt, completion)
+        self._record(run_id, outcome, prompt, completion)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._record(run_id, self.config.redact(f"error: {type(error).__name__}: {error}")[:300], 0, 0)
@@ -229,7 +249,7 @@ class LLMPolicy:
                     calls: Calls) -> tuple[Proposal | None, list[Any], str]:  # fmt: skip
         """One model call in a JSON or the fenced mode, and its answer parsed."""
         said = ask(runnable, messages, calls, self.config)
-        messages = [*messages, said]
+        messages = [*messages, _as_kept(said)]
         try:
             answer = _parse(text_of(said), mode)
         except Malformed as error:
@@ -250,6 +270,21 @@ class LLMPolicy:
 
     def _prompt(self, view: KernelView) -> str:
         return role_prompt(self.role, view, self.store, self.target, self.config)
+
+
+ECHO_CHARS = 65_536  # of an answer sent back with the next request: no program is longer (E0104)
+
+
+def _as_kept(said: AIMessage) -> AIMessage:
+    """The answer as the conversation keeps it: a huge one (8 MB from a user's endpoint) was sent back
+    whole with every retry, doubling each request."""
+    text = text_of(said)
+    if len(text) <= ECHO_CHARS:
+        return said
+    return AIMessage(
+        content=f"{text[:ECHO_CHARS]}\n[... {len(text) - ECHO_CHARS:,} more characters cut: a program is at "
+        f"most {ECHO_CHARS:,} bytes]"
+    )
 
 
 def _parse(text: str, mode: OutputMode) -> Proposal:

@@ -131,24 +131,39 @@ def store_options(command: F) -> F:
 def llm_options(command: F) -> F:
     """The model options of the LLM roles, gathered into one `llm: LLMConfig` argument."""
 
-    @click.option("--model", default=LLMConfig().model, show_default=True,
-                  help="The LLM, as LangChain's provider:model (e.g. openai:gpt-5).")  # fmt: skip
+    # defaults come from LLMConfig when the command runs (CHIPLORE_LLM_* included): one read at import
+    # made a bad CHIPLORE_LLM_* value a traceback in every command, `--help` too
+    fields = LLMConfig.model_fields
+
+    @click.option("--model", default=None,
+                  help=f"The LLM, as LangChain's provider:model (e.g. openai:gpt-5) [default: CHIPLORE_LLM_MODEL, "
+                       f"else {fields['model'].default}].")  # fmt: skip
     @click.option("--base-url", default=None, help="An OpenAI-compatible server (vLLM, llama.cpp, Ollama).")
     @click.option("--api-key-env", default=None, metavar="NAME",
                   help="The environment variable holding the model's key [default: OPENAI_API_KEY for OpenAI "
                        "itself; a --base-url server gets no key unless this names one].")  # fmt: skip
-    @click.option("--temperature", type=FiniteFloat(0, 2), default=LLMConfig().temperature, show_default=True,
-                  help="The LLM's sampling temperature.")  # fmt: skip
-    @click.option("--token-budget", type=click.IntRange(min=0), default=LLMConfig().token_budget, show_default=True,
-                  help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit).")  # fmt: skip
-    @click.option("--usd-per-mtok", "prices", type=(float, float), default=(0.0, 0.0), show_default=True,
-                  help="Prices per million prompt and completion tokens, for the cost estimate.")  # fmt: skip
+    @click.option("--temperature", type=FiniteFloat(0, 2), default=None,
+                  help=f"The LLM's sampling temperature [default: {fields['temperature'].default}].")  # fmt: skip
+    @click.option("--token-budget", type=click.IntRange(min=0), default=None,
+                  help="Prompt + completion tokens of the run; LLM roles stop once spent (0: no limit) "
+                       f"[default: {fields['token_budget'].default:,}].")  # fmt: skip
+    @click.option("--usd-per-mtok", "prices", type=(FiniteFloat(0), FiniteFloat(0)), default=None,
+                  help="Prices per million prompt and completion tokens, for the cost estimate "
+                       "[default: 0 0].")  # fmt: skip
     @functools.wraps(command)
     def wrapper(*args: Any, **options: Any) -> Any:
         prices = options.pop("prices")
         names = ("model", "base_url", "api_key_env", "temperature", "token_budget")
-        fields = {name: options.pop(name) for name in names}
-        llm = LLMConfig(**fields, usd_per_mtok_in=prices[0], usd_per_mtok_out=prices[1])
+        given = {name: value for name in names if (value := options.pop(name)) is not None}
+        if prices is not None:
+            given |= {"usd_per_mtok_in": prices[0], "usd_per_mtok_out": prices[1]}
+        try:
+            llm = LLMConfig(**given)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            source = f"--{field.replace('_', '-')}" if field in given else f"CHIPLORE_LLM_{field.upper()}"
+            raise ConfigError(f"{source}={first.get('input')!r}: {first['msg']}") from None
         return command(*args, llm=llm, **options)
 
     return wrapper  # type: ignore[return-value]

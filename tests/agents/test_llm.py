@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,56 @@ def test_the_llm_librarian_cites_its_paragraphs_and_uncited_claims_are_dropped(e
         "MATCH (a:Activity {role: 'librarian', policy: 'llm'}) WHERE a.model IS NOT NULL RETURN count(a) AS n"
     )
     assert calls[0]["n"] == len(server.requests)
+
+
+NO_COMPLETION = [
+    b"",  # an empty body
+    b"<html><body>502 Bad Gateway</body></html>",  # a proxy's page
+    json.dumps({"id": "x", "object": "chat.completion", "model": "m"}).encode(),  # no choices
+    json.dumps({"id": "x", "object": "chat.completion", "model": "m", "choices": []}).encode(),
+    b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n',  # a stream nobody asked for
+    b"\xff\xfe\xfa not utf-8",
+]
+
+
+@pytest.mark.parametrize("body", NO_COMPLETION, ids=["empty", "html", "no-choices", "empty-choices", "sse", "bytes"])
+def test_an_answer_that_is_no_chat_completion_fails_the_design_and_the_run_goes_on(body: bytes) -> None:
+    """A user's endpoint answered HTTP 200 with these: each printed ~160 lines of traceback and ended
+    the run. Each is now that request's failure (a failed design, recorded), as a refused request is."""
+    target = SimRNGD()
+    with ScriptedOpenAI(supports=frozenset()) as server, EmbeddedStore(Path(tempfile.mkdtemp())) as store:
+        server.script(Turn(raw=body))
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, output="fenced", retries=0)
+        [proposal] = LLMPolicy("architect", config, store, target).propose(kernel_view(target, O_PROJ, VERSION), 1)
+        calls = store.read("MATCH (a:Activity {policy: 'llm'}) RETURN a.outcome AS outcome")
+    assert proposal.error and "answered with no chat completion" in proposal.error, proposal.error
+    assert calls and all(row["outcome"].startswith("error:") for row in calls), calls
+
+
+def test_usage_an_endpoint_misreports_is_estimated_from_the_text_and_recorded() -> None:
+    """Negative tokens were recorded as they came (llm-usage showed -15,000 tokens and a negative cost);
+    no usage at all counted 0, so --token-budget never stopped such an endpoint."""
+    target = SimRNGD()
+    with ScriptedOpenAI(supports=frozenset()) as server, EmbeddedStore(Path(tempfile.mkdtemp())) as store:
+        server.script(Turn(content="no program here", usage={"prompt_tokens": -15000, "completion_tokens": -3,
+                                                            "total_tokens": -15003}),
+                      Turn(content="still none", usage=None))  # fmt: skip
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, output="fenced", retries=0, attempts=2)
+        policy = LLMPolicy("architect", config, store, target)
+        policy.propose(kernel_view(target, O_PROJ, VERSION), 1)
+        calls = store.read("MATCH (a:Activity {policy: 'llm'}) RETURN a.prompt_tokens AS p, "
+                           "a.completion_tokens AS c, a.outcome AS outcome")  # fmt: skip
+    assert len(calls) == 2 and all(row["p"] > 100 and row["c"] >= 2 for row in calls), calls
+    assert all("usage not reported" in row["outcome"] for row in calls)
+    assert policy.budget.used == sum(row["p"] + row["c"] for row in calls)
+
+
+def test_a_huge_answer_is_not_sent_back_whole_with_the_next_request() -> None:
+    """A user's endpoint answered 8 MB; each retry sent it back, 16.8 MB, then 33.6 MB, twelve times."""
+    target = SimRNGD()
+    with ScriptedOpenAI(supports=frozenset()) as server, EmbeddedStore(Path(tempfile.mkdtemp())) as store:
+        server.script(say("x" * 2_000_000), say("still no program"))
+        config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, output="fenced", retries=0, attempts=2)
+        LLMPolicy("architect", config, store, target).propose(kernel_view(target, O_PROJ, VERSION), 1)
+        second = json.dumps(server.requests[1])
+    assert len(second) < len(json.dumps(server.requests[0])) + 100_000 and "more characters cut" in second
