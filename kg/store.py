@@ -128,11 +128,28 @@ def batches(rows: Sequence[Mapping[str, Any]], size: int) -> Iterator[list[Mappi
 
 
 def finite_params(params: Params | None, query: str) -> dict[str, Any]:
-    """The parameters as a dict, or QueryError naming one that is NaN or infinite: a measurement that is
-    not a number says nothing, and FalkorDB would only report a parse error at its parameter header."""
+    """The parameters as a dict (texts `without_nul`), or QueryError naming one that is NaN or infinite: a
+    measurement that is not a number says nothing, and FalkorDB would only report a parse error at its
+    parameter header."""
     values = dict(params or {})
     where = non_finite(values)
     if where is not None:
         first_line = next((line.strip() for line in query.splitlines() if line.strip()), "")[:80]
         raise QueryError(f"parameter {where} is not a finite number; the graph stores none (in: {first_line})")
-    return values
+    return {name: without_nul(value) for name, value in values.items()}
+
+
+NUL_STANDIN = "\ufffd"  # what a NUL character of a text is stored as
+
+
+def without_nul(value: Any) -> Any:
+    """A value with every NUL character of its texts replaced by U+FFFD, on both stores alike: FalkorDB
+    reads its parameters from the query's text, where a NUL ends it (a model's answer holding one
+    failed the statement that records it, and the run)."""
+    if isinstance(value, str):
+        return value.replace("\0", NUL_STANDIN) if "\0" in value else value
+    if isinstance(value, list | tuple):
+        return [without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {key: without_nul(item) for key, item in value.items()}
+    return value

@@ -52,7 +52,7 @@ from chiplore.core.clock import utc_now
 from chiplore.core.target import Target
 from chiplore.kg.models import Activity
 from chiplore.kg.repo.knowledge import existing_fact_ids, record_activity
-from chiplore.kg.store import GraphStore
+from chiplore.kg.store import GraphStore, without_nul
 
 __all__ = ["LLMAuthFailed", "LLMPolicy", "LLMRefused", "LLMUnavailable", "Proposal", "TokenBudget", "template"]
 
@@ -225,9 +225,10 @@ class LLMPolicy:
             problem = "illegal program: " + "; ".join(f"{d.code}: {d.message}" for d in errors[:3])
             messages.append(HumanMessage(f"The compiler refuses it:\n{problem}\nFix the program and answer again."))
         # the record keeps what the model last said: its program, or its prose when it wrote none
-        said = answer.source if answer else _last_words(messages)
+        said = without_nul(answer.source if answer else _last_words(messages))
         return DesignProposal(role=self.role, policy=self.name, source=said,
-                              rationale=answer.rationale if answer else "", change=answer.change if answer else "",
+                              rationale=without_nul(answer.rationale) if answer else "",
+                              change=without_nul(answer.change) if answer else "",
                               error=f"{problem} (after {self.config.attempts} attempts)",
                               activities=tuple(calls.ids))  # fmt: skip
 
@@ -265,8 +266,10 @@ class LLMPolicy:
 
     def _proposal(self, answer: Proposal, activities: list[str]) -> DesignProposal:
         known = existing_fact_ids(self.store, list(answer.consulted))  # ids the model made up are dropped
-        return DesignProposal(role=self.role, policy=self.name, source=answer.source, rationale=answer.rationale,
-                              change=answer.change, consulted=tuple(known), activities=tuple(activities))  # fmt: skip
+        # a NUL the model wrote is stored as U+FFFD: the design's id is its program's hash as stored
+        return DesignProposal(role=self.role, policy=self.name, source=without_nul(answer.source),
+                              rationale=without_nul(answer.rationale), change=without_nul(answer.change),
+                              consulted=tuple(known), activities=tuple(activities))  # fmt: skip
 
     def _prompt(self, view: KernelView) -> str:
         return role_prompt(self.role, view, self.store, self.target, self.config)

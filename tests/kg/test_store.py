@@ -181,3 +181,11 @@ def test_batches_split_in_order() -> None:
     assert [len(b) for b in batches([{"i": i} for i in range(5)], 2)] == [2, 2, 1]
     with pytest.raises(ValueError):
         list(batches([], 0))
+
+
+def test_a_nul_in_a_text_is_stored_as_u_fffd_on_both_stores(store: GraphStore) -> None:
+    """A model's rationale holding a NUL failed the statement recording it on FalkorDB (which reads its
+    parameters from the query text) and ended the run; both stores now keep U+FFFD in its place."""
+    store.write("CREATE (:Kernel {name: $name, notes: $notes})", {"name": "k\0", "notes": ["a\0b", "c"]})
+    rows = store.read("MATCH (k:Kernel) RETURN k.name AS name, k.notes AS notes")
+    assert rows == [{"name": "k\ufffd", "notes": ["a\ufffdb", "c"]}]
