@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import os
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chiplore.core.errors import ConfigError
@@ -60,6 +61,23 @@ class LLMConfig(BaseSettings):
     withhold: tuple[KnowledgeKind, ...] = ()  # knowledge left out of the prompts and the tools (ablations)
     usd_per_mtok_in: float = Field(0.0, ge=0)  # prices for the cost estimate (USD per million tokens)
     usd_per_mtok_out: float = Field(0.0, ge=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_address(cls, url: str | None) -> str | None:
+        """Refused before anything runs: "not a url", ftp://..., port 99999 were found only after the
+        baseline's device time, as "Connection error."."""
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            raise ValueError("not an http(s) address with a host (and a port from 1 to 65535), such as "
+                             "http://127.0.0.1:8000/v1")  # fmt: skip
+        return url
 
     def endpoint(self) -> str | None:
         """The endpoint other than the provider's own that the calls go to, if any."""

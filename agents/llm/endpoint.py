@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import openai
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.core.errors import ChiploreError
@@ -53,7 +53,7 @@ def call(fn: Callable[[], T], config: LLMConfig, *, retry_status: bool = True) -
     the endpoint supports: a 500 there means it does not)."""
     retry = transient if retry_status else (lambda error: isinstance(error, openai.APIConnectionError))
     retrying = Retrying(retry=retry_if_exception(retry), stop=stop_after_attempt(config.retries + 1),
-                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)  # fmt: skip
+                        wait=_asked_or_backoff, reraise=True)  # fmt: skip
     try:
         for attempt in retrying:
             with attempt:
@@ -72,6 +72,25 @@ def call(fn: Callable[[], T], config: LLMConfig, *, retry_status: bool = True) -
         said = config.redact(" ".join(f"{type(error).__name__}: {error}".split()))[:300]
         raise LLMRefused(f"the model at {config.where()} answered with no chat completion ({said})", 200) from None
     raise AssertionError("unreachable")
+
+
+BACKOFF = wait_exponential(multiplier=0.2, max=5.0)
+RETRY_AFTER_MAX_S = 60.0  # the most a 429's or 503's Retry-After is waited
+
+
+def _asked_or_backoff(state: RetryCallState) -> float:
+    """The wait the endpoint asked for (Retry-After, in seconds, on a 429 or a 503), else the backoff: a
+    user's 429 asked for 3 s and got 0.2, 0.4 and 0.8 s, then the run ended."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(error, openai.APIStatusError):
+        asked = error.response.headers.get("retry-after", "")
+        try:
+            seconds = float(asked)
+        except ValueError:
+            seconds = -1.0
+        if seconds >= 0:
+            return min(seconds, RETRY_AFTER_MAX_S)
+    return BACKOFF(state)
 
 
 ANSWER_READERS = ("openai", "langchain_openai", "langchain_core", "httpx", "httpx2")  # read an endpoint's answer

@@ -65,23 +65,29 @@ def discover(model: BaseChatModel, config: LLMConfig, store: GraphStore) -> Outp
     why_not: list[str] = []
     usage = [0, 0]
     mode: OutputMode = "fenced"
+    passing = False  # a rung refused with a 5xx or a 429: the endpoint's trouble of the moment, not a verdict
     for rung in OUTPUT_MODES[:-1]:
-        reason = _probe(model, config, rung, usage)
+        reason, transient = _probe(model, config, rung, usage)
         if not reason:
             mode = rung
             break
+        passing = passing or transient
         why_not.append(f"{rung}: {reason}")
     outcome = f"structured output: {mode}" + (f" ({'; '.join(why_not)})" if why_not else "")
+    if passing:  # this run uses it; the next probes again (a user's endpoint lost its tools for good to one 500)
+        outcome = f"{outcome}; not kept: the endpoint failed for the moment, the next run probes again"
     record_activity(store, Activity(
         id=activity_id(config, mode), role="probe", policy="llm-output", model=config.model,
         prompt_tokens=usage[0], completion_tokens=usage[1], latency_s=round(time.perf_counter() - began, 3),
-        cost_usd=config.cost(usage[0], usage[1]), started_at=at, ended_at=utc_now(), outcome=outcome[:500],
+        cost_usd=config.cost(usage[0], usage[1]), started_at=at, ended_at=None if passing else utc_now(),
+        outcome=outcome[:500],
     ))  # fmt: skip
     return mode
 
 
-def _probe(model: BaseChatModel, config: LLMConfig, mode: OutputMode, usage: list[int]) -> str:
-    """Why the endpoint does not answer in `mode` ("" when it does)."""
+def _probe(model: BaseChatModel, config: LLMConfig, mode: OutputMode, usage: list[int]) -> tuple[str, bool]:
+    """Why the endpoint does not answer in `mode` ("" when it does), and whether that may pass (a 5xx or
+    a 429)."""
     system = SystemMessage(f"{PROBE_MARK}: answer exactly as asked.")
     if mode == "tools":
         runnable: Runnable[Any, Any] = model.bind_tools([Echo], tool_choice="any").bind(max_tokens=PROBE_TOKENS)
@@ -92,22 +98,22 @@ def _probe(model: BaseChatModel, config: LLMConfig, mode: OutputMode, usage: lis
     try:
         answer = endpoint.call(lambda: runnable.invoke([system, ask]), config, retry_status=False)
     except endpoint.LLMRefused as error:
-        return f"refused ({error})"
+        return f"refused ({error})", error.status >= 500 or error.status == 429
     tokens = getattr(answer, "usage_metadata", None) or {}
     usage[0] += reported(tokens.get("input_tokens")) or 0
     usage[1] += reported(tokens.get("output_tokens")) or 0
     if mode == "tools":
         calls = getattr(answer, "tool_calls", None) or []
         if not calls:
-            return "no tool call in the answer"
+            return "no tool call in the answer", False
         return "" if calls[0]["name"] == "Echo" and isinstance(calls[0]["args"].get("word"), str) else (
             f"a call of {calls[0]['name']} with {json.dumps(calls[0]['args'])[:80]}"
-        )  # fmt: skip
+        ), False  # fmt: skip
     try:
         json_answer(text_of(answer), Echo, strict=mode == "json_schema")
     except Malformed as error:
-        return str(error)
-    return ""
+        return str(error), False
+    return "", False
 
 
 def structured(model: BaseChatModel, mode: OutputMode, schema: type[BaseModel]) -> Runnable[Any, AIMessage]:

@@ -163,7 +163,9 @@ def llm_options(command: F) -> F:
             first = error.errors()[0]
             field = ".".join(str(part) for part in first["loc"])
             source = f"--{field.replace('_', '-')}" if field in given else f"CHIPLORE_LLM_{field.upper()}"
-            raise ConfigError(f"{source}={first.get('input')!r}: {first['msg']}") from None
+            raise ConfigError(
+                f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}"
+            ) from None
         return command(*args, llm=llm, **options)
 
     return wrapper  # type: ignore[return-value]

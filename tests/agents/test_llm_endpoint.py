@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
+import openai
 import pytest
 from click.testing import CliRunner
+from tenacity import RetryCallState, Retrying
 
 from chiplore.agents.llm.config import ENDPOINT_VARIABLES, OPENAI_ENDPOINT, LLMConfig
+from chiplore.agents.llm.endpoint import BACKOFF, _asked_or_backoff
 from chiplore.cli import main
 from chiplore.core.errors import ConfigError
 from tests.llm_server import ScriptedOpenAI, Turn
@@ -87,3 +91,23 @@ def test_refused_credentials_are_reported_as_such(tmp_path: Path, monkeypatch: p
         result = CliRunner().invoke(main, ["optimize", O_PROJ, "--budget", "30", "--architect", "llm", "--model",
                                            "openai:any", "--base-url", server.base_url], env=env)  # fmt: skip
     assert "a custom endpoint gets one only from the variable --api-key-env names" in result.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("asked", "waited"), [("3", 3.0), ("600", 60.0), ("soon", None), (None, None)])
+def test_a_retry_waits_what_the_endpoint_asked_for(asked: str | None, waited: float | None) -> None:
+    """A user's 429 asked for 3 s (Retry-After) and got 0.2, 0.4 and 0.8 s before the run ended."""
+    headers = {"retry-after": asked} if asked is not None else {}
+    error = openai.RateLimitError("slow down", body=None, response=httpx.Response(
+        429, headers=headers, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")))  # fmt: skip
+    state = RetryCallState(Retrying(), fn=None, args=(), kwargs={})
+    state.set_exception((type(error), error, None))
+    assert _asked_or_backoff(state) == (waited if waited is not None else BACKOFF(state))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("url", ["not a url", "ftp://127.0.0.1/v1", "http://127.0.0.1:99999/v1", "http:///v1"])
+def test_a_base_url_that_is_no_http_address_is_refused_before_anything_runs(url: str) -> None:
+    """Found after the baseline's device time, as "Connection error.", before."""
+    with pytest.raises(ValueError, match="not an http"):
+        LLMConfig(model="openai:m", base_url=url)

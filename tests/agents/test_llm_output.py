@@ -109,6 +109,22 @@ def test_the_mode_is_discovered_once_per_model_and_endpoint(ready: GraphStore) -
     assert len(_discovered(ready)) == 1
 
 
+def test_an_endpoint_failing_for_the_moment_while_probed_is_probed_again_next_run(ready: GraphStore) -> None:
+    """A 500 during the probe had downgraded a user's endpoint for good (no tools on any later run)."""
+    with ScriptedOpenAI(status=500) as server:
+        assert discover_mode(ready, server) == "fenced"
+        server.status = 200
+        assert discover_mode(ready, server) == "tools"  # probed again: the first verdict was not kept
+        assert discover_mode(ready, server) == "tools"
+    kept = ready.read("MATCH (a:Activity {policy: 'llm-output'}) WHERE a.ended_at IS NOT NULL RETURN a.outcome AS o")
+    assert [row["o"] for row in kept] == ["structured output: tools"]
+
+
+def discover_mode(store: GraphStore, server: ScriptedOpenAI) -> str:
+    llm = LLMConfig(model="openai:scripted-1", base_url=server.base_url, timeout_s=30.0)
+    return LLMPolicy("architect", llm, store, SimRNGD()).mode
+
+
 def test_a_malformed_answer_goes_back_with_the_reason_and_ends_as_a_recorded_failure(ready: GraphStore) -> None:
     with ScriptedOpenAI(supports=frozenset({"json_schema"})) as server:
         server.script(say("I think you should use more engines."), say('{"source": "kernel", "rationale": 3}'),
