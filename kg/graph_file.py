@@ -84,7 +84,15 @@ def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -
         try:
             line = _LINE.validate_python(json.loads(text))
         except (json.JSONDecodeError, ValidationError) as error:
-            raise GraphFileError(f"{origin} line {number}: not a chiplore graph line ({_first_error(error)})") from None
+            script = (
+                " (it reads as a Cypher script, which `graph export --format cypher` writes for Neo4j: load that "
+                "with cypher-shell; `graph import` reads the JSON-lines file)"
+                if header is None and _cypher(text)
+                else ""
+            )
+            raise GraphFileError(
+                f"{origin} line {number}: not a chiplore graph line ({_first_error(error)}){script}"
+            ) from None
         if header is None:
             if not isinstance(line, Header):
                 raise GraphFileError(f"{origin} line {number}: a chiplore graph file starts with its header line")
@@ -130,6 +138,10 @@ def read_lines(lines: Iterable[str], origin: str, *, references: bool = False) -
         raise GraphFileError(dangling)
     if not ended:
         raise GraphFileError(f"{origin} has no end line: the file was cut short")
+
+
+def _cypher(text: str) -> bool:
+    return text.lstrip().upper().startswith(("//", "CREATE", "MERGE", "MATCH", ":BEGIN", "UNWIND", "CALL"))
 
 
 def _first_error(error: Exception) -> str:

@@ -192,6 +192,9 @@ def split_params(pairs: tuple[str, ...]) -> list[ParamText]:
         name, _, forced = declaration.partition(":")
         if not sep or not name.strip():
             raise click.BadParameter(f"expected NAME=VALUE or NAME:TYPE=VALUE, got {pair!r}", param_hint="-p")
+        if not name.strip().isidentifier():  # a backtick in one reached FalkorDB's parser as its raw error
+            raise click.BadParameter(f"{pair!r}: NAME is a Cypher parameter name (letters, digits, _)",
+                                     param_hint="-p")  # fmt: skip
         if forced and forced not in PARAM_TYPES:
             raise click.BadParameter(f"{pair!r}: TYPE is one of {', '.join(PARAM_TYPES)}", param_hint="-p")
         found.append(ParamText(name.strip(), forced or None, text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,7 +89,16 @@ def _cell(value: Any) -> str:
         return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.12g}"
     if isinstance(value, dict | list):
         return json.dumps(value, default=str)
-    return str(value)
+    return visible(str(value))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """Text as a terminal may show it: control characters written as escapes (a model's rationale
+    holding ESC[2J cleared a user's screen through `chiplore cypher`); newlines and tabs kept."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def kernels_table(progress: list[KernelProgress], title: str = "kernels") -> Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from chiplore.cli.render import emit_records
+from chiplore.cli.render import emit_records, visible
 
 pytestmark = pytest.mark.unit
 
@@ -26,3 +26,9 @@ def test_a_query_with_no_rows_still_has_its_header(capsys: pytest.CaptureFixture
     assert capsys.readouterr().out == "name,x\n"
     emit_records(Console(), [], "markdown", columns=["name", "x"])
     assert capsys.readouterr().out == "| name | x |\n|---|---|\n"
+
+
+def test_control_characters_of_the_graph_reach_the_terminal_as_escapes() -> None:
+    """A model's rationale holding ESC[2J cleared a user's screen when `chiplore cypher` printed it."""
+    assert visible("a\x1b[2Jb\x00c\nd\te") == "a\\x1b[2Jb\\x00c\nd\te"
+    assert visible("plain text, 1,024 B") == "plain text, 1,024 B"

@@ -143,6 +143,7 @@ END1 = {"kind": "end", "nodes": 1, "relationships": 0}
                        "properties": {}}, {"kind": "end", "nodes": 1, "relationships": 1}], "unknown relationship"),
     ([HEADER, KERNEL, {"kind": "end", "nodes": 2, "relationships": 0}], "the file holds 1"),
     ([HEADER, "{not json", {"kind": "end", "nodes": 0, "relationships": 0}], "line 2: not a chiplore graph line"),
+    (["// chiplore graph", "CREATE (:Kernel {name: 'k'});"], "line 1: .* reads as a Cypher script"),
     ([{**HEADER, "schema_version": 99}, {"kind": "end", "nodes": 0, "relationships": 0}], "newer chiplore"),
     # what a store would refuse mid-import, after --replace had deleted the graph: found before anything is written
     ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "note": {"a": 1}}}, END1], "property 'note' holds"),
