@@ -275,7 +275,7 @@ class LLMPolicy:
         return role_prompt(self.role, view, self.store, self.target, self.config)
 
 
-ECHO_CHARS = 65_536  # of an answer sent back with the next request: no program is longer (E0104)
+ECHO_CHARS = 65_536  # of an answer sent back with the next request: a program that long is already huge
 
 
 def _as_kept(said: AIMessage) -> AIMessage:
@@ -285,8 +285,7 @@ def _as_kept(said: AIMessage) -> AIMessage:
     if len(text) <= ECHO_CHARS:
         return said
     return AIMessage(
-        content=f"{text[:ECHO_CHARS]}\n[... {len(text) - ECHO_CHARS:,} more characters cut: a program is at "
-        f"most {ECHO_CHARS:,} bytes]"
+        content=f"{text[:ECHO_CHARS]}\n[... {len(text) - ECHO_CHARS:,} more characters of this answer cut]"
     )
 
 

@@ -240,4 +240,6 @@ def test_a_huge_answer_is_not_sent_back_whole_with_the_next_request() -> None:
         config = LLMConfig(model="openai:scripted-1", base_url=server.base_url, output="fenced", retries=0, attempts=2)
         LLMPolicy("architect", config, store, target).propose(kernel_view(target, O_PROJ, VERSION), 1)
         second = json.dumps(server.requests[1])
-    assert len(second) < len(json.dumps(server.requests[0])) + 100_000 and "more characters cut" in second
+    assert (
+        len(second) < len(json.dumps(server.requests[0])) + 100_000 and "more characters of this answer cut" in second
+    )
