@@ -113,6 +113,9 @@ class LLMConfig(BaseSettings):
             return key
         if self.endpoint() and not self.api_key_env:  # a local server usually wants none
             return "not-needed"
+        if self.endpoint():  # --api-key-env named a variable that is not set
+            raise ConfigError(f"the endpoint at {self.where()} gets its key from ${variable} (--api-key-env), which "
+                              "is not set")  # fmt: skip
         raise ConfigError(f"the LLM policy needs an API key in ${variable} (or --base-url for a local server)")
 
     def key_hint(self) -> str:

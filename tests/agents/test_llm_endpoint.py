@@ -45,7 +45,7 @@ def test_openai_base_url_is_another_endpoint_that_the_providers_key_does_not_rea
     named = LLMConfig(model="openai:gpt-5", api_key_env="OPENAI_API_KEY")  # the user sends it there on purpose
     assert named.api_key() == PROVIDER_KEY
     monkeypatch.delenv("MY_KEY", raising=False)
-    with pytest.raises(ConfigError, match=r"\$MY_KEY"):
+    with pytest.raises(ConfigError, match=r"gets its key from \$MY_KEY \(--api-key-env\), which is not set"):
         LLMConfig(model="openai:m", base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY").api_key()
 
 
