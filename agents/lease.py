@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chiplore.core.clock import to_iso
-from chiplore.kg.processes import pid_alive
+from chiplore.kg.processes import owner_runs
 
 LEASE_S = 120.0  # a step (a device job, an A/B pair) takes seconds; a lease outlives many
 
@@ -34,6 +34,4 @@ class Lease:
             return True
         if lease_until and lease_until < to_iso(datetime.now(UTC)):
             return True
-        host, _, rest = owner.partition(":")
-        pid = rest.partition(":")[0]
-        return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+        return not owner_runs(owner)

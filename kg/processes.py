@@ -1,8 +1,9 @@
-"""Small helpers about OS processes shared by the server supervisors."""
+"""Small helpers about OS processes shared by the server supervisors and the designs' leases."""
 
 from __future__ import annotations
 
 import os
+import socket
 
 
 def pid_alive(pid: int) -> bool:
@@ -18,3 +19,11 @@ def pid_alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def owner_runs(owner: str) -> bool:
+    """Whether a design's owner (`host:pid:tag`) may still be working: a process of another machine
+    (nothing here can tell), or one of this machine that still runs."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return host != socket.gethostname() or not pid.isdigit() or pid_alive(int(pid))

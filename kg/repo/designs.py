@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from chiplore.core.clock import to_iso
 from chiplore.core.errors import StoreError
 from chiplore.kg.models import UNFINISHED, Activity, DesignNode, DesignStatus, Kernel, KernelVersion
-from chiplore.kg.processes import pid_alive
+from chiplore.kg.processes import owner_runs
 from chiplore.kg.repo.design_counts import moved, moved_if_found, recount_if_unmarked
 from chiplore.kg.repo.nodes import upsert
 from chiplore.kg.store import GraphStore
@@ -326,11 +325,4 @@ def working_owners(store: GraphStore) -> list[str]:
         "RETURN DISTINCT d.owner AS owner ORDER BY owner",
         {"open": list(UNFINISHED), "now": to_iso(datetime.now(UTC))},
     )
-    here = socket.gethostname()
-
-    def alive(owner: str) -> bool:
-        host, _, rest = owner.partition(":")
-        pid = rest.partition(":")[0]
-        return host != here or not pid.isdigit() or pid_alive(int(pid))
-
-    return [str(row["owner"]) for row in rows if alive(str(row["owner"]))]
+    return [str(row["owner"]) for row in rows if owner_runs(str(row["owner"]))]
