@@ -119,13 +119,18 @@ def store_options(command: F) -> F:
         try:
             settings = Settings(**overrides)
         except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            source = f"--{field.replace('_', '-')}" if field in overrides else f"CHIPLORE_{field.upper()}"
-            raise ConfigError(f"{source}={first.get('input')!r}: {first['msg']}") from None
+            raise setting_error(error, overrides, "CHIPLORE_") from None
         return command(*args, app=App(settings), **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def setting_error(error: ValidationError, given: dict[str, Any], prefix: str) -> ConfigError:
+    """A refused setting in one line naming where it came from: the option given, else its variable."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    source = f"--{field.replace('_', '-')}" if field in given else f"{prefix}{field.upper()}"
+    return ConfigError(f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}")
 
 
 def llm_options(command: F) -> F:
@@ -160,12 +165,7 @@ def llm_options(command: F) -> F:
         try:
             llm = LLMConfig(**given)
         except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            source = f"--{field.replace('_', '-')}" if field in given else f"CHIPLORE_LLM_{field.upper()}"
-            raise ConfigError(
-                f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}"
-            ) from None
+            raise setting_error(error, given, "CHIPLORE_LLM_") from None
         return command(*args, llm=llm, **options)
 
     return wrapper  # type: ignore[return-value]
