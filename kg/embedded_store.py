@@ -31,6 +31,7 @@ from chiplore.kg.guard import (
     RowCap,
     UntrustedLimits,
     capped_query,
+    check_params,
     check_text,
     has_return,
     return_columns,
@@ -108,6 +109,7 @@ class EmbeddedStore:
         self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
     ) -> GuardedResult:
         check_text(query)
+        check_params(params)
         self._ensure_open()
         body = query.strip().rstrip(";")
         columns = return_columns(body)

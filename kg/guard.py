@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,14 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
             f"the query nests brackets or CASE {deepest} levels deep, more than {max_nesting}; "
             "flatten it (WITH clauses, UNWIND) instead"
         )
+
+
+def check_params(params: Mapping[str, Any] | None) -> None:
+    """Refuse a parameter name no Cypher can name (`a`b` reached FalkorDB's parser, whose raw error came
+    back through the MCP server and the CLI), before any server sees it."""
+    bad = next((name for name in params or {} if not (isinstance(name, str) and name.isidentifier())), None)
+    if bad is not None:
+        raise QueryRefused(f"parameter name {bad!r} is no Cypher parameter name (letters, digits and _)")
 
 
 _OPENERS = frozenset({"(", "[", "{", "CASE"})

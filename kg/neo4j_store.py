@@ -33,6 +33,7 @@ from chiplore.kg.guard import (
     QueryRefused,
     RowCap,
     UntrustedLimits,
+    check_params,
     check_text,
     timed_out,
     vet_plan,
@@ -125,6 +126,7 @@ class Neo4jStore:
         self, query: str, params: Params | None = None, *, limits: UntrustedLimits = DEFAULT_LIMITS
     ) -> GuardedResult:
         check_text(query)
+        check_params(params)
         if self._closed:
             raise StoreUnavailable("the Neo4j store was closed")
         values = finite_params(params, query)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
+from chiplore.kg.guard import QueryRefused
 from chiplore.kg.store import GraphStore, batches
 
 
@@ -189,3 +190,10 @@ def test_a_nul_in_a_text_is_stored_as_u_fffd_on_both_stores(store: GraphStore) -
     store.write("CREATE (:Kernel {name: $name, notes: $notes})", {"name": "k\0", "notes": ["a\0b", "c"]})
     rows = store.read("MATCH (k:Kernel) RETURN k.name AS name, k.notes AS notes")
     assert rows == [{"name": "k\ufffd", "notes": ["a\ufffdb", "c"]}]
+
+
+def test_a_parameter_name_no_cypher_can_name_is_refused_before_the_server(store: GraphStore) -> None:
+    """A backtick in an MCP client's parameter name came back as FalkorDB's raw parse error."""
+    with pytest.raises(QueryRefused, match="parameter name 'a`b' is no Cypher parameter name"):
+        store.read_untrusted("RETURN 1 AS x", {"a`b": 1})
+    assert store.read_untrusted("RETURN $a_b AS x", {"a_b": 1}).rows == [{"x": 1}]
