@@ -13,7 +13,6 @@ duplicated or lost.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -62,7 +61,7 @@ from chiplore.kg.repo.designs import (
     update_design,
 )
 from chiplore.kg.repo.devices import DeviceUsage
-from chiplore.kg.repo.knowledge import RUNNING, ended_by, finish_activity, record_activity
+from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity
 from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
 from chiplore.kg.repo.targets import active_toolchain
@@ -254,13 +253,10 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
         raise ConfigError(mismatch)
     run.shares = BudgetShares.split(config.budget_s, len(specs))
     # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
-    try:
-        with Heartbeat(context.store, run.lease, [s.name for s in specs]), executor.session(run, specs):
-            outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
-    except BaseException as error:  # Ctrl-C, a model that never answers, a dead database: the record says so
-        with contextlib.suppress(Exception):
-            finish_activity(context.store, run.activity.id, utc_now(), ended_by(error))
-        raise
+    # Ctrl-C, a model that never answers, a dead database: the run's record says so
+    heartbeat = Heartbeat(context.store, run.lease, [s.name for s in specs])
+    with ended_if_raised(context.store, run.activity.id), heartbeat, executor.session(run, specs):
+        outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
     run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)
     finish_activity(context.store, run.activity.id, utc_now(), f"{proposals} proposals, {accepted} accepted")

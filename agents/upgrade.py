@@ -20,7 +20,6 @@ same upgrade changes nothing and an interrupted one (Ctrl-C, kill -9) resumes wh
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from chiplore.kg.repo.designs import (
     kernels_with_root,
     root_of,
 )
-from chiplore.kg.repo.knowledge import RUNNING, ended_by, finish_activity, record_activity
+from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.rules import RuleDiff, rule_diff
 from chiplore.kg.repo.targets import active_toolchain, set_active_toolchain
@@ -106,12 +105,8 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
         return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
     activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING)
     record_activity(store, activity)  # (the Upgrade node keeps when the upgrade began)
-    try:
+    with ended_if_raised(store, activity.id):  # Ctrl-C, a dead store: a rerun resumes
         return _upgrade(store, target, state, activity, librarian, say, started)
-    except BaseException as error:  # Ctrl-C, a dead store: a rerun resumes; the record says how this one ended
-        with contextlib.suppress(Exception):
-            finish_activity(store, activity.id, utc_now(), ended_by(error))
-        raise
 
 
 def _upgrade(store: GraphStore, target: Target, state: Upgrade, activity: Activity, librarian: Librarian | None,

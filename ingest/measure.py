@@ -10,7 +10,6 @@ as failed and skipped. A parameter already measured under the version is not mea
 
 from __future__ import annotations
 
-import contextlib
 import re
 import uuid
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from chiplore.ingest.fits import Estimate
 from chiplore.ingest.probe_loop import NOISE_PROBE, Admission, Found, ProbeRecorder, ProbeSession
 from chiplore.ingest.units import in_unit
 from chiplore.kg.models import Activity, HardwareParam, Measurement
-from chiplore.kg.repo.knowledge import ended_by, record_measurement
+from chiplore.kg.repo.knowledge import ended_if_raised, record_measurement
 from chiplore.kg.repo.measurements import claims_about, documented_value, latest_value, measured_params
 from chiplore.kg.store import GraphStore
 
@@ -80,12 +79,8 @@ def measure(store: GraphStore, target: Target, version: str, *, budget_s: float,
             counts["confirmed"] += agreed
             counts["contradicted"] += disagreed
 
-    try:
+    with ended_if_raised(store, activity.id):  # (recorded at its first job: none before, nothing to end)
         outcome = session.run([*session.fits, NOISE_PROBE], admit, record)
-    except BaseException as error:  # Ctrl-C, a dead store: the activity says how it ended, not "running"
-        with contextlib.suppress(Exception):
-            session.recorder.end(ended_by(error))
-        raise
     failed = outcome.failed
     session.recorder.finish(outcome.why)
     return MeasureSummary(

@@ -68,10 +68,8 @@ class ProbeRecorder:
 
     def finish(self, why: Mapping[str, str]) -> None:
         """Close the activity; its outcome names each failed probe and why."""
-        self.end("failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok")
-
-    def end(self, outcome: str) -> None:
         if self.started:
+            outcome = "failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok"
             upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+from chiplore.core.clock import utc_now
 from chiplore.kg.models import (
     Activity,
     Check,
@@ -185,6 +188,18 @@ def ended_by(error: BaseException) -> str:
     if not isinstance(error, Exception):
         return f"interrupted ({type(error).__name__})"
     return f"stopped: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+
+
+@contextmanager
+def ended_if_raised(store: GraphStore, activity_id: str) -> Iterator[None]:
+    """Work of an activity: an exception that ends it (Ctrl-C, a signal, an error) ends the activity with
+    `ended_by` before it goes on, so a run's record stays `running` only after a kill -9."""
+    try:
+        yield
+    except BaseException as error:
+        with contextlib.suppress(Exception):  # the store may be what failed
+            finish_activity(store, activity_id, utc_now(), ended_by(error))
+        raise
 
 
 def finish_activity(store: GraphStore, activity_id: str, ended_at: str, outcome: str) -> None:
