@@ -6,17 +6,28 @@ byte caps), refusing a write the way the LLM policy's Cypher tool does.
 
 Tools: `cypher`, `named_query`, `list_queries`, `status`, `design_tree`, `best_program`,
 `parameter_keys`. One Session serves every call, one call at a time (the SDK runs a synchronous
-tool in a worker thread; a lock keeps the store's connection to one of them).
+tool in a worker thread; a lock keeps the store's connection to one of them). A client's mistakes
+get an answer in one line: arguments that do not fit a tool's schema are named with what each should
+be (the SDK's text is pydantic's multi-line report), and a line that is no JSON-RPC message gets
+JSON-RPC's parse or invalid-request error (the SDK's stdio transport drops it unanswered, so the
+client waits on it for ever).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
 
 from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError, WriteRefused
@@ -36,11 +47,44 @@ INSTRUCTIONS = (
     "Comparison). Start with `status`, `list_queries` and `parameter_keys`; `cypher` runs read-only Cypher."
 )
 T = TypeVar("T")
+SHOWN_CHARS = 40  # of a refused argument's value, in the one-line answer
+
+
+class ChiploreMCP(MCPServer):
+    """The SDK's server, with a tool's refused arguments said in one line and a line on stdin that
+    is no JSON-RPC message answered."""
+
+    async def run_stdio_async(self) -> None:
+        async with stdio_server() as (read, write):
+            lowlevel = self._lowlevel_server  # as the SDK's own stdio run, reading through the answering stream
+            await lowlevel.run(AnsweringBadLines(read, write), write, lowlevel.create_initialization_options())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error, UnexpectedToolError) or not isinstance(error.__cause__, ValidationError):
+                raise
+            raise ToolError(f"refused: {name}: {arguments_problem(error.__cause__)}") from None
+
+
+def arguments_problem(error: ValidationError) -> str:
+    """Each refused argument with what it should be, on one line: `query: Input should be a valid
+    string (got 5)`; a missing one is `query: Field required`."""
+    parts = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        said = f"{where}: {problem['msg']}"
+        if problem["type"] != "missing":
+            shown = repr(problem.get("input"))
+            said += f" (got {shown[:SHOWN_CHARS]}{'...' if len(shown) > SHOWN_CHARS else ''})"
+        parts.append(said)
+    return "; ".join(parts)
 
 
 def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
     """An MCP server whose tools read `session`'s graph; nothing it offers writes."""
-    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, version=_version())
+    server: MCPServer = ChiploreMCP(NAME, instructions=INSTRUCTIONS, version=_version())
     lock = threading.Lock()
 
     def guarded(work: Callable[[], T]) -> T:
@@ -123,3 +167,55 @@ def _version() -> str:
 def serve_stdio(session: Session, *, timeout_s: float = 10.0) -> None:
     """Serve the session's graph over stdin/stdout until the client closes them."""
     build_server(session, timeout_s=timeout_s).run("stdio")
+
+
+class AnsweringBadLines:
+    """The stdio transport's read stream, minus the lines it could not read as JSON-RPC messages:
+    each is answered on the write stream with JSON-RPC's error (parse error for no JSON, invalid
+    request for JSON of another shape; with the line's id where it has one) and skipped."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner, self._write = inner, write
+
+    @property
+    def last_context(self) -> Any:  # the dispatcher reads the sender's context here
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._write.send(SessionMessage(bad_line_answer(item)))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweringBadLines:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweringBadLines:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                        traceback: TracebackType | None) -> None:  # fmt: skip
+        await self.aclose()
+
+
+def bad_line_answer(error: Exception) -> JSONRPCError:
+    """JSON-RPC 2.0's answer to a line that is no message: -32700 where it is no JSON, -32600 where
+    it is JSON of another shape (with its id where it gives a usable one, else null)."""
+    problems = error.errors() if isinstance(error, ValidationError) else []
+    if not problems or any(p["type"] == "json_invalid" for p in problems):
+        return JSONRPCError(jsonrpc="2.0", id=None,
+                            error=ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON"))  # fmt: skip
+    ids = [p["input"].get("id") for p in problems if isinstance(p.get("input"), dict)]
+    usable = next((i for i in ids if isinstance(i, str | int) and not isinstance(i, bool)), None)
+    message = "Invalid Request: the line is JSON but no JSON-RPC 2.0 request, notification or response"
+    return JSONRPCError(jsonrpc="2.0", id=usable, error=ErrorData(code=INVALID_REQUEST, message=message))

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from typing import Any
@@ -67,6 +68,7 @@ async def session_calls(env: dict[str, str]) -> dict[str, Any]:
             seen["queries"] = answer(await session.call_tool("list_queries"))
             seen["status"] = answer(await session.call_tool("status"))
             seen["unknown"] = answer(await session.call_tool("design_tree", {"kernel": "no_such_kernel"}))
+            seen["bad_args"] = answer(await session.call_tool("cypher", {"query": 5, "max_rows": "many"}))
     return seen
 
 
@@ -89,4 +91,39 @@ def test_an_mcp_client_reads_the_graph_and_cannot_write_or_hold_the_server(env: 
     assert seen["status"][0] is False and isinstance(seen["status"][1], list)
     failed, message = seen["unknown"]
     assert failed and "no_such_kernel" in message and "Traceback" not in message, message
+    assert seen["bad_args"] == (True, "refused: cypher: query: Input should be a valid string (got 5); "
+                                      "max_rows: Input should be a valid integer, unable to parse string as an "
+                                      "integer (got 'many')")  # fmt: skip
     json.dumps(seen, default=str)  # every answer is plain data
+
+
+def test_a_line_that_is_no_json_rpc_message_gets_json_rpc_s_error_and_the_server_goes_on(
+    embedded_env: dict[str, str],
+) -> None:
+    """A client that writes a broken line hears why instead of waiting for an answer that never
+    comes; the lines after it are served (the transport, not the store, is the subject)."""
+    assert CliRunner().invoke(main, ["init"], env=embedded_env).exit_code == 0
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        "this is not json", "[1, 2]", {"jsonrpc": "2.0", "id": 7, "method": 5},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "cypher", "arguments": {"query": "RETURN 1 AS x"}}},
+    ]  # fmt: skip
+    server = subprocess.Popen([sys.executable, "-m", "chiplore.cli", "mcp"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **embedded_env})  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:  # stdin stays open until the answers are in, as a client's does (EOF ends the session)
+        server.stdin.write("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline() or "null") for _ in range(5)]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    errors = server.stderr.read()
+    assert [a["id"] for a in answers] == [1, None, None, 7, 2], answers
+    assert [a.get("error", {}).get("code") for a in answers] == [None, -32700, -32600, -32600, None]
+    assert "Traceback" not in errors, errors
+    assert answers[-1]["result"]["structuredContent"]["rows"] == [{"x": 1}]
