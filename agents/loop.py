@@ -96,6 +96,7 @@ class OptimizeSummary(BaseModel):
     proposals: int
     accepted: int
     device_s: float
+    repeated: int = 0  # proposals whose program a design of the tree already holds (no new design)
     stopped: dict[str, str]  # kernel -> why it stopped
     calendar_s: float | None = None  # the run's calendar at its end: the latest clock of any device
     devices: list[DeviceUsage] = Field(default_factory=list)
@@ -237,6 +238,7 @@ class KernelOutcome:
     proposals: int = 0
     accepted: int = 0
     spent_s: float = 0.0
+    repeated: int = 0
 
 
 def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, roles: Roles | None = None,
@@ -259,9 +261,12 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
         outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
     run.model.keep()  # the predictions of the last searches, for a later run
     proposals, accepted = sum(o.proposals for o in outcomes), sum(o.accepted for o in outcomes)
-    finish_activity(context.store, run.activity.id, utc_now(), f"{proposals} proposals, {accepted} accepted")
+    repeated = sum(o.repeated for o in outcomes)
+    finish_activity(context.store, run.activity.id, utc_now(),
+                    f"{proposals} proposals{f' ({repeated} repeated a design)' if repeated else ''}, "
+                    f"{accepted} accepted")  # fmt: skip
     summary = OptimizeSummary(kernels=[s.name for s in specs], proposals=proposals, accepted=accepted,
-                              device_s=sum(o.spent_s for o in outcomes),
+                              repeated=repeated, device_s=sum(o.spent_s for o in outcomes),
                               stopped={s.name: o.stopped for s, o in zip(specs, outcomes, strict=True)})  # fmt: skip
     return executor.summary(run, summary)
 
@@ -308,7 +313,8 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     run.events.note(spec.name, f"stopped: {stopped}")
     run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
     accepted = resumed + (schedule.accepted if schedule else 0)
-    return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, kernel.runner.spent_s - start_spent)
+    return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, kernel.runner.spent_s - start_spent,
+                         len(kernel.repeats))  # fmt: skip
 
 
 class KernelRun:
@@ -318,6 +324,7 @@ class KernelRun:
     def __init__(self, run: OptimizeRun, executor: Executor, spec: KernelSpec) -> None:
         store, target, version = run.context.store, run.context.target, run.context.version
         self.run, self.spec = run, spec
+        self.repeats: list[str] = []  # designs a proposal's program repeated (appended from the round's threads)
         register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                       bound_cycles=spec.bound_cycles))  # fmt: skip
         spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets its budget on top
@@ -567,8 +574,9 @@ class KernelRun:
         """Add one proposal to the tree and take it as far as it goes; True when it became BEST."""
         store, lease, kernel = self.store, self.run.lease, self.name
         node_id = design_id(kernel, proposal.sha)
-        if get_design(store, node_id) is not None:
-            return False  # the same source is never a new design
+        if get_design(store, node_id) is not None:  # the same source is never a new design
+            self._repeated(proposal, node_id)
+            return False
         best = best_of(store, kernel)
         parent = best if proposal.role == "refiner" and best is not None else root_of(store, kernel)
         node = DesignNode(id=node_id, kernel=kernel, role=proposal.role, policy=proposal.policy,
@@ -588,12 +596,20 @@ class KernelRun:
             self.run.events.note(kernel, f"{node_id} failed: {proposal.error}")
             return False
         if not holds(store, node_id, lease):  # another run proposed the same program a moment earlier
+            self._repeated(proposal, node_id)
             return False
         try:
             return self.lifecycle.advance(node, proposal.source, proposal.params)
         except ClaimLost as lost:
             self.run.events.note(kernel, f"{node_id}: {lost}")
             return False
+
+    def _repeated(self, proposal: DesignProposal, node_id: str) -> None:
+        """A proposal whose program is a design's already: counted and said, so "N proposals" is not
+        read as N designs (the builtin roles never repeat one; a model may)."""
+        self.repeats.append(node_id)
+        self.run.events.note(self.name, f"the {proposal.role}'s proposal is the program of {node_id}, "
+                             "a design the tree holds: no new design")  # fmt: skip
 
 
 def claim(store: GraphStore, node: DesignNode, lease: Lease) -> bool:

@@ -53,6 +53,10 @@ def learn(app: App, toolchain: str | None, budget_s: float, policy: str, llm: LL
         f"{len(measured.probes_skipped)} skipped, {len(measured.probes_failed)} failed; "
         f"{summary.device_s:.0f} device-s, {summary.wall_s:.1f} s"
     )
+    if policy != "builtin" and docs.pages == 0 and docs.unchanged:
+        console.print(f"[yellow]the {policy} librarian read no page:[/yellow] the graph holds these {docs.unchanged} "
+                      f"page(s) of {version} already, and a page is read again only when its text changes "
+                      "(learn into a fresh --data-dir to have the model read them)", highlight=False)  # fmt: skip
     if measured.probes_failed:
         console.print("[yellow]failed probes (recorded, skipped):[/yellow]")
         for probe in measured.probes_failed:

@@ -72,7 +72,8 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
     if summary.devices:
         console.print(devices_table(summary.devices))
     calendar = f", {summary.calendar_s:,.0f} s on the devices' calendar" if summary.calendar_s is not None else ""
-    console.print(f"{summary.proposals} proposals, {summary.accepted} accepted (the baseline aside), "
+    repeated = f" ({summary.repeated} repeated a design the tree holds)" if summary.repeated else ""
+    console.print(f"{summary.proposals} proposals{repeated}, {summary.accepted} accepted (the baseline aside), "
                   f"{summary.device_s:.0f} device-s{calendar}")  # fmt: skip
     if not started:
         raise SystemExit(1)

@@ -79,6 +79,7 @@ def test_the_model_writes_a_program_for_a_pack_kernel_from_the_summary(embedded_
         )
         requests = list(server.requests)
     assert len(requests) == 4 and result.proposals == 2 and "token budget" in result.stopped[GQA], result
+    assert result.repeated == 1  # the refiner's answer was BEST's program: counted, and no design of its own
     prompt = user_prompt(requests[0])
     # the kernel as its pack states it, and what BEST's program does, counted
     for needle in (spec.description, "q_out: &mut hbm<bf16>[Nq, Dh]", "What it computes",

@@ -111,3 +111,17 @@ def test_a_base_url_that_is_no_http_address_is_refused_before_anything_runs(url:
     """Found after the baseline's device time, as "Connection error.", before."""
     with pytest.raises(ValueError, match="not an http"):
         LLMConfig(model="openai:m", base_url=url)
+
+
+def test_learn_with_the_llm_librarian_on_docs_the_graph_holds_says_it_read_none(tmp_path: Path) -> None:
+    """A user's `learn --policy llm` after a builtin learn made no call and said nothing of it."""
+    env = {"CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(tmp_path / "data"),
+           "CHIPLORE_TARGET": "tests.toy:from_settings"}  # learnt in seconds  # fmt: skip
+    assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
+    assert CliRunner().invoke(main, ["learn"], env=env).exit_code == 0
+    with ScriptedOpenAI() as server:
+        result = CliRunner().invoke(main, ["learn", "--policy", "llm", "--model", "openai:any", "--base-url",
+                                           server.base_url], env=env)  # fmt: skip
+        assert not server.requests
+    assert result.exit_code == 0, result.output
+    assert "the llm librarian read no page: the graph holds these" in " ".join(result.stdout.split())
