@@ -78,9 +78,7 @@ class NamedQuery(BaseModel):
             if param.name in given:
                 bound[param.name] = param.coerce(given[param.name])
             elif param.required:
-                raise QueryParameterError(
-                    f"query {self.name!r} needs parameter {param.name!r} ({param.type}); pass -p {param.name}=..."
-                )
+                raise QueryParameterError(f"query {self.name!r} needs parameter {param.name!r} ({param.type})")
             else:
                 bound[param.name] = param.default
         for name, value in bound.items():  # the database's own error would be a raw Cypher one

@@ -53,7 +53,11 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
                            "`chiplore query`); run Cypher text with `chiplore cypher \"MATCH ...\"`")  # fmt: skip
     named = named_queries.get(name, catalogue)
     given = _typed(named, params)
-    bound = named.bind(given)  # before opening the store: a bad call costs nothing
+    try:
+        bound = named.bind(given)  # before opening the store: a bad call costs nothing
+    except QueryParameterError as error:
+        missing = next((p.name for p in named.params if p.required and p.name not in given), None)
+        raise QueryParameterError(f"{error}; pass -p {missing}=..." if missing else str(error)) from None
     with app.open_store() as store:
         rows = store.read(named.text, bound)
     emit_records(console, rows, fmt, title=name)

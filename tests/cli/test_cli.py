@@ -104,7 +104,8 @@ def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
     assert_one_line_error(run(embedded_env, "query", "no-such-query"), "no named query 'no-such-query'")
     assert_one_line_error(run(embedded_env, "query", "MATCH (k:Kernel) RETURN k"),
                           "run Cypher text with `chiplore cypher")  # fmt: skip
-    assert_one_line_error(run(embedded_env, "query", "measurements-of"), "needs parameter 'param'")
+    assert_one_line_error(run(embedded_env, "query", "measurements-of"),
+                          "needs parameter 'param' (str); pass -p param=...")  # fmt: skip
     assert_one_line_error(run(embedded_env, "query", "stale-facts", "-p", "limit=lots"), "must be int")
     assert_one_line_error(run(embedded_env, "query", "stale-facts", "-p", "limit=-5"), "counts rows: 0 or more, got -5")
     bad_pair = run(embedded_env, "query", "stale-facts", "-p", "limit")
