@@ -57,8 +57,10 @@ ALL = (*builtin_kernels(), *(f.name for f in shipped_folders() if f.name not in 
 
 def shipped_pack(kernel: str) -> KernelPack:
     """A shipped pack by kernel name: its spec (with the op graph) and its case (fixtures, reference)."""
-    [folder] = [folder for folder in shipped_folders() if folder.name == kernel]
-    return read_pack(folder, "built-in")
+    found = [folder for folder in shipped_folders() if folder.name == kernel]
+    if not found:
+        raise SystemExit(f"no shipped kernel {kernel!r}; --kernels takes {', '.join(ALL)}")
+    return read_pack(found[0], "built-in")
 
 
 def random_packs(seeds: list[int], scratch: Path) -> dict[str, KernelPack]:
