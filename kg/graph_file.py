@@ -174,15 +174,21 @@ def _check_relationship(line: RelationshipLine, where: str) -> None:
 
 def _check_properties(properties: dict[str, Any], where: str) -> None:
     """What both stores hold as a property: a name without a backtick, and a text, a boolean, a 64-bit
-    integer, a finite number or a list of those (found here: a store refusing one mid-import would
+    integer, a finite number or a list of one of those kinds (found here: a store refusing one mid-import would
     leave part of the file written, after `--replace` deleted the graph it replaces)."""
     for name, value in properties.items():
         if not name or "`" in name:
             raise GraphFileError(f"{where}: property name {name!r} cannot be stored (empty, or with a backtick)")
-        if value is not None and not all(_storable(item) for item in (value if isinstance(value, list) else [value])):
-            held = "text, a boolean, a 64-bit integer, a finite number, a list of them"
+        items = value if isinstance(value, list) else [value]
+        if value is not None and not (all(_storable(item) for item in items) and len({_kind(i) for i in items}) <= 1):
+            held = "text, a boolean, a 64-bit integer, a finite number, a list of one of them"
             raise GraphFileError(f"{where}: property {name!r} holds {json.dumps(value)[:80]}, which no store holds "
                                  f"({held})")  # fmt: skip
+
+
+def _kind(value: object) -> type:
+    """A list's items must share one (Neo4j refuses a list of text and numbers, or of ints and floats)."""
+    return type(value)
 
 
 def _storable(value: object) -> bool:

@@ -188,15 +188,7 @@ def check_complete(store: GraphStore, done: Exported) -> None:
     """Every node but the schema's own must carry a schema label; nothing may be left behind."""
     total = int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
     if total != done.nodes:
-        strays = store.read(
-            f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} AND NOT ({' OR '.join(f'n:{label}' for label in LABELS)}) "
-            "RETURN DISTINCT labels(n) AS labels LIMIT 5"
-        )
-        names = ", ".join(":".join(row["labels"]) or "(none)" for row in strays)
-        raise GraphFileError(
-            f"{total - done.nodes} node(s) carry no schema label (labels: {names}); "
-            "the graph file names nodes by their schema label and key"
-        )
+        check_labelled(store, total - done.nodes)
     relationships = int(store.read("MATCH ()-[r]->() RETURN count(r) AS c")[0]["c"])
     if relationships != done.relationships:
         raise GraphFileError(
@@ -221,6 +213,21 @@ class _Batches:
 
     nodes: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     relationships: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def check_labelled(store: GraphStore, missing: int | None = None) -> None:
+    """Refuse a graph holding nodes with no schema label: a graph file names a node by its label and
+    key, so a copy or an export would leave them behind."""
+    strays = store.read(
+        f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} AND NOT ({' OR '.join(f'n:{label}' for label in LABELS)}) "
+        "RETURN labels(n) AS labels, count(n) AS c"
+    )
+    if strays or missing:
+        names = ", ".join(sorted({":".join(row["labels"]) or "(none)" for row in strays})[:5])
+        raise GraphFileError(
+            f"{missing or sum(int(row['c']) for row in strays)} node(s) carry no schema label (labels: {names}); "
+            "the graph file names nodes by their schema label and key"
+        )
 
 
 def data_nodes(store: GraphStore) -> int:
@@ -333,6 +340,7 @@ def copy_graph(
     """Copy every node and relationship of one store into another (empty, or emptied by `replace`)."""
     if schema_version(source) > LATEST_VERSION:
         raise GraphFileError("the source graph's schema is newer than this chiplore; upgrade chiplore")
+    check_labelled(source)  # before the destination is touched: a node left behind is a loss
 
     def lines() -> Iterator[NodeLine | RelationshipLine]:
         yield from iter_nodes(source)

@@ -41,6 +41,8 @@ NODE_KEYS: dict[str, str] = {
     "Revalidation": "id",
     "Prediction": "id",
     "Device": "id",
+    # How one run (`optimize --workers N`) used each device: `<activity>|<device>`.
+    "DeviceUse": "id",
     # The DSL summary: one entry per construct and toolchain version, and the programs that show it.
     "LanguageEntry": "id",
     "LanguageExample": "id",
@@ -131,6 +133,10 @@ def _devices(store: GraphStore) -> None:
     store.ensure_unique("Device", NODE_KEYS["Device"])
 
 
+def _device_use(store: GraphStore) -> None:
+    store.ensure_unique("DeviceUse", NODE_KEYS["DeviceUse"])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "unique keys on every label, the Fact id, and hot-lookup indexes", _base_schema),
     Migration(2, "toolchain upgrades and kernel re-validations", _upgrade_schema),
@@ -138,6 +144,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "the DSL summary: keys of LanguageEntry and LanguageExample, entries by version", _language_summary),
     Migration(5, "the cost model's predictions, by kernel (a killed search is not priced again)", _predictions),
     Migration(6, "the devices that ran the jobs (DeviceRun -[:ON]-> Device)", _devices),
+    Migration(7, "each run's use of each device (DeviceUse), a schema label graph files carry", _device_use),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

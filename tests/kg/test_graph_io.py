@@ -19,6 +19,7 @@ from chiplore.kg.cypher_script import export_cypher, literal, statements
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
 from chiplore.kg.neo4j_store import Neo4jStore
+from chiplore.kg.repo.devices import device_usage, record_device_job
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 from chiplore.kg.testing.sample import SampleSummary, build_sample_graph, sample_query_params
@@ -121,6 +122,26 @@ def test_copy_fills_an_empty_store_and_refuses_a_full_one(embedded_store: Embedd
     assert graph_counts(neo4j_store) == graph_counts(embedded_store)
 
 
+def test_a_run_s_device_use_travels_and_an_unnamed_label_stops_a_copy_before_it_writes(
+    embedded_store: EmbeddedStore, neo4j_store: Neo4jStore, tmp_path: Path
+) -> None:
+    """After `optimize --workers 2` a user's export failed and a copy dropped the run's DeviceUse nodes."""
+    sample(embedded_store)
+    activity = embedded_store.read("MATCH (a:Activity) RETURN a.id AS id LIMIT 1")[0]["id"]
+    record_device_job(embedded_store, activity=activity, device="rngd-sim-1", kind="sim", device_s=2.5, held_s=3.0,
+                      clock_s=40.0, failed=False)  # fmt: skip
+    with (tmp_path / "g.jsonl").open("w") as out:
+        export_jsonl(embedded_store, out)
+    assert '"label":"DeviceUse"' in (tmp_path / "g.jsonl").read_text().replace(" ", "")
+    copy_graph(embedded_store, neo4j_store)
+    assert [u.device for u in device_usage(neo4j_store, activity)] == ["rngd-sim-1"]
+    before = graph_counts(neo4j_store)
+    embedded_store.write("CREATE (:Stray {x: 1})")
+    with pytest.raises(GraphFileError, match=r"1 node\(s\) carry no schema label \(labels: Stray\)"):
+        copy_graph(embedded_store, neo4j_store, replace=True)
+    assert graph_counts(neo4j_store) == before  # refused before --replace deleted anything
+
+
 def _write(path: Path, lines: list[dict[str, Any] | str]) -> Path:
     path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
     return path
@@ -150,6 +171,10 @@ END1 = {"kind": "end", "nodes": 1, "relationships": 0}
     ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "a`b": 1}}, END1], "property name 'a`b' cannot"),
     ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "n": 2**70}}, END1], "64-bit integer"),
     ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "xs": [[1]]}}, END1], "property 'xs' holds"),
+    # Neo4j holds a list of one kind only: a user's [1, 'a'] had deleted the graph it replaced
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "xs": [1, "a"]}}, END1], "a list of one of them"),
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "xs": [1, 2.5]}}, END1], "property 'xs' holds"),
+    ([HEADER, {**KERNEL, "properties": {**KERNEL["properties"], "xs": ["a", None]}}, END1], "property 'xs' holds"),
     ([HEADER, KERNEL, KERNEL, {"kind": "end", "nodes": 2, "relationships": 0}], "line 3: a second Kernel 'k'"),
     ([HEADER, {"kind": "relationship", "type": "ROOT", "from": ["Kernel", "k"], "to": ["Kernel", "k"],
                "properties": {}}, KERNEL, {"kind": "end", "nodes": 1, "relationships": 1}],

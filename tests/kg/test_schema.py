@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from chiplore.core.errors import QueryError, StoreError
@@ -61,3 +64,21 @@ def test_the_graph_page_names_every_label_relationship_index_and_query() -> None
     ]
     missing += [f"query {name}" for name in queries.load_all() if f"`{name}`" not in page]
     assert not missing, f"docs/graph.md does not name: {', '.join(missing)}"
+
+
+@pytest.mark.unit
+def test_every_label_the_code_writes_is_a_schema_label() -> None:
+    """A label the schema does not name has no key: a graph file cannot carry it, so an export stops on
+    it and a copy would leave it behind (DeviceUse was one, written by `optimize --workers N`)."""
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"(?:MERGE|CREATE)\s*\(\w*:(\w+)")
+    written: dict[str, set[str]] = {}
+    sources = [*(root / "chiplore").glob("*.py")]  # its other folders link to the top-level packages
+    for package in ("kg", "agents", "ingest", "chiplore/cli", "chiplore/core", "simulator"):
+        sources += (root / package).rglob("*.py")
+    for path in sources:
+        if "testing" not in path.parts:  # test fixtures write what they like
+            for label in pattern.findall(path.read_text()):
+                written.setdefault(label, set()).add(str(path.relative_to(root)))
+    strangers = {label: paths for label, paths in written.items() if label not in NODE_KEYS and label != FACT_LABEL}
+    assert written and not strangers, strangers
