@@ -23,6 +23,7 @@ from chiplore.core.settings import Settings
 from chiplore.core.target import Target
 from chiplore.ingest.librarian import Librarian
 from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.graph_io import refuse_unfinished_import
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.store import GraphStore
 from chiplore.session import Session
@@ -131,10 +132,13 @@ class App:
         return open_target(self.settings)
 
     @contextmanager
-    def session(self, *, create: bool = False) -> Iterator[Session]:
-        """A session on the configured store and target; the store closes when it ends."""
+    def session(self, *, create: bool = False, unfinished_import: bool = False) -> Iterator[Session]:
+        """A session on the configured store and target; the store closes when it ends. A graph an
+        interrupted import left half-written is refused (`unfinished_import`: the import that redoes it)."""
         target = self.target()
         with self.open_store(create=create) as store:
+            if not unfinished_import:
+                refuse_unfinished_import(store)
             yield Session(
                 store,
                 target,

@@ -235,12 +235,20 @@ def data_nodes(store: GraphStore) -> int:
     return int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
 
 
+IMPORT_MARK = "import-under-way"  # the name of the schema-state node an import holds while it writes
+
+
+class UnfinishedImport(GraphFileError):
+    """The graph is what an interrupted import left: part of a file, with the old graph deleted."""
+
+
 def import_lines(
     store: GraphStore,
     lines: Iterable[NodeLine | RelationshipLine],
     *,
     replace: bool = False,
     on_progress: Progress | None = None,
+    source: str = "a graph file",
 ) -> Imported:
     """Write checked graph lines into `store`, which must hold no data (`replace` deletes what it
     holds first). The schema is applied first, so every MERGE finds its node by an index."""
@@ -257,8 +265,14 @@ def import_lines(
                 f"a run is working on this graph (process {working[0]} holds designs): let it end, or stop it, "
                 "before --replace deletes what it writes to"
             )
-        store.delete_all()
     ensure_schema(store)
+    # marked before the first delete, cleared after the last write: a graph an interrupted import
+    # left half-written is refused by every command until an import finishes (unfinished_import)
+    store.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) SET m.started_at = $now, m.source = $source",
+                {"name": IMPORT_MARK, "now": utc_now(), "source": source})  # fmt: skip
+    while held and store.write(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} WITH n LIMIT 20000 DETACH DELETE n "
+                               "RETURN count(*) AS deleted")[0]["deleted"]:  # fmt: skip
+        pass
     done, waiting = Imported(), _Batches()
     for line in lines:
         if isinstance(line, NodeLine):
@@ -277,8 +291,26 @@ def import_lines(
         _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
     for pair in list(waiting.relationships):
         _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
+    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) DELETE m", {"name": IMPORT_MARK})
     store.compact()
     return done
+
+
+def unfinished_import(store: GraphStore) -> str | None:
+    """What an import that did not finish left in the graph's mark (when and from what), or None."""
+    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.source AS source",
+                      {"name": IMPORT_MARK})  # fmt: skip
+    if not rows:
+        return None
+    return f"an import into this graph did not finish (started {rows[0]['at']}, from {rows[0]['source']})"
+
+
+def refuse_unfinished_import(store: GraphStore) -> None:
+    """Refuse a graph an interrupted import left half-written (its old graph is gone already)."""
+    left = unfinished_import(store)
+    if left:
+        raise UnfinishedImport(f"{left}: the graph is partial; `chiplore graph import FILE --replace` "
+                               "imports it again (or `graph copy --replace` copies one in)")  # fmt: skip
 
 
 def _flush_nodes(
@@ -329,7 +361,8 @@ def import_jsonl(
             for _ in read_lines(handle, path.name, references=True):
                 pass
         with path.open(encoding="utf-8") as handle:
-            return import_lines(store, read_lines(handle, path.name), replace=replace, on_progress=on_progress)
+            return import_lines(store, read_lines(handle, path.name), replace=replace, on_progress=on_progress,
+                                source=str(path))  # fmt: skip
     except (OSError, UnicodeDecodeError) as error:
         raise GraphFileError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
@@ -346,4 +379,5 @@ def copy_graph(
         yield from iter_nodes(source)
         yield from iter_relationships(source)
 
-    return import_lines(destination, lines(), replace=replace, on_progress=on_progress)
+    return import_lines(destination, lines(), replace=replace, on_progress=on_progress,
+                        source=f"a copy of the {source.backend} store")  # fmt: skip

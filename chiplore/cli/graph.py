@@ -8,8 +8,9 @@ from rich.table import Table
 from chiplore.app import App
 from chiplore.cli.devices import devices_table
 from chiplore.cli.main import main
-from chiplore.cli.options import console, store_options
+from chiplore.cli.options import console, err_console, store_options
 from chiplore.cli.render import FORMATS, emit_records, far_from_bound, kernels_table, progress_records, to_json
+from chiplore.kg.graph_io import unfinished_import
 from chiplore.kg.schema import LATEST_VERSION, schema_version
 
 
@@ -111,16 +112,20 @@ def db_check(app: App, as_json: bool) -> None:
         info = store.server_info()
         version = schema_version(store)
         objects = store.schema_objects()
+        left = unfinished_import(store)
     result = {
         **info.model_dump(),
         "schema_version": version,
         "schema_current": version == LATEST_VERSION,
         "unique_constraints": sum(o["kind"] == "unique" for o in objects),
         "indexes": sum(o["kind"] == "index" for o in objects),
+        "unfinished_import": left,
         "settings": app.settings.public_view(),
     }
     if as_json:
         click.echo(to_json(result))
+        if left:
+            raise SystemExit(1)
         return
     console.print(
         f"[green]ok[/green] {info.backend} at {info.address}: {info.server_version}, database {info.database}"
@@ -129,3 +134,7 @@ def db_check(app: App, as_json: bool) -> None:
     console.print(
         f"schema v{version} ({state}); {result['unique_constraints']} unique constraints, {result['indexes']} indexes"
     )
+    if left:  # the server answers, but the graph is not whole
+        err_console.print(f"[red]error:[/red] {left}: the graph is partial; `chiplore graph import FILE --replace` "
+                          "imports it again", highlight=False)  # fmt: skip
+        raise SystemExit(1)

@@ -71,7 +71,8 @@ def graph_import(app: App, file: Path, replace: bool, progress_style: ProgressSt
     embedded data dir is made when it does not exist. The file is checked whole first."""
     if not file.is_file():
         raise ConfigError(f"no graph file {file}")
-    with app.session(create=True) as session, _reporter(progress_style, f"import {file.name}") as reporter:
+    with app.session(create=True, unfinished_import=True) as session, \
+            _reporter(progress_style, f"import {file.name}") as reporter:  # fmt: skip
         done = session.import_graph(file, replace=replace, on_progress=_counting(reporter))
     _summary(done, f"{app.settings.store} store", as_json)
 
