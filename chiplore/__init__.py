@@ -79,7 +79,20 @@ def open_session(*, create: bool = False, **settings: Any) -> AbstractContextMan
     overridden by a keyword (`store="neo4j"`, `data_dir=...`, `neo4j_uri=...`, `target=...`). The
     store closes when the `with` block ends. `create` makes an embedded data dir that does not
     exist yet (as `chiplore init` does); otherwise a missing graph is a ConfigError."""
+    from pydantic import ValidationError
+
     from chiplore.app import App
+    from chiplore.core.errors import ConfigError
     from chiplore.core.settings import Settings
 
-    return App(Settings(**settings)).session(create=create)
+    unknown = sorted(set(settings) - set(Settings.model_fields))
+    if unknown:  # a mistyped keyword would fall back to the environment's value without a word
+        raise ConfigError(f"open_session has no setting {unknown[0]!r}; it takes {', '.join(Settings.model_fields)}")
+    try:
+        chosen = Settings(**settings)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        source = field if field in settings else f"CHIPLORE_{field.upper()}"
+        raise ConfigError(f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}") from None
+    return App(chosen).session(create=create)

@@ -24,7 +24,7 @@ from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
 from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
-from chiplore.core.errors import ConfigError, OutputError
+from chiplore.core.errors import ConfigError, OutputError, QueryError
 from chiplore.core.target import KernelSpec, Target
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
@@ -51,6 +51,8 @@ from chiplore.kg.repo.targets import active_toolchain, register_target
 from chiplore.kg.schema import SchemaReport, ensure_schema
 from chiplore.kg.store import GraphStore, Record
 from chiplore.results import BestProgram, DesignProgram, comment_prefix, with_header
+
+GRAPH_FORMATS = ("jsonl", "cypher")
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ class Session:
             return Roles()
         return Roles(architect=BuiltinArchitect(SearchBudget(predictions=self.search_predictions)))
 
-    def optimize(self, kernels: Sequence[str] | None = None, *, toolchain: str | None = None,
+    def optimize(self, kernels: str | Sequence[str] | None = None, *, toolchain: str | None = None,
                  roles: Roles | None = None, on_event: Note | None = None, workers: Workers | None = None,
                  **config: Any) -> OptimizeSummary:  # fmt: skip
         """Propose, screen, run and judge designs of the kernels (all by default) against BEST. The
@@ -167,6 +169,8 @@ class Session:
         Ray: free screens on its CPU workers, device jobs on one actor per device of the target (a
         local Ray is started unless it names a cluster); the summary then also holds the run's
         calendar, each device's use and when each BEST was decided (chiplore.agents.scale)."""
+        if isinstance(kernels, str):  # one kernel's name, not its letters
+            kernels = [kernels]
         chosen = [spec.name for spec in choose_kernels(self.target, list(kernels) if kernels else None)]
         try:
             settings = OptimizeConfig.model_validate({**config, "kernels": tuple(chosen)})
@@ -355,6 +359,8 @@ class Session:
                limits: UntrustedLimits | None = None) -> GuardedResult:  # fmt: skip
         """Run Cypher someone wrote on the guarded read path: the planner refuses writes, file loads
         and administration; the server stops it at the timeout; rows past the caps are cut."""
+        if not isinstance(text, str):
+            raise QueryError(f"a Cypher query is text, not {type(text).__name__}")
         return self.store.read_untrusted(text, params, limits=limits or UntrustedLimits())
 
     def parameter_keys(self) -> list[Record]:
@@ -372,6 +378,8 @@ class Session:
         """Write the whole graph to `path`: JSON lines (chiplore.kg.graph_io's format, which `import_graph`
         reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place (through
         a symbolic link, to the file it names); a path that is not a file (a device, a pipe) is refused."""
+        path = Path(path)
+        _graph_format(format)
         if path.exists() and not path.is_file():
             raise OutputError(f"cannot write {path}: it is not a regular file (export writes a file; `-` is stdout)")
         path = path.resolve() if path.is_symlink() else path
@@ -387,6 +395,7 @@ class Session:
 
     def write_graph(self, out: TextIO, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
         """Write the whole graph to an open text stream (stdout, say), as `export_graph` does to a file."""
+        _graph_format(format)
         return export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
 
     def import_graph(self, path: Path, *, replace: bool = False,
@@ -400,3 +409,8 @@ class Session:
         """Copy this session's graph into another store (empty, or emptied by `replace`): the
         embedded graph into a Neo4j server, to explore a run in Neo4j Browser."""
         return copy_graph(self.store, destination, replace=replace, on_progress=on_progress)
+
+
+def _graph_format(format: str) -> None:
+    if format not in GRAPH_FORMATS:
+        raise ConfigError(f"no graph format {format!r}: export writes {' or '.join(map(repr, GRAPH_FORMATS))}")
