@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from chiplore import queries as named_queries
 from chiplore.core.errors import ChiploreError, WriteRefused
+from chiplore.core.jsonable import finite
 from chiplore.kg.guard import QueryRefused, QueryTimedOut, UntrustedLimits
 from chiplore.session import Session
 
@@ -110,7 +111,7 @@ def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
             raise ToolError(f"refused: max_rows is {max_rows}; ask for 1 to {MAX_ROWS}")
         limits = UntrustedLimits(max_rows=min(max_rows, MAX_ROWS), max_bytes=MAX_BYTES, timeout_s=timeout_s)
         result = guarded(lambda: session.cypher(query, params or {}, limits=limits))
-        return {"columns": result.columns, "rows": result.rows, "truncated": result.truncated,
+        return {"columns": result.columns, "rows": finite(result.rows), "truncated": result.truncated,
                 "cut_reason": result.cut_reason}  # fmt: skip
 
     @server.tool()
@@ -124,7 +125,7 @@ def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
     @server.tool()
     def named_query(name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run a named query (list_queries names them) with its typed parameters, read-only."""
-        return guarded(lambda: session.query(name, params or {}))
+        return guarded(lambda: finite(session.query(name, params or {})))
 
     @server.tool()
     def status() -> list[dict[str, Any]]:

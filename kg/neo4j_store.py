@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -80,7 +81,7 @@ class Neo4jStore:
             retry=retry_if_exception_type(_RETRYABLE),
             stop=stop_after_attempt(connect_attempts),
             wait=wait_exponential(multiplier=0.2, max=3.0),
-            before_sleep=before_sleep_log(log, logging.WARNING),
+            before_sleep=before_sleep_log(log, logging.DEBUG),  # --debug shows them; the failure is one line
             reraise=True,
         )
         self._uri, self._auth = uri, (user, password)
@@ -145,7 +146,12 @@ class Neo4jStore:
                 ) as session,
                 session.begin_transaction(timeout=limits.timeout_s, metadata={"app": "chiplore-untrusted"}) as tx,
             ):
-                self._vet(tx.run(f"EXPLAIN {query}", values).consume(), query)
+                try:
+                    planned = tx.run(f"{EXPLAIN}{query}", values).consume()
+                except neo4j_errors.Neo4jError as error:  # the user's text, not ours, in what it quotes
+                    said = self._translate(error, limits.timeout_s)
+                    raise (QueryError(_unexplained(str(said))) if type(said) is QueryError else said) from None
+                self._vet(planned, query)
                 result = tx.run(query, values)  # type: ignore[arg-type]
                 cap = RowCap(limits)
                 for record in result:
@@ -318,6 +324,22 @@ def _once(action: Callable[[], None]) -> Callable[[], None]:
 def _collect(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> list[Record]:
     result = tx.run(query, params)  # type: ignore[arg-type]
     return [{key: plain(value) for key, value in record.items()} for record in result]
+
+
+EXPLAIN = "EXPLAIN "  # the guarded path plans a query before it runs it
+
+
+def _unexplained(text: str) -> str:
+    """A planning error as if the user's query had been sent alone: the quoted query without the
+    EXPLAIN the guarded path put before it, and positions that point into the user's text."""
+
+    def shifted(found: re.Match[str]) -> str:
+        line, column, offset = (int(found[i]) for i in (1, 2, 3))
+        column -= len(EXPLAIN) if line == 1 else 0
+        return f"(line {line}, column {column} (offset: {offset - len(EXPLAIN)}))"
+
+    text = re.sub(r"\(line (\d+), column (\d+) \(offset: (\d+)\)\)", shifted, text)
+    return text.replace(f'"{EXPLAIN}', '"', 1)
 
 
 def _message(error: Exception, secrets: tuple[str, ...] = ()) -> str:

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from chiplore.agents.upgrade import UpgradeSummary
+from chiplore.core.jsonable import finite
 from chiplore.demo import DemoResult
 from chiplore.kg.models import DesignNode
 from chiplore.kg.repo.progress import KernelProgress
@@ -24,7 +25,8 @@ from chiplore.session import DesignTree
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=False, default=str)
+    """Strict JSON: a non-finite float is null (chiplore.core.jsonable)."""
+    return json.dumps(finite(value), indent=2, sort_keys=False, default=str, allow_nan=False)
 
 
 def records_table(records: Sequence[Record], title: str | None = None) -> Table:

@@ -71,6 +71,21 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
     run(env, "init")
     assert_one_line_error(run(env, "cypher", "MATCH (n RETURN n"), "Cypher error")
+    said = run(env, "cypher", "MATCH (k:Kernel RETURN k").stderr
+    assert "EXPLAIN" not in said, said  # the user's query as they wrote it, positions into it (Neo4j's quote)
+    if env["CHIPLORE_STORE"] == "neo4j":
+        assert "(line 1, column 17 (offset: 16))" in said and '"MATCH (k:Kernel RETURN k"' in said, said
+
+
+def test_json_output_is_strict_json(env: dict[str, str]) -> None:
+    """A user's `RETURN 1.0/0.0` printed a bare Infinity, which strict JSON parsers refuse."""
+    run(env, "init")
+    out = run(env, "cypher", "RETURN 1.0/0.0 AS inf, 0.0/0.0 AS nan, [1.5, 1.0/0.0] AS xs", "--json").stdout
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in --json output")
+
+    assert json.loads(out, parse_constant=refuse) == [{"inf": None, "nan": None, "xs": [1.5, None]}]
     assert_one_line_error(run(env, "cypher", "// what runs?"), "the query is only comments")
 
 
