@@ -192,6 +192,10 @@ def test_the_cli_finds_the_toy_chip_by_module_and_factory(tmp_path: Path) -> Non
     assert registered["active_toolchain"] == OLD
     missing = CliRunner().invoke(main, ["init"], env={**env, "CHIPLORE_TARGET": "tests.toy:nowhere"})
     assert missing.exit_code == 1 and "cannot load target 'tests.toy:nowhere'" in missing.stderr
+    # several devices and one worker: the sequential loop uses one, and says so (a user's --devices 2 did not)
+    assert CliRunner().invoke(main, ["learn"], env=env).exit_code == 0
+    alone = CliRunner().invoke(main, ["optimize", "--devices", "2", "--budget", "20"], env=env)
+    assert alone.exit_code == 0 and "2 devices, one worker: jobs run one at a time" in " ".join(alone.stderr.split())
 
 
 # ---- the generic layers on the toy chip -------------------------------------------------------

@@ -35,7 +35,7 @@ from chiplore.agents.schedule import Result
 from chiplore.agents.screens import CheckSetScreen, Screener, ScreenResult
 from chiplore.core.errors import KernelStop
 from chiplore.core.target import KernelSpec, Target
-from chiplore.kg.models import DesignNode
+from chiplore.kg.models import BUDGET_END, DesignNode
 from chiplore.kg.repo.designs import best_of
 from chiplore.kg.repo.devices import device_usage, record_device_job
 
@@ -147,7 +147,8 @@ class PooledExecutor(Executor):
         assert self._run is not None
         record_device_job(self._run.context.store, activity=self._run.activity.id, device=served.device,
                           kind=self.kinds[served.device], device_s=served.result.device_s, held_s=served.held_s,
-                          clock_s=served.clock_s, failed=served.result.status in FAILED)  # fmt: skip
+                          clock_s=served.clock_s, failed=served.result.status in FAILED
+                          and BUDGET_END not in {f.code for f in served.result.faults})  # fmt: skip
 
 
 @dataclass

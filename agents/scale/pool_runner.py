@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chiplore.agents.runner import DeviceRunner, Fixtures, Outcome, RecordRun
 from chiplore.agents.scale.calendar import Calendar
@@ -94,7 +94,7 @@ class PoolRunner(DeviceRunner):
         run_id = self.record_run(job, sha, result)
         served: Served | None = getattr(self._local, "served", None)
         if served is not None and served.result.job_id == result.job_id:
-            self.on_served(served)
+            self.on_served(replace(served, result=result))  # as recorded: with the budget's end, where it stopped it
         return run_id
 
     def _lost(self, device: str, *, pinned: bool) -> None:

@@ -50,6 +50,10 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
     with app.session() as session:
         chosen = app.roles(session, roles)
         pool = Workers(workers.workers or settings.workers, workers.ray_address or settings.ray_address or None)
+        if settings.devices > 1 and not pool.pooled:  # the sequential loop runs one job at a time, on device 0
+            err_console.print(f"[yellow]note:[/yellow] {settings.devices} devices, one worker: jobs run one at a "
+                              "time on one device; --workers N (N > 1) runs them on every device at once",
+                              highlight=False)  # fmt: skip
         with Reporter(err_console, output.progress, transient=True, refresh=from_graph(session)) as reporter:
             reporter.step(f"optimize {', '.join(kernels) or 'every kernel'}")
             reporter.update(budget_s=schedule.budget_s)
