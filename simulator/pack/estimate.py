@@ -27,11 +27,18 @@ def predict_stats(stats: ProgramStats, facts: Facts) -> float | None:
     return None if span is None else prices.launch + span
 
 
+LATENCY_BOUND = 0.6  # below this share of its cycles on every resource, a program is bound by its chain of steps
+
+
 def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     """What bounds a compiled program, in a line: the busiest of the Tensor Unit's queues (main, sub),
     the DMA engines (the busiest one) and the clusters' ingress ports (the busiest port's bytes from
     HBM over what it moves in the makespan: the weight bound's resource), each as a share of the
-    makespan, and the ports that carry next to nothing when some do (the bound counts every port);
+    makespan, and the ports that carry next to nothing when some do (the bound counts every port).
+    Where the measured roof is below the ports' sum (HBM's side of the chip), the share of the makespan
+    the inbound bytes take at that roof is weighed too. The busiest engine's start-ups are said; where no
+    resource works (an engine's start-ups aside) LATENCY_BOUND of the makespan, the program is bound by
+    its chain of start-ups and hand-offs (a tiny kernel), and says so.
     "" when the program does not compile or its ops cannot all run."""
     if not stats.compiled:
         return ""
@@ -40,7 +47,11 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     if planned is None or planned.makespan <= 0:
         return ""
     span = planned.makespan
-    engines = max((busy for queue, busy in planned.busy.items() if queue not in ("main", "sub")), default=0.0)
+    dma = {queue: busy for queue, busy in planned.busy.items() if queue not in ("main", "sub")}
+    engine = max(dma, key=dma.__getitem__, default="")
+    engines = dma.get(engine, 0.0)
+    started = planned.startups.get(engine, 0.0)  # of the busiest engine's cycles, its commands' start-ups
+    moving = max((busy - planned.startups.get(queue, 0.0) for queue, busy in dma.items()), default=0.0)
     inbound = sum(op.counters.get("bytes", 0.0) for op in stats.ops if op.kind == "dma.h2d")
     clusters = int(facts.get(P.CLUSTERS.key, P.CLUSTERS.default or 2.0))  # every cluster's port (the learnt shape)
     ports = [c.get("ingress_bytes", 0.0) for name, c in stats.by_resource.items() if name.startswith("cluster")]
@@ -51,11 +62,24 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
         "the busiest DMA engine": engines / span,
         "the busiest cluster's ingress": busiest / prices.cluster_port / span,
     }
+    roof = facts.get(P.CHIP_ROOF.key)
+    if roof and roof < clusters * prices.cluster_port * 0.95:  # the chip moves less than its ports: HBM's side
+        shares[f"the chip's roof ({roof:,.0f} B/cycle measured, below its ports')"] = inbound / roof / span
     ranked = sorted(shares.items(), key=lambda item: -item[1])
-    rest = ", ".join(f"{name} {share:.0%}" for name, share in ranked[1:])
-    line = f"bound by {ranked[0][0]}, {ranked[0][1]:.0%} busy ({rest})"
+    # an engine busy with its commands' start-ups is no engine moving bytes: said, and not counted as work
+    note = {"the busiest DMA engine": f" ({started / engines:.0%} of it start-ups)" if started >= 0.1 * engines else ""}
+    said = [f"{name} {share:.0%}{note.get(name, '')}" for name, share in ranked]
+    working = {**shares, "the busiest DMA engine": moving / span}
+    if max(working.values()) < LATENCY_BOUND:  # nothing works most of the time: the chain of dependent steps
+        line = (f"bound by start-ups and hand-offs: no resource works {LATENCY_BOUND:.0%} of its cycles "
+                f"({', '.join(said)}); the launch ({prices.launch:,.0f} cycles), each DMA start-up "
+                f"({prices.dma_start:,.0f}) and pass on its chain of dependent steps add up")  # fmt: skip
+    else:
+        top, share = ranked[0]
+        line = f"bound by {top}, {share:.0%} busy{note.get(top, '')} ({', '.join(said[1:])})"
     carrying = sum(1 for port in ports if port >= 0.1 * busiest) if busiest > 0 else clusters
-    if carrying < clusters:  # the bound counts every port: idle ones put it out of reach
+    ingress = shares["the busiest cluster's ingress"]
+    if carrying < clusters and ingress >= LATENCY_BOUND:  # the bound counts every port: idle ones put it out of reach
         line += (f"; {carrying} of {clusters} clusters' ports carry the weights, so it stays at least "
                  f"{clusters / carrying:.2g}x its bound")  # fmt: skip
     return line

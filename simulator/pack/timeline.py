@@ -11,7 +11,7 @@ while a pass that must run alone (a long same-bank run beside DMA) runs there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chiplore.core.stats import OpStats, ProgramStats
 from chiplore.simulator.pack.prices import Prices, flow_cap, pass_cycles
@@ -41,10 +41,12 @@ class _Running:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A program's predicted schedule: its makespan and each queue's busy cycles (start-ups included)."""
+    """A program's predicted schedule: its makespan and each queue's busy cycles (start-ups included),
+    and of those the cycles each DMA queue spent in its commands' start-ups."""
 
     makespan: float
     busy: dict[str, float]
+    startups: dict[str, float] = field(default_factory=dict)
 
 
 def makespan(stats: ProgramStats, p: Prices) -> float | None:
@@ -56,7 +58,7 @@ def schedule(stats: ProgramStats, p: Prices) -> Schedule | None:
     """The predicted schedule (None when the ops cannot all run)."""
     timeline = _Timeline(stats, p)
     span = timeline.run()
-    return None if span is None else Schedule(span, dict(timeline.busy))
+    return None if span is None else Schedule(span, dict(timeline.busy), dict(timeline.startups))
 
 
 class _Timeline:
@@ -82,6 +84,7 @@ class _Timeline:
         self.running: dict[str, _Running] = {}
         self.memo: dict[tuple, list[float]] = {}
         self.busy: dict[str, float] = {}  # queue -> cycles it ran a part (start-ups included)
+        self.startups: dict[str, float] = {}  # DMA queue -> cycles of its commands' start-ups
         self.t = 0.0
 
     def run(self) -> float | None:
@@ -134,6 +137,7 @@ class _Timeline:
                 continue
             chained = self.heads[name] > 0 and when <= self.last_end.get(name, -1.0) + EPS
             startup = p.dma_queued_start if chained else p.dma_start
+            self.startups[name] = self.startups.get(name, 0.0) + startup
             self.running[name] = _Running(part, True, t + startup, part.left, started=t)
 
     def _next_event(self, rates: dict[str, float]) -> float:

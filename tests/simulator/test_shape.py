@@ -188,6 +188,38 @@ def test_what_bounds_a_design_names_the_ports_that_carry_no_weights(
     assert "ports carry" not in bottleneck(SimRNGD().analyze(every, "0.6.0"), facts)
 
 
+TINY = """#![toolchain = "0.6.0"]
+axes! { R = 8, H = 32 }
+layout One = { cluster: [1 # 2], slice: [1 # 256] };
+
+kernel gemv(w: &hbm<bf16>[R, H], x: &hbm<bf16>[H], y: &mut hbm<f32>[R]) {
+    let xa: dm<bf16>{..One, elem: [H]} = x.dma(engines = [0]);
+    let xt: trf<bf16>{..One, lane: [1], elem: [H]} = sub(xa).fetch(time = [H / 16], packet = [H % 16]).to_trf();
+    let wd: dm<bf16>{..One, elem: [R, H]} = w.dma(engines = [1]);
+    let acc: dm<f32>{..One, elem: [R]} = main(wd)
+        .fetch(time = [R, H / 32], packet = [H % 32])
+        .contract(trf = xt, reduce = [H], fold = [R])
+        .commit();
+    acc.dma_into(y, engines = [0]);
+}
+"""  # 512 bytes of weights: its launch, three start-ups and two passes in a row are all it costs
+
+
+def test_what_bounds_a_design_names_a_roof_below_the_ports_and_a_chain_of_start_ups() -> None:
+    """A user's chip moved 600 B/cycle from HBM against 720 at its ports: status blamed the DMA engines
+    and never named the roof. Their tiny kernel was "bound by the busiest DMA engine, 56% busy" where
+    its launch and start-ups set its cycles."""
+    big = SimRNGD().analyze(gemv(ChipShape()), "0.6.0")
+    facts = {P.CLUSTERS.key: 2.0, P.CLUSTER_PORT.key: 285.0}
+    assert "roof" not in bottleneck(big, {**facts, P.CHIP_ROOF.key: 565.0})  # the ports' sum, as measured
+    below = bottleneck(big, {**facts, P.CHIP_ROOF.key: 300.0})  # weighed beside the engines and the ports
+    assert re.search(r"the chip's roof \(300 B/cycle measured, below its ports'\),? \d+%", below), below
+    tiny = bottleneck(SimRNGD().analyze(TINY, "0.6.0"), facts)
+    assert tiny.startswith("bound by start-ups and hand-offs: no resource works 60% of its cycles ("), tiny
+    assert "of it start-ups" in tiny and "the launch (200 cycles)" in tiny
+    assert "ports carry" not in tiny
+
+
 def test_register_files_hold_what_the_chip_gives_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A 16 KB TRF lane holds an 8,192-element bf16 operand that an 8 KB lane refuses (E0302)."""
     wide = SHAPES["2x512-16k"]
