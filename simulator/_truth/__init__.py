@@ -218,6 +218,8 @@ def _describe_one(detail: ErrorDetails) -> str:
     if detail["type"] == "extra_forbidden":
         *table, field = (str(part) for part in detail["loc"])
         known = ChipShape.model_fields if table == ["shape"] else ChipTruth.model_fields
+        if not table and field in ChipShape.model_fields:  # a shape field at the top: it belongs in [shape]
+            return f"unknown field {name!r}: the chip's shape goes in its [shape] table ([shape] {field} = ...)"
         close = [".".join([*table, c]) for c in difflib.get_close_matches(field, known, n=1)]
         return f"unknown field {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
     message = detail["msg"].removeprefix("Value error, ")

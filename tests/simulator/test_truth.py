@@ -63,6 +63,7 @@ def test_the_readme_chip_and_the_defaults_are_valid(tmp_path: Path) -> None:
         ("hbm_unit = 256.5\n", "hbm_unit", "valid integer"),
         ("outlier_low = 1.7\n", "outlier_low", "must not exceed outlier_high"),
         ("dmn_bandwidth = 3.0\n", "dmn_bandwidth", "did you mean 'dmn_bw'"),
+        ("clusters = 4\n", "clusters", "the chip's shape goes in its [shape] table ([shape] clusters = ...)"),
     ],
 )
 def test_a_value_that_no_chip_could_have_is_refused_naming_the_file_and_the_field(
