@@ -7,6 +7,7 @@ is the command-line face of this module (`python -m chiplore.kg.neo4j_local`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -111,10 +112,22 @@ def instance(name: str = "default") -> Instance:
 
 
 def start(name: str = "default", password: str = "", *, fresh: bool = False) -> Instance:
-    """Start the named instance (or return it if it runs) and wait until Bolt answers."""
+    """Start the named instance (or return it if it runs) and wait until Bolt answers. An instance
+    keeps its Bolt port from one start to the next where the port is free (a teammate's exported URI
+    still works), and its authentication: one made with a password does not start without one (that
+    would turn its authentication off), and a running one is not handed out for another password."""
     current = instance(name)
+    made_with = _read_text(current.home / "auth") if not fresh else None
     if current.running and not fresh:
+        if made_with is not None and made_with != _auth_mark(password):
+            raise Neo4jLocalError(f"instance {name!r} runs with {_said(made_with)}, and CHIPLORE_NEO4J_PASSWORD "
+                                  f"{'is not set' if not password else 'is another'}: `stop` it first to start it "
+                                  "with another")  # fmt: skip
         return current
+    if made_with not in (None, NO_AUTH) and not password:
+        raise Neo4jLocalError(f"instance {name!r} was made with a password, and CHIPLORE_NEO4J_PASSWORD is not set: "
+                              "starting it so would turn its authentication off; set it (or --fresh starts a new "
+                              "instance, deleting its data)")  # fmt: skip
     if current.running:
         stop(name)
     classpath, classes = install()
@@ -124,7 +137,10 @@ def start(name: str = "default", password: str = "", *, fresh: bool = False) -> 
     home.mkdir(parents=True, exist_ok=True)
     for stale in ("pid", "uri", "browser"):
         (home / stale).unlink(missing_ok=True)
-    port, http_port = _free_port(), _free_port()
+    last = _read_text(home / "ports")  # the ports of its last start, where they are free
+    port, http_port = (_free_port(int(kept)) for kept in (last.split() if last else ("0", "0")))
+    (home / "ports").write_text(f"{port} {http_port}")
+    (home / "auth").write_text(_auth_mark(password))
     log_path = home / "neo4j.log"
     env = {**os.environ, "NEO4J_LOCAL_PASSWORD": password}
     with open(log_path, "wb") as log_file:
@@ -178,10 +194,35 @@ def _terminate(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_port(wanted: int = 0) -> int:
+    """`wanted` where it is free, else any free port (0: any)."""
+    for port in dict.fromkeys((wanted, 0)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise Neo4jLocalError("no free port on 127.0.0.1")
+
+
+NO_AUTH = "none"
+
+
+def _auth_mark(password: str) -> str:
+    """How an instance authenticates, as kept beside it: never the password itself."""
+    return hashlib.sha256(password.encode()).hexdigest() if password else NO_AUTH
+
+
+def _said(mark: str) -> str:
+    return "no password" if mark == NO_AUTH else "a password"
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return None
 
 
 def _read_int(path: Path) -> int | None:

@@ -1,4 +1,4 @@
-"""`python -m chiplore.kg.neo4j_local start|stop|status|install [--name N] [--fresh]`."""
+"""`python -m chiplore.kg.neo4j_local start|stop|status|uri|install [--name N] [--fresh]`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,17 @@ def start(name: str, fresh: bool) -> None:
 def stop(name: str) -> None:
     """Stop the instance."""
     click.echo("stopped" if neo4j_local.stop(name) else "not running")
+
+
+@main.command()
+@click.option("--name", default="default", show_default=True)
+def uri(name: str) -> None:
+    """Print the running instance's Bolt URI alone (`export CHIPLORE_NEO4J_URI=$(... uri)`)."""
+    current = neo4j_local.instance(name)
+    if not current.running:
+        click.secho(f"error: instance {name!r} is not running", fg="red", err=True)
+        sys.exit(3)
+    click.echo(current.uri)
 
 
 @main.command()
