@@ -49,6 +49,20 @@ def test_an_accepted_design_is_shown_as_best_on_its_own_line(capsys: pytest.Capt
     assert "BEST bbbbbbbbbb 19,304 cycles" in lines[-1], lines
 
 
+def test_a_kernel_s_stop_line_shows_what_it_spent_in_the_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's last line read "stopped: ... | 14 of 80 device-s" after 80 were spent."""
+    spent = [14.0]
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(verbose=True), refresh=lambda kernel: (spent[0], None)) as reporter:
+        reporter.update(budget_s=80.0)
+        note = reporter.step("optimize")
+        note("baseline measured", kernel="mla")
+        spent[0] = 80.0  # spent within the refresh interval, then the kernel stopped
+        note("stopped: no accepted change in 8 proposals", kernel="mla")
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "stopped:" in line]
+    assert "66 of 80 device-s" in line, line  # this run's spending: the graph held 14 when it began
+
+
 def test_in_a_log_a_decision_is_never_folded_into_the_next_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Without -v, notes within two seconds of the last line fold into the next one: a stand-in root
     (a baseline the chip refuses) was said, and never shown, for O on every user chip."""
