@@ -8,7 +8,8 @@ Tools: `cypher`, `named_query`, `list_queries`, `status`, `design_tree`, `best_p
 `parameter_keys`. One Session serves every call, one call at a time (the SDK runs a synchronous
 tool in a worker thread; a lock keeps the store's connection to one of them). A client's mistakes
 get an answer in one line: arguments that do not fit a tool's schema are named with what each should
-be (the SDK's text is pydantic's multi-line report), and a line that is no JSON-RPC message gets
+be (the SDK's text is pydantic's multi-line report), an argument the tool does not take is refused
+(the SDK dropped it silently), and a line that is no JSON-RPC message gets
 JSON-RPC's parse or invalid-request error (the SDK's stdio transport drops it unanswered, so the
 client waits on it for ever).
 """
@@ -61,6 +62,11 @@ class ChiploreMCP(MCPServer):
             await lowlevel.run(AnsweringBadLines(read, write), write, lowlevel.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), None)
+        takes = list((schema or {}).get("properties", {}))
+        unknown = sorted(set(arguments) - set(takes)) if schema is not None else []
+        if unknown:  # a misnamed argument would be dropped, and the call answered as if it had not been given
+            raise ToolError(f"refused: {name}: no argument {unknown[0]!r} (it takes {', '.join(takes) or 'none'})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:

@@ -69,6 +69,7 @@ async def session_calls(env: dict[str, str]) -> dict[str, Any]:
             seen["status"] = answer(await session.call_tool("status"))
             seen["unknown"] = answer(await session.call_tool("design_tree", {"kernel": "no_such_kernel"}))
             seen["bad_args"] = answer(await session.call_tool("cypher", {"query": 5, "max_rows": "many"}))
+            seen["misnamed"] = answer(await session.call_tool("named_query", {"name": "stale-facts", "parameters": {}}))
             not_finite = await session.call_tool("cypher", {"query": "RETURN 1.0/0.0 AS inf"})
             seen["inf"] = (answer(not_finite), json.loads(not_finite.content[0].text))  # structured and text alike
     return seen
@@ -96,6 +97,7 @@ def test_an_mcp_client_reads_the_graph_and_cannot_write_or_hold_the_server(env: 
     assert seen["bad_args"] == (True, "refused: cypher: query: Input should be a valid string (got 5); "
                                       "max_rows: Input should be a valid integer, unable to parse string as an "
                                       "integer (got 'many')")  # fmt: skip
+    assert seen["misnamed"] == (True, "refused: named_query: no argument 'parameters' (it takes name, params)")
     (failed, structured), text = seen["inf"]
     assert not failed and structured["rows"] == [{"inf": None}] and text["rows"] == [{"inf": None}]
     json.dumps(seen, default=str)  # every answer is plain data
