@@ -35,7 +35,7 @@ from chiplore.kg.guard import GuardedResult, UntrustedLimits
 from chiplore.kg.models import DesignNode
 from chiplore.kg.repo.designs import any_best, lineage_ids, root_of
 from chiplore.kg.repo.devices import DeviceUsage, device_usage
-from chiplore.kg.repo.knowledge import learnt_counts
+from chiplore.kg.repo.knowledge import close_orphaned_activities, learnt_counts
 from chiplore.kg.repo.overview import Overview, overview
 from chiplore.kg.repo.progress import KernelProgress, design_tree, kernel_progress
 from chiplore.kg.repo.results import (
@@ -118,6 +118,7 @@ class Session:
             self._schema = ensure_schema(self.store)
             register_target(self.store, self.target.name, self.target.toolchains(), self.target.default_toolchain(),
                             self.target.description or self.target.name)  # fmt: skip
+            close_orphaned_activities(self.store)  # runs that died without a word read `running` no more
         return self._schema
 
     def active_toolchain(self) -> str | None:

@@ -21,6 +21,11 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def this_process() -> str:
+    """This process as an owner is named (`host:pid`): what `owner_runs` asks about."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def owner_runs(owner: str) -> bool:
     """Whether a design's owner (`host:pid:tag`) may still be working: a process of another machine
     (nothing here can tell), or one of this machine that still runs."""

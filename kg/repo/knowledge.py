@@ -19,12 +19,17 @@ from chiplore.kg.models import (
     ProbeProgram,
     Toolchain,
 )
+from chiplore.kg.processes import owner_runs, this_process
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
 from chiplore.kg.schema import NODE_KEYS
 from chiplore.kg.store import GraphStore
 
 
 def record_activity(store: GraphStore, activity: Activity) -> Activity:
+    """Write an activity; one under way (`running`) names the process it runs in, so that a later run
+    can tell it from one whose process is gone (`close_orphaned_activities`)."""
+    if activity.outcome == RUNNING and activity.owner is None:
+        activity = activity.model_copy(update={"owner": this_process()})
     upsert(store, [activity])
     return activity
 
@@ -200,6 +205,22 @@ def ended_if_raised(store: GraphStore, activity_id: str) -> Iterator[None]:
         with contextlib.suppress(Exception):  # the store may be what failed
             finish_activity(store, activity_id, utc_now(), ended_by(error))
         raise
+
+
+ORPHANED = "interrupted (its process ended without a word: killed, or its store went away)"
+
+
+def close_orphaned_activities(store: GraphStore) -> int:
+    """Mark `running` activities whose process (on this machine) has ended: a kill -9, or a store that
+    went away before the run could say how it ended. Another machine's are left (nothing here can tell).
+    Their `ended_at` stays unset: when they ended is not known."""
+    rows = store.read("MATCH (a:Activity {outcome: $running}) WHERE a.owner IS NOT NULL RETURN a.id AS id, "
+                      "a.owner AS owner", {"running": RUNNING})  # fmt: skip
+    gone = [row["id"] for row in rows if not owner_runs(row["owner"])]
+    if gone:
+        store.write("MATCH (a:Activity) WHERE a.id IN $ids AND a.outcome = $running SET a.outcome = $why",
+                    {"ids": gone, "running": RUNNING, "why": ORPHANED})  # fmt: skip
+    return len(gone)
 
 
 def finish_activity(store: GraphStore, activity_id: str, ended_at: str, outcome: str) -> None:
