@@ -40,3 +40,10 @@ def test_unknown_store_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHIPLORE_STORE", "sqlite")
     with pytest.raises(ValueError):
         Settings()
+
+
+def test_neo4j_s_administration_database_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's CHIPLORE_NEO4J_DATABASE=system met a raw Cypher error in every command."""
+    monkeypatch.setenv("CHIPLORE_NEO4J_DATABASE", "System")
+    with pytest.raises(ValueError, match="administration database holds no graph"):
+        Settings()

@@ -4,6 +4,7 @@ a run on the embedded store can be explored in Neo4j Browser."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from chiplore.cli.render import to_json
 from chiplore.cli.run_options import Output, output_options
 from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
-from chiplore.kg.graph_io import Imported
+from chiplore.kg.graph_io import GraphFileError, Imported
 
 BROWSER_QUERY = "MATCH (k:Kernel)-[:BEST]->(d:DesignNode) RETURN k, d"
 
@@ -71,9 +72,15 @@ def graph_import(app: App, file: Path, replace: bool, progress_style: ProgressSt
     embedded data dir is made when it does not exist. The file is checked whole first."""
     if not file.is_file():
         raise ConfigError(f"no graph file {file}")
-    with app.session(create=True, unfinished_import=True) as session, \
-            _reporter(progress_style, f"import {file.name}") as reporter:  # fmt: skip
-        done = session.import_graph(file, replace=replace, on_progress=_counting(reporter))
+    made = app.settings.store == "embedded" and not app.settings.data_dir.exists()
+    try:
+        with app.session(create=True, unfinished_import=True) as session, \
+                _reporter(progress_style, f"import {file.name}") as reporter:  # fmt: skip
+            done = session.import_graph(file, replace=replace, on_progress=_counting(reporter))
+    except GraphFileError:  # refused before it wrote: the data dir this command made goes too
+        if made:
+            shutil.rmtree(app.settings.data_dir, ignore_errors=True)
+        raise
     _summary(done, f"{app.settings.store} store", as_json)
 
 

@@ -50,6 +50,14 @@ class Settings(BaseSettings):
             raise PydanticCustomError("data_dir_empty", "empty: unset it for the default, or name a folder")
         return value
 
+    @field_validator("neo4j_database")
+    @classmethod
+    def _a_data_database(cls, name: str) -> str:
+        if name.strip().lower() == "system":  # it holds no nodes: every query would be a raw Cypher error
+            raise PydanticCustomError("system_database", "Neo4j's administration database holds no graph: name "
+                                      "one that holds data (`neo4j` by default)")  # fmt: skip
+        return name
+
     @field_validator("seed")
     @classmethod
     def _seed_in_range(cls, seed: int) -> int:

@@ -56,3 +56,13 @@ def test_a_graph_an_interrupted_import_left_is_refused_until_an_import_finishes(
     assert chiplore(env, "db", "check").returncode == 0
     status = chiplore(env, "status", "--json")
     assert status.returncode == 0, status.stderr
+
+
+def test_an_import_refused_into_a_new_data_dir_leaves_no_data_dir(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "header", "format": "chiplore-graph", "version": 1, "schema_version": 3}\n'
+                   '{"kind": "end", "nodes": 2, "relationships": 0}\n')  # fmt: skip
+    data = tmp_path / "new"
+    env = {**os.environ, "CHIPLORE_STORE": "embedded", "CHIPLORE_DATA_DIR": str(data), "PYTHONPATH": str(ROOT)}
+    refused = chiplore(env, "graph", "import", str(bad))
+    assert refused.returncode == 1 and "the file holds 0" in refused.stderr and not data.exists()
