@@ -65,6 +65,8 @@ class Prices:
     reducer_throughput: float
     contract_step: float
     bank_run: float
+    # the chip's measured roof where it is below the ports' sum (HBM's side binds): every load shares it
+    roof: float | None = None
 
     @classmethod
     def of(cls, facts: Facts) -> Prices:
@@ -78,15 +80,20 @@ class Prices:
             "reducer_slice": P.REDUCER_SLICE, "reducer_throughput": P.REDUCER_THROUGHPUT,
             "contract_step": P.CONTRACT_STEP, "bank_run": P.BANK_RUN,
         }  # fmt: skip
-        return cls(**{name: _value(facts, key) for name, key in keys.items()})
+        values = {name: _value(facts, key) for name, key in keys.items()}
+        roof, clusters = facts.get(P.CHIP_ROOF.key), facts.get(P.CLUSTERS.key, P.CLUSTERS.default or 2.0)
+        below = roof is not None and roof < ROOF_BELOW_PORTS * clusters * values["cluster_port"]
+        return cls(**values, roof=roof if below else None)
 
+
+ROOF_BELOW_PORTS = 0.95  # a measured roof under this share of the ports' sum is another resource's, not theirs
 
 # The parameter keys the model reads: a design priced by it consults them.
 STATS_COST_PARAMS: tuple[ParamKey, ...] = (
     P.LAUNCH, P.DMA_START, P.DMA_QUEUED_START, P.ENGINE_BW, P.PACKET_OVERHEAD, P.DMN_BW, P.CLUSTER_PORT,
     P.INTERFERENCE, P.HBM_UNIT, P.PARTIAL_STORE, P.DM_TO_DM, P.CROSS_CLUSTER, P.DECODE_RATE, P.TRANSCENDENTAL,
     P.PASS_FIXED, P.HANDOFF, P.SWITCH_RING_FLIT, P.SWITCH_RING, P.REDUCER_SLICE, P.REDUCER_THROUGHPUT,
-    P.CONTRACT_STEP, P.BANK_RUN,
+    P.CONTRACT_STEP, P.BANK_RUN, P.CHIP_ROOF,
 )  # fmt: skip
 
 

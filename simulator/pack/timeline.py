@@ -19,6 +19,9 @@ from chiplore.simulator.pack.prices import Prices, flow_cap, pass_cycles
 EPS = 1e-9
 
 
+ROOF = "chip.roof"  # the pseudo-port every load shares where the measured roof is below the ports' sum
+
+
 @dataclass
 class _Part:
     op: int
@@ -194,6 +197,8 @@ def _parts(i: int, op: OpStats, p: Prices) -> list[_Part]:
     out = []
     for part in op.parts:
         ports = tuple(r for r in part.resources if r.startswith("cluster"))
+        if p.roof is not None and any(port.endswith(".ingress") for port in ports):
+            ports += (ROOF,)  # below the ports' sum, the chip's roof is shared by every load
         out.append(_Part(i, part.queue, True, left=part.counters.get("bytes", 0.0),
                          cap=flow_cap(variant, part.counters, p), ports=ports))  # fmt: skip
     return out
@@ -249,6 +254,8 @@ def _rates(running: dict[str, _Running], t: float, tu: list[tuple[str, ...]], al
 def _capacity(port: str, busy: set[str], closed: set[str], p: Prices) -> float:
     """A cluster port's bytes per cycle: ingress is slowed while a pass runs in the cluster and closed
     while a pass that must run alone runs there; egress is the port's full rate."""
+    if port == ROOF:
+        return p.roof or math.inf
     cluster, kind = port.split(".", 1)
     if kind != "ingress":
         return p.cluster_port

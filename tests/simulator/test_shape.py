@@ -22,7 +22,7 @@ from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
 from chiplore.simulator.pack import params as P
-from chiplore.simulator.pack.estimate import bottleneck
+from chiplore.simulator.pack.estimate import bottleneck, predict_stats
 from chiplore.simulator.pack.fits import search_shape
 from chiplore.simulator.pack.generator.build import write
 from chiplore.simulator.pack.generator.learnt import CompileOnly, compile_facts
@@ -212,6 +212,10 @@ def test_what_bounds_a_design_names_a_roof_below_the_ports_and_a_chain_of_start_
     big = SimRNGD().analyze(gemv(ChipShape()), "0.6.0")
     facts = {P.CLUSTERS.key: 2.0, P.CLUSTER_PORT.key: 285.0}
     assert "roof" not in bottleneck(big, {**facts, P.CHIP_ROOF.key: 565.0})  # the ports' sum, as measured
+    # the model shares the roof among the loads where it is below the ports' sum (the user's O: 0.89 -> 1.02 of true)
+    assert predict_stats(big, {**facts, P.CHIP_ROOF.key: 565.0}) == predict_stats(big, facts)
+    slower = predict_stats(big, {**facts, P.CHIP_ROOF.key: 100.0})  # below what its two engines move
+    assert slower is not None and slower > 1.5 * (predict_stats(big, facts) or 0)
     below = bottleneck(big, {**facts, P.CHIP_ROOF.key: 300.0})  # weighed beside the engines and the ports
     assert re.search(r"the chip's roof \(300 B/cycle measured, below its ports'\),? \d+%", below), below
     tiny = bottleneck(SimRNGD().analyze(TINY, "0.6.0"), facts)
