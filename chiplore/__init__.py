@@ -94,5 +94,6 @@ def open_session(*, create: bool = False, **settings: Any) -> AbstractContextMan
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
         source = field if field in settings else f"CHIPLORE_{field.upper()}"
-        raise ConfigError(f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}") from None
+        shown = "'***'" if "password" in field or "uri" in field else repr(first.get("input"))  # secrets unsaid
+        raise ConfigError(f"{source}={shown}: {first['msg'].removeprefix('Value error, ')}") from None
     return App(chosen).session(create=create)

@@ -72,7 +72,8 @@ class ChiploreMCP(MCPServer):
         except ToolError as error:
             if isinstance(error, UnexpectedToolError) or not isinstance(error.__cause__, ValidationError):
                 raise
-            raise ToolError(f"refused: {name}: {arguments_problem(error.__cause__)}") from None
+            # from the validation error: the SDK then logs the refused fields' names, not the caller's values
+            raise ToolError(f"refused: {name}: {arguments_problem(error.__cause__)}") from error.__cause__
 
 
 def arguments_problem(error: ValidationError) -> str:
@@ -193,7 +194,9 @@ class AnsweringBadLines:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
-            await self._write.send(SessionMessage(bad_line_answer(item)))
+            answer = bad_line_answer(item)
+            if answer is not None:
+                await self._write.send(SessionMessage(answer))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -215,14 +218,19 @@ class AnsweringBadLines:
         await self.aclose()
 
 
-def bad_line_answer(error: Exception) -> JSONRPCError:
+def bad_line_answer(error: Exception) -> JSONRPCError | None:
     """JSON-RPC 2.0's answer to a line that is no message: -32700 where it is no JSON, -32600 where
-    it is JSON of another shape (with its id where it gives a usable one, else null)."""
+    it is JSON of another shape (with its id where it gives a usable one, else null); None for what
+    reads as a broken response (a `result` or an `error`, no `method`): a response is never answered,
+    and an error with its id would fail the client's own request of that number."""
     problems = error.errors() if isinstance(error, ValidationError) else []
     if not problems or any(p["type"] == "json_invalid" for p in problems):
         return JSONRPCError(jsonrpc="2.0", id=None,
                             error=ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON"))  # fmt: skip
-    ids = [p["input"].get("id") for p in problems if isinstance(p.get("input"), dict)]
+    objects = [p["input"] for p in problems if isinstance(p.get("input"), dict)]
+    if any(("result" in o or "error" in o) and "method" not in o for o in objects):
+        return None
+    ids = [o.get("id") for o in objects]
     usable = next((i for i in ids if isinstance(i, str | int) and not isinstance(i, bool)), None)
     message = "Invalid Request: the line is JSON but no JSON-RPC 2.0 request, notification or response"
     return JSONRPCError(jsonrpc="2.0", id=usable, error=ErrorData(code=INVALID_REQUEST, message=message))

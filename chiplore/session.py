@@ -9,6 +9,7 @@ thin shell over it, and a Python user drives chiplore the same way:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,7 +376,7 @@ class Session:
 
     # -- the graph as a file -------------------------------------------------------------------------
 
-    def export_graph(self, path: Path, *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
+    def export_graph(self, path: str | os.PathLike[str], *, format: Literal["jsonl", "cypher"] = "jsonl") -> Exported:
         """Write the whole graph to `path`: JSON lines (chiplore.kg.graph_io's format, which `import_graph`
         reads) or a Cypher script for Neo4j. Written beside `path` first, then moved into place (through
         a symbolic link, to the file it names); a path that is not a file (a device, a pipe) is refused."""
@@ -399,7 +400,7 @@ class Session:
         _graph_format(format)
         return export_jsonl(self.store, out) if format == "jsonl" else export_cypher(self.store, out)
 
-    def import_graph(self, path: Path, *, replace: bool = False,
+    def import_graph(self, path: str | os.PathLike[str], *, replace: bool = False,
                      on_progress: Callable[[str, int], None] | None = None) -> Imported:  # fmt: skip
         """Read a JSON-lines graph file into this session's store, which must be empty (`replace`
         empties it first). The file is checked whole before anything is written."""

@@ -43,6 +43,7 @@ from chiplore.kg.graph_file import (
     RelationshipLine,
     read_lines,
 )
+from chiplore.kg.processes import owner_runs, this_process
 from chiplore.kg.repo.designs import working_owners
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from chiplore.kg.store import GraphStore
@@ -188,7 +189,9 @@ def check_complete(store: GraphStore, done: Exported) -> None:
     """Every node but the schema's own must carry a schema label; nothing may be left behind."""
     total = int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
     if total != done.nodes:
-        check_labelled(store, total - done.nodes)
+        check_labelled(store)  # nodes no label names, if that is why
+        raise GraphFileError(f"the graph changed while it was exported ({total:,} nodes counted at the end, "
+                             f"{done.nodes:,} written): export it again once nothing writes to it")  # fmt: skip
     relationships = int(store.read("MATCH ()-[r]->() RETURN count(r) AS c")[0]["c"])
     if relationships != done.relationships:
         raise GraphFileError(
@@ -215,17 +218,17 @@ class _Batches:
     relationships: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
 
 
-def check_labelled(store: GraphStore, missing: int | None = None) -> None:
+def check_labelled(store: GraphStore) -> None:
     """Refuse a graph holding nodes with no schema label: a graph file names a node by its label and
     key, so a copy or an export would leave them behind."""
     strays = store.read(
         f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} AND NOT ({' OR '.join(f'n:{label}' for label in LABELS)}) "
         "RETURN labels(n) AS labels, count(n) AS c"
     )
-    if strays or missing:
+    if strays:
         names = ", ".join(sorted({":".join(row["labels"]) or "(none)" for row in strays})[:5])
         raise GraphFileError(
-            f"{missing or sum(int(row['c']) for row in strays)} node(s) carry no schema label (labels: {names}); "
+            f"{sum(int(row['c']) for row in strays)} node(s) carry no schema label (labels: {names}); "
             "the graph file names nodes by their schema label and key"
         )
 
@@ -268,8 +271,7 @@ def import_lines(
     ensure_schema(store)
     # marked before the first delete, cleared after the last write: a graph an interrupted import
     # left half-written is refused by every command until an import finishes (unfinished_import)
-    store.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) SET m.started_at = $now, m.source = $source",
-                {"name": IMPORT_MARK, "now": utc_now(), "source": source})  # fmt: skip
+    _claim_import(store, source)
     while held and store.write(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} WITH n LIMIT 20000 DETACH DELETE n "
                                "RETURN count(*) AS deleted")[0]["deleted"]:  # fmt: skip
         pass
@@ -291,26 +293,50 @@ def import_lines(
         _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
     for pair in list(waiting.relationships):
         _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
-    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) DELETE m", {"name": IMPORT_MARK})
+    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
+                {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
     store.compact()
     return done
 
 
+def _claim_import(store: GraphStore, source: str) -> None:
+    """Mark the graph as being imported into by this process: an import another live process is
+    writing is refused (the two would delete and mix each other's nodes); a dead one's is taken over."""
+    me, now = this_process(), utc_now()
+    mark = {"name": IMPORT_MARK, "me": me, "now": now, "source": source}
+    rows = store.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) ON CREATE SET m.owner = $me, m.started_at = $now, "
+                       "m.source = $source RETURN m.owner AS owner", mark)  # fmt: skip
+    owner = rows[0]["owner"] if rows else me
+    if owner == me:
+        return
+    if owner and owner_runs(owner):
+        raise GraphFileError(f"an import into this graph is under way (process {owner}): let it finish")
+    taken = store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) WHERE m.owner = $old OR m.owner IS NULL "
+                        "SET m.owner = $me, m.started_at = $now, m.source = $source RETURN count(m) AS n",
+                        {**mark, "old": owner})  # fmt: skip
+    if not taken or not int(taken[0]["n"]):
+        raise GraphFileError("another import took this graph a moment ago: let it finish")
+
+
 def unfinished_import(store: GraphStore) -> str | None:
-    """What an import that did not finish left in the graph's mark (when and from what), or None."""
-    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.source AS source",
-                      {"name": IMPORT_MARK})  # fmt: skip
+    """What an import under way, or one that did not finish, left in the graph's mark, or None."""
+    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.source AS source, "
+                      "m.owner AS owner", {"name": IMPORT_MARK})  # fmt: skip
     if not rows:
         return None
-    return f"an import into this graph did not finish (started {rows[0]['at']}, from {rows[0]['source']})"
+    owner = rows[0]["owner"]
+    state = f"is under way (process {owner})" if owner and owner_runs(owner) else "did not finish"
+    return f"an import into this graph {state} (started {rows[0]['at']}, from {rows[0]['source']})"
 
 
 def refuse_unfinished_import(store: GraphStore) -> None:
-    """Refuse a graph an interrupted import left half-written (its old graph is gone already)."""
+    """Refuse a graph an import is writing, or one an interrupted import left half-written (its old
+    graph is gone already)."""
     left = unfinished_import(store)
     if left:
-        raise UnfinishedImport(f"{left}: the graph is partial; `chiplore graph import FILE --replace` "
-                               "imports it again (or `graph copy --replace` copies one in)")  # fmt: skip
+        remedy = ("let it finish" if "under way" in left else "`chiplore graph import FILE --replace` imports it "
+                  "again (or `graph copy --replace` copies one in)")  # fmt: skip
+        raise UnfinishedImport(f"{left}: the graph is partial; {remedy}")
 
 
 def _flush_nodes(

@@ -15,6 +15,7 @@ from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
 from chiplore.cli.render import FORMATS, emit_records
 from chiplore.core.errors import QueryParameterError, UnknownQuery
+from chiplore.kg.graph_io import refuse_unfinished_import
 from chiplore.kg.guard import UntrustedLimits
 
 CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look like; Cypher has spaces or ( )
@@ -59,6 +60,7 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
         missing = next((p.name for p in named.params if p.required and p.name not in given), None)
         raise QueryParameterError(f"{error}; pass -p {missing}=..." if missing else str(error)) from None
     with app.open_store() as store:
+        refuse_unfinished_import(store)  # a fragment's answers would read as the graph's
         rows = store.read(named.text, bound)
     emit_records(console, rows, fmt, title=name)
     if not rows:
@@ -122,6 +124,7 @@ def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
     values = parse_params(params)
     with app.open_store() as store:
+        refuse_unfinished_import(store)  # a fragment's answers would read as the graph's
         result = store.read_untrusted(text, values, limits=limits)
     emit_records(console, result.rows, "json" if as_json else fmt, columns=result.columns)
     if result.truncated:

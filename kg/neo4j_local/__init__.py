@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -118,14 +120,17 @@ def start(name: str = "default", password: str = "", *, fresh: bool = False) -> 
     would turn its authentication off), and a running one is not handed out for another password."""
     current = instance(name)
     made_with = _read_text(current.home / "auth") if not fresh else None
+    if made_with is None and not fresh and (current.home / "dbms").is_dir():
+        made_with = UNKNOWN_AUTH  # made before its authentication was kept: whether it had a password is unknown
     if current.running and not fresh:
-        if made_with is not None and made_with != _auth_mark(password):
+        if made_with not in (None, UNKNOWN_AUTH) and not _same_auth(made_with, password):
             raise Neo4jLocalError(f"instance {name!r} runs with {_said(made_with)}, and CHIPLORE_NEO4J_PASSWORD "
                                   f"{'is not set' if not password else 'is another'}: `stop` it first to start it "
                                   "with another")  # fmt: skip
         return current
     if made_with not in (None, NO_AUTH) and not password:
-        raise Neo4jLocalError(f"instance {name!r} was made with a password, and CHIPLORE_NEO4J_PASSWORD is not set: "
+        made = "a password" if made_with != UNKNOWN_AUTH else "a password, perhaps (an older chiplore made it)"
+        raise Neo4jLocalError(f"instance {name!r} was made with {made}, and CHIPLORE_NEO4J_PASSWORD is not set: "
                               "starting it so would turn its authentication off; set it (or --fresh starts a new "
                               "instance, deleting its data)")  # fmt: skip
     if current.running:
@@ -137,10 +142,10 @@ def start(name: str = "default", password: str = "", *, fresh: bool = False) -> 
     home.mkdir(parents=True, exist_ok=True)
     for stale in ("pid", "uri", "browser"):
         (home / stale).unlink(missing_ok=True)
-    last = _read_text(home / "ports")  # the ports of its last start, where they are free
-    port, http_port = (_free_port(int(kept)) for kept in (last.split() if last else ("0", "0")))
+    home.chmod(0o700)  # its store, its password's hash and its log are the user's alone
+    port, http_port = (_free_port(kept) for kept in _last_ports(home))
     (home / "ports").write_text(f"{port} {http_port}")
-    (home / "auth").write_text(_auth_mark(password))
+    _write_private(home / "auth", _auth_mark(password))
     log_path = home / "neo4j.log"
     env = {**os.environ, "NEO4J_LOCAL_PASSWORD": password}
     with open(log_path, "wb") as log_file:
@@ -195,9 +200,11 @@ def _terminate(pid: int) -> None:
 
 
 def _free_port(wanted: int = 0) -> int:
-    """`wanted` where it is free, else any free port (0: any)."""
+    """`wanted` where it is free, else any free port (0: any). SO_REUSEADDR as the server's own bind:
+    a port its last run left in TIME_WAIT (clients were connected) is free to it."""
     for port in dict.fromkeys((wanted, 0)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
@@ -206,12 +213,43 @@ def _free_port(wanted: int = 0) -> int:
     raise Neo4jLocalError("no free port on 127.0.0.1")
 
 
+def _last_ports(home: Path) -> tuple[int, int]:
+    """The Bolt and HTTP ports of the instance's last start; (0, 0) where none is kept or readable."""
+    kept = (_read_text(home / "ports") or "").split()
+    if len(kept) == 2 and all(k.isdigit() and 0 < int(k) < 65536 for k in kept):
+        return int(kept[0]), int(kept[1])
+    return 0, 0
+
+
 NO_AUTH = "none"
+UNKNOWN_AUTH = "unknown"  # an instance made before its authentication was kept
 
 
 def _auth_mark(password: str) -> str:
-    """How an instance authenticates, as kept beside it: never the password itself."""
-    return hashlib.sha256(password.encode()).hexdigest() if password else NO_AUTH
+    """How an instance authenticates, as kept beside it: a salted scrypt of its password, never the
+    password itself."""
+    if not password:
+        return NO_AUTH
+    salt = secrets.token_hex(16)
+    return f"scrypt${salt}${_scrypt(password, salt)}"
+
+
+def _same_auth(mark: str, password: str) -> bool:
+    if mark == NO_AUTH or not password:
+        return mark == NO_AUTH and not password
+    kind, _, rest = mark.partition("$")
+    salt, _, digest = rest.partition("$")
+    return kind == "scrypt" and hmac.compare_digest(digest, _scrypt(password, salt))
+
+
+def _scrypt(password: str, salt: str) -> str:
+    return hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt), n=2**14, r=8, p=1).hex()
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
 
 
 def _said(mark: str) -> str:

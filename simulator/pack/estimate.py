@@ -67,7 +67,8 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
         shares[f"the chip's roof ({roof:,.0f} B/cycle measured, below its ports')"] = inbound / roof / span
     ranked = sorted(shares.items(), key=lambda item: -item[1])
     # an engine busy with its commands' start-ups is no engine moving bytes: said, and not counted as work
-    note = {"the busiest DMA engine": f" ({started / engines:.0%} of it start-ups)" if started >= 0.1 * engines else ""}
+    note = {"the busiest DMA engine": f" ({started / engines:.0%} of it start-ups)"
+            if engines > 0 and started >= 0.1 * engines else ""}  # fmt: skip
     said = [f"{name} {share:.0%}{note.get(name, '')}" for name, share in ranked]
     working = {**shares, "the busiest DMA engine": moving / span}
     if max(working.values()) < LATENCY_BOUND:  # nothing works most of the time: the chain of dependent steps

@@ -5,6 +5,7 @@ graph and written part of the file. A user's every command then read the fragmen
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,9 +43,25 @@ def test_a_graph_an_interrupted_import_left_is_refused_until_an_import_finishes(
         yield from lines[: len(lines) // 2]
         raise KeyboardInterrupt  # the user's Ctrl-C half-way
 
-    with EmbeddedStore(data) as store, pytest.raises(KeyboardInterrupt):
-        import_lines(store, cut_short(), replace=True, source=str(graph))
-    for args in (("status",), ("best", "gemv"), ("graph", "export", str(tmp_path / "again.jsonl"))):
+    with EmbeddedStore(data) as store:
+        with pytest.raises(KeyboardInterrupt):
+            import_lines(store, cut_short(), replace=True, source=str(graph))
+        # while its process runs, the import is under way: commands wait for it, a second import is refused
+        live = chiplore(env, "graph", "import", str(graph), "--replace")
+        assert live.returncode == 1 and "an import into this graph is under way (process " in live.stderr
+        assert "let it finish" in chiplore(env, "status").stderr
+        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        store.write(
+            "MATCH (m:SchemaVersion {name: 'import-under-way'}) SET m.owner = $dead",
+            {"dead": f"{socket.gethostname()}:{int(ended.stdout)}"},
+        )  # its process has ended since
+    for args in (
+        ("status",),
+        ("best", "gemv"),
+        ("graph", "export", str(tmp_path / "again.jsonl")),
+        ("cypher", "MATCH (k:Kernel) RETURN k.name"),
+        ("query", "stale-facts"),
+    ):
         refused = chiplore(env, *args)
         errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
         assert refused.returncode == 1 and len(errors) == 1, refused.stderr

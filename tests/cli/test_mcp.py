@@ -114,6 +114,7 @@ def test_a_line_that_is_no_json_rpc_message_gets_json_rpc_s_error_and_the_server
          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         "this is not json", "[1, 2]", {"jsonrpc": "2.0", "id": 7, "method": 5},
+        {"jsonrpc": "2.0", "id": 0, "result": 5},  # a broken response: never answered (the client's id 0 is its own)
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
          "params": {"name": "cypher", "arguments": {"query": "RETURN 1 AS x"}}},
     ]  # fmt: skip

@@ -48,3 +48,24 @@ def test_a_free_port_asked_for_is_kept_and_a_taken_one_is_not() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         assert neo4j_local._free_port(port) != port
+
+
+def test_an_instance_an_older_chiplore_made_does_not_start_without_a_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made before its authentication was kept (a store, no auth file): it may have had a password."""
+    monkeypatch.setenv("CHIPLORE_NEO4J_LOCAL_HOME", str(tmp_path))
+    (neo4j_local.instance("old").home / "dbms").mkdir(parents=True)
+    with pytest.raises(neo4j_local.Neo4jLocalError, match=r"a password, perhaps \(an older chiplore made it\)"):
+        neo4j_local.start("old", "")
+
+
+def test_the_password_is_kept_salted_and_the_ports_file_read_with_care(tmp_path: Path) -> None:
+    first, second = neo4j_local._auth_mark("s3cret"), neo4j_local._auth_mark("s3cret")
+    assert first != second and neo4j_local._same_auth(first, "s3cret") and not neo4j_local._same_auth(first, "x")
+    assert neo4j_local._same_auth(neo4j_local.NO_AUTH, "") and not neo4j_local._same_auth(first, "")
+    for kept in ("abc", "7687", "99999 1", ""):
+        (tmp_path / "ports").write_text(kept)
+        assert neo4j_local._last_ports(tmp_path) == (0, 0)
+    (tmp_path / "ports").write_text("7687 7474")
+    assert neo4j_local._last_ports(tmp_path) == (7687, 7474)
