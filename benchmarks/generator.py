@@ -10,12 +10,13 @@ Per kernel and toolchain: the space's valid points (`points`, with the compile-t
 own probes find: `learnt.compile_facts`), how many of the programs compile (every program the search
 visits, and a random `--sample` of the others), the best true cycles a hill climb over the space finds
 (restarts from the best sampled point of each k-group choice, one knob moved at a time, at most
-`--evals` estimates or `--seconds`), that over the kernel's bound, and whether the best program
-passes the host test. `--chip FILE` measures on another chip (a CHIPLORE_SIM_TRUTH file; the bound
-is that chip's). `--packs DIR,...` adds packs of your own. `--random 6,17` adds random packs
-(`chiplore.simulator.testing.random_pack`, as benchmarks/unseen_kernels.py draws them; `--kernels ''`
-leaves the shipped ones out); `--exhaustive` prices every valid point instead of searching, so the
-best is the space's own.
+`--evals` estimates or `--seconds`), that over the kernel's bound and over its floor (the bound plus
+what every program pays besides moving weights: `chiplore.simulator.cost.bound.floor_cycles`), and
+whether the best program passes the host test. `--chip FILE` measures on another chip (a
+CHIPLORE_SIM_TRUTH file; the bound is that chip's). `--packs DIR,...` adds packs of your own.
+`--random 6,17` adds random packs (`chiplore.simulator.testing.random_pack`, as
+benchmarks/unseen_kernels.py draws them; `--kernels ''` leaves the shipped ones out); `--exhaustive`
+prices every valid point instead of searching, so the best is the space's own.
 
 True cycles come from `chiplore.simulator.cost.estimate` (the harness's noise-free cycles): the benchmark
 measures the generator, which itself never calls it.
@@ -40,7 +41,7 @@ from rich.table import Table
 
 from chiplore.core.pack import DesignSpace, Facts, Params, points
 from chiplore.simulator.cost import NotCompiled, estimate
-from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.cost.bound import floor_cycles, weight_bound_cycles
 from chiplore.simulator.execute.grading import host_test
 from chiplore.simulator.kernels.builtin import shipped_folders
 from chiplore.simulator.kernels.pack import KernelPack, read_pack
@@ -133,8 +134,8 @@ def climb(
 def run(pack: KernelPack, version: str, search: Search) -> dict[str, object]:
     spec, kernel = pack.spec, pack.spec.name
     problem = generation_problem(spec)
-    bound = weight_bound_cycles(spec.weight_bytes)
-    row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound}
+    bound, floor = weight_bound_cycles(spec.weight_bytes), floor_cycles(spec.weight_bytes)
+    row: dict[str, object] = {"kernel": kernel, "version": version, "bound": bound, "floor": floor}
     if problem:
         return {**row, "problem": problem}
     facts = compile_facts(version)
@@ -163,7 +164,8 @@ def run(pack: KernelPack, version: str, search: Search) -> dict[str, object]:
     failures += [f"{key(p)}: does not compile" for p in refused]
     tested = host_test(space.source(best_p, facts, version), pack.case, version) if best < math.inf else None
     row.update(points=len(valid), checked=visited + len(others), failed=len(failures), failures=failures[:3],
-               cycles=best, ratio=best / bound, params=best_p, seconds=time.perf_counter() - start,
+               cycles=best, ratio=best / bound, floor_ratio=best / floor, params=best_p,
+               seconds=time.perf_counter() - start,
                host=None if tested is None or tested.correctness is None else tested.correctness.passed)  # fmt: skip
     return row
 
@@ -193,7 +195,8 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     table = Table(title=f"generated designs ({'chip ' + args.chip if args.chip else 'default chip'}; true cycles)")
-    for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "host", "best knobs", "s"):
+    for column in ("kernel", "toolchain", "points", "compile", "best cycles", "x bound", "x floor", "host",
+                   "best knobs", "s"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("kernel", "best knobs") else "right")
     scratch = Path(tempfile.mkdtemp(prefix="chiplore-generator-"))
     packs = {kernel: shipped_pack(kernel) for kernel in args.kernels.split(",") if kernel}
@@ -209,11 +212,11 @@ def main() -> None:
             row = run(pack, version, search)
             rows.append(row)
             if "problem" in row:
-                table.add_row(kernel, version, "-", "-", "-", "-", "-", str(row["problem"]), "-")
+                table.add_row(kernel, version, "-", "-", "-", "-", "-", "-", str(row["problem"]), "-")
                 continue
             checked, failed = int(row["checked"]), int(row["failed"])  # type: ignore[call-overload]
             table.add_row(kernel, version, str(row["points"]), f"{checked - failed}/{checked}",
-                          f"{row['cycles']:,.0f}", f"{row['ratio']:.3f}", str(row["host"]),
+                          f"{row['cycles']:,.0f}", f"{row['ratio']:.3f}", f"{row['floor_ratio']:.3f}", str(row["host"]),
                           key(row["params"]), f"{row['seconds']:.0f}")  # type: ignore[arg-type]  # fmt: skip
             for failure in row["failures"]:  # type: ignore[attr-defined]
                 console.print(f"[red]{kernel} {version}: {failure}")

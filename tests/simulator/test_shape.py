@@ -17,10 +17,12 @@ from chiplore.ingest.chunks import chunk_page
 from chiplore.ingest.librarian import BuiltinLibrarian
 from chiplore.simulator._truth import ENV_VAR, ChipShape, TruthFileError, load_truth
 from chiplore.simulator.bench import microbenchmarks
-from chiplore.simulator.cost.bound import weight_bound_cycles
+from chiplore.simulator.cost.bound import floor_cycles, weight_bound_cycles
 from chiplore.simulator.cost.estimate import estimate
 from chiplore.simulator.docs.facts import VERSIONS
 from chiplore.simulator.execute.executor import execute_program
+from chiplore.simulator.kernels.builtin import shipped_folders
+from chiplore.simulator.kernels.pack import read_pack
 from chiplore.simulator.pack import params as P
 from chiplore.simulator.pack.estimate import bottleneck, predict_stats
 from chiplore.simulator.pack.fits import search_shape
@@ -222,6 +224,16 @@ def test_what_bounds_a_design_names_a_roof_below_the_ports_and_a_chain_of_start_
     assert tiny.startswith("bound by start-ups and hand-offs: no resource works 60% of its cycles ("), tiny
     assert "of it start-ups" in tiny and "the launch (200 cycles)" in tiny
     assert "ports carry" not in tiny
+
+
+def test_the_floor_is_below_every_program_and_above_the_bound() -> None:
+    """`floor_cycles` (benchmarks/generator.py's "x floor") is a lower bound: the tiny program and the
+    shipped packs' baselines take longer."""
+    tiny = estimate(TINY, "0.6.0").cycles
+    assert weight_bound_cycles(8 * 32 * 2) < floor_cycles(8 * 32 * 2) <= tiny
+    for folder in shipped_folders():
+        spec = read_pack(folder, "built-in").spec
+        assert floor_cycles(spec.weight_bytes) <= estimate(spec.baseline_source).cycles, spec.name
 
 
 def test_register_files_hold_what_the_chip_gives_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
