@@ -93,8 +93,11 @@ STATS_COST_PARAMS: tuple[ParamKey, ...] = (
     P.LAUNCH, P.DMA_START, P.DMA_QUEUED_START, P.ENGINE_BW, P.PACKET_OVERHEAD, P.DMN_BW, P.CLUSTER_PORT,
     P.INTERFERENCE, P.HBM_UNIT, P.PARTIAL_STORE, P.DM_TO_DM, P.CROSS_CLUSTER, P.DECODE_RATE, P.TRANSCENDENTAL,
     P.PASS_FIXED, P.HANDOFF, P.SWITCH_RING_FLIT, P.SWITCH_RING, P.REDUCER_SLICE, P.REDUCER_THROUGHPUT,
-    P.CONTRACT_STEP, P.BANK_RUN, P.CHIP_ROOF,
+    P.CONTRACT_STEP, P.BANK_RUN,
 )  # fmt: skip
+# Not among them: the chip's roof, which the model reads only where it is below the ports' sum (an
+# HBM-bound chip). A design consulting it everywhere moved it up the upgrade's re-measurement order
+# (by how many designs consulted each fact) on chips where it never priced anything.
 
 
 # ---- one op on its own -----------------------------------------------------------------------
