@@ -318,25 +318,29 @@ def _claim_import(store: GraphStore, source: str) -> None:
         raise GraphFileError("another import took this graph a moment ago: let it finish")
 
 
-def unfinished_import(store: GraphStore) -> str | None:
-    """What an import under way, or one that did not finish, left in the graph's mark, or None."""
+def unfinished_import(store: GraphStore) -> UnfinishedImport | None:
+    """What an import under way, or one that did not finish, left in the graph's mark (when, from
+    what, and what to do), or None."""
     rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.source AS source, "
                       "m.owner AS owner", {"name": IMPORT_MARK})  # fmt: skip
     if not rows:
         return None
-    owner = rows[0]["owner"]
-    state = f"is under way (process {owner})" if owner and owner_runs(owner) else "did not finish"
-    return f"an import into this graph {state} (started {rows[0]['at']}, from {rows[0]['source']})"
+    owner, started = rows[0]["owner"], f"(started {rows[0]['at']}, from {rows[0]['source']})"
+    if owner and owner_runs(owner):
+        return UnfinishedImport(f"an import into this graph is under way (process {owner}) {started}: the graph "
+                                "is partial; let it finish")  # fmt: skip
+    return UnfinishedImport(
+        f"an import into this graph did not finish {started}: the graph is partial; `chiplore "
+        "graph import FILE --replace` imports it again (or `graph copy --replace` copies one in)"
+    )
 
 
 def refuse_unfinished_import(store: GraphStore) -> None:
     """Refuse a graph an import is writing, or one an interrupted import left half-written (its old
     graph is gone already)."""
     left = unfinished_import(store)
-    if left:
-        remedy = ("let it finish" if "under way" in left else "`chiplore graph import FILE --replace` imports it "
-                  "again (or `graph copy --replace` copies one in)")  # fmt: skip
-        raise UnfinishedImport(f"{left}: the graph is partial; {remedy}")
+    if left is not None:
+        raise left
 
 
 def _flush_nodes(

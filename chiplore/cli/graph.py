@@ -112,19 +112,19 @@ def db_check(app: App, as_json: bool) -> None:
         info = store.server_info()
         version = schema_version(store)
         objects = store.schema_objects()
-        left = unfinished_import(store)
+        unfinished = unfinished_import(store)
     result = {
         **info.model_dump(),
         "schema_version": version,
         "schema_current": version == LATEST_VERSION,
         "unique_constraints": sum(o["kind"] == "unique" for o in objects),
         "indexes": sum(o["kind"] == "index" for o in objects),
-        "unfinished_import": left,
+        "unfinished_import": str(unfinished) if unfinished else None,
         "settings": app.settings.public_view(),
     }
     if as_json:
         click.echo(to_json(result))
-        if left:
+        if unfinished:
             raise SystemExit(1)
         return
     console.print(
@@ -134,7 +134,6 @@ def db_check(app: App, as_json: bool) -> None:
     console.print(
         f"schema v{version} ({state}); {result['unique_constraints']} unique constraints, {result['indexes']} indexes"
     )
-    if left:  # the server answers, but the graph is not whole
-        err_console.print(f"[red]error:[/red] {left}: the graph is partial; `chiplore graph import FILE --replace` "
-                          "imports it again", highlight=False)  # fmt: skip
+    if unfinished:  # the server answers, but the graph is not whole
+        err_console.print(f"[red]error:[/red] {unfinished}", highlight=False)
         raise SystemExit(1)
