@@ -83,7 +83,7 @@ def open_session(*, create: bool = False, **settings: Any) -> AbstractContextMan
 
     from chiplore.app import App
     from chiplore.core.errors import ConfigError
-    from chiplore.core.settings import Settings
+    from chiplore.core.settings import Settings, setting_error
 
     unknown = sorted(set(settings) - set(Settings.model_fields))
     if unknown:  # a mistyped keyword would fall back to the environment's value without a word
@@ -91,9 +91,5 @@ def open_session(*, create: bool = False, **settings: Any) -> AbstractContextMan
     try:
         chosen = Settings(**settings)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        source = field if field in settings else f"CHIPLORE_{field.upper()}"
-        shown = "'***'" if "password" in field or "uri" in field else repr(first.get("input"))  # secrets unsaid
-        raise ConfigError(f"{source}={shown}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise setting_error(error, settings, "CHIPLORE_", str) from None
     return App(chosen).session(create=create)

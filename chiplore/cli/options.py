@@ -18,8 +18,7 @@ from rich.console import Console, ConsoleDimensions
 
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
-from chiplore.core.errors import ConfigError
-from chiplore.core.settings import MAX_SEED, SEED_RANGE, Settings
+from chiplore.core.settings import MAX_SEED, SEED_RANGE, Settings, setting_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICIES = ("builtin", "llm")
@@ -119,18 +118,15 @@ def store_options(command: F) -> F:
         try:
             settings = Settings(**overrides)
         except ValidationError as error:
-            raise setting_error(error, overrides, "CHIPLORE_") from None
+            raise setting_error(error, overrides, "CHIPLORE_", _option) from None
         return command(*args, app=App(settings), **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
-def setting_error(error: ValidationError, given: dict[str, Any], prefix: str) -> ConfigError:
-    """A refused setting in one line naming where it came from: the option given, else its variable."""
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"])
-    source = f"--{field.replace('_', '-')}" if field in given else f"{prefix}{field.upper()}"
-    return ConfigError(f"{source}={first.get('input')!r}: {first['msg'].removeprefix('Value error, ')}")
+def _option(field: str) -> str:
+    """The command-line option that sets a setting's field."""
+    return f"--{field.replace('_', '-')}"
 
 
 def llm_options(command: F) -> F:
@@ -165,7 +161,7 @@ def llm_options(command: F) -> F:
         try:
             llm = LLMConfig(**given)
         except ValidationError as error:
-            raise setting_error(error, given, "CHIPLORE_LLM_") from None
+            raise setting_error(error, given, "CHIPLORE_LLM_", _option) from None
         return command(*args, llm=llm, **options)
 
     return wrapper  # type: ignore[return-value]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from chiplore.core.errors import ConfigError
 from chiplore.core.secrets import redact_uri
 
 StoreKind = Literal["embedded", "neo4j"]
@@ -83,3 +85,20 @@ class Settings(BaseSettings):
             "ray_address": self.ray_address,
             "search_predictions": self.search_predictions,
         }
+
+
+def setting_error(error: ValidationError, given: Mapping[str, Any], variable_prefix: str,
+                  named: Callable[[str], str]) -> ConfigError:  # fmt: skip
+    """A refused setting in one line naming where it came from: as it was given (`named`: a command's
+    option, the API's keyword), else its variable; a password is never shown, nor one inside a URI."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    source = named(field) if field in given else f"{variable_prefix}{field.upper()}"
+    value = first.get("input")
+    if "password" in field:
+        shown = "'***'"
+    elif ("uri" in field or "url" in field) and isinstance(value, str):
+        shown = repr(redact_uri(value))
+    else:
+        shown = "'***'" if "uri" in field or "url" in field else repr(value)
+    return ConfigError(f"{source}={shown}: {first['msg'].removeprefix('Value error, ')}")
