@@ -5,14 +5,12 @@ never work the same design, and a dead one's designs are finished by the next.""
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chiplore.core.clock import to_iso
-from chiplore.kg.processes import owner_runs
+from chiplore.kg.processes import owner_runs, this_process
 
 LEASE_S = 120.0  # a step (a device job, an A/B pair) takes seconds; a lease outlives many
 
@@ -21,7 +19,7 @@ LEASE_S = 120.0  # a step (a device job, an A/B pair) takes seconds; a lease out
 class Lease:
     """This process's identity as a design's owner, and how long its claims hold."""
 
-    owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    owner: str = field(default_factory=lambda: f"{this_process()}:{uuid.uuid4().hex[:8]}")  # host:pid:tag
     seconds: float = LEASE_S
 
     def until(self) -> str:

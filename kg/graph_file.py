@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from chiplore.core.errors import StoreError
 from chiplore.kg.repo.nodes import RELATIONSHIPS
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS
+from chiplore.kg.store import int64
 
 FORMAT = "chiplore-graph"
 FORMAT_VERSION = 1
@@ -180,20 +181,16 @@ def _check_properties(properties: dict[str, Any], where: str) -> None:
         if not name or "`" in name:
             raise GraphFileError(f"{where}: property name {name!r} cannot be stored (empty, or with a backtick)")
         items = value if isinstance(value, list) else [value]
-        if value is not None and not (all(_storable(item) for item in items) and len({_kind(i) for i in items}) <= 1):
+        # a list's items share one kind (Neo4j refuses a list of text and numbers, or of ints and floats)
+        if value is not None and not (all(_storable(item) for item in items) and len({type(i) for i in items}) <= 1):
             held = "text, a boolean, a 64-bit integer, a finite number, a list of one of them"
             raise GraphFileError(f"{where}: property {name!r} holds {json.dumps(value)[:80]}, which no store holds "
                                  f"({held})")  # fmt: skip
-
-
-def _kind(value: object) -> type:
-    """A list's items must share one (Neo4j refuses a list of text and numbers, or of ints and floats)."""
-    return type(value)
 
 
 def _storable(value: object) -> bool:
     if isinstance(value, bool | str):
         return True
     if isinstance(value, int):
-        return -(2**63) <= value < 2**63
+        return int64(value)
     return isinstance(value, float) and math.isfinite(value)

@@ -139,6 +139,11 @@ def finite_params(params: Params | None, query: str) -> dict[str, Any]:
     return {name: without_nul(value) for name, value in values.items()}
 
 
+def int64(value: int) -> bool:
+    """Whether an integer fits what both stores hold (64-bit signed: they cap a larger one silently)."""
+    return -(2**63) <= value < 2**63
+
+
 NUL_STANDIN = "\ufffd"  # what a NUL character of a text is stored as
 
 

@@ -19,6 +19,7 @@ from rich.console import Console, ConsoleDimensions
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
 from chiplore.core.settings import MAX_SEED, SEED_RANGE, Settings, setting_error
+from chiplore.kg.store import int64
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICIES = ("builtin", "llm")
@@ -255,7 +256,7 @@ def _int64(value: Any) -> bool:
     if isinstance(value, bool):
         return True
     if isinstance(value, int):
-        return -(2**63) <= value < 2**63
+        return int64(value)
     if isinstance(value, list):
         return all(_int64(item) for item in value)
     if isinstance(value, dict):
