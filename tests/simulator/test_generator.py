@@ -202,11 +202,18 @@ def test_a_small_kernel_of_whole_heads_spreads_its_columns_and_streams_what_it_m
     # f8 columns is the only one whose rows fill an HBM unit, but halving and quartering the columns
     # puts the rows' work on 2 and 4 times the slices: the space offers those too. And `direct` takes
     # the f8 codes as they stream in while the f4 ones, which 0.6.0 cannot stream, are decoded.
-    spec = read_pack(random_pack(9, tmp_path).folder, "random").spec
-    space = generated_space(spec)
+    built = read_pack(random_pack(9, tmp_path).folder, "random")
+    space = generated_space(built.spec)
     assert space is not None
-    assert dict((k.name, k.values) for k in space.knobs)["kgroups0"] == (1, 2, 4)
+    knobs = dict((k.name, k.values) for k in space.knobs)
+    assert knobs["kgroups0"] == (1, 2, 4)
+    # k's 384 f4 columns cut into tiles of 64 over 1 or 2 k-groups only; a looser cut (32s) adds 4, so
+    # its decode-bound contraction may run on twice the slices (the strict cut's counts stay)
+    assert knobs["kgroups1"] == (1, 2, 4)
     facts = compile_facts("0.6.0")
+    wide = next(p for p in points(space, facts) if p["kgroups1"] == 4)
+    result = host_test(space.source(wide, facts, "0.6.0"), built.case, "0.6.0", ("g0", "exact", "cancel"))
+    assert result.correctness is not None and result.correctness.passed, result.message
     setting = next(p for p in points(space, facts) if p["direct"] == 1)
     source = space.source(setting, facts, "0.6.0")
     streams = dict(re.findall(r"main\((\w+_weight)_c\)\n\s+\.fetch\([^\n]*\)(\n\s+\.decode\(\w+\))?", source))
@@ -499,6 +506,26 @@ def test_block_scaled_members_of_one_input_share_a_row_space_and_a_scale_buffer(
         assert len(re.findall(r"let norm_d(?:_\d+)?: dm<", source)) == 1, p  # the input normed once
         result = host_test(source, kv.case, "0.6.0", ("g0", "exact", "cancel"))
         assert result.correctness is not None and result.correctness.passed, (p, result.message)
+
+
+def test_block_scaled_rows_stream_in_chunks_as_large_as_the_level_asks(tmp_path: Path) -> None:
+    """Random pack 3: f8 q, k and v projections with bf16 scales per 32-block of 192 columns, 256 rows
+    of whole heads a slice on 4 slices. Block-scaled chunks were 2 to 8 rows whatever the level: 32
+    chunks of 8 rows, each a DMA start-up of ~340 cycles on 2 KB (14,163 cycles, 38x its bound).
+    The larger levels now take more rows, and those designs compute."""
+    built = read_pack(random_pack(3, tmp_path).folder, "random")
+    space = generated_space(built.spec)
+    assert space is not None
+    facts = compile_facts("0.6.0")
+    chunks = {}
+    for level in (1, 2, 3, 4):
+        setting = next(p for p in points(space, facts) if p["chunk"] == level)
+        source = space.source(setting, facts, "0.6.0")
+        chunks[level] = int(re.search(r"(\d+) chunks of (\d+) rows", source).group(2))  # type: ignore[union-attr]
+        if level == 4:
+            result = host_test(source, built.case, "0.6.0", ("g0", "exact", "cancel"))
+            assert result.correctness is not None and result.correctness.passed, result.message
+    assert chunks[4] > chunks[3] > chunks[2] > chunks[1] > 8, chunks
 
 
 def test_a_rounding_point_that_costs_a_pass_is_kept() -> None:

@@ -9,7 +9,9 @@ DMA engines per cluster for the weights, whether the last chunk is cut into smal
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
 contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
 Rows per slice follow from the k-groups: the fewest rows that fit the row-groups in the slices, whole
-heads when per-head ops run, and whole HBM units of output when the rows are stored. Where a design's
+heads when per-head ops run, and whole HBM units of output when the rows are stored. A slice's columns
+come in tiles of the fastest contraction's packet; where those admit few k-group counts (a small K of
+f4 codes), counts only a smaller tile admits are offered too, beside them. Where a design's
 stored rows still end in partial units on their slices (spread rows, a cluster's share no multiple of
 a unit), `stage` gathers them onto few slices in whole units before the store.
 """
@@ -63,6 +65,14 @@ class GroupShape:
     block: int | None  # the block of its block scales
     stored: bool  # its rows are written to an output
     fit: Fit = None  # type: ignore[assignment]  # how strictly rows and columns are cut (set by _shape)
+    looser: tuple[tuple[int, Fit], ...] = ()  # k-group counts only a looser cut admits, each with its cut
+
+    def at(self, kg: int) -> GroupShape:
+        """The shape as `kg` k-groups cut it: under its own looser cut where only that admits them."""
+        for count, fit in self.looser:
+            if count == kg:
+                return dataclasses.replace(self, fit=fit, looser=())
+        return self
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,9 @@ class Fit:
     f4 codes; a fetch packet of the fastest contraction, or a smaller one where K is no multiple of it:
     `column_packet` picks each design's), rows per slice in multiples of `rows` (a fold of 8 lanes, or
     4), over `clusters` clusters (both, or cluster 0 for rows that do not halve into whole row-groups).
-    The space takes the strictest that fits."""
+    The space takes the strictest that fits; where it admits fewer k-group counts than the space offers,
+    looser ones add theirs (a small K whose f4 columns do not cut into 64s over four k-groups cuts into
+    32s: more slices share a decode-bound contraction)."""
 
     step: int
     f4: int
@@ -179,30 +191,46 @@ class GeneratedSpace:
         blocks = {m.op.block for m in group.members if m.op.scale_kind == "block"}
         block = blocks.pop() if blocks else None
         stored = any(isinstance(op, Store | CacheWrite) for op in group.row_ops)
+        wanted = 4 if len(self.analysis.groups) == 1 else 3
         ranked: list[tuple[int, int]] = []
+        strict: Fit | None = None
+        looser: dict[int, Fit] = {}
         for counts in (KGROUPS, WIDE_KGROUPS):  # a K too long for 64 k-groups spreads over more
             for fit in FITS:
                 shape = GroupShape(row, k_axis, (), block, stored, fit)
                 for kg in counts:
+                    if kg in looser or any(kg == k for _, k in ranked):
+                        continue
                     geo = self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)  # before any fact
                     if geo is not None:
                         ranked.append((-(geo.groups * kg), kg))
-                if ranked:
+                        if strict is not None:
+                            looser[kg] = fit
+                if ranked and strict is None:
+                    strict = fit
+                if len(ranked) >= wanted:
                     break
             if ranked:
                 break
+        if strict is not None:
+            shape = GroupShape(row, k_axis, (), block, stored, strict)
         if not ranked:
             raise Unsupported(f"group {g}: no split of {group.rows} rows x {group.k} columns fits the slices "
                               f"({self._why_not(group, shape)})")  # fmt: skip
         # a k-group's weight rows should be at least an HBM unit long (shorter packets waste the engines),
         # but where few are, shorter ones fill the choices: a small kernel's rows of whole heads leave
         # most slices idle, and spreading their columns over more slices is what shortens its passes
-        row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in ranked}
-        long_enough = [item for item in ranked if row_bytes[item[1]] >= vocab.HBM_UNIT]
-        short = [item for item in ranked if item not in long_enough]
-        wanted = 4 if len(self.analysis.groups) == 1 else 3
-        chosen = tuple(sorted(kg for _, kg in (sorted(long_enough) + sorted(short))[:wanted]))
-        return GroupShape(row, k_axis, chosen, block, stored, shape.fit), space
+        strictly = [item for item in ranked if item[1] not in looser]
+        row_bytes = {kg: group.k // kg * min(dtype_bytes(m.dtype) for m in group.members) for _, kg in strictly}
+        long_enough = [item for item in strictly if row_bytes[item[1]] >= vocab.HBM_UNIT]
+        short = [item for item in strictly if item not in long_enough]
+        best = [kg for _, kg in (sorted(long_enough) + sorted(short))[:wanted]]
+        # the counts only a looser cut admits fill what is left, the nearest first: they add choices
+        # and never displace the strict cut's (faster packets where both fit)
+        filled = best + sorted(looser)[: wanted - len(best)]
+        chosen = tuple(sorted(filled))
+        cuts = tuple((kg, fit) for kg, fit in sorted(looser.items()) if kg in chosen)
+        return GroupShape(row, k_axis, chosen, block, stored, shape.fit, cuts), space
 
     def _chained_axis(self, group: Group) -> str | None:
         """A chained group reduces over its producer's row axis itself when that is an atom and the
@@ -226,6 +254,7 @@ class GeneratedSpace:
 
     def _geometry_or_why(self, group: Group, shape: GroupShape, kg: int, chunk_level: int, depth: int,
                          unit: int, spread: bool = False) -> Geometry | str:  # fmt: skip
+        shape = shape.at(kg)
         key = (group.index, shape, kg, chunk_level, depth, unit, spread)
         if key not in self._geometries:
             self._geometries[key] = self._new_geometry(group, shape, kg, chunk_level, depth, unit, spread)
@@ -322,7 +351,7 @@ class GeneratedSpace:
         return geo.chunk_rows * geo.width * max(dtype_bytes(m.dtype) for m in group.members) * members
 
     def _rows_ok(self, group: Group, shape: GroupShape, r: int) -> bool:
-        if shape.block:  # a flit of bf16 rows is at least 4 of them; chunks of 2 to 8 rows
+        if shape.block:  # a flit of bf16 rows is at least 4 of them
             if r % 4:
                 return False
         elif r % shape.fit.rows:  # the rows of a chunk fold onto the lanes
@@ -335,7 +364,10 @@ class GeneratedSpace:
     def _chunk_rows(self, group: Group, shape: GroupShape, r: int, width: int, level: int) -> int | None:
         """The chunk of the level: the rows whose weights come closest to its target."""
         step = shape.fit.rows
-        options = [c for c in ((2, 4, 6, 8) if shape.block else range(step, r + 1, step)) if r % c == 0 and c <= r]
+        # block-scaled rows come in 2, 4 or 6 too (a flit of bf16 rows is 4), and in whole folds up to the
+        # slice's rows: a small kernel of whole heads streams them in few large chunks, not 8 rows at a time
+        folds = range(step, r + 1, step)
+        options = [c for c in (sorted({2, 4, 6, *folds}) if shape.block else folds) if r % c == 0]
         per_row = (
             width * max(dtype_bytes(m.dtype) for m in group.members) * (len(group.members) if group.stacked else 1)
         )
