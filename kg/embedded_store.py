@@ -30,6 +30,7 @@ from chiplore.kg.guard import (
     QueryTimedOut,
     RowCap,
     UntrustedLimits,
+    blank_comments,
     capped_query,
     check_params,
     check_text,
@@ -111,11 +112,11 @@ class EmbeddedStore:
         check_text(query)
         check_params(params)
         self._ensure_open()
-        body = query.strip().rstrip(";")
+        body = blank_comments(query).strip().rstrip(";")
         columns = return_columns(body)
         capped, added = capped_query(body, limits.max_rows) if has_return(body) else (body, "")
         header = _params_header(finite_params(params, query))  # the texts sent are the ones the server lists as running
-        sent = [header + query]
+        sent = [header + body]
         timeout_ms = max(1, math.ceil(1000 * limits.timeout_s))
 
         clients: list[FalkorDB] = []
@@ -205,7 +206,8 @@ class EmbeddedStore:
         self._ensure_open()
         values = finite_params(params, query)
         try:
-            lines = self._db.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, _params_header(values) + query)
+            text = _params_header(values) + blank_comments(query)
+            lines = self._db.connection.execute_command("GRAPH.EXPLAIN", GRAPH_NAME, text)
         except redis.exceptions.ResponseError as error:
             raise _query_error(error, query) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
@@ -219,10 +221,11 @@ class EmbeddedStore:
         self._ensure_open()
         values = finite_params(params, query)
         timeout_ms = max(1, math.ceil(1000 * (timeout_s or self.query_timeout_s)))
+        text = blank_comments(query)
         try:
             if read_only:
-                return self._graph.ro_query(query, values, timeout=timeout_ms)
-            return self._graph.query(query, values, timeout=timeout_ms)
+                return self._graph.ro_query(text, values, timeout=timeout_ms)
+            return self._graph.query(text, values, timeout=timeout_ms)
         except redis.exceptions.ResponseError as error:
             raise _query_error(error, query, timeout_s or self.query_timeout_s) from error
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:

@@ -96,7 +96,7 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
     """Refuse a query that is too long or nests too deep, before any server parses it."""
     if not query.strip():
         raise QueryRefused("the query is empty")
-    if not _code(query).strip():  # FalkorDB calls a comment alone "more than one statement"
+    if not blank_comments(query).strip():  # FalkorDB calls a comment alone "more than one statement"
         raise QueryRefused("the query is only comments")
     if len(query) > max_chars:
         raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
@@ -146,8 +146,10 @@ def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
         index = end
 
 
-def _code(query: str) -> str:
-    """The query without its comments (strings and quoted names kept whole)."""
+def blank_comments(query: str) -> str:
+    """The query with each comment's characters turned to spaces (its newlines kept), so that every
+    position in it is the user's. FalkorDB's parser crashed the embedded server on a query that opens
+    with a comment (and named a column after a comment that followed its expression)."""
     kept, index, length = [], 0, len(query)
     while index < length:
         if query[index] in "'\"`":
@@ -155,6 +157,7 @@ def _code(query: str) -> str:
             kept.append(query[index:end])
             index = end
         elif (past := _skip_comment(query, index)) > index:
+            kept.append(re.sub(r"[^\n]", " ", query[index:past]))
             index = past
         else:
             kept.append(query[index])

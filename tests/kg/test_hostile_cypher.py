@@ -60,6 +60,14 @@ WITH_LED = [
     ("MATCH (c:Concept) WITH c ORDER BY c.n DESC RETURN c.n AS n", [{"n": 3}, {"n": 2}, {"n": 1}]),
     ("WITH 1 AS one MATCH (c:Concept) WHERE c.n > one RETURN count(c) AS n", [{"n": 2}]),
     ("WITH 'x' AS __chiplore_row RETURN __chiplore_row", [{"__chiplore_row": "x"}]),
+    # a leading comment and two MATCH clauses crashed the embedded server (FalkorDB's parser, SIGSEGV):
+    # queries/*.cypher sent through `chiplore cypher - < file` open so
+    ("// a comment first\nMATCH (a:Concept) MATCH (b:Concept) RETURN count(*) AS n", [{"n": 9}]),
+    ("/* a block\n comment */ MATCH (a:Concept {n: 1}) MATCH (b:Concept) RETURN count(b) AS n", [{"n": 3}]),
+    # a comment after the last expression is no part of the column's name (it was, on the embedded store)
+    ("MATCH (c:Concept) RETURN count(c) // ; CREATE (:Concept)", [{"count(c)": 3}]),
+    ("MATCH (c:Concept {n: 2}) RETURN c.n /* the number */", [{"c.n": 2}]),
+    ("RETURN '// no comment' AS s, \"/* nor this */\" AS t", [{"s": "// no comment", "t": "/* nor this */"}]),
 ]
 
 
