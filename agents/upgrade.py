@@ -83,7 +83,7 @@ class UpgradeSummary(BaseModel):
     already_done: bool  # this run found the upgrade finished and changed nothing
     budget_s: float
     device_s: float  # the whole upgrade's, resumed runs included
-    stale: dict[str, int]  # facts this run marked stale, by label
+    stale: dict[str, int]  # facts of the old version stale as this run began its work (a resumed run: still), by label
     docs: DocsSummary | None
     rules: RuleDiff
     language: LanguageSummary | None = None  # the summary of the new version, with what changed
@@ -114,7 +114,7 @@ def _upgrade(store: GraphStore, target: Target, state: Upgrade, activity: Activi
     previous, version = state.from_version, state.to_version
     set_active_toolchain(store, target.name, version)
     stale = mark_stale(store, target.name, previous, version)
-    say(f"{version} is active; {sum(stale.values())} fact(s) of {previous} marked stale")
+    say(f"{version} is active; {sum(stale.values())} fact(s) of {previous} stale")
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     say(f"docs: {docs.pages} page(s) read; {docs.reused_chunks} of {docs.chunks} paragraphs unchanged since {previous}")

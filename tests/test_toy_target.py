@@ -381,7 +381,12 @@ def test_optimize_after_an_upgrade_its_budget_left_unfinished_stops_the_kernel_i
         stopped = session.optimize(toolchain=NEW)
         assert "not re-validated yet" in stopped.stopped[GEMV] and f"toolchain upgrade {NEW}" in stopped.stopped[GEMV]
         assert stopped.device_s == 0
-        session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)  # finished: the kernel goes on
+        began = "MATCH (a:Activity {role: 'upgrade'}) RETURN a.started_at AS at"
+        first = store.read(began)
+        resumed = session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)  # finished: the kernel goes on
+        assert store.read(began) == first  # the resumed run keeps when the upgrade began
+        # the facts of OLD still stale as the resumed run began: none newly marked, but not 0 beside them
+        assert resumed.stale.get("Measurement", 0) >= len(resumed.measurements.stale)
         assert "not re-validated" not in session.optimize(toolchain=NEW).stopped[GEMV]
 
 

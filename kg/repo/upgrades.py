@@ -45,14 +45,21 @@ def finish_upgrade(store: GraphStore, upgrade_id: str, summary_json: str, ended_
 
 
 def mark_stale(store: GraphStore, target: str, previous: str, version: str) -> dict[str, int]:
-    """Current facts that hold under `previous` but not (yet) under `version` become `stale`.
+    """Current facts that hold under `previous` but not (yet) under `version` become `stale`; gives the
+    facts of `previous` stale now, by label (those a run before this one of the upgrade marked and no
+    re-check has settled too: a resumed upgrade reported 0 beside 22 measurements still stale).
     Safe to repeat: a fact re-checked under `version` is linked there, or no longer current."""
     params = {"old": Toolchain.id_of(target, previous), "new": Toolchain.id_of(target, version)}
     out = {}
     for label, rel in VERSIONED_FACTS:
-        rows = store.write(
+        store.write(
             f"MATCH (f:{label} {{status: 'current'}})-[:{rel}]->(:Toolchain {{id: $old}}) "
-            f"WHERE NOT (f)-[:{rel}]->(:Toolchain {{id: $new}}) SET f.status = 'stale' RETURN count(f) AS n",
+            f"WHERE NOT (f)-[:{rel}]->(:Toolchain {{id: $new}}) SET f.status = 'stale'",
+            params,
+        )
+        rows = store.read(
+            f"MATCH (f:{label} {{status: 'stale'}})-[:{rel}]->(:Toolchain {{id: $old}}) "
+            f"WHERE NOT (f)-[:{rel}]->(:Toolchain {{id: $new}}) RETURN count(f) AS n",
             params,
         )
         out[label] = int(rows[0]["n"]) if rows else 0

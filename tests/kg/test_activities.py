@@ -56,3 +56,15 @@ def test_an_owner_in_another_pid_namespace_of_the_same_host_name_is_not_judged_b
     assert owner_runs(f"{this_machine()}:{os.getpid()}:t")
     assert owner_runs(f"{host}@1:{dead_pid}:t")  # another namespace of this host name: nothing to tell
     assert not owner_runs(f"{host}:{dead_pid}")  # an older chiplore's owner: judged by its host name alone
+
+
+def test_an_activity_recorded_again_keeps_when_it_first_began(embedded_store: EmbeddedStore) -> None:
+    """A rerun of an upgrade its budget left open records the upgrade's activity again: it replaced the
+    start, so what the first run created read as made before its activity began."""
+    ensure_schema(embedded_store)
+    record_activity(embedded_store, Activity(id="upgrade-x", role="upgrade", policy="builtin", outcome=RUNNING,
+                                             started_at="2026-12-07T07:13:40Z"))  # fmt: skip
+    record_activity(embedded_store, Activity(id="upgrade-x", role="upgrade", policy="builtin", outcome=RUNNING,
+                                             started_at="2026-12-07T07:14:37Z"))  # fmt: skip
+    rows = embedded_store.read("MATCH (a:Activity {id: 'upgrade-x'}) RETURN a.started_at AS at")
+    assert rows == [{"at": "2026-12-07T07:13:40Z"}]
