@@ -13,7 +13,7 @@ from chiplore.app import App
 from chiplore.cli.complete import query_names, query_params
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
-from chiplore.cli.render import FORMATS, emit_records
+from chiplore.cli.render import FORMAT_HELP, FORMATS, emit_records
 from chiplore.core.errors import QueryParameterError, UnknownQuery
 from chiplore.kg.graph_io import refuse_unfinished_import
 from chiplore.kg.guard import UntrustedLimits
@@ -33,7 +33,7 @@ VALUE_LISTS = {"param": "`chiplore params` lists the parameter keys the graph ho
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", shell_complete=query_params,
               help="A parameter of the query, converted to the type its header declares.")  # fmt: skip
 @store_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=FORMAT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json: bool) -> None:
     """Run a named query read-only; without NAME, list the named queries with their typed parameters."""
@@ -91,7 +91,7 @@ def _typed(named: named_queries.NamedQuery, params: tuple[str, ...]) -> dict[str
 
 @main.command("params")
 @store_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=FORMAT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 def params_command(app: App, fmt: str, as_json: bool) -> None:
     """The parameter keys the graph holds (measured, or stated by the docs): unit, counts, latest
@@ -109,7 +109,7 @@ def params_command(app: App, fmt: str, as_json: bool) -> None:
               help="A parameter: a literal (3, 2.5, true, null, [1, 2], 'text'; anything else is text), or of "
                    "the TYPE it names (str, int, float, bool, json): -p v:str=3.")  # fmt: skip
 @store_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=FORMAT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 @click.option("--max-rows", type=click.IntRange(min=1), default=UntrustedLimits.max_rows, show_default=True,
               help="Rows to show at most; the rest is cut as it arrives (and stderr says so).")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -53,6 +54,8 @@ def print_records(console: Console, records: Sequence[Record], *, as_json: bool,
 
 
 FORMATS = ("table", "json", "csv", "markdown")
+FORMAT_HELP = ("Output format: json and csv carry every digit of a float (csv writes booleans true/false); "
+               "table and markdown show 12 significant digits.")  # fmt: skip
 
 
 def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title: str | None = None,
@@ -70,7 +73,7 @@ def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([[_cell(record.get(column)) for column in columns] for record in records])
+        writer.writerows([[_datum(record.get(column)) for column in columns] for record in records])
         click.echo(buffer.getvalue(), nl=False)
         return
     if not columns:
@@ -83,9 +86,22 @@ def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title
     click.echo("\n".join(lines))
 
 
+def _datum(value: Any) -> str:
+    """A CSV field: every float to the digits that read back as it (JSON's), a boolean as Cypher writes
+    it. CSV is what a spreadsheet or a dashboard loads: it carried 12 significant digits, a table's."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    return _cell(value)
+
+
 def _cell(value: Any) -> str:
+    """A table's or a Markdown table's cell: floats to 12 significant digits."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         # every digit a reader may need: a byte count of 1,048,568 read 1.04857e+06 at six figures
         return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.12g}"
