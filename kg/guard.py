@@ -165,6 +165,20 @@ def blank_comments(query: str) -> str:
     return "".join(kept)
 
 
+def parameter_names(query: str) -> set[str]:
+    """The `$name`s a query reads (none inside a string or a comment)."""
+    code, index = [], 0
+    text = blank_comments(query)
+    while index < len(text):
+        if text[index] in "'\"":
+            index = _skip_quoted(text, index)
+            code.append(" ")
+        else:
+            code.append(text[index])
+            index += 1
+    return {plain or quoted for plain, quoted in re.findall(r"\$\s*(?:(\w+)|`([^`]*)`)", "".join(code))}
+
+
 def _skip_comment(query: str, start: int) -> int:
     """Where the comment that starts at `start` ends (`start` itself where none does)."""
     if query.startswith("//", start):

@@ -16,7 +16,7 @@ from chiplore.cli.options import console, err_console, parse_params, split_param
 from chiplore.cli.render import FORMAT_HELP, FORMATS, emit_records
 from chiplore.core.errors import QueryParameterError, UnknownQuery
 from chiplore.kg.graph_io import refuse_unfinished_import
-from chiplore.kg.guard import UntrustedLimits
+from chiplore.kg.guard import UntrustedLimits, parameter_names
 
 CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look like; Cypher has spaces or ( )
 
@@ -106,8 +106,9 @@ def params_command(app: App, fmt: str, as_json: bool) -> None:
 @main.command()
 @click.argument("text")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME[:TYPE]=VALUE",
-              help="A parameter: a literal (3, 2.5, true, null, [1, 2], 'text'; anything else is text), or of "
-                   "the TYPE it names (str, int, float, bool, json): -p v:str=3.")  # fmt: skip
+              help="A parameter, once each: a literal (3, 2.5, true, null, 'text', a list or map in Cypher's "
+                   "or JSON's words: ['a', 'b'], {k: 1}; anything else is text), or of the TYPE it names (str, "
+                   "int, float, bool, json): -p v:str=3. One the query does not read is refused.")  # fmt: skip
 @store_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=FORMAT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
@@ -123,6 +124,9 @@ def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool
             text = stream.read()
     limits = UntrustedLimits(max_rows=max_rows, timeout_s=app.settings.query_timeout_s)
     values = parse_params(params)
+    unused = sorted(set(values) - parameter_names(text))
+    if unused:  # as `query` refuses a parameter its query does not take (a misspelt name did nothing)
+        raise click.BadParameter(f"the query reads no ${unused[0]}", param_hint="-p")
     with app.open_store() as store:
         refuse_unfinished_import(store)  # a fragment's answers would read as the graph's
         result = store.read_untrusted(text, values, limits=limits)

@@ -66,6 +66,21 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
     run(env, "init")
     result = run(env, "cypher", "MATCH (t:Toolchain {version: $v}) RETURN t.status AS s", "-p", "v=0.6.0", "--json")
     assert json.loads(result.stdout) == [{"s": "active"}]
+    # Cypher's own list and map literals are lists and maps (`['a', 'b']` became the text "['a', 'b']",
+    # and `WHERE x IN $s` then failed on a string)
+    listed = run(env, "cypher", "MATCH (t:Toolchain) WHERE t.version IN $s RETURN t.version AS v ORDER BY v",
+                 "-p", "s=['0.5.0', '0.7.0']", "--json")  # fmt: skip
+    assert json.loads(listed.stdout) == [{"v": "0.5.0"}, {"v": "0.7.0"}]
+    mapped = run(env, "cypher", "RETURN $m.k AS k, $m.on AS on", "-p", "m={k: 'x', on: true}", "--json")
+    assert json.loads(mapped.stdout) == [{"k": "x", "on": True}]
+    for given, said in (("s=[1, 2", "opens a list or a map but is not one"), ("s={1, 2}", "is not one"),
+                        ("s=[os]", "is not one")):  # fmt: skip
+        refused = run(env, "cypher", "RETURN $s AS s", "-p", given)
+        assert refused.exit_code == 2 and said in refused.stderr, refused.stderr
+    twice = run(env, "cypher", "RETURN $s AS s", "-p", "s=1", "-p", "s=2")  # the last one silently won
+    assert twice.exit_code == 2 and "s is given twice" in twice.stderr
+    unused = run(env, "cypher", "RETURN '$s' AS s // $s", "-p", "s=1")  # as `query` refuses a misspelt one
+    assert unused.exit_code == 2 and "the query reads no $s" in unused.stderr
 
 
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
