@@ -87,6 +87,13 @@ def falkordb_hint(message: str, query: str) -> str | None:
         return (f"the embedded store (FalkorDB) has no {temporal.group(1)}(); chiplore stores times as ISO-8601 "
                 "text (`measured_at`, `created_at`, `decided_at`, `started_at`), so compare them as strings "
                 "(`WHERE m.measured_at >= '2026-12-01'`), or run the query on the Neo4j store")  # fmt: skip
+    if message.startswith("errMsg: Invalid input") and re.match(r"(?is)\s*SHOW\b", query):
+        return ("the embedded store (FalkorDB) has no SHOW commands: CALL db.indexes() and CALL db.constraints() "
+                "list its indexes and constraints")  # fmt: skip
+    neo4j_only = re.match(r"Procedure `(db\.schema\.\w+)` is not registered", message)
+    if neo4j_only:
+        return (f"{neo4j_only.group(1)} is Neo4j's; the embedded store (FalkorDB) answers db.labels(), "
+                "db.relationshipTypes(), db.propertyKeys(), db.indexes() and db.constraints()")  # fmt: skip
     if message.startswith("Missing parameters"):  # FalkorDB does not say which
         names = sorted(set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", query)))
         return f"the query uses {', '.join('$' + n for n in names)}: give each a value" if names else None

@@ -100,12 +100,54 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
         raise QueryRefused("the query is only comments")
     if len(query) > max_chars:
         raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
+    refused = _refused_command(query)
+    if refused:
+        raise QueryRefused(refused)
     deepest = max((depth + 1 for token, depth, _ in _tokens(query) if token in _OPENERS), default=0)
     if deepest > max_nesting:
         raise QueryRefused(
             f"the query nests brackets or CASE {deepest} levels deep, more than {max_nesting}; "
             "flatten it (WITH clauses, UNWIND) instead"
         )
+
+
+# What a query opening with these words is: a command of the server, refused in one line on both stores
+# before either parses it (FalkorDB answered its parser's raw text; Neo4j's read-only session called
+# SHOW DATABASES a write).
+_ADMIN_WORDS = frozenset({"GRANT", "DENY", "REVOKE", "ALTER", "DROP", "START", "STOP", "TERMINATE", "RENAME",
+                          "USE", "ENABLE", "DEALLOCATE", "REALLOCATE", "DRYRUN"})  # fmt: skip
+_ADMIN_CREATED = frozenset({"USER", "ROLE", "DATABASE", "ALIAS", "COMPOSITE", "OR", "SERVER"})
+_LISTINGS = re.compile(
+    r"(?i)SHOW\s+(?:(?:ALL|BUILT\s+IN|USER\s+DEFINED|RANGE|TEXT|POINT|LOOKUP|FULLTEXT|VECTOR|UNIQUE|EXIST|"
+    r"EXISTENCE|NODE|RELATIONSHIP|REL|KEY|PROPERTY)\s+)*(?:INDEX|CONSTRAINT|PROCEDURE|FUNCTION)(?:E?S)?\b"
+)
+
+
+def _refused_command(query: str) -> str | None:
+    """Why a query that is a command rather than a read is refused (None for a read, and for the
+    listings of schema objects Neo4j answers: SHOW INDEXES and its kin)."""
+    code = blank_comments(query).strip()
+    words = code.split(None, 2)
+    first = words[0].upper() if words else ""
+    second = words[1].upper() if len(words) > 1 else ""
+    if first in ("EXPLAIN", "PROFILE"):
+        return f"{first} is not run on the read-only path: send the query itself (its plan is checked there)"
+    if first == "SHOW":
+        if _LISTINGS.match(code):
+            return None
+        return f"administration commands are refused on the read-only path ({' '.join(code.split()[:2])})"
+    if first in _ADMIN_WORDS or (first == "CREATE" and second in _ADMIN_CREATED):
+        return (f"administration commands and schema changes are refused on the read-only path "
+                f"({' '.join(code.split()[:2])})")  # fmt: skip
+    for name in _called_procedures(code):  # before a store says it has no such procedure (apoc.*)
+        if name is not None and name not in READ_ONLY_PROCEDURES:
+            return _procedure_refused(name)
+    return None
+
+
+def _procedure_refused(name: str | None) -> str:
+    allowed = ", ".join(sorted(READ_ONLY_PROCEDURES))
+    return f"procedure {name or '(unnamed)'} is refused on the read-only path (allowed: {allowed})"
 
 
 def check_params(params: Mapping[str, Any] | None) -> None:
@@ -299,8 +341,7 @@ def refusal(plan: PlanNode, query: str) -> str | None:
             names = [_procedure_name(node.detail)] if node.detail else _called_procedures(query)
             for name in names or [None]:
                 if name not in READ_ONLY_PROCEDURES:
-                    allowed = ", ".join(sorted(READ_ONLY_PROCEDURES))
-                    return f"procedure {name or '(unnamed)'} is refused on the read-only path (allowed: {allowed})"
+                    return _procedure_refused(name)
     return None
 
 

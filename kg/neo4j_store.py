@@ -176,8 +176,7 @@ class Neo4jStore:
         if summary.query_type in ("w", "rw"):
             raise WriteRefused("writes are refused on the read-only path; this query modifies the graph")
         if summary.query_type == "s":
-            raise WriteRefused("writes are refused on the read-only path; this query changes the schema "
-                               "or administers the server")  # fmt: skip
+            raise QueryRefused("schema changes and administration commands are refused on the read-only path")
         if summary.query_type != "r":
             raise QueryRefused("only queries that read the graph run on the read-only path")
         if summary.database not in (None, self.database):
@@ -225,7 +224,12 @@ class Neo4jStore:
             return WriteRefused("writes are refused on the read-only path; this query modifies the graph")
         if code == "Neo.ClientError.Database.DatabaseNotFound":
             return StoreUnavailable(f"Neo4j at {self.address} has no database {self.database!r}")
-        return QueryError(f"Cypher error: {_message(error, self._secrets)}")
+        message = _message(error, self._secrets)
+        if re.search(r"no procedure with the name `?db\.(indexes|constraints)\b", message):
+            # FalkorDB's listings; Neo4j 5 has commands for them
+            listing = "INDEXES" if "db.indexes" in message else "CONSTRAINTS"
+            return QueryError(f"Cypher error: {message}: Neo4j 5 lists them with SHOW {listing}")
+        return QueryError(f"Cypher error: {message}")
 
     # -- schema ---------------------------------------------------------------------------------
 

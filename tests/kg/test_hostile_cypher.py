@@ -112,6 +112,39 @@ def test_a_schema_change_is_refused_in_words(store: GraphStore) -> None:
     assert "type:" not in str(error.value) and "refused" in str(error.value)
 
 
+COMMANDS = {
+    # the embedded store answered its parser's raw text; Neo4j called SHOW DATABASES a write
+    "SHOW DATABASES": "administration commands are refused on the read-only path (SHOW DATABASES)",
+    "// who?\nSHOW USERS": "administration commands are refused",
+    "CREATE USER bob SET PASSWORD 'x'": "administration commands and schema changes are refused",
+    "DROP CONSTRAINT foo IF EXISTS": "administration commands and schema changes are refused",
+    "GRANT ROLE reader TO bob": "administration commands and schema changes are refused",
+    "EXPLAIN MATCH (c:Concept) RETURN c": "EXPLAIN is not run on the read-only path",
+    "profile MATCH (c:Concept) RETURN c": "PROFILE is not run on the read-only path",
+    "CALL apoc.help('x')": "procedure apoc.help is refused on the read-only path",
+    "CALL dbms.components() YIELD name RETURN name": "procedure dbms.components is refused",
+}
+
+
+@pytest.mark.parametrize("query", list(COMMANDS))
+def test_a_command_is_refused_in_one_line_on_both_stores(store: GraphStore, query: str) -> None:
+    with pytest.raises(QueryError) as error:
+        store.read_untrusted(query, limits=LIMITS)
+    assert COMMANDS[query] in str(error.value) and "\n" not in str(error.value)
+
+
+def test_each_store_lists_its_indexes_and_says_how_the_other_does(store: GraphStore) -> None:
+    """graph.md listed db.indexes as allowed on both stores; Neo4j 5 has SHOW INDEXES instead, FalkorDB
+    no SHOW at all. Each answers its own and points from the other's."""
+    own, other = ("SHOW INDEXES", "CALL db.indexes()")
+    if isinstance(store, EmbeddedStore):
+        own, other = other, own
+    assert store.read_untrusted(own, limits=LIMITS).columns  # answered (a fresh store may have no index)
+    with pytest.raises(QueryError) as error:
+        store.read_untrusted(other, limits=LIMITS)
+    assert ("SHOW INDEXES" if isinstance(store, Neo4jStore) else "CALL db.indexes()") in str(error.value)
+
+
 @pytest.mark.unit
 def test_the_wrapper_adds_a_driving_row_only_before_a_leading_with() -> None:
     text, added = capped_query("MATCH (n) RETURN n", 10)
