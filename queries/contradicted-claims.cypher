@@ -17,4 +17,4 @@ WITH c, e, min(p.path) AS page
 RETURN c.id AS claim, c.text AS text, c.param AS param, c.value AS documented, c.unit AS unit,
        e.value AS measured, e.unit AS measured_unit, e.ci_low AS ci_low, e.ci_high AS ci_high, e.toolchain AS toolchain,
        coalesce(e.code, e.fit) AS evidence, page, c.toolchain AS claimed_under
-ORDER BY param, claim, evidence
+ORDER BY param, claim, evidence, toolchain, measured
