@@ -59,19 +59,21 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
     )
     shas = sorted({chunk.sha for page in todo for chunk in chunk_page(page.text)})
     reused = known_chunks(store, shas)
-    chunks = claims = 0
+    chunks = 0
+    claims: set[str] = set()  # one sentence of one paragraph on two pages is one claim (it counted twice)
     concepts: set[str] = set()
     for page in todo:
         written = _ingest_page(store, target.name, version, page, librarian, activity)
-        chunks, claims = chunks + written[0], claims + written[1]
+        chunks += written[0]
+        claims |= written[1]
         concepts |= written[2]
     upsert(store, [activity.model_copy(update={"ended_at": utc_now()})])
-    return summary.model_copy(update={"chunks": chunks, "reused_chunks": int(reused), "claims": claims,
+    return summary.model_copy(update={"chunks": chunks, "reused_chunks": int(reused), "claims": len(claims),
                                       "concepts": len(concepts)})  # fmt: skip
 
 
 def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage, librarian: Librarian,
-                 activity: Activity) -> tuple[int, int, set[str]]:  # fmt: skip
+                 activity: Activity) -> tuple[int, set[str], set[str]]:  # fmt: skip
     toolchain = Ref("Toolchain", Toolchain.id_of(target, version))
     node = DocPage(id=page_id(target, version, page.path), version=version, path=page.path, sha="", title=page.title)
     chunks = chunk_page(page.text)
@@ -107,4 +109,5 @@ def _ingest_page(store: GraphStore, target: str, version: str, page: TargetPage,
         )
     # Last: the page's hash marks it done, so an interrupted run redoes this page and no other.
     upsert(store, [node.model_copy(update={"sha": content_sha(page.text)})])
-    return len(chunks), len(found), set(mentioned) | {claim.concept for _, claim in found}
+    ids = {claim_id(chunk, claim) for chunk, claim in found}
+    return len(chunks), ids, set(mentioned) | {claim.concept for _, claim in found}
