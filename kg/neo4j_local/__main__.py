@@ -12,7 +12,8 @@ from chiplore.kg import neo4j_local
 
 @click.group()
 def main() -> None:
-    """A real Neo4j 5.26 on 127.0.0.1 without Docker (needs Java 17+ and Maven)."""
+    """A real Neo4j 5.26 on 127.0.0.1 without Docker (needs Java 17+ and Maven). The jars and each
+    instance's data (instances/NAME) live in CHIPLORE_NEO4J_LOCAL_HOME (default ~/.cache/chiplore/neo4j-local)."""
 
 
 @main.command()
