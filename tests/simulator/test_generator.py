@@ -508,6 +508,23 @@ def test_block_scaled_members_of_one_input_share_a_row_space_and_a_scale_buffer(
         assert result.correctness is not None and result.correctness.passed, (p, result.message)
 
 
+def test_a_switch_broadcast_to_few_row_groups_rings_only_the_slices_it_reaches(tmp_path: Path) -> None:
+    """Random pack 8: a chain whose first projection has 3 row-groups a cluster. The switch filled them
+    on a ring of all 256 slices (an unstated ring spans the cluster): 37,214 cycles, where a copy by DMA
+    took 5,159. The broadcast now states the ring of the slices its copies reach."""
+    built = read_pack(random_pack(8, tmp_path).folder, "random")
+    space = generated_space(built.spec)
+    assert space is not None
+    facts = compile_facts("0.6.0")
+    switch = next(p for p in points(space, facts) if p["bcast"] == 1)
+    source = space.source(switch, facts, "0.6.0")
+    assert ".switch(broadcast, slice = [rep(3) # 256], ring = 3)" in source
+    copied = estimate(space.source({**switch, "bcast": 2}, facts, "0.6.0"), "0.6.0").cycles
+    assert estimate(source, "0.6.0").cycles < copied
+    result = host_test(source, built.case, "0.6.0", ("g0", "exact", "cancel"))
+    assert result.correctness is not None and result.correctness.passed, result.message
+
+
 def test_block_scaled_rows_stream_in_chunks_as_large_as_the_level_asks(tmp_path: Path) -> None:
     """Random pack 3: f8 q, k and v projections with bf16 scales per 32-block of 192 columns, 256 rows
     of whole heads a slice on 4 slices. Block-scaled chunks were 2 to 8 rows whatever the level: 32

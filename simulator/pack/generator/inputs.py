@@ -50,8 +50,12 @@ class Inputs:
             return trf
         if self.broadcast:
             slices = self.e.p.layouts[rep].split("slice: ")[1].rstrip(" }")
+            # the row-groups hold the first slices of the cluster: where they are fewer than its padding,
+            # a ring of the slices the copies reach serves them (unstated, the ring spans every slice)
+            reach = geo.groups * geo.kgroups
+            ring = f", ring = {reach}" if geo.groups < geo.pad else ""
             self.e.p.emit(f"    let {trf}: {trf_type} = main({source})\n        {fetch}\n"
-                          f"        .switch(broadcast, slice = {slices})\n        .to_trf();\n")  # fmt: skip
+                          f"        .switch(broadcast, slice = {slices}{ring})\n        .to_trf();\n")  # fmt: skip
             return trf
         copy = self.e.p.name(f"x{g}_rep")
         self.e.p.emit(f"    let {copy}: dm<bf16>{{..{rep}, elem: [{geo.k_elem()}]}} = "
