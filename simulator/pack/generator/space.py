@@ -1,10 +1,10 @@
 """The generated design space of one kernel: knobs that are schedule choices, for any op graph.
 
 Knobs: per group, the split-K groups (`kgroups`) and how its input reaches the TRFs (`bcast`: 1 the
-switch, on a ring of the slices its copies reach, 0 a replicating DMA on every engine, 2 one on the engines the weights leave spare); shared, the
-chunk size (a level: about 2, 4, 8, 16, 32 or 64 KB of weights per slice per chunk, up to 16 KB for a
-kernel of several groups; the largest halves the commands, and so the DMA start-ups, where few slices
-stream a kernel), the pipeline depth, the
+switch, on a ring of the slices its copies reach, 0 a replicating DMA on every engine, 2 one on the
+engines the weights leave spare); shared, the chunk size (a level: about 2, 4, 8, 16, 32 or 64 KB of
+weights per slice per chunk, up to 16 KB for a kernel of several groups; the largest halves the
+commands, and so the DMA start-ups, where few slices stream a kernel), the pipeline depth, the
 DMA engines per cluster for the weights, whether the last chunk is cut into smaller pieces after the
 loop (`tail`: less contraction left once the last weight byte lands), and whether quantised codes are
 contracted as they stream in where the rules allow it (`direct`) or decoded in the fetch adapter.
