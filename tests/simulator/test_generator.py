@@ -227,10 +227,10 @@ def test_a_small_kernel_of_whole_heads_spreads_its_columns_and_streams_what_it_m
     # its decode-bound contraction may run on twice the slices (the strict cut's counts stay)
     assert knobs["kgroups1"] == (1, 2, 4)
     facts = compile_facts("0.6.0")
-    wide = next(p for p in points(space, facts) if p["kgroups1"] == 4)
+    wide = near_point(space, facts, {"kgroups1": 4})
     result = host_test(space.source(wide, facts, "0.6.0"), built.case, "0.6.0", ("g0", "exact", "cancel"))
     assert result.correctness is not None and result.correctness.passed, result.message
-    setting = next(p for p in points(space, facts) if p["direct"] == 1)
+    setting = near_point(space, facts, {"direct": 1})
     source = space.source(setting, facts, "0.6.0")
     streams = dict(re.findall(r"main\((\w+_weight)_c\)\n\s+\.fetch\([^\n]*\)(\n\s+\.decode\(\w+\))?", source))
     assert streams["q_weight"] == "" and ".decode(f8e4m3)" in streams["k_weight"], streams
@@ -287,7 +287,7 @@ def test_a_chained_group_loads_its_first_weights_before_its_input_is_copied() ->
     assert ("ahead", (0, 1)) in [(k.name, k.values) for k in space.knobs]
     assert "ahead" not in [k.name for k in space_of("sliding_project_qkv").knobs]  # one group: nothing to chain
     facts = compile_facts("0.6.0")
-    setting = next(p for p in points(space, facts) if p["ahead"] == 1 and p["bcast"] == 0)
+    setting = near_point(space, facts, {"ahead": 1, "bcast": 0})
 
     def order(source: str) -> tuple[int, int, list[str]]:
         lines = source.splitlines()
@@ -314,7 +314,7 @@ def test_a_store_whose_slices_hold_partial_units_gathers_its_rows_first() -> Non
     space = space_of("sliding_attention_output")
     assert ("stage", (0, 1)) in [(k.name, k.values) for k in space.knobs]
     facts = compile_facts("0.6.0")
-    setting = next(p for p in points(space, facts) if p["stage"] == 1 and p["spread"] == 1)
+    setting = near_point(space, facts, {"stage": 1, "spread": 1})
     staged, plain = (space.source({**setting, "stage": s}, facts, "0.6.0") for s in (1, 0))
     gather = re.search(r"let (\w+): dm<bf16>\{\.\.Stage0, elem: \[R0_ % 1920\]\} = (\w+)\.dma\(", staged)
     assert gather is not None and f"{gather[1]}.dma_into(residual" in staged, staged[-600:]
@@ -325,7 +325,7 @@ def test_a_store_whose_slices_hold_partial_units_gathers_its_rows_first() -> Non
     assert estimate(staged, "0.6.0").cycles < estimate(plain, "0.6.0").cycles
     result = host_test(staged, pack("sliding_attention_output").case, "0.6.0", ("g0", "exact", "cancel"))
     assert result.correctness is not None and result.correctness.passed, result.message
-    whole = next(p for p in points(space, facts) if (p["kgroups"], p["spread"], p["stage"]) == (8, 0, 0))
+    whole = near_point(space, facts, {"kgroups": 8, "spread": 0, "stage": 0})
     assert "128 rows x 15 row-groups" in space.summary(whole, facts)  # 256 B a slice
     assert space.why_invalid({**whole, "stage": 1}, facts) == STAGE_NONE
 
@@ -365,7 +365,7 @@ def test_a_clusters_engines_are_shared_out_among_a_chunks_dmas() -> None:
     # kv_rope_blockscale's k and v share a row space too, but whole heads put k in one cluster and v in the other
     kv = generated_space(read_pack(PACKS / "kv_rope_blockscale", "test").spec)
     assert kv is not None and "share" in [k.name for k in kv.knobs]
-    plain_kv = next(p for p in points(kv, facts) if p["share"] == 0)
+    plain_kv = near_point(kv, facts, {"share": 0})
     assert kv.why_invalid({**plain_kv, "share": 1}, facts) == SHARE_NONE
 
 
@@ -534,7 +534,7 @@ def test_a_switch_broadcast_to_few_row_groups_rings_only_the_slices_it_reaches(t
     space = generated_space(built.spec)
     assert space is not None
     facts = compile_facts("0.6.0")
-    switch = next(p for p in points(space, facts) if p["bcast"] == 1)
+    switch = near_point(space, facts, {"bcast": 1})
     source = space.source(switch, facts, "0.6.0")
     assert ".switch(broadcast, slice = [rep(3) # 256], ring = 3)" in source
     copied = estimate(space.source({**switch, "bcast": 2}, facts, "0.6.0"), "0.6.0").cycles
@@ -554,7 +554,7 @@ def test_block_scaled_rows_stream_in_chunks_as_large_as_the_level_asks(tmp_path:
     facts = compile_facts("0.6.0")
     chunks = {}
     for level in (1, 2, 3, 4):
-        setting = next(p for p in points(space, facts) if p["chunk"] == level)
+        setting = near_point(space, facts, {"chunk": level})
         source = space.source(setting, facts, "0.6.0")
         chunks[level] = int(re.search(r"(\d+) chunks of (\d+) rows", source).group(2))  # type: ignore[union-attr]
         if level == 4:
