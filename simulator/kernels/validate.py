@@ -27,6 +27,7 @@ from chiplore.simulator.kernels import limits
 from chiplore.simulator.kernels.manifest import BASELINE, PackProblem
 from chiplore.simulator.kernels.pack import KernelPack
 from chiplore.simulator.toolchain.check import check, documented_shape
+from chiplore.simulator.toolchain.harness import harness_mismatch
 from chiplore.simulator.toolchain.placement import LoweringError
 
 SpaceFor = Callable[[KernelSpec, Facts], DesignSpace | None]
@@ -132,13 +133,15 @@ def _compiles(source: str, toolchain: str, what: str) -> None:
 def _compile_problem(source: str, toolchain: str, what: str) -> str:
     """Why `source` does not compile, in one line ("" when it does)."""
     # E0102 holds a program to the signature the harness passes, and the pack's baseline declares it:
-    # only another pack's registration of this kernel could make it differ, and this pack replaces that
-    errors = [d for d in check(source, toolchain).diagnostics if d.is_error and d.code != "E0102"]
+    # only another pack's registration of this kernel could make it differ, and this pack replaces that.
+    # An unknown name (a dtype `f16`) is E0102 too, and the pack's own: it reached the executor, which
+    # raised KeyError in every command while the pack was on CHIPLORE_KERNELS.
+    errors = [d for d in check(source, toolchain).diagnostics if d.is_error and not harness_mismatch(d)]
     if not errors:
         return ""
     first = errors[0]
     where = f" (line {first.span.line})" if first.span is not None else ""
-    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{what} does not compile under {toolchain}: error[{first.code}]{where}: {first.message}{more}"
 
 

@@ -155,3 +155,9 @@ def _sizes(param: ParamSignature) -> str:
 
 def _e0102(message: str, span: ir.Span | None) -> Diagnostic:
     return Diagnostic(code="E0102", severity="error", message=message, span=span)
+
+
+def harness_mismatch(diagnostic: Diagnostic) -> bool:
+    """Whether a diagnostic is this module's: a kernel whose parameters differ from the signature the
+    harness registered for its name (every message of it names the harness), not an unknown name."""
+    return diagnostic.code == "E0102" and "harness" in diagnostic.message

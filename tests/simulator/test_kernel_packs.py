@@ -150,6 +150,14 @@ MALFORMED: dict[str, tuple[Break, tuple[str, ...]]] = {
                                          ("defines kernel gqa_project_qkv", "names gqa_attention")),
     "baseline does not compile": (lambda p: edit(p / "baseline.fe", "fold = [R % f]", "fold = [R % 16]"),
                                   ("does not compile under 0.6.0", "error[E0")),
+    # an unknown name is E0102 as a harness mismatch is: it was let through, and the executor's KeyError
+    # was a traceback out of `kernel add` and of every command while the pack was on CHIPLORE_KERNELS
+    "an unknown dtype in the signature": (lambda p: edit(p / "baseline.fe", "    input_norm_weight: &hbm<bf16>[H],",
+                                                         "    input_norm_weight: &hbm<f16>[H],"),
+                                          ("does not compile under 0.6.0", "error[E0102]", "unknown dtype 'f16'")),
+    "an unknown dtype in a local": (lambda p: edit(p / "baseline.fe", "let w_d: dm<bf16>{..Red8",
+                                                   "let w_d: dm<f16>{..Red8"),
+                                    ("error[E0102]", "unknown dtype 'f16'; did you mean 'bf16'?")),
     "baseline fails its reference": (lambda p: edit(p / "baseline.fe", "mul(0.0078125)", "mul(0.015625)"),
                                      ("baseline.fe fails its reference on the smoke fixtures",)),
     "reference shape mismatch": (lambda p: edit(p / "reference.py", 'q.reshape(np.shape(inputs["q_out"]))', "q"),
