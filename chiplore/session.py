@@ -330,7 +330,8 @@ class Session:
         if not checked.ok:
             first = next(d for d in checked.diagnostics if d.is_error)
             notes.append(f"its baseline does not compile under this graph's toolchain {version} ({first.code}: "
-                         f"{first.message}): optimize ports it, or stands a generated design in for it, and the "
+                         f"{first.message}): optimize ports it where the toolchain refuses it, or stands a "
+                         "generated design in for it (where the chip's shape does: no port mends that), and the "
                          "speedups are then over that design")  # fmt: skip
         facts = read_knowledge(self.store, version).facts
         if self.pack.design_space(spec, facts) is None:
