@@ -19,7 +19,7 @@ LEASE_S = 120.0  # a step (a device job, an A/B pair) takes seconds; a lease out
 class Lease:
     """This process's identity as a design's owner, and how long its claims hold."""
 
-    owner: str = field(default_factory=lambda: f"{this_process()}:{uuid.uuid4().hex[:8]}")  # host@pidns:pid:tag
+    owner: str = field(default_factory=lambda: f"{this_process()}:{uuid.uuid4().hex[:8]}")  # host:pid:tag
     seconds: float = LEASE_S
 
     def until(self) -> str:

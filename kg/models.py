@@ -355,7 +355,7 @@ class Activity(GraphNode):
     started_at: str = Field(default_factory=utc_now)
     ended_at: str | None = None
     outcome: str = "ok"
-    owner: str | None = None  # `host@pidns:pid` of the process a `running` activity runs in
+    owner: str | None = None  # `host:pid` of the process a `running` activity runs in
 
     @model_validator(mode="before")
     @classmethod

@@ -21,29 +21,14 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def this_machine() -> str:
-    """This machine as owners name it: its host name and, where the kernel tells it, its PID namespace
-    (`host@4026531836`). Two containers may share a host name while each counts its own PIDs: a PID
-    of one names nothing in the other, so neither may judge the other's processes by it."""
-    host = socket.gethostname()
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")  # 'pid:[4026531836]'
-    except OSError:
-        return host
-    inode = namespace.removeprefix("pid:[").removesuffix("]")
-    return f"{host}@{inode}" if inode.isdigit() else host
-
-
 def this_process() -> str:
-    """This process as an owner is named (`host@pidns:pid`): what `owner_runs` asks about."""
-    return f"{this_machine()}:{os.getpid()}"
+    """This process as an owner is named (`host:pid`): what `owner_runs` asks about."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def owner_runs(owner: str) -> bool:
-    """Whether a design's owner (`host@pidns:pid:tag`) may still be working: a process of another
-    machine or PID namespace (nothing here can tell), or one of this one that still runs. An owner
-    an older chiplore wrote (`host:pid`, no namespace) is judged by its host name alone."""
-    where, _, rest = owner.partition(":")
+    """Whether a design's owner (`host:pid:tag`) may still be working: a process of another machine
+    (nothing here can tell), or one of this machine that still runs."""
+    host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    here = this_machine() if "@" in where else socket.gethostname()
-    return where != here or not pid.isdigit() or pid_alive(int(pid))
+    return host != socket.gethostname() or not pid.isdigit() or pid_alive(int(pid))

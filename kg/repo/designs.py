@@ -319,7 +319,7 @@ def renew_leases(store: GraphStore, kernels: Sequence[str], owner: str, until: s
 
 def working_owners(store: GraphStore) -> list[str]:
     """The processes working on the graph now: each holds an unfinished design under a lease that has
-    not expired and, when it is a process of this machine, still runs (owner `host@pidns:pid:tag`)."""
+    not expired and, when it is a process of this machine, still runs (owner `host:pid:tag`)."""
     rows = store.read(
         "MATCH (d:DesignNode) WHERE d.status IN $open AND d.owner <> '' AND d.lease_until > $now "
         "RETURN DISTINCT d.owner AS owner ORDER BY owner",
