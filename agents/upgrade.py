@@ -103,8 +103,11 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     if state.status == "done":
         summary = UpgradeSummary.model_validate_json(state.summary)
         return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
-    activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING)
-    record_activity(store, activity)  # (the Upgrade node keeps when the upgrade began)
+    # every run of one upgrade is its one activity, begun when the upgrade began (the Upgrade node keeps
+    # that): a rerun's start made what the first run created read as made before its activity began
+    activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING,
+                        started_at=state.started_at)  # fmt: skip
+    record_activity(store, activity)
     with ended_if_raised(store, activity.id):  # Ctrl-C, a dead store: a rerun resumes
         return _upgrade(store, target, state, activity, librarian, say, started)
 

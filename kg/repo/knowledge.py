@@ -30,11 +30,6 @@ def record_activity(store: GraphStore, activity: Activity) -> Activity:
     can tell it from one whose process is gone (`close_orphaned_activities`)."""
     if activity.outcome == RUNNING and activity.owner is None:
         activity = activity.model_copy(update={"owner": this_process()})
-    # a run that resumes an activity of the same id (a rerun of an upgrade the budget left open) keeps
-    # when it first began: what the first run created stays within its activity's time
-    began = store.read("MATCH (a:Activity {id: $id}) RETURN a.started_at AS at", {"id": activity.id})
-    if began and began[0]["at"] and began[0]["at"] < activity.started_at:
-        activity = activity.model_copy(update={"started_at": began[0]["at"]})
     upsert(store, [activity])
     return activity
 
