@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from chiplore.kg.guard import parameter_names
+
 _SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
 _SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 5.23's CALL (k) { }
 _PLAN = re.compile(r"^\s*(EXPLAIN|PROFILE)\b", re.IGNORECASE)
@@ -95,7 +97,7 @@ def falkordb_hint(message: str, query: str) -> str | None:
         return (f"{neo4j_only.group(1)} is Neo4j's; the embedded store (FalkorDB) answers db.labels(), "
                 "db.relationshipTypes(), db.propertyKeys(), db.indexes() and db.constraints()")  # fmt: skip
     if message.startswith("Missing parameters"):  # FalkorDB does not say which
-        names = sorted(set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", query)))
+        names = sorted(parameter_names(query))
         return f"the query uses {', '.join('$' + n for n in names)}: give each a value" if names else None
     if message.startswith("Unknown function"):
         return "the embedded store (FalkorDB) lacks this function; the Neo4j store may have it"

@@ -112,7 +112,7 @@ class EmbeddedStore:
         check_text(query)
         check_params(params)
         self._ensure_open()
-        body = blank_comments(query).strip().rstrip(";")
+        body = blank_comments(query).rstrip().rstrip(";")  # leading blanks kept: positions stay the user's
         columns = return_columns(body)
         capped, added = capped_query(body, limits.max_rows) if has_return(body) else (body, "")
         header = _params_header(finite_params(params, query))  # the texts sent are the ones the server lists as running
@@ -370,8 +370,9 @@ def _query_error(error: redis.exceptions.ResponseError, query: str, timeout_s: f
         limit = QUERY_MEM_CAPACITY_BYTES >> 20
         return QueryError(f"the query needs more than the {limit:,} MiB of memory one query may use: "
                           "return fewer or smaller values, or aggregate")  # fmt: skip
-    first_line = _shortened(query.strip().splitlines()[0]) if query.strip() else ""
-    hint = falkordb_hint(message, query)
+    code = blank_comments(query)  # the first line of code, not a comment; the hints read the code
+    first_line = _shortened(code.strip().splitlines()[0].strip()) if code.strip() else ""
+    hint = falkordb_hint(message, code)
     return QueryError(f"Cypher error: {message} (in: {first_line})" + (f": {hint}" if hint else ""))
 
 

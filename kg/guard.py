@@ -10,6 +10,7 @@ brackets and CASE expressions nest (the parsers' cost grows exponentially with i
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -100,6 +101,9 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
         raise QueryRefused("the query is only comments")
     if len(query) > max_chars:
         raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
+    unclosed = next((what for kind, start, end in _pieces(query) if (what := _unclosed(query, kind, start, end))), None)
+    if unclosed:  # FalkorDB ran `RETURN 1 AS x /* open` as if the comment were closed; Neo4j refused it
+        raise QueryRefused(f"the query has {unclosed} that never ends")
     refused = _refused_command(query)
     if refused:
         raise QueryRefused(refused)
@@ -113,32 +117,36 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
 
 # What a query opening with these words is: a command of the server, refused in one line on both stores
 # before either parses it (FalkorDB answered its parser's raw text; Neo4j's read-only session called
-# SHOW DATABASES a write).
+# SHOW DATABASES a write). `USE db` is a read's clause on Neo4j: its plan names the database it reads.
 _ADMIN_WORDS = frozenset({"GRANT", "DENY", "REVOKE", "ALTER", "DROP", "START", "STOP", "TERMINATE", "RENAME",
-                          "USE", "ENABLE", "DEALLOCATE", "REALLOCATE", "DRYRUN"})  # fmt: skip
+                          "ENABLE", "DEALLOCATE", "REALLOCATE", "DRYRUN"})  # fmt: skip
 _ADMIN_CREATED = frozenset({"USER", "ROLE", "DATABASE", "ALIAS", "COMPOSITE", "OR", "SERVER"})
+# SHOW [modifiers] INDEXES | CONSTRAINTS | PROCEDURES | FUNCTIONS: listings Neo4j answers (its plan is
+# checked against READ_ONLY_COMMANDS too); any modifier Neo4j 5 knows may come between
 _LISTINGS = re.compile(
-    r"(?i)SHOW\s+(?:(?:ALL|BUILT\s+IN|USER\s+DEFINED|RANGE|TEXT|POINT|LOOKUP|FULLTEXT|VECTOR|UNIQUE|EXIST|"
-    r"EXISTENCE|NODE|RELATIONSHIP|REL|KEY|PROPERTY)\s+)*(?:INDEX|CONSTRAINT|PROCEDURE|FUNCTION)(?:E?S)?\b"
+    r"(?is)SHOW\s+(?:(?!YIELD\b|WHERE\b)[A-Z]+\s+)*?(?:INDEX|CONSTRAINT|PROCEDURE|FUNCTION)(?:E?S)?\b"
 )
+_CALLED = re.compile(r"\s*([A-Za-z_][\w.]*)\s*\(")
+_SUBQUERY = re.compile(r"\s*\{")
 
 
 def _refused_command(query: str) -> str | None:
     """Why a query that is a command rather than a read is refused (None for a read, and for the
     listings of schema objects Neo4j answers: SHOW INDEXES and its kin)."""
     code = blank_comments(query).strip()
-    words = code.split(None, 2)
+    words = code.split(None, 3)
     first = words[0].upper() if words else ""
     second = words[1].upper() if len(words) > 1 else ""
+    command = itertools.takewhile(lambda word: word.isalnum() and word.upper() not in ("YIELD", "WHERE"), words[:3])
+    named = " ".join(command)  # the command's words as written
     if first in ("EXPLAIN", "PROFILE"):
         return f"{first} is not run on the read-only path: send the query itself (its plan is checked there)"
     if first == "SHOW":
         if _LISTINGS.match(code):
             return None
-        return f"administration commands are refused on the read-only path ({' '.join(code.split()[:2])})"
+        return f"administration commands are refused on the read-only path ({named})"
     if first in _ADMIN_WORDS or (first == "CREATE" and second in _ADMIN_CREATED):
-        return (f"administration commands and schema changes are refused on the read-only path "
-                f"({' '.join(code.split()[:2])})")  # fmt: skip
+        return f"administration commands and schema changes are refused on the read-only path ({named})"
     for name in _called_procedures(code):  # before a store says it has no such procedure (apoc.*)
         if name is not None and name not in READ_ONLY_PROCEDURES:
             return _procedure_refused(name)
@@ -188,37 +196,72 @@ def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
         index = end
 
 
+def _pieces(query: str) -> Iterator[tuple[str, int, int]]:
+    """The query cut, in order, into `code`, `string` ('..' or ".."), `name` (`..`) and `comment`
+    pieces: (kind, start, end). The one walk the guard's text checks share."""
+    index = start = 0
+    length = len(query)
+    while index < length:
+        char = query[index]
+        if char in "'\"`":
+            end, kind = _skip_quoted(query, index), "name" if char == "`" else "string"
+        elif (end := _skip_comment(query, index)) > index:
+            kind = "comment"
+        else:
+            index += 1
+            continue
+        if start < index:
+            yield "code", start, index
+        yield kind, index, end
+        index = start = end
+    if start < length:
+        yield "code", start, length
+
+
+def _unclosed(query: str, kind: str, start: int, end: int) -> str:
+    """What a piece is when it runs to the end of the query unclosed ("" when it is closed)."""
+    if end < len(query):
+        return ""
+    if kind == "comment" and query.startswith("/*", start):
+        return "" if end - start >= 4 and query.endswith("*/") else "a /* comment"
+    if kind in ("string", "name"):
+        quote = query[start]
+        closed = end - start >= 2 and query[end - 1] == quote and end <= len(query)
+        trailing = len(query[start + 1 : end - 1]) - len(query[start + 1 : end - 1].rstrip("\\"))
+        if closed and (quote == "`" or trailing % 2 == 0):
+            return ""
+        return "a quoted name" if quote == "`" else "a string"
+    return ""
+
+
 def blank_comments(query: str) -> str:
     """The query with each comment's characters turned to spaces (its newlines kept), so that every
     position in it is the user's. FalkorDB's parser crashed the embedded server on a query that opens
     with a comment (and named a column after a comment that followed its expression)."""
-    kept, index, length = [], 0, len(query)
-    while index < length:
-        if query[index] in "'\"`":
-            end = _skip_quoted(query, index)
-            kept.append(query[index:end])
-            index = end
-        elif (past := _skip_comment(query, index)) > index:
-            kept.append(re.sub(r"[^\n]", " ", query[index:past]))
-            index = past
-        else:
-            kept.append(query[index])
-            index += 1
-    return "".join(kept)
+    return "".join(re.sub(r"[^\n]", " ", query[start:end]) if kind == "comment" else query[start:end]
+                   for kind, start, end in _pieces(query))  # fmt: skip
+
+
+_PARAMETER = re.compile(r"\$\s*(\w+)")
 
 
 def parameter_names(query: str) -> set[str]:
-    """The `$name`s a query reads (none inside a string or a comment)."""
-    code, index = [], 0
-    text = blank_comments(query)
-    while index < len(text):
-        if text[index] in "'\"":
-            index = _skip_quoted(text, index)
-            code.append(" ")
-        else:
-            code.append(text[index])
-            index += 1
-    return {plain or quoted for plain, quoted in re.findall(r"\$\s*(?:(\w+)|`([^`]*)`)", "".join(code))}
+    """The `$name`s a query reads (`$p`, `$ p`, `` $`a name` ``; none inside a string, a quoted name or a
+    comment)."""
+    names: set[str] = set()
+    before = ""  # the code piece before a quoted name: a `$` at its end makes the name a parameter's
+    for kind, start, end in _pieces(query):
+        piece = query[start:end]
+        if kind == "code":
+            names.update(_PARAMETER.findall(piece))
+            before = piece
+        elif kind == "name":
+            if before.rstrip().endswith("$"):
+                names.add(piece[1:-1].replace("``", "`"))
+            before = ""
+        elif kind == "string":
+            before = ""
+    return names
 
 
 def _skip_comment(query: str, start: int) -> int:
@@ -351,22 +394,19 @@ def _procedure_name(detail: str) -> str | None:
 
 
 def _called_procedures(query: str) -> list[str | None]:
-    """The name after each CALL that is not a subquery (None where no plain name follows)."""
+    """The name after each CALL that is not a subquery (None where no plain name follows), from one walk
+    of the query (a CALL inside a string or a comment is none)."""
+    text = blank_comments(query)
     names: list[str | None] = []
-    for match in re.finditer(r"(?i)\bCALL\b", query):
-        if not _outside_quotes(query, match.start()):
+    for token, _, offset in _tokens(query):
+        if token != "CALL":
             continue
-        rest = query[match.end() :].lstrip()
-        if rest.startswith("{"):
+        after = offset + len("CALL")
+        if _SUBQUERY.match(text, after):
             continue
-        name = re.match(r"([A-Za-z_][\w.]*)\s*\(", rest)
-        names.append(name.group(1) if name else None)
+        called = _CALLED.match(text, after)
+        names.append(called.group(1) if called else None)
     return names
-
-
-def _outside_quotes(query: str, position: int) -> bool:
-    """True when `position` starts a word of code, not one inside a string, a quoted name or a comment."""
-    return any(offset == position for _, _, offset in _tokens(query))
 
 
 # -- caps while reading --------------------------------------------------------------------------------

@@ -3,13 +3,10 @@ and typed `-p NAME=VALUE` parameters."""
 
 from __future__ import annotations
 
-import ast
 import functools
-import io
 import json
 import math
 import os
-import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,7 @@ from rich.console import Console, ConsoleDimensions
 
 from chiplore.agents.llm.config import LLMConfig
 from chiplore.app import App
+from chiplore.cli.literals import cypher_literal
 from chiplore.core.settings import MAX_SEED, SEED_RANGE, Settings, setting_error
 from chiplore.kg.store import int64
 
@@ -220,49 +218,9 @@ def parse_literal(text: str) -> Any:
             return text
     try:
         return cypher_literal(stripped)
-    except ValueError:
-        raise click.BadParameter(f"{text!r} opens a list or a map but is not one (a Cypher or JSON literal); "
-                                 "-p NAME:str=... passes it as text", param_hint="-p") from None  # fmt: skip
-
-
-_CONSTANTS = {"true": "True", "false": "False", "null": "None"}
-
-
-def cypher_literal(text: str) -> list[Any] | dict[str, Any]:
-    """A Cypher list or map literal as a value: strings in either quote, true/false/null, bare or quoted
-    map keys (`{kernel: 'qkv', ids: [1, 2]}`); raises ValueError for anything else."""
-    try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                  if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)]  # fmt: skip
-    except (tokenize.TokenError, SyntaxError) as error:
-        raise ValueError(str(error)) from None
-    words = []
-    for index, token in enumerate(tokens):
-        word = token.string
-        if token.type == tokenize.NAME:
-            if index + 1 < len(tokens) and tokens[index + 1].string == ":":
-                word = repr(word)  # a map key
-            elif word.lower() in _CONSTANTS:
-                word = _CONSTANTS[word.lower()]
-            else:
-                raise ValueError(f"{word} is no literal")
-        words.append(word)
-    try:
-        value = ast.literal_eval(" ".join(words))
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as error:
-        raise ValueError(str(error)) from None
-    if not _plain(value) or not isinstance(value, list | dict):
-        raise ValueError("not a list or a map")
-    return value  # type: ignore[no-any-return]
-
-
-def _plain(value: Any) -> bool:
-    """Whether a literal holds only what a Cypher parameter may: no tuple, set, bytes or complex."""
-    if isinstance(value, list):
-        return all(_plain(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
-    return value is None or isinstance(value, bool | int | float | str)
+    except ValueError as why:
+        raise click.BadParameter(f"{text!r} opens a list or a map but is not one (a Cypher or JSON literal: "
+                                 f"{why}); -p NAME:str=... passes it as text", param_hint="-p") from None  # fmt: skip
 
 
 def _refuse(name: str) -> Any:

@@ -54,8 +54,10 @@ def print_records(console: Console, records: Sequence[Record], *, as_json: bool,
 
 
 FORMATS = ("table", "json", "csv", "markdown")
-FORMAT_HELP = ("Output format: json and csv carry every digit of a float (csv writes booleans true/false); "
-               "table and markdown show 12 significant digits.")  # fmt: skip
+FORMAT_HELP = (
+    "Output format: json and csv carry every digit of a float (a non-finite one is null, or an empty csv "
+    "field); table and markdown show 12 significant digits; booleans read true/false."
+)
 
 
 def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title: str | None = None,
@@ -87,26 +89,27 @@ def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title
 
 
 def _datum(value: Any) -> str:
-    """A CSV field: every float to the digits that read back as it (JSON's), a boolean as Cypher writes
-    it. CSV is what a spreadsheet or a dashboard loads: it carried 12 significant digits, a table's."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isfinite(value):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
-    return _cell(value)
+    """A CSV field: a float to the digits that read back as it (JSON's; non-finite, JSON's null, is
+    empty). CSV is what a spreadsheet or a dashboard loads: it carried 12 significant digits, a table's."""
+    return _cell(value, exact=True)
 
 
-def _cell(value: Any) -> str:
-    """A table's or a Markdown table's cell: floats to 12 significant digits."""
+def _cell(value: Any, *, exact: bool = False) -> str:
+    """A table's or a Markdown table's cell (`exact`: a CSV field): floats to 12 significant digits
+    (every digit), booleans as Cypher writes them."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return "" if exact else str(value)
         # every digit a reader may need: a byte count of 1,048,568 read 1.04857e+06 at six figures
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.12g}"
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value) if exact else f"{value:.12g}"
     if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
+        return json.dumps(finite(value), default=str)
     return visible(str(value))
 
 

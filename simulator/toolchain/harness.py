@@ -153,11 +153,14 @@ def _sizes(param: ParamSignature) -> str:
     return ", ".join(atoms) or "no axes"
 
 
+HARNESS_NOTE = "the harness runs this kernel with the parameters its registered signature declares"
+
+
 def _e0102(message: str, span: ir.Span | None) -> Diagnostic:
-    return Diagnostic(code="E0102", severity="error", message=message, span=span)
+    return Diagnostic(code="E0102", severity="error", message=message, span=span, notes=(HARNESS_NOTE,))
 
 
 def harness_mismatch(diagnostic: Diagnostic) -> bool:
-    """Whether a diagnostic is this module's: a kernel whose parameters differ from the signature the
-    harness registered for its name (every message of it names the harness), not an unknown name."""
-    return diagnostic.code == "E0102" and "harness" in diagnostic.message
+    """Whether a diagnostic is this module's (it carries HARNESS_NOTE): a kernel whose parameters differ
+    from the signature the harness registered for its name, not an unknown name (also E0102)."""
+    return diagnostic.code == "E0102" and HARNESS_NOTE in diagnostic.notes

@@ -25,13 +25,15 @@ def test_csv_and_markdown_keep_every_digit_a_reader_needs(capsys: pytest.Capture
 
 def test_csv_reads_back_as_the_json_does(capsys: pytest.CaptureFixture[str]) -> None:
     """A dashboard loaded `--format csv` and got 123456789.123 for 123456789.123456 and Python's True."""
-    rows = [{"x": 123456789.123456, "big": 2.0**62, "tiny": 1.2e-6, "ok": True, "no": False, "n": 3}]
+    rows = [{"x": 123456789.123456, "big": 2.0**62, "tiny": 1.2e-6, "ok": True, "no": False, "n": 3,
+             "inf": float("inf")}]  # fmt: skip
     emit_records(Console(), rows, "csv")
     header, line = capsys.readouterr().out.splitlines()
     values = dict(zip(header.split(","), line.split(","), strict=True))
     assert float(values["x"]) == 123456789.123456 and float(values["big"]) == 2.0**62
     assert float(values["tiny"]) == 1.2e-6 and values["n"] == "3"
     assert (values["ok"], values["no"]) == ("true", "false")
+    assert values["inf"] == ""  # JSON's null
 
 
 def test_a_query_with_no_rows_still_has_its_header(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,13 +4,21 @@ the model as a message. Neo4j is the real server (chiplore.kg.neo4j_local, with 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.guard import QueryRefused, UntrustedLimits, check_text, return_columns
+from chiplore.kg.guard import (
+    QueryRefused,
+    UntrustedLimits,
+    blank_comments,
+    check_text,
+    parameter_names,
+    return_columns,
+)
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.store import GraphStore
 
@@ -162,3 +170,42 @@ def test_the_embedded_store_answers_after_its_server_died(embedded_store: Embedd
     embedded_store.server.kill()
     with pytest.raises(StoreUnavailable):
         embedded_store.read_untrusted("RETURN 1 AS x")
+
+
+@pytest.mark.unit
+def test_the_text_checks_read_strings_quoted_names_and_comments_as_cypher_does() -> None:
+    """One walk of the query serves every text check: `$p` inside a quoted name that holds a quote
+    was read as inside a string (a used parameter was refused), a comment that never ends ran on the
+    embedded store where Neo4j refused it, and a CALL in a string was looked at once per CALL."""
+    assert parameter_names("MATCH (n) WHERE n.`it's` = $p AND n.`a\"b` = $q RETURN $`x y`, $ z, '$s' // $c") == {
+        "p", "q", "x y", "z"}  # fmt: skip
+    assert blank_comments("RETURN 'a\\'//b' AS s, `a``b` // c\n/* d */") == (
+        "RETURN 'a\\'//b' AS s, `a``b`     \n       ")  # fmt: skip
+    for unclosed, what in (("RETURN 1 AS x /* open", "a /* comment"), ("RETURN 'abc", "a string"),
+                           ("RETURN 'a\\'", "a string"), ("RETURN `abc", "a quoted name")):  # fmt: skip
+        with pytest.raises(QueryRefused, match=f"has {re.escape(what)} that never ends"):
+            check_text(unclosed)
+    for closed in ("RETURN 'a\\\\' AS s", "RETURN 1 /* ok */", "RETURN 1 AS x // tail", "RETURN `a``b` AS x"):
+        check_text(closed)
+    check_text("RETURN '" + "CALL " * 3_990 + "' AS s")  # every CALL in one string: none is a call
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("query", [
+    "USE neo4j MATCH (n) RETURN count(n) AS n",  # Neo4j's plan names the database: checked there
+    "SHOW PROCEDURES YIELD name RETURN name", "SHOW FUNCTIONS", "SHOW NODE PROPERTY TYPE CONSTRAINTS",
+    "SHOW PROPERTY UNIQUENESS CONSTRAINTS", "CALL { MATCH (n) RETURN n } RETURN n",
+    "MATCH (n) CALL (n) { RETURN 1 AS one } RETURN one", "CALL db.labels() YIELD label RETURN label",
+    "RETURN 'CALL apoc.x()' AS s", "// SHOW DATABASES\nMATCH (n) RETURN n",
+])  # fmt: skip
+def test_a_read_that_looks_like_a_command_is_not_refused_by_its_words(query: str) -> None:
+    check_text(query)
+
+
+@pytest.mark.unit
+def test_a_refused_command_is_named_by_its_words() -> None:
+    for query, named in (("CREATE OR REPLACE DATABASE x", "(CREATE OR REPLACE)"), ("SHOW DATABASES YIELD name",
+                         "(SHOW DATABASES)"), ("drop index foo", "(drop index foo)")):  # fmt: skip
+        with pytest.raises(QueryRefused) as error:
+            check_text(query)
+        assert str(error.value).endswith(named), error.value
