@@ -61,7 +61,9 @@ def test_the_cost_model_prefers_enough_engines_and_chunks_long_enough() -> None:
         return cycles
 
     assert predicted(engines=4) < predicted(engines=2) / 1.2  # two engines cannot fill the cluster port
-    assert predicted(engines=4, chunk=0) > predicted(engines=4) * 1.15  # 2 KB chunks: start-ups dominate
+    # 2 KB chunks: twice the start-ups (1.045x in true cycles, where the switch fills its 120 slices on a
+    # ring of 120; on an unstated ring of 256 its broadcast hid less of them, 1.15x)
+    assert predicted(engines=4, chunk=0) > predicted(engines=4) * 1.03
 
 
 def test_a_baseline_is_ported_to_the_next_toolchain_by_the_packs_rewrites() -> None:
