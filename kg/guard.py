@@ -97,14 +97,15 @@ def check_text(query: str, max_chars: int = MAX_QUERY_CHARS, max_nesting: int = 
     """Refuse a query that is too long or nests too deep, before any server parses it."""
     if not query.strip():
         raise QueryRefused("the query is empty")
-    if not blank_comments(query).strip():  # FalkorDB calls a comment alone "more than one statement"
+    code = blank_comments(query)
+    if not code.strip():  # FalkorDB calls a comment alone "more than one statement"
         raise QueryRefused("the query is only comments")
     if len(query) > max_chars:
         raise QueryRefused(f"the query is {len(query):,} characters long; the limit is {max_chars:,}")
     unclosed = next((what for kind, start, end in _pieces(query) if (what := _unclosed(query, kind, start, end))), None)
     if unclosed:  # FalkorDB ran `RETURN 1 AS x /* open` as if the comment were closed; Neo4j refused it
         raise QueryRefused(f"the query has {unclosed} that never ends")
-    refused = _refused_command(query)
+    refused = _refused_command(code.strip())
     if refused:
         raise QueryRefused(refused)
     deepest = max((depth + 1 for token, depth, _ in _tokens(query) if token in _OPENERS), default=0)
@@ -130,10 +131,10 @@ _CALLED = re.compile(r"\s*([A-Za-z_][\w.]*)\s*\(")
 _SUBQUERY = re.compile(r"\s*\{")
 
 
-def _refused_command(query: str) -> str | None:
-    """Why a query that is a command rather than a read is refused (None for a read, and for the
-    listings of schema objects Neo4j answers: SHOW INDEXES and its kin)."""
-    code = blank_comments(query).strip()
+def _refused_command(code: str) -> str | None:
+    """Why a query (its `code`: comments blanked, stripped) that is a command rather than a read is
+    refused (None for a read, and for the listings of schema objects Neo4j answers: SHOW INDEXES and
+    its kin)."""
     words = code.split(None, 3)
     first = words[0].upper() if words else ""
     second = words[1].upper() if len(words) > 1 else ""
@@ -173,27 +174,25 @@ _CLOSERS = frozenset({")", "]", "}", "END"})
 def _tokens(query: str) -> Iterator[tuple[str, int, int]]:
     """Brackets, CASE/END, commas and words outside strings, quoted names and comments: (token,
     nesting depth before it, offset). Words come upper-cased."""
-    index, length, depth = 0, len(query), 0
-    while index < length:
-        char = query[index]
-        if char in "'\"`":
-            index = _skip_quoted(query, index)
+    depth = 0
+    for kind, start, stop in _pieces(query):
+        if kind != "code":
             continue
-        if (past := _skip_comment(query, index)) > index:
-            index = past
-            continue
-        token, end = char, index + 1
-        if char.isalpha() or char == "_":
-            while end < length and (query[end].isalnum() or query[end] == "_"):
-                end += 1
-            token = query[index:end].upper()
-        if token in _CLOSERS:
-            depth = max(0, depth - 1)
-        if token in _OPENERS or token in _CLOSERS or token == "," or end > index + 1 or token.isalpha():
-            yield token, depth, index
-        if token in _OPENERS:
-            depth += 1
-        index = end
+        index = start
+        while index < stop:
+            char = query[index]
+            token, end = char, index + 1
+            if char.isalpha() or char == "_":
+                while end < stop and (query[end].isalnum() or query[end] == "_"):
+                    end += 1
+                token = query[index:end].upper()
+            if token in _CLOSERS:
+                depth = max(0, depth - 1)
+            if token in _OPENERS or token in _CLOSERS or token == "," or end > index + 1 or token.isalpha():
+                yield token, depth, index
+            if token in _OPENERS:
+                depth += 1
+            index = end
 
 
 def _pieces(query: str) -> Iterator[tuple[str, int, int]]:
@@ -222,15 +221,10 @@ def _unclosed(query: str, kind: str, start: int, end: int) -> str:
     """What a piece is when it runs to the end of the query unclosed ("" when it is closed)."""
     if end < len(query):
         return ""
-    if kind == "comment" and query.startswith("/*", start):
-        return "" if end - start >= 4 and query.endswith("*/") else "a /* comment"
-    if kind in ("string", "name"):
-        quote = query[start]
-        closed = end - start >= 2 and query[end - 1] == quote and end <= len(query)
-        trailing = len(query[start + 1 : end - 1]) - len(query[start + 1 : end - 1].rstrip("\\"))
-        if closed and (quote == "`" or trailing % 2 == 0):
-            return ""
-        return "a quoted name" if quote == "`" else "a string"
+    if kind == "comment" and query.startswith("/*", start) and query.find("*/", start + 2) < 0:
+        return "a /* comment"
+    if kind in ("string", "name") and not _quoted_end(query, start)[1]:
+        return "a quoted name" if kind == "name" else "a string"
     return ""
 
 
@@ -276,15 +270,20 @@ def _skip_comment(query: str, start: int) -> int:
 
 
 def _skip_quoted(query: str, start: int) -> int:
+    return _quoted_end(query, start)[0]
+
+
+def _quoted_end(query: str, start: int) -> tuple[int, bool]:
+    """Where the string or quoted name that opens at `start` ends, and whether its quote closes it."""
     quote, index = query[start], start + 1
     while index < len(query):
         if query[index] == "\\" and quote != "`":
             index += 2
             continue
         if query[index] == quote:
-            return index + 1
+            return index + 1, True
         index += 1
-    return index
+    return index, False
 
 
 def has_return(query: str) -> bool:
@@ -329,6 +328,7 @@ def return_columns(query: str) -> list[str] | None:
     Used only to put the columns of a wrapped query (CALL { ... } RETURN *) back in the order the
     query asked for; a query it cannot read keeps the server's order.
     """
+    query = blank_comments(query)  # a comment in an item is none of its name (`// ...` in a string is)
     tokens = [(token, depth, offset) for token, depth, offset in _tokens(query) if depth == 0]
     returns = [i for i, (token, _, _) in enumerate(tokens) if token == "RETURN"]
     if not returns:
@@ -345,7 +345,7 @@ def return_columns(query: str) -> list[str] | None:
     items = [query[a : b - 1 if b != end else b] for a, b in zip(bounds, [*bounds[1:], end], strict=True)]
     names = []
     for item in items:
-        text = re.sub(r"(?i)^\s*DISTINCT\s+", "", re.sub(r"//[^\n]*|/\*.*?\*/", "", item, flags=re.S)).strip()
+        text = re.sub(r"(?i)^\s*DISTINCT\s+", "", item).strip()
         if text == "*" or not text:
             return None
         alias = re.search(r"(?i)\s+AS\s+(`[^`]+`|\w+)\s*$", text)
