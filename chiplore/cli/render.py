@@ -75,7 +75,7 @@ def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([[_datum(record.get(column)) for column in columns] for record in records])
+        writer.writerows([[_cell(record.get(column), exact=True) for column in columns] for record in records])
         click.echo(buffer.getvalue(), nl=False)
         return
     if not columns:
@@ -88,15 +88,10 @@ def emit_records(console: Console, records: Sequence[Record], fmt: str, *, title
     click.echo("\n".join(lines))
 
 
-def _datum(value: Any) -> str:
-    """A CSV field: a float to the digits that read back as it (JSON's; non-finite, JSON's null, is
-    empty). CSV is what a spreadsheet or a dashboard loads: it carried 12 significant digits, a table's."""
-    return _cell(value, exact=True)
-
-
 def _cell(value: Any, *, exact: bool = False) -> str:
-    """A table's or a Markdown table's cell (`exact`: a CSV field): floats to 12 significant digits
-    (every digit), booleans as Cypher writes them."""
+    """A table's or a Markdown table's cell: floats to 12 significant digits, booleans as Cypher writes
+    them. `exact`, a CSV field: a float to the digits that read back as it (JSON's; a non-finite one,
+    JSON's null, is empty). CSV is what a spreadsheet or a dashboard loads: it carried a table's digits."""
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -63,8 +63,8 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
         "the busiest DMA engine": engines / span,
         "the busiest cluster's ingress": busiest / prices.cluster_port / span,
     }
-    roof = facts.get(P.CHIP_ROOF.key)
-    if roof and roof < clusters * prices.cluster_port * 0.95:  # the chip moves less than its ports: HBM's side
+    roof = prices.roof  # the chip moves less than its ports (Prices.of: HBM's side binds), else None
+    if roof:
         shares[f"the chip's roof ({roof:,.0f} B/cycle measured, below its ports')"] = inbound / roof / span
     ranked = sorted(shares.items(), key=lambda item: -item[1])
     # an engine busy with its commands' start-ups is no engine moving bytes: said, and not counted as work

@@ -199,7 +199,7 @@ class GeneratedSpace:
             for fit in FITS:
                 shape = GroupShape(row, k_axis, (), block, stored, fit)
                 for kg in counts:
-                    if kg in looser or any(kg == k for _, k in ranked):
+                    if any(kg == k for _, k in ranked):  # a stricter cut admits it already
                         continue
                     geo = self._geometry(group, shape, kg, 0, 2, vocab.HBM_UNIT)  # before any fact
                     if geo is not None:
