@@ -40,5 +40,15 @@ def grade_outputs(
                                      abs_err=float(err[index]), tol=float(tol[index]))  # fmt: skip
             if ratio.size and ratio[index] > 1:
                 failed.append(f"{fixture_set}:{name}")
-    message = f"fails on {', '.join(failed)}" if failed else f"worst error is {worst_ratio:.2f} of the tolerance"
-    return Correctness(passed=not failed, worst=worst, sets=tuple(got), message=message)
+    return Correctness(passed=not failed, worst=worst, sets=tuple(got), message=_message(failed, worst, worst_ratio))
+
+
+def _message(failed: list[str], worst: WorstElement | None, ratio: float) -> str:
+    """One line on the grade: what failed, or the worst element's error beside its tolerance (an exact
+    design reads exact, not "0.00 of the tolerance")."""
+    if failed:
+        return f"fails on {', '.join(failed)}"
+    if worst is None or worst.abs_err == 0:
+        return "exact on every graded element"
+    where = f"{worst.fixture}:{worst.output}[{worst.index}]"
+    return f"worst error {worst.abs_err:.3g} at {where}, {ratio:.3g} of its tolerance {worst.tol:.3g}"

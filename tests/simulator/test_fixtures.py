@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chiplore.simulator.execute.criterion import grade_outputs
 from chiplore.simulator.execute.fixtures import PERIOD, SETS, Periodic, RopeTable, fixture
 from chiplore.simulator.execute.numerics import F8_VALUES, bf16, f4_unpack, f8, f8_decode, f8_encode
 from chiplore.simulator.execute.reference import (
@@ -150,6 +151,18 @@ def test_references_are_finite_and_pass_themselves(kernel: str) -> None:
         assert all(np.isfinite(v).all() for v in outputs.values())
     result = grade(kernel, {s: reference(kernel, s) for s in SETS})
     assert result.passed and result.worst is not None and result.worst.abs_err == 0
+
+
+def test_a_grade_says_exact_or_the_worst_error_beside_its_tolerance() -> None:
+    """A user reads the grade's line: an exact design is exact (it read "0.00 of the tolerance"),
+    a close one names its worst element, that error and its tolerance."""
+    want = {"g0": {"y": np.array([1.0, 2.0, 4.0], dtype=np.float32)}}
+    exact = grade_outputs(want, want, atol=0.01, rtol=0.0)
+    assert exact.passed and exact.message == "exact on every graded element"
+    near = grade_outputs({"g0": {"y": np.array([1.0, 2.004, 4.0], dtype=np.float32)}}, want, atol=0.01, rtol=0.0)
+    assert near.passed and near.message.startswith("worst error 0.004 at g0:y[1], 0.4 of its tolerance 0.01")
+    far = grade_outputs({"g0": {"y": np.array([1.0, 2.5, 4.0], dtype=np.float32)}}, want, atol=0.01, rtol=0.0)
+    assert not far.passed and far.message == "fails on g0:y"
 
 
 def test_qkv_writes_one_cache_row_and_keeps_the_others() -> None:
