@@ -17,6 +17,7 @@ from chiplore.kg.models import Activity
 from chiplore.kg.repo.knowledge import activity_ended, record_activity
 from chiplore.kg.repo.progress import geomean
 from chiplore.kg.repo.reporting import accepted_changes
+from chiplore.kg.repo.upgrades import upgrade_to
 from chiplore.session import Session
 
 Step = Callable[[str], Callable[[str], None]]  # start a step with a title -> a way to note its progress
@@ -33,9 +34,14 @@ def run_demo(session: Session, config: Mapping[str, Any] | None = None, *, step:
     A rerun after an interruption continues where the last one stopped."""
     step = step or (lambda title: lambda note: None)
     version = session.toolchain()
-    note = step(f"learn {session.target.name} {version}")
-    learnt = session.learn(toolchain=version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
-    note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
+    moved = _upgraded_from(session, version)
+    if moved is None:
+        note = step(f"learn {session.target.name} {version}")
+        learnt = session.learn(toolchain=version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
+        note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
+    else:  # an upgrade made `version` active: learning was done under the one it left, the upgrade re-checks
+        version = moved
+        step(f"learn {session.target.name} {version}")("done in an earlier run")
     newest = session.target.toolchains()[-1]
     for round_version in dict.fromkeys([version, newest]):
         _round(session, round_version, step, dict(config or {}))
@@ -52,8 +58,11 @@ def results(session: Session) -> DemoResult:
 
 
 def _round(session: Session, version: str, step: Step, config: dict[str, Any]) -> None:
-    """Upgrade to `version` when it is not the active toolchain, then optimize under it (once)."""
-    if version != session.active_toolchain():
+    """Upgrade to `version` when it is not the active toolchain (or an interrupted upgrade to it is not
+    finished), then optimize under it (once)."""
+    versions, active = session.target.toolchains(), session.active_toolchain()
+    ahead = active not in versions or versions.index(version) > versions.index(active)
+    if ahead or (version == active and _unfinished(session, version)):
         note = step(f"toolchain upgrade to {version}")
         done = session.upgrade(version, on_event=note)
         repaired = sum(k.outcome == "repaired" for k in done.kernels)
@@ -63,10 +72,27 @@ def _round(session: Session, version: str, step: Step, config: dict[str, Any]) -
     if _done(session, version):
         note("done in an earlier run")
         return
+    if version != session.active_toolchain():  # the graph moved on before this round ran (an upgrade by hand)
+        note(f"skipped: the graph is on toolchain {session.active_toolchain()} and does not go back")
+        return
     summary = session.optimize(toolchain=version, on_event=lambda kernel, message: note(f"{kernel}: {message}"),
                                **config)  # fmt: skip
     record_activity(session.store, Activity(id=_round_id(version), role="demo", policy="builtin", ended_at=utc_now()))
     note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
+
+
+def _upgraded_from(session: Session, version: str) -> str | None:
+    """The toolchain an upgrade to the active `version` started from (a rerun after the demo, or a user,
+    upgraded: the demo's first round was that one's), or None when no upgrade made it active."""
+    upgrade = upgrade_to(session.store, session.target.name, version)
+    return upgrade.from_version if upgrade is not None else None
+
+
+def _unfinished(session: Session, version: str) -> bool:
+    """Whether an upgrade to `version` began and did not finish (Ctrl-C or a kill during it): the active
+    toolchain is already `version`, but its kernels are not re-validated yet."""
+    upgrade = upgrade_to(session.store, session.target.name, version)
+    return upgrade is not None and upgrade.status != "done"
 
 
 def _round_id(version: str) -> str:

@@ -20,7 +20,7 @@ from chiplore.ingest.chunks import Chunk, chunk_page
 from chiplore.ingest.librarian import ExtractedClaim, Librarian, constructs
 from chiplore.kg.models import Activity, Claim, Concept, DocChunk, DocPage, Toolchain
 from chiplore.kg.repo.docs import existing_claims, known_chunks, page_hashes, revive_claim
-from chiplore.kg.repo.knowledge import record_activity, record_claim
+from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity, record_claim
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
 from chiplore.kg.store import GraphStore
 
@@ -54,9 +54,14 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
                           concepts=0)  # fmt: skip
     if not todo:
         return summary
-    activity = record_activity(
-        store, Activity(id=f"librarian-{uuid.uuid4().hex[:12]}", role="librarian", policy=librarian.policy)
-    )
+    activity = record_activity(store, Activity(id=f"librarian-{uuid.uuid4().hex[:12]}", role="librarian",
+                                               policy=librarian.policy, outcome=RUNNING))  # fmt: skip
+    with ended_if_raised(store, activity.id):  # Ctrl-C: it reads interrupted, not `ok` with no end
+        return _ingest_pages(store, target, version, librarian, todo, summary, activity)
+
+
+def _ingest_pages(store: GraphStore, target: Target, version: str, librarian: Librarian, todo: list[TargetPage],
+                  summary: DocsSummary, activity: Activity) -> DocsSummary:  # fmt: skip
     shas = sorted({chunk.sha for page in todo for chunk in chunk_page(page.text)})
     reused = known_chunks(store, shas)
     chunks = 0
@@ -67,7 +72,7 @@ def ingest_docs(store: GraphStore, target: Target, version: str, librarian: Libr
         chunks += written[0]
         claims |= written[1]
         concepts |= written[2]
-    upsert(store, [activity.model_copy(update={"ended_at": utc_now()})])
+    finish_activity(store, activity.id, utc_now(), f"{len(todo)} page(s) read")
     return summary.model_copy(update={"chunks": chunks, "reused_chunks": int(reused), "claims": len(claims),
                                       "concepts": len(concepts)})  # fmt: skip
 

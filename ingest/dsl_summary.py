@@ -33,7 +33,7 @@ from chiplore.ingest.dsl_examples import Checker, Outcome, doc_examples, make_ex
 from chiplore.ingest.librarian import Librarian, sentences
 from chiplore.ingest.rules import probe_structure
 from chiplore.kg.models import Activity, LanguageEntry, LanguageExample
-from chiplore.kg.repo.knowledge import finish_activity, record_activity
+from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity
 from chiplore.kg.repo.language import (
     EntryLinks,
     ExampleCheck,
@@ -155,8 +155,9 @@ def summarise(store: GraphStore, target: Target, version: str, *, previous: str 
     summary = written or summary
     activity = record_activity(store, Activity(id=f"dsl-summary-{target.name}@{version}", role="librarian",
                                                policy=writer.policy if writer and written else "builtin",
-                                               started_at=began))  # fmt: skip
-    _write(store, target.name, evidence, entries, activity)
+                                               started_at=began, outcome=RUNNING))  # fmt: skip
+    with ended_if_raised(store, activity.id):
+        _write(store, target.name, evidence, entries, activity)
     finish_activity(store, activity.id, utc_now(), f"{summary.entries} construct(s) summarised")
     return summary
 

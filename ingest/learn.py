@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from chiplore.core.clock import utc_now
 from chiplore.core.target import Target
 from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
@@ -25,7 +26,7 @@ from chiplore.ingest.measure import MeasureSummary, measure
 from chiplore.ingest.remeasure import remeasure
 from chiplore.ingest.rules import RulesSummary, learn_rules
 from chiplore.kg.models import Activity
-from chiplore.kg.repo.knowledge import learnt_counts
+from chiplore.kg.repo.knowledge import ended_if_raised, finish_activity, learnt_counts
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.upgrades import upgrade_to
 from chiplore.kg.store import GraphStore
@@ -61,10 +62,14 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
     upgraded = upgrade_to(store, target.name, version)
     if upgraded is not None:
         activity = Activity(id=f"runner-{uuid.uuid4().hex[:12]}", role="runner", policy="builtin")
-        rechecked = remeasure(store, target, upgraded.from_version, version, budget_s=budget_s, activity=activity,
-                              on_probe=on_probe)  # fmt: skip
+        with ended_if_raised(store, activity.id):  # (recorded at its first job: none before, nothing to end)
+            rechecked = remeasure(store, target, upgraded.from_version, version, budget_s=budget_s,
+                                  activity=activity, on_probe=on_probe)  # fmt: skip
         spent, rerun = rechecked.device_s, rechecked.probes_run
         refailed = {p: rechecked.failure_reasons.get(p, "") for p in rechecked.probes_failed}
+        # the re-checks' runner activity ends here (it stayed `running` after a clean exit)
+        failed = "; ".join(f"{p} ({why})" if why else p for p, why in refailed.items())
+        finish_activity(store, activity.id, utc_now(), f"failed probes: {failed}" if failed else "ok")
     measured = measure(store, target, version, budget_s=budget_s - spent, on_probe=on_probe)
     # A re-check that failed is a failure of this run unless the measuring after it ran the probe again.
     still = {p: why for p, why in refailed.items() if p not in measured.probes_measured + measured.probes_failed}

@@ -28,7 +28,14 @@ from chiplore.core.target import CheckResult, Target
 from chiplore.core.target import Diagnostic as TargetDiagnostic
 from chiplore.ingest.fits import CompileBench
 from chiplore.kg.models import Activity, Check, Diagnostic, LegalityRule, ProbeProgram, Toolchain
-from chiplore.kg.repo.knowledge import confirm_rule, finish_activity, record_activity, record_rule
+from chiplore.kg.repo.knowledge import (
+    RUNNING,
+    confirm_rule,
+    ended_if_raised,
+    finish_activity,
+    record_activity,
+    record_rule,
+)
 from chiplore.kg.repo.measurements import claims_about
 from chiplore.kg.repo.nodes import Link, Ref, link, upsert
 from chiplore.kg.repo.rules import retire_unreplaced_rules, same_rule, supersede_changed_rules
@@ -65,12 +72,16 @@ def probe_structure(target: Target, version: str) -> dict[str, float]:
 
 
 def learn_rules(store: GraphStore, target: Target, version: str) -> RulesSummary:
+    probes = target.pack().rule_probes
+    activity = record_activity(store, Activity(id=f"rules-{target.name}-{version}-{_probe_set(probes)}",
+                                               role="librarian", policy="builtin-probes", outcome=RUNNING))  # fmt: skip
+    with ended_if_raised(store, activity.id):  # Ctrl-C: it reads interrupted, not `ok` with no end
+        return _learn_rules(store, target, version, activity)
+
+
+def _learn_rules(store: GraphStore, target: Target, version: str, activity: Activity) -> RulesSummary:
     pack = target.pack()
     probes, vocabulary = pack.rule_probes, pack.compiler
-    activity = record_activity(
-        store,
-        Activity(id=f"rules-{target.name}-{version}-{_probe_set(probes)}", role="librarian", policy="builtin-probes"),
-    )
     compiled = 0
     rules = 0
     try:

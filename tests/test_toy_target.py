@@ -449,3 +449,41 @@ def test_an_optimize_stops_when_an_upgrade_moves_the_toolchain_under_it(tmp_path
 
         summary = session.optimize(roles=Roles(architect=Upgraded()))  # type: ignore[arg-type]
     assert f"the toolchain moved to {NEW} under this run" in summary.stopped[GEMV], summary.stopped
+
+
+def test_a_demo_interrupted_in_its_upgrade_finishes_the_upgrade_when_run_again(tmp_path: Path) -> None:
+    """Ctrl-C during the demo's upgrade, then the demo again: the rerun took the new toolchain (already
+    active) for its first round, learnt it, never finished the upgrade, and reported the old toolchain's
+    programs as BEST under the new one (they no longer compiled). The rerun now finishes the upgrade."""
+    from chiplore.demo import run_demo
+
+    def interrupted(title: str) -> Callable[[str], None]:
+        def note(message: str) -> None:
+            if title == f"toolchain upgrade to {NEW}":
+                raise KeyboardInterrupt
+
+        return note
+
+    titles: list[str] = []
+    notes: list[str] = []
+
+    def watched(title: str) -> Callable[[str], None]:
+        titles.append(title)
+        return lambda message: notes.append(f"{title}: {message}")
+
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        with pytest.raises(KeyboardInterrupt):
+            run_demo(session, {"seed": SEED}, step=interrupted)
+        run_demo(session, {"seed": SEED}, step=watched)
+        upgrade = store.read("MATCH (u:Upgrade) RETURN u.status AS status, u.from_version AS old")
+        best = store.read("MATCH (:Kernel {name: $k})-[:BEST]->(:DesignNode)-[:HAS_VERSION]->(v:KernelVersion) "
+                          "RETURN v.toolchain AS toolchain", {"k": GEMV})  # fmt: skip
+        running = store.read("MATCH (a:Activity) WHERE a.outcome = 'running' OR (a.outcome = 'ok' AND "
+                             "a.ended_at IS NULL AND a.role <> 'demo') RETURN a.id AS id")  # fmt: skip
+    assert upgrade == [{"status": "done", "old": OLD}]
+    assert best == [{"toolchain": NEW}]
+    assert titles[:2] == [f"learn toychip {OLD}", f"optimize under {OLD}"] and f"toolchain upgrade to {NEW}" in titles
+    earlier = {f"learn toychip {OLD}: done in an earlier run", f"optimize under {OLD}: done in an earlier run"}
+    assert earlier <= set(notes)
+    assert running == [], running
