@@ -40,6 +40,7 @@ from chiplore.kg.repo.designs import (
     update_design,
 )
 from chiplore.kg.repo.progress import pooled_cycles
+from chiplore.kg.repo.reporting import REPAIR_POLICY
 from chiplore.kg.repo.runs import graded_median, graded_runs
 from chiplore.kg.repo.upgrades import record_revalidation, revalidation_of
 from chiplore.kg.store import GraphStore
@@ -239,7 +240,7 @@ class Revalidator:
             model, space = self.model, self.space
             repaired = DesignNode(
                 id=node_id, kernel=kernel, role="baseline" if role == "baseline" else "refiner",
-                policy="builtin-repair", depth=node.depth + 1,
+                policy=REPAIR_POLICY, depth=node.depth + 1,
                 rationale="; ".join(filter(None, (f"{node.id} does not compile under {version} ({broken[:300]})",
                                                   model.explain(kernel, source, params, self.knowledge.facts)))),
                 change=f"repair for {version}: {change}", params=json.dumps(params, sort_keys=True) if params else "",

@@ -53,8 +53,9 @@ class DesignProgram(BaseModel):
         """The header's lines, without comment markers."""
         lines = [
             f"{self.kernel}: design {self.design} ({self.role}, {self.status}), toolchain {self.toolchain}",
-            f"measured: {_num(self.measured_cycles)} cycles (graded median); predicted: "
-            f"{_num(self.predicted_cycles)} cycles",
+            # every ok run of it, its graded one and its A/B pairs' (docs/graph.md): not the graded run's median
+            f"measured: {_num(self.measured_cycles)} cycles (the median of its device runs, graded and A/B); "
+            f"predicted: {_num(self.predicted_cycles)} cycles",
             f"change: {self.change or '(the official baseline)'}",
         ]
         if self.parent:

@@ -34,6 +34,7 @@ from chiplore.ingest.learn import LearnSummary
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.designs import best_of, source_of
 from chiplore.kg.repo.progress import KernelProgress
+from chiplore.kg.repo.reporting import accepted_changes
 from chiplore.kg.repo.targets import set_active_toolchain
 from chiplore.kg.store import GraphStore
 from chiplore.session import Session
@@ -365,6 +366,9 @@ def test_the_upgrade_repairs_the_kernel_and_measures_it_again(campaign: Campaign
     assert after is not None and within(after, cycles(analyse(source, NEW)[1], TRUTH[NEW]), 0.05)
     assert kernel.best_design == best.id and kernel.baseline_cycles == outcomes["baseline"].cycles_after
     assert kernel.speedup_vs_baseline is not None and kernel.speedup_vs_baseline >= 4
+    # the repair of BEST is a port, no step of the loop: the accepted changes are the optimize round's
+    with campaign.session() as session:
+        assert accepted_changes(session.store, GEMV) == campaign.optimized.accepted >= 1
 
 
 @pytest.mark.slow

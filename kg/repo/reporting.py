@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from chiplore.kg.store import GraphStore, Record
 
+REPAIR_POLICY = "builtin-repair"  # the policy of an upgrade's repair: a port of a design, no step of the loop
+
 
 def accepted_changes(store: GraphStore, kernel: str) -> int:
-    """Accepted designs other than the baseline (and its ports to new toolchains): the steps the loop,
-    or an upgrade's repair of BEST, took."""
+    """The steps the loop took: accepted designs other than the baseline and the upgrades' repairs (a port
+    of BEST to a new toolchain is no gain; counted, a kernel read "2 accepted" after a round accepting none)."""
     rows = store.read(
-        "MATCH (d:DesignNode {kernel: $k, status: 'accepted'}) WHERE d.role <> 'baseline' RETURN count(d) AS n",
-        {"k": kernel},
+        "MATCH (d:DesignNode {kernel: $k, status: 'accepted'}) WHERE d.role <> 'baseline' "
+        "AND coalesce(d.policy, '') <> $repair RETURN count(d) AS n",
+        {"k": kernel, "repair": REPAIR_POLICY},
     )
     return int(rows[0]["n"]) if rows else 0
 

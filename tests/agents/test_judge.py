@@ -13,11 +13,13 @@ from chiplore.agents.acceptance import TRIAGE, JudgeAgainstBest
 from chiplore.agents.callbacks import Events, RecordRuns
 from chiplore.agents.judge import (
     AB_REPEATS,
+    MAX_PAIRS,
     MIN_ACCEPT_PAIRS,
     PAIR_PLAN,
     PairRunner,
     SequentialJudge,
     early,
+    gain_shown,
     pair_spread,
     sequential,
     triage,
@@ -94,6 +96,20 @@ def test_pairs_noisier_than_the_measured_noise_widen_the_test_and_never_narrow_i
     # equal designs on a device with as much noise between jobs as a pair's: rarely accepted
     accepted = sum(sequential(_pairs(1.0, seed, job_noise=0.0045), SIGMA).decision == "accept" for seed in range(200))
     assert accepted <= 6
+
+
+def test_a_gain_the_pairs_show_at_their_limit_is_taken_and_no_gain_rarely_is() -> None:
+    """A 0.5 % gain sits between the SPRT's hypotheses: after 12 pairs it was left open, then dropped,
+    though its interval lay below 1 (a user saw 0.993 [0.990, 0.997], p = 0.003, rejected). At the
+    pair limit a one-sided bound below 1 at the accept error takes it; equal designs stay near that error."""
+    half = [sequential(_pairs(0.995, seed), SIGMA) for seed in range(200)]
+    taken = [v for v in half if v.decision == "accept"]
+    assert len(taken) >= 80 and all(v.ci_high < 1 for v in taken)
+    at_limit = [v for v in taken if v.pairs == MAX_PAIRS]
+    assert at_limit and all(gain_shown(v.samples, PAIR_PLAN.pair_sigma(SIGMA)) for v in at_limit)
+    equal = sum(sequential(_pairs(1.0, seed), SIGMA).decision == "accept" for seed in range(400))
+    assert equal <= 8  # 1 % of 400 is 4: the SPRT's own accepts and the limit's, with some room
+    assert not gain_shown([-0.01], 0.001)  # one pair never shows a gain
 
 
 def test_a_chip_whose_runs_never_vary_is_judged_without_dividing_by_zero() -> None:
