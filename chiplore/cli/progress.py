@@ -131,6 +131,9 @@ class Reporter:
         with self._lock:
             self.state.step, self.state.note = title, ""
             self._step_started, self._step_shown = time.monotonic(), False
+            # the step before is over: its spending is final, and the next line must not show an older figure
+            self._last_refresh = -math.inf
+            self._maybe_refresh()
             if self._progress is not None:
                 self._finish_task()
                 self._task = self._progress.add_task(escape(title), total=total, note="")
@@ -140,10 +143,12 @@ class Reporter:
         """A step's progress: what it just did (and the kernel it did it for)."""
         with self._lock:
             self.state.note = " ".join(text.split())
+            # what the note says, past the kernel's name a workflow writes before it ("o_proj: accepted ...")
+            said = self.state.note.removeprefix(f"{kernel}: ") if kernel is not None else self.state.note
             if kernel is not None and kernel != self.state.kernel:
                 # another kernel's BEST must not be shown beside this one: ask the graph at once
                 self.state.kernel, self.state.best, self._last_refresh = kernel, None, -math.inf
-            elif self.state.note.startswith(("accepted ", "stopped")):  # BEST moved, or the kernel's spending is
+            elif said.startswith(("accepted ", "stopped")):  # BEST moved, or the kernel's spending is
                 self._last_refresh = -math.inf  # final: the line must not show an older figure
             self._maybe_refresh()
             if self._progress is not None and self._task is not None:
@@ -156,7 +161,7 @@ class Reporter:
                                                  highlight=False)  # fmt: skip
             elif self.mode == "plain":
                 now = time.monotonic()
-                if self.style.verbose or now - self._last_line >= NOTE_GAP_S or self.state.note.startswith(DECISIONS):
+                if self.style.verbose or now - self._last_line >= NOTE_GAP_S or said.startswith(DECISIONS):
                     self._line()
 
     def update(self, *, device_s: float | None = None, budget_s: float | None = None, best: str | None = None,
