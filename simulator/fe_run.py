@@ -47,7 +47,8 @@ def main() -> None:
     "--fixtures",
     default="graded",
     show_default=True,
-    help=f"smoke, graded, or a comma-separated list of sets among {','.join(ALL_SETS)} (e.g. exact,cancel).",
+    help=f"smoke, graded, or a comma-separated list of sets among {','.join(ALL_SETS)} and the kernel pack's own "
+    "(e.g. exact,cancel).",
 )
 @click.option("--repeats", type=click.IntRange(1, 50), default=1, show_default=True, help="Timed runs per set.")
 @click.option("--toolchain", type=click.Choice(VERSIONS), default=None, help="Version (default: the file's header).")
@@ -64,11 +65,13 @@ def submit(file: Path, kernel: str, fixtures: str, repeats: int, toolchain: str 
     declared = declared_kernels(program)  # None: it does not parse, and the compiler will say why (free)
     if declared is not None and kernel not in declared:
         fail(f"{file}: {unknown_kernel(kernel, declared)}")
-    job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain, fixtures=_fixtures(fixtures),
-                    repeats=repeats, profile=profile, agent=agent)  # fmt: skip
     # the kernels SimRNGD offers: built in, on CHIPLORE_KERNELS, and installed in the data dir (graded alike)
     kernels = KernelRegistry(kernel_paths(config), config.data_dir / KERNELS_DIR)
-    device = SimDevice(config.seed, CONFIG, input_bytes=kernels.input_bytes, grader=kernels.grade_job)
+    job = DeviceJob(kernel=kernel, program=program, toolchain=toolchain,
+                    fixtures=_fixtures(fixtures, kernels.own_sets(kernel)), repeats=repeats, profile=profile,
+                    agent=agent)  # fmt: skip
+    device = SimDevice(config.seed, CONFIG, input_bytes=kernels.input_bytes, grader=kernels.grade_job,
+                       own_sets=kernels.own_sets)  # fmt: skip
     try:
         with DeviceStore(config.data_dir, CONFIG.device_id).session(device):
             result = device.result(device.submit(job))
@@ -106,15 +109,17 @@ def reset(seed: int | None, data_dir: Path | None, as_json: bool) -> None:
     click.echo(report.model_dump_json(indent=2) if as_json else _reset_text(report))
 
 
-def _fixtures(text: str) -> str | tuple[str, ...]:
+def _fixtures(text: str, own: tuple[str, ...] = ()) -> str | tuple[str, ...]:
+    """`--fixtures`: smoke, graded, or sets among the device's nine and `own` (the kernel pack's own)."""
     if text in ("smoke", "graded"):
         return text
     sets = tuple(part.strip() for part in text.split(","))
-    unknown = [name for name in sets if name not in ALL_SETS]
+    known = (*ALL_SETS, *own)
+    unknown = [name for name in sets if name not in known]
     if unknown or not sets:
         named = ", ".join(repr(name) for name in dict.fromkeys(unknown)) or repr(text)
         fail(f"--fixtures: {named} is no set of one list (smoke and graded stand alone, an empty name is none); "
-             f"use smoke, graded or a list of {','.join(ALL_SETS)}")  # fmt: skip
+             f"use smoke, graded or a list of {','.join(known)}")  # fmt: skip
     if len(set(sets)) < len(sets):
         fail(f"--fixtures: {text!r} names a set twice")
     return sets

@@ -64,7 +64,8 @@ class SimRNGD(Target):
         self._kernels = KernelRegistry(kernel_paths, kernels_dir, space_for=self._pack.design_space,
                                        facts_for=compile_facts)  # fmt: skip
         self._pool = DevicePool(seed, device_configs or pool_configs(devices, device),
-                                input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job)  # fmt: skip
+                                input_bytes=self._kernels.input_bytes, grader=self._kernels.grade_job,
+                                own_sets=self._kernels.own_sets)  # fmt: skip
         self.device: SimDevice = self._pool.first  # the default device (a one-device target's only one)
 
     def toolchains(self) -> list[str]:

@@ -95,6 +95,7 @@ class SimDevice:
         input_bytes: Callable[[str, str], int] | None = None,
         grader: Grader | None = None,
         truth: ChipTruth | None = None,
+        own_sets: Callable[[str], tuple[str, ...]] | None = None,
     ) -> None:
         if not 0 <= seed <= MAX_SEED:  # numpy's generators take no negative seed: say so, not a numpy traceback
             raise ValueError(f"seed {seed} is not an integer from 0 to 2^63 - 1")
@@ -103,6 +104,7 @@ class SimDevice:
         self.truth_override = truth
         self.input_bytes = input_bytes or (lambda kernel, program: 0)
         self.grader = grader
+        self.own_sets = own_sets or (lambda kernel: ())  # a kernel pack's sets of its own, by kernel
         streams = np.random.SeedSequence([seed, zlib.crc32(self.config.device_id.encode())]).spawn(2)
         self.rng = np.random.Generator(np.random.PCG64(streams[0]))  # runs and faults, in job order
         self._tenant_rng = np.random.Generator(np.random.PCG64(streams[1]))
@@ -128,7 +130,7 @@ class SimDevice:
     def submit(self, job: DeviceJob) -> JobHandle:
         wall = time.perf_counter()
         try:
-            sets = fixture_sets(job)
+            sets = fixture_sets(job, self.own_sets(job.kernel))
         except ValueError as error:
             raise InvalidJob(str(error)) from None
         self._count += 1  # a refused request takes no job id

@@ -17,15 +17,17 @@ ALL_SETS = (*GRADED_SETS, "exact", "cancel")
 SMOKE_SET = "g0"
 
 
-def fixture_sets(job: DeviceJob) -> tuple[str, ...]:
-    """The fixture sets a job runs on: the 7 graded ones, the smoke one, or those it names."""
+def fixture_sets(job: DeviceJob, own: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The fixture sets a job runs on: the 7 graded ones, the smoke one, or those it names (the device's
+    nine, or `own`: sets of the job's kernel pack's own that its recipe lists)."""
     if job.fixtures == "graded":
         return GRADED_SETS
     if job.fixtures == "smoke":
         return (SMOKE_SET,)
-    unknown = [s for s in job.fixtures if s not in ALL_SETS]
+    known = (*ALL_SETS, *own)
+    unknown = [s for s in job.fixtures if s not in known]
     if unknown or not job.fixtures:
-        raise ValueError(f"unknown fixture sets {unknown}; choose from {', '.join(ALL_SETS)}")
+        raise ValueError(f"unknown fixture sets {unknown}; choose from {', '.join(known)}")
     return job.fixtures
 
 

@@ -30,11 +30,12 @@ class DevicePool:
     """The devices of one SimRNGD target, by id; jobs go to the device they name (the first by default)."""
 
     def __init__(self, seed: int, configs: Sequence[DeviceConfig], *, input_bytes: Callable[[str, str], int],
-                 grader: Grader) -> None:  # fmt: skip
+                 grader: Grader, own_sets: Callable[[str], tuple[str, ...]] | None = None) -> None:  # fmt: skip
         ids = [config.device_id for config in configs]
         if not ids or len(set(ids)) != len(ids):
             raise TargetError(f"a device pool needs at least one device and distinct ids, not {ids}")
-        self._devices = {config.device_id: SimDevice(seed, config, input_bytes=input_bytes, grader=grader)
+        self._devices = {config.device_id: SimDevice(seed, config, input_bytes=input_bytes, grader=grader,
+                                                     own_sets=own_sets)
                          for config in configs}  # fmt: skip
 
     @property

@@ -29,6 +29,7 @@ from chiplore.simulator.dsl.parser import FerriteSyntaxError
 from chiplore.simulator.execute.cases import KernelCase, Reference
 from chiplore.simulator.execute.factored import ExecutionError
 from chiplore.simulator.execute.graph_reference import graph_reference
+from chiplore.simulator.execute.recipe import DEFAULT_SETS
 from chiplore.simulator.execute.signature import KernelSignature, kernel_signature
 from chiplore.simulator.execute.values import Inputs, Outputs
 from chiplore.simulator.kernels import limits
@@ -101,8 +102,14 @@ class KernelPack:
             name=m.name, description=m.description, label=m.label or m.name, params=self.signature.params,
             axes=self.signature.axes, atol=m.atol, rtol=m.rtol, weight_bytes=self.weight_bytes,
             bound_cycles=weight_bound_cycles(self.weight_bytes), baseline_source=self.baseline, ops=m.graph,
-            check_sets=CHECK_SETS,
+            check_sets=(*CHECK_SETS, *self.own_sets),
         )  # fmt: skip
+
+    @property
+    def own_sets(self) -> tuple[str, ...]:
+        """The fixture sets the pack's recipe lists besides the device's nine: drawn like `exact` and
+        `cancel`, and graded with them once before a design becomes BEST."""
+        return tuple(name for name in self.manifest.fixtures.drawable if name not in DEFAULT_SETS)
 
     @cached_property
     def case(self) -> KernelCase:

@@ -82,6 +82,11 @@ class KernelRegistry:
         except (ExecutionError, LoweringError):
             return None
 
+    def own_sets(self, kernel: str) -> tuple[str, ...]:
+        """The fixture sets a kernel's pack draws besides the device's nine (its recipe lists them)."""
+        pack = self.packs.get(kernel)
+        return pack.own_sets if pack is not None else ()
+
     def input_bytes(self, kernel: str, source: str) -> int:
         return packed_input_bytes(self.packs.get(kernel), source)
 

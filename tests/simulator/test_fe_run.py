@@ -123,6 +123,29 @@ def test_a_pack_installed_in_the_data_dir_is_graded_like_a_built_in_one(tmp_path
     assert correctness is not None and correctness["passed"] and correctness["sets"] == ["exact", "cancel"]
 
 
+def test_a_pack_s_own_fixture_set_is_run_by_fe_run_and_graded_with_the_check_sets(tmp_path: Path) -> None:
+    """A pack listed a set of its own (`big`, larger inputs): `kernel add` took it, then `fe-run --fixtures
+    big` refused it and the loop never graded it. It is a check set now, run like `exact` and `cancel`."""
+    pack = copy_pack(tmp_path, folder="mine")
+    edit(pack / "kernel.toml", 'name = "gqa_project_qkv"', 'name = "my_gqa"')
+    edit(
+        pack / "kernel.toml",
+        "[fixtures.inputs.x]\n",
+        '[fixtures]\nsets = ["big"]\n\n[fixtures.inputs.x]\n'
+        'sets.big = { dist = { kind = "uniform", low = -6.0, high = 6.0 } }\n',
+    )
+    edit(pack / "baseline.fe", "kernel gqa_project_qkv(", "kernel my_gqa(")
+    data = tmp_path / "data"
+    spec = SimRNGD(kernels_dir=data / KERNELS_DIR).add_kernel(pack)
+    assert spec.check_sets == ("exact", "cancel", "big")
+    ran = submit(data, pack / "baseline.fe", "--fixtures", "big,exact", "--json", kernel="my_gqa")
+    assert ran.exit_code == 0, ran.output
+    correctness = json.loads(ran.stdout)["correctness"]
+    assert correctness["passed"] and correctness["sets"] == ["big", "exact"]
+    assert "'huge' is no set of one list" in refused(submit(data, pack / "baseline.fe", "--fixtures", "huge",
+                                                            kernel="my_gqa"))  # fmt: skip
+
+
 def test_a_bad_environment_value_is_one_line(tmp_path: Path, probe: Path) -> None:
     args = ["submit", str(probe), "--kernel", "mb01", "--data-dir", str(tmp_path)]
     line = refused(CliRunner().invoke(fe_run, args, env={"CHIPLORE_SEED": "abc"}))
