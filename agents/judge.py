@@ -9,7 +9,7 @@ likelihood ratio says a gain with 1 % error on candidates that are no faster, re
 no gain with 10 % error on a true 1 % gain, and otherwise asks for another pair. So a clear loss or a
 clear win stops after one or two pairs and only a step near the indifference zone (a gain between 0
 and 1 %) takes many; at the test's pair limit such a step is accepted when the pairs show it faster
-beyond a one-sided bound at the same 1 % error (a 0.5 % gain measured on 12 pairs), else left open.
+beyond a one-sided bound at half the accept error (a 0.5 % gain measured on 12 pairs), else left open.
 
 The noise of a pair comes from the run-to-run noise sigma learning measured (`device.noise_sigma`),
 which is a floor: the pairs' own spread, pooled with it, can only widen it, so a device with more
@@ -56,7 +56,8 @@ MIN_SIGMA = 0.002
 # which the run-to-run noise does not show (on the simulated device, +-1.5 % over half an hour).
 MIN_NOISE_BAND = 0.03
 Z95 = 1.959964
-Z_ALPHA = 2.326348  # one-sided, at ALPHA: a gain shown at the pair limit errs as often as an SPRT accept
+Z_LIMIT = 2.575829  # one-sided at ALPHA / 2: a gain shown at the pair limit, beside the SPRT's own accepts
+LIMIT_METHOD = "sprt, a gain shown at its pair limit"
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,9 @@ def sprt_step(logs: Sequence[float], prior: float) -> Decision:
 
 def sequential(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN,
                max_pairs: int = MAX_PAIRS) -> Verdict:  # fmt: skip
-    """The SPRT on pairs `run_pair(i)` (None when a job failed or the budget stops it: inconclusive);
-    inconclusive too when `max_pairs` pairs did not settle it."""
+    """The SPRT on pairs `run_pair(i)` (None when a job failed or the budget stops it: inconclusive).
+    When `max_pairs` pairs did not settle it: an accept where the test ran to its own limit and the
+    pairs show a gain (`gain_shown`), else inconclusive."""
     prior = plan.pair_sigma(sigma)
     logs: list[float] = []
     runs: list[str] = []
@@ -155,16 +157,20 @@ def sequential(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN
         decision = sprt_step(logs, prior)
         if decision != "continue":
             return _summary(decision, logs, runs, prior)
-    # At its pair limit the test settled neither hypothesis: the gain lies between none and 1 %. A gain
-    # the pairs show beyond the accept error (a one-sided bound below 1) is still a gain: it is taken.
-    return _summary("accept" if gain_shown(logs, prior) else "inconclusive", logs, runs, prior)
+    verdict = _summary("inconclusive", logs, runs, prior)
+    # Run to its own limit, the test settled neither hypothesis: the gain lies between none and 1 %. One
+    # the pairs show beyond a one-sided bound (at half the accept error: its accepts add to the SPRT's) is
+    # still a gain, taken under a method of its own. A shorter limit (a triage's) leaves it to `decide`.
+    if max_pairs >= MAX_PAIRS and gain_shown(logs, prior):
+        return replace(verdict, decision="accept", method=LIMIT_METHOD)
+    return verdict
 
 
 def gain_shown(logs: Sequence[float], prior: float) -> bool:
-    """Whether the pairs' mean log-ratio lies below 0 by more than its one-sided bound at ALPHA."""
+    """Whether the pairs' mean log-ratio lies below 0 by more than its one-sided bound at ALPHA / 2."""
     if len(logs) < MIN_ACCEPT_PAIRS:
         return False
-    return float(np.mean(logs)) + Z_ALPHA * pair_spread(logs, prior) / math.sqrt(len(logs)) < NO_GAIN
+    return float(np.mean(logs)) + Z_LIMIT * pair_spread(logs, prior) / math.sqrt(len(logs)) < NO_GAIN
 
 
 def sign_test(wins: int, n: int) -> float:
@@ -197,9 +203,10 @@ def decide(candidate: float, best: float, sigma: float, *, late: bool, run_pair:
 
 
 def triage(run_pair: PairRunner, sigma: float, *, plan: PairPlan = PAIR_PLAN, max_pairs: int = MAX_PAIRS) -> Verdict:
-    """The sequential test before the candidate's graded run. `reject` drops it without the graded
-    run, `accept` stands once the graded run shows it correct, `continue` (a job failed, or
-    `max_pairs` below the test's own limit ran out) leaves the decision to `decide` after it."""
+    """The sequential test before the candidate's graded run. `reject`, or `inconclusive` (the test's
+    own limit reached with no gain shown), drops it without the graded run; `accept` stands once the
+    graded run shows it correct; `continue` (a job failed, or `max_pairs` below the test's own limit
+    ran out) leaves the decision to `decide` after it."""
     stopped = False
 
     def counted(index: int) -> tuple[float, float, tuple[str, ...]] | None:

@@ -29,7 +29,7 @@ from chiplore.agents.screens import Candidate, Screener, standard_screens
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import DesignSpace, Params, nearest_points
 from chiplore.core.target import KernelSpec, Target
-from chiplore.kg.models import Activity, DesignNode, KernelVersion, Revalidation
+from chiplore.kg.models import REPAIR_POLICY, Activity, DesignNode, KernelVersion, Revalidation
 from chiplore.kg.repo.designs import (
     add_design,
     claim_design,
@@ -40,7 +40,6 @@ from chiplore.kg.repo.designs import (
     update_design,
 )
 from chiplore.kg.repo.progress import pooled_cycles
-from chiplore.kg.repo.reporting import REPAIR_POLICY
 from chiplore.kg.repo.runs import graded_median, graded_runs
 from chiplore.kg.repo.upgrades import record_revalidation, revalidation_of
 from chiplore.kg.store import GraphStore

@@ -34,14 +34,16 @@ def run_demo(session: Session, config: Mapping[str, Any] | None = None, *, step:
     A rerun after an interruption continues where the last one stopped."""
     step = step or (lambda title: lambda note: None)
     version = session.toolchain()
-    moved = _upgraded_from(session, version)
-    if moved is None:
+    upgrade = upgrade_to(session.store, session.target.name, version)
+    if upgrade is not None and _done(session, upgrade.from_version):
+        # a rerun after this demo learnt and optimized under the toolchain its upgrade then left: it goes on
+        # from there (an upgrade by hand, before any demo round, leaves the active toolchain to learn)
+        version = upgrade.from_version
+        step(f"learn {session.target.name} {version}")("done in an earlier run")
+    else:
         note = step(f"learn {session.target.name} {version}")
         learnt = session.learn(toolchain=version, on_probe=lambda probe, s: note(f"{probe} ({s:.0f} device-s)"))
         note(f"{learnt.claims} claims, {learnt.rules_in_force} rules, {learnt.measured_params} parameters")
-    else:  # an upgrade made `version` active: learning was done under the one it left, the upgrade re-checks
-        version = moved
-        step(f"learn {session.target.name} {version}")("done in an earlier run")
     newest = session.target.toolchains()[-1]
     for round_version in dict.fromkeys([version, newest]):
         _round(session, round_version, step, dict(config or {}))
@@ -58,11 +60,13 @@ def results(session: Session) -> DemoResult:
 
 
 def _round(session: Session, version: str, step: Step, config: dict[str, Any]) -> None:
-    """Upgrade to `version` when it is not the active toolchain (or an interrupted upgrade to it is not
-    finished), then optimize under it (once)."""
+    """Upgrade to `version` when it is not the active toolchain (or when an upgrade to it was interrupted
+    before this round ran), then optimize under it (once)."""
     versions, active = session.target.toolchains(), session.active_toolchain()
     ahead = active not in versions or versions.index(version) > versions.index(active)
-    if ahead or (version == active and _unfinished(session, version)):
+    # an upgrade left open once its round ran (kernels its budget did not reach) is the user's to finish
+    # with more --budget: rerunning it on every demo would repeat it and leave the same kernels pending
+    if ahead or (version == active and not _done(session, version) and _unfinished(session, version)):
         note = step(f"toolchain upgrade to {version}")
         done = session.upgrade(version, on_event=note)
         repaired = sum(k.outcome == "repaired" for k in done.kernels)
@@ -72,20 +76,10 @@ def _round(session: Session, version: str, step: Step, config: dict[str, Any]) -
     if _done(session, version):
         note("done in an earlier run")
         return
-    if version != session.active_toolchain():  # the graph moved on before this round ran (an upgrade by hand)
-        note(f"skipped: the graph is on toolchain {session.active_toolchain()} and does not go back")
-        return
     summary = session.optimize(toolchain=version, on_event=lambda kernel, message: note(f"{kernel}: {message}"),
                                **config)  # fmt: skip
     record_activity(session.store, Activity(id=_round_id(version), role="demo", policy="builtin", ended_at=utc_now()))
     note(f"{summary.proposals} proposals, {summary.accepted} accepted, {summary.device_s:.0f} device-s")
-
-
-def _upgraded_from(session: Session, version: str) -> str | None:
-    """The toolchain an upgrade to the active `version` started from (a rerun after the demo, or a user,
-    upgraded: the demo's first round was that one's), or None when no upgrade made it active."""
-    upgrade = upgrade_to(session.store, session.target.name, version)
-    return upgrade.from_version if upgrade is not None else None
 
 
 def _unfinished(session: Session, version: str) -> bool:

@@ -199,10 +199,13 @@ def render_report(store: GraphStore, roof: str, labels: dict[str, str], *, lexer
 
 
 def significant(value: float | None, digits: int = 4) -> str:
-    """`digits` significant digits, thousands separated: a measured 491,520 B and 217.5 B/cycle, not
-    491,520.0000 and 217.5115."""
+    """`digits` significant digits (and every whole one), thousands separated: a measured 491,520 B and
+    217.5 B/cycle, not 491,520.0000 and 217.5115."""
     if value is None:
         return "-"
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
-    return f"{value:,.{max(0, digits - 1 - math.floor(math.log10(abs(value))))}f}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if abs(round(value, digits - 1 - magnitude)) >= 10 ** (magnitude + 1):  # 0.99995 rounds up to 1.000
+        magnitude += 1
+    return f"{value:,.{max(0, digits - 1 - magnitude)}f}"  # whole digits are kept: 491,520, not 491,500

@@ -23,6 +23,7 @@ from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
 from chiplore.ingest.measure import MeasureSummary, measure
+from chiplore.ingest.probe_loop import probe_outcome
 from chiplore.ingest.remeasure import remeasure
 from chiplore.ingest.rules import RulesSummary, learn_rules
 from chiplore.kg.models import Activity
@@ -68,8 +69,7 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
         spent, rerun = rechecked.device_s, rechecked.probes_run
         refailed = {p: rechecked.failure_reasons.get(p, "") for p in rechecked.probes_failed}
         # the re-checks' runner activity ends here (it stayed `running` after a clean exit)
-        failed = "; ".join(f"{p} ({why})" if why else p for p, why in refailed.items())
-        finish_activity(store, activity.id, utc_now(), f"failed probes: {failed}" if failed else "ok")
+        finish_activity(store, activity.id, utc_now(), probe_outcome(refailed))
     measured = measure(store, target, version, budget_s=budget_s - spent, on_probe=on_probe)
     # A re-check that failed is a failure of this run unless the measuring after it ran the probe again.
     still = {p: why for p, why in refailed.items() if p not in measured.probes_measured + measured.probes_failed}

@@ -69,8 +69,13 @@ class ProbeRecorder:
     def finish(self, why: Mapping[str, str]) -> None:
         """Close the activity; its outcome names each failed probe and why."""
         if self.started:
-            outcome = "failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok"
-            upsert(self.store, [self.activity.model_copy(update={"ended_at": utc_now(), "outcome": outcome})])
+            ended = {"ended_at": utc_now(), "outcome": probe_outcome(why)}
+            upsert(self.store, [self.activity.model_copy(update=ended)])
+
+
+def probe_outcome(why: Mapping[str, str]) -> str:
+    """A probe run's outcome: `ok`, or each failed probe and why."""
+    return "failed probes: " + "; ".join(f"{p} ({reason})" for p, reason in why.items()) if why else "ok"
 
 
 @dataclass

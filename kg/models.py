@@ -169,6 +169,9 @@ class Kernel(GraphNode):
     bound_cycles: float = Field(ge=0)
 
 
+REPAIR_POLICY = "builtin-repair"  # the policy of an upgrade's repair: a port of a design, no step of the loop
+
+
 class DesignNode(GraphNode):
     label: ClassVar[str] = "DesignNode"
     id: str

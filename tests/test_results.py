@@ -33,3 +33,12 @@ def test_a_baseline_an_upgrade_repaired_is_named_beside_a_lineage_that_starts_at
     line = upgraded.header()[2]
     assert line.startswith("baseline: 2,832 cycles (r123456789, the root as it runs under 0.7.0); speedup"), line
     assert "(d1" not in best(2_265.6, 1.25).header()[2]  # the root itself: nothing to name
+
+
+def test_the_report_writes_measured_values_in_four_significant_digits() -> None:
+    """Contradicted claims read "measured 491,520.0000 B" and "217.5115 B/cycle"."""
+    from chiplore.report import significant
+
+    assert [significant(v) for v in (491_520.0, 217.5115, 57.802, 0.0012346, 0.99995, -3.14159)] == [
+        "491,520", "217.5", "57.80", "0.001235", "1.000", "-3.142"]  # fmt: skip
+    assert (significant(None), significant(0.0), significant(float("inf"))) == ("-", "0", "inf")

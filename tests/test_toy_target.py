@@ -491,3 +491,65 @@ def test_a_demo_interrupted_in_its_upgrade_finishes_the_upgrade_when_run_again(t
     earlier = {f"learn toychip {OLD}: done in an earlier run", f"optimize under {OLD}: done in an earlier run"}
     assert earlier <= set(notes)
     assert running == [], running
+
+
+def test_a_finished_demo_run_again_repeats_nothing_and_a_hand_upgrade_is_not_a_demo_round(tmp_path: Path) -> None:
+    """A rerun reran an upgrade its budget had left open (every demo redid it and left the same kernels
+    pending), and an upgrade made by hand before any demo round read as the demo's learning done."""
+    from chiplore.demo import run_demo
+
+    def recorder(titles: list[str]) -> Callable[[str], Callable[[str], None]]:
+        def step(title: str) -> Callable[[str], None]:
+            titles.append(title)
+            return lambda message: None
+
+        return step
+
+    with EmbeddedStore(tmp_path / "demo") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        run_demo(session, {"seed": SEED})
+        store.write("MATCH (u:Upgrade) SET u.status = 'running'")  # as its budget left a kernel pending
+        again: list[str] = []
+        run_demo(session, {"seed": SEED}, step=recorder(again))
+    assert not any(title.startswith("toolchain upgrade") for title in again), again
+    with EmbeddedStore(tmp_path / "by-hand") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)
+        titles: list[str] = []
+        run_demo(session, {"seed": SEED}, step=recorder(titles))
+    assert titles == [f"learn toychip {NEW}", f"optimize under {NEW}"], titles
+
+
+def test_learning_interrupted_in_its_docs_or_rules_ends_those_activities_interrupted(tmp_path: Path) -> None:
+    """Ctrl-C in learning left its docs and rules activities `ok` with no end (read as done), and learn's
+    re-check after an upgrade left its runner activity `running` after a clean exit."""
+    from chiplore.ingest.librarian import BuiltinLibrarian
+
+    class CtrlCLibrarian(BuiltinLibrarian):
+        def extract_page(self, *args: Any, **kwargs: Any) -> Any:
+            raise KeyboardInterrupt
+
+    class CtrlCCompiler(ToyChip):
+        def check(self, source: str, version: str) -> Any:
+            raise KeyboardInterrupt
+
+    outcome = "MATCH (a:Activity) WHERE a.id STARTS WITH $kind RETURN a.outcome AS outcome, a.ended_at AS ended"
+    with EmbeddedStore(tmp_path / "docs") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        with pytest.raises(KeyboardInterrupt):
+            session.learn(librarian=CtrlCLibrarian(ToyChip().pack().doc_patterns))
+        [docs] = store.read(outcome, {"kind": "librarian-"})
+    assert docs["outcome"].startswith("interrupted") and docs["ended"], docs
+    with EmbeddedStore(tmp_path / "rules") as store:
+        with pytest.raises(KeyboardInterrupt):
+            Session(store, CtrlCCompiler(seed=SEED)).learn()
+        [rules] = store.read(outcome, {"kind": "rules-"})
+    assert rules["outcome"].startswith("interrupted") and rules["ended"], rules
+    with EmbeddedStore(tmp_path / "recheck") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        session.upgrade(NEW, budget_s=UPGRADE_BUDGET_S)
+        session.learn(toolchain=NEW)  # re-checks what the upgrade left stale, as its own runner activity
+        running = store.read("MATCH (a:Activity {outcome: 'running'}) RETURN a.id AS id")
+    assert running == [], running

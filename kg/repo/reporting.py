@@ -3,9 +3,8 @@ the active toolchain's measurements with the claims they judge, and the finished
 
 from __future__ import annotations
 
+from chiplore.kg.models import REPAIR_POLICY
 from chiplore.kg.store import GraphStore, Record
-
-REPAIR_POLICY = "builtin-repair"  # the policy of an upgrade's repair: a port of a design, no step of the loop
 
 
 def accepted_changes(store: GraphStore, kernel: str) -> int:

@@ -48,7 +48,9 @@ def _message(failed: list[str], worst: WorstElement | None, ratio: float) -> str
     design reads exact, not "0.00 of the tolerance")."""
     if failed:
         return f"fails on {', '.join(failed)}"
-    if worst is None or worst.abs_err == 0:
+    if worst is None:
+        return "nothing graded"
+    if worst.abs_err == 0:
         return "exact on every graded element"
-    where = f"{worst.fixture}:{worst.output}[{worst.index}]"
+    where = f"{worst.fixture}:{worst.output}, element {worst.index} (flat)"
     return f"worst error {worst.abs_err:.3g} at {where}, {ratio:.3g} of its tolerance {worst.tol:.3g}"

@@ -108,20 +108,27 @@ def test_on_a_terminal_the_bar_never_passes_its_end_and_the_note_is_not_cut() ->
 
 def test_a_workflow_s_prefixed_decision_is_shown_with_the_best_it_made(capsys: pytest.CaptureFixture[str]) -> None:
     """The demo writes each note after its kernel's name ("o_proj: accepted ..."): an accepted design was
-    folded away and the lines after it showed the BEST before it; a new step showed the last step's
-    device seconds (learning read 509 device-s after 617)."""
-    best, spent = ["aaaaaaaaaa 396,936 cycles"], [0.0]
+    folded away, and the lines after it showed the BEST before it."""
+    best = ["aaaaaaaaaa 396,936 cycles"]
     console = Console(file=io.StringIO(), force_terminal=False)
-    with Reporter(console, ProgressStyle(), refresh=lambda kernel: (spent[0], best[0])) as reporter:
-        note = reporter.step("learn")
-        note("MB16 (8 device-s)")
-        spent[0] = 617.0  # the last probe's seconds, charged within the refresh interval
-        reporter.step("optimize under 0.6.0")
-        note = reporter.note
+    with Reporter(console, ProgressStyle(), refresh=lambda kernel: (0.0, best[0])) as reporter:
+        note = reporter.step("optimize under 0.6.0")
         note("o_proj: the architect designs", kernel="o_proj")
         best[0] = "bbbbbbbbbb 30,104 cycles"
         note("o_proj: accepted bbbbbbbbbb: 30,104 cycles, ratio 0.076", kernel="o_proj")
     lines = capsys.readouterr().err.splitlines()
     [accepted] = [line for line in lines if "accepted" in line]
     assert "BEST bbbbbbbbbb 30,104 cycles" in accepted, lines
-    assert all("617 device-s" in line for line in lines if "optimize under" in line), lines
+
+
+def test_a_new_step_shows_what_the_last_one_spent(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new step showed the step before's device seconds as the graph held them at its last refresh
+    (learning's last line read 509 device-s after 617)."""
+    spent = [0.0]
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(verbose=True), refresh=lambda kernel: (spent[0], None)) as reporter:
+        reporter.step("learn")("MB16 (8 device-s)")
+        spent[0] = 617.0  # the last probe's seconds, charged within the refresh interval
+        reporter.step("optimize under 0.6.0")("the architect designs")  # no kernel named: no refresh for one
+    lines = [line for line in capsys.readouterr().err.splitlines() if "the architect designs" in line]
+    assert lines and all("617 device-s" in line for line in lines), lines

@@ -160,7 +160,8 @@ def test_a_grade_says_exact_or_the_worst_error_beside_its_tolerance() -> None:
     exact = grade_outputs(want, want, atol=0.01, rtol=0.0)
     assert exact.passed and exact.message == "exact on every graded element"
     near = grade_outputs({"g0": {"y": np.array([1.0, 2.004, 4.0], dtype=np.float32)}}, want, atol=0.01, rtol=0.0)
-    assert near.passed and near.message.startswith("worst error 0.004 at g0:y[1], 0.4 of its tolerance 0.01")
+    assert near.passed and near.message.startswith("worst error 0.004 at g0:y, element 1 (flat), 0.4 of its tolerance")
+    assert grade_outputs({}, {}, atol=0.01, rtol=0.0).message == "nothing graded"
     far = grade_outputs({"g0": {"y": np.array([1.0, 2.5, 4.0], dtype=np.float32)}}, want, atol=0.01, rtol=0.0)
     assert not far.passed and far.message == "fails on g0:y"
 
