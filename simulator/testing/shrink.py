@@ -79,6 +79,14 @@ def _plain_names(sketch: PackSketch) -> PackSketch | None:
     axes = {axis: f"A{i}" for i, axis in enumerate(sketch.axes, 1)}
     if all(old == new for old, new in (*names.items(), *axes.items())):
         return None
+    return renamed(sketch, names, axes)
+
+
+def renamed(sketch: PackSketch, names: dict[str, str], axes: dict[str, str] | None = None) -> PackSketch:
+    """The sketch with parameters and values renamed by `names` and axes by `axes` (others kept)."""
+    names = {p.name: p.name for p in sketch.params} | {str(op["out"]): str(op["out"]) for op in sketch.ops
+                                                      if "out" in op} | names  # fmt: skip
+    axes = {axis: axis for axis in sketch.axes} | (axes or {})
     result = copy.deepcopy(sketch)
 
     def dim(text: str) -> str:

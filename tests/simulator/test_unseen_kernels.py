@@ -16,7 +16,7 @@ from chiplore.simulator.kernels.validate import check_reference
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import KINDS, PackSketch, Param, build_pack, random_pack, random_sketch
 from chiplore.simulator.testing.campaign import INTERNAL_ERROR, PackOutcome, failure_reasons, tabulate, try_pack
-from chiplore.simulator.testing.shrink import shrink
+from chiplore.simulator.testing.shrink import renamed, shrink
 
 SKETCHED = range(120)  # sketches are cheap: enough of them to meet every op, dtype and scale
 QUICK = (7000004, 7000030)  # two small packs the generator writes today: an MLP chain, an attention output
@@ -57,6 +57,18 @@ def test_a_random_pack_is_well_formed_and_the_same_seed_writes_the_same_files(tm
         assert pack.derived_reference and not (first / "reference.py").exists()
         if seed < 6:  # the op graph's reference runs on the smoke set: finite outputs of the right shapes
             check_reference(pack)
+
+
+def test_a_pack_named_like_the_generators_layouts_is_written_compiled_and_passes(tmp_path: Path) -> None:
+    """A user's valid pack whose weight was called `Grid0` was refused (E0502: already bound as a layout):
+    the generator's layouts took names the kernel binds. Such a layout takes a free name now."""
+    sketch = random_sketch(QUICK[1])
+    layouts = ("Grid0", "KIn0", "XRep0", "Lead0", "Sum0", "Every0", "Stage0", "Grid1")
+    clashing = renamed(sketch, dict(zip((p.name for p in sketch.params), layouts, strict=False)))
+    built = build_pack(clashing, tmp_path)
+    assert built.status == "built", (built.status, built.reason)  # its baseline compiled and passed
+    baseline = (built.folder / "baseline.fe").read_text()
+    assert "layout Grid0_layout =" in baseline and "..Grid0_layout" in baseline and "Grid0: &hbm" in baseline
 
 
 def test_two_random_packs_load_design_compile_and_pass_their_host_test(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ layouts they use and the budgets they need."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from chiplore.core.pack import Facts
@@ -57,6 +58,9 @@ class Design:
     # The DMAs of a chunk that land in one cluster (members sharing a row space) share out its weight
     # engines, in proportion to their rows, so that their start-ups run side by side, not one after another.
     share: bool = False
+    # A stream whose codes are decoded on the way in (a quantised dtype the contraction cannot take) has
+    # every other chunk decoded by the sub queue into DM, beside main's decodes: twice the table lookups.
+    subdecode: bool = False
 
 
 def row_frame(geo: Geometry) -> Frame:
@@ -107,10 +111,11 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         chained = exports.get(group.input) if group.chained_from is not None else None
         trf = early[group.index] if group.index in early else Inputs(emitter, sig, group, geo, broadcast, chained).run()
         ahead = streamed if design.ahead and group.chained_from is not None else None
-        stream = Stream(program, sig, group, geo, trf, design.direct, 0, ahead, design.share)
+        stream = Stream(program, sig, group, geo, trf, design.direct, 0, ahead, design.share, design.subdecode)
         loop = program.mark()
         accumulators = stream.accumulators()
         stream.run(accumulators)
+        program.subdecoded = program.subdecoded or stream.sub_decoded
         streamed = program.mark()
         frame = row_frame(geo)
         space = rows[group.index]
@@ -123,6 +128,16 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
 
 
 def program_text(sig: Signature, program: Program, version: str, summary: str) -> str:
-    layouts = "".join(f"layout {name} = {text};\n" for name, text in program.layouts.items())
+    renamed = free_layout_names(program)
+    layouts = "".join(f"layout {renamed.get(name, name)} = {text};\n" for name, text in program.layouts.items())
+    body = program.text()
+    for name, free in renamed.items():  # a program names a layout only where it spreads it: `{..Grid0, ...}`
+        body = re.sub(rf"(?<=\.\.){re.escape(name)}\b", free, body)
     return (f'#![toolchain = "{version}"]\n// chiplore generated design: {summary}\n{sig.axes_text()}\n\n{layouts}\n'
-            f"kernel {sig.kernel}(\n{sig.params_text()}) {{\n{program.text()}}}\n")  # fmt: skip
+            f"kernel {sig.kernel}(\n{sig.params_text()}) {{\n{body}}}\n")  # fmt: skip
+
+
+def free_layout_names(program: Program) -> dict[str, str]:
+    """Each layout whose name (`Grid0`, `KIn0`, ...) the kernel binds already (a parameter, an axis, its
+    own name) and a fresh name for it: a valid pack whose weight was called `Grid0` was refused."""
+    return {name: program.unused(f"{name}_layout") for name in program.layouts if name in program.reserved}

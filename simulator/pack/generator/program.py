@@ -116,6 +116,7 @@ class Program:
         self.notes: list[str] = []
         self.copied_input = False  # whether an input reaches the TRFs by a replicating copy (Inputs)
         self.shared = False  # whether some cluster's weight engines were shared out among a chunk's DMAs (Stream)
+        self.subdecoded = False  # whether the sub queue decodes some stream's chunks (Stream)
 
     def name(self, stem: str) -> str:
         """A fresh local name from `stem` (`stem`, `stem_1`, ...) that shadows no parameter and no
@@ -127,6 +128,12 @@ class Program:
             if name not in self.reserved and name not in self._issued:
                 self._issued.add(name)
                 return name
+
+    def unused(self, stem: str) -> str:
+        """`stem`, `stem_1`, ...: the first that names no parameter, local or layout, without taking it
+        (asked again, it answers the same: a written program's text never changes)."""
+        names = (stem if index == 0 else f"{stem}_{index}" for index in itertools.count())
+        return next(n for n in names if n not in self.reserved and n not in self._issued and n not in self.layouts)
 
     def loop_var(self, stem: str) -> str:
         """The loop variable named from `stem`: one name for every loop that uses the stem."""

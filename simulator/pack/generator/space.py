@@ -50,6 +50,9 @@ class Twin(str):
 
 STAGE_NONE = Twin("stage 1: no store here leaves partial HBM units on its slices to gather: stage 0 writes it")
 SHARE_NONE = Twin("share 1: no cluster takes two DMAs of a chunk on two engines or more: share 0 writes it")
+SUBDECODE_NONE = Twin(
+    "subdecode 1: no stream here decodes its codes in a loop of alternating chunks: subdecode 0 writes it"
+)
 DIRECT_NONE = Twin("direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it")
 VRF_LIVE = " of VRF live"  # the end of a refusal for registers that fit no VRF of the chip
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
@@ -148,6 +151,9 @@ class GeneratedSpace:
         # members sharing a row space load a chunk with one DMA each: a cluster may share its engines among them
         if chip.engines_per_cluster > 1 and any(not g.stacked and len(g.members) > 1 for g in analysis.groups):
             knobs.append(Knob("share", (0, 1)))
+        # quantised codes some toolchain decodes on the way in: the sub queue may decode every other chunk
+        if self.quantised:
+            knobs.append(Knob("subdecode", (0, 1)))
         self.knobs = tuple(knobs)
         self._programs: OrderedDict[str, Program | str] = OrderedDict()
         # why a design is invalid (None: it is valid), per design with `stagger` off and facts: see why_invalid
@@ -423,7 +429,7 @@ class GeneratedSpace:
             return STAGE_NONE
         return Design(geometries, broadcast, engines, direct, bool(params.get("stagger", 0)), copy_spare=bcast == 2,
                       chip=self.chip, ahead=bool(params.get("ahead", 0)), stage=stage,
-                      share=bool(params.get("share", 0)))  # fmt: skip
+                      share=bool(params.get("share", 0)), subdecode=bool(params.get("subdecode", 0)))  # fmt: skip
 
     def _layout(self, unit: int, depth: int, spread: bool, tail: int,
                 cuts: tuple[tuple[int, int], ...]) -> tuple[Geometry, ...] | str:  # fmt: skip
@@ -489,6 +495,8 @@ class GeneratedSpace:
             return STAGE_NONE
         if design.share and not result.shared:
             return SHARE_NONE
+        if design.subdecode and not result.subdecoded:
+            return SUBDECODE_NONE
         if design.copy_spare and not result.copied_input:
             return Twin("bcast 2: no input is copied by DMA here (each is loaded replicated): bcast 0 writes it")
         dm, vrf = result.budget.dm, result.budget.vrf_peak()

@@ -22,6 +22,7 @@ from chiplore.simulator.pack.generator.program import Program, dtype_bytes
 from chiplore.simulator.pack.generator.signature import Signature
 
 CONTRACT_PACKET_BYTES = 32  # one fetch read per step on the main context
+SUB_READ_BYTES = 8  # the sub context's fetch port
 
 
 FOLD = 8  # rows (or blocks) a contraction folds onto its lanes at most: one flit of f32 sums
@@ -78,6 +79,11 @@ def column_packet(plan: Contraction, dtype: str, width: int, block: int | None =
     return packet if width % packet == 0 and words % 8 == 0 else None
 
 
+def sub_packet(dtype: str) -> int:
+    """Elements of `dtype` codes in one 8-byte read of the sub queue's fetch (its port is 8 bytes wide)."""
+    return int(SUB_READ_BYTES / dtype_bytes(dtype))
+
+
 def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
     """The element type the contraction receives (the screener's `contract.stream_dtype`)."""
     plan = contraction(dtype, direct, facts)
@@ -86,9 +92,14 @@ def stream_dtype(dtype: str, direct: bool, facts: dict[str, float]) -> str:
 
 class Stream:
     def __init__(self, p: Program, sig: Signature, group: Group, geo: Geometry, trf: str, direct: bool,
-                 packet: int, ahead: int | None = None, share: bool = False) -> None:  # fmt: skip
+                 packet: int, ahead: int | None = None, share: bool = False,
+                 subdecode: bool = False) -> None:  # fmt: skip
         self.p, self.sig, self.group, self.geo, self.trf = p, sig, group, geo, trf
         self.direct, self.packet = direct, packet
+        # codes the contraction cannot take as they stream in are decoded by main's fetch adapter, a pass's
+        # slowest stage where the chip has few slices: with `subdecode` the sub queue decodes every other
+        # chunk into DM beside main, and main contracts those decoded (twice the table lookups at once)
+        self.subdecode = subdecode
         # the DMAs of a chunk that land in one cluster share out its weight engines (else each takes them all)
         self.share = share
         # a body mark (after the previous group's stream) where the first loop step's weights are loaded
@@ -117,8 +128,12 @@ class Stream:
         units = [(m,) for m in group.members] if group.stacked else [group.members]
         cr, chunks = geo.chunk_rows, geo.uniform_chunks
         # One block-scaled stream alternates two chunks per step: a VRF is not rotated by the pipeline,
-        # so the next chunk's scales load into the other one while this chunk contracts.
-        pairs = len(units) == 1 and units[0][0].op.scale_kind == "block" and chunks > 1
+        # so the next chunk's scales load into the other one while this chunk contracts. A stream whose
+        # decode is shared with the sub queue alternates too: the second chunk of a step is sub's (of
+        # stacked members, every other member's chunks are).
+        sub = self.subdecoded(units)
+        pairs = len(units) == 1 and (units[0][0].op.scale_kind == "block" or sub) and chunks > 1
+        self.sub_decoded = sub and (pairs or len(units) > 1)
         var = self.p.loop_var("s" if pairs else "c")
         steps = (
             [(var, f"{var} * {cr}", "")]
@@ -143,10 +158,12 @@ class Stream:
             steps = [(v, f"{offset} + {step}", suffix) for v, offset, suffix in steps]
         if count:
             looped = len(self.loop_vrfs)  # the head's registers, if any, were live before the loop
-            for members in units:
+            for unit, members in enumerate(units):
                 accumulator = self._accumulator(accumulators, members)
                 for _, offset, suffix in steps:
-                    loads, work, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr)
+                    on_sub = self.sub_decoded and (suffix.endswith("_b") if pairs else unit % 2 == 1)
+                    loads, work, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr,
+                                                    on_sub)  # fmt: skip
                     body.append(loads + work)
                     loop_bytes += size
             self.p.budget.dm_loops.append(loop_bytes * depth)
@@ -163,6 +180,14 @@ class Stream:
         for start, rows, suffix in pieces:
             for members in units:
                 self._peel(members, self._accumulator(accumulators, members), start, rows, suffix)
+
+    def subdecoded(self, units: list[tuple[Member, ...]]) -> bool:
+        """Whether the design shares this stream's decode with the sub queue: codes some unit decodes on the
+        way in, and a sub fetch of whole 8-byte reads over a slice's columns."""
+        if not self.subdecode:
+            return False
+        decoded = [m for unit in units for m in unit if contraction(m.dtype, self.direct, self.p.facts).decode]
+        return bool(decoded) and all(self.geo.width % sub_packet(m.dtype) == 0 for m in decoded)
 
     def _accumulator(self, accumulators: dict[int, str], members: tuple[Member, ...]) -> str:
         return accumulators[members[0].index if self.group.stacked else -1]
@@ -184,9 +209,10 @@ class Stream:
             self.p.vrf_used(name)
 
     def _chunk(self, members: tuple[Member, ...], accumulator: str, buffers: bool, offset: str, suffix: str,
-               depth: int, cr: int) -> tuple[str, str, int]:  # fmt: skip
+               depth: int, cr: int, on_sub: bool = False) -> tuple[str, str, int]:  # fmt: skip
         """One chunk of `cr` rows, its rows from `offset` and names ending in `suffix`: the loads of its
-        weights, then the rest (its block scales and contraction), and its DM bytes."""
+        weights, then the rest (its block scales and contraction), and its DM bytes. `on_sub`: the sub
+        queue decodes its codes into DM first and main contracts them as decoded."""
         geo, g = self.geo, self.group.index
         first = members[0]
         plan = contraction(first.dtype, self.direct, self.p.facts)
@@ -202,7 +228,19 @@ class Stream:
                               shared=self.share)  # fmt: skip
         lines = [weights]
         size = int(cr * geo.width * dtype_bytes(first.dtype))
-        packet = column_packet(plan, first.dtype, geo.width, block_of(first), geo.chip.lanes)
+        codes = first.dtype
+        if on_sub and plan.decode:
+            decoded = self.p.name(f"{stem}_d")
+            step = sub_packet(codes)
+            kind = f"dm<{plan.decode}>{{..Grid{g}, elem: [{rows}, {geo.k_elem()}]{rotate}}}"
+            lines.append(f"        let {decoded}: {kind} = sub({buf})\n"
+                         f"            .fetch(time = [{rows}, {geo.k_digit(step)}], "
+                         f"packet = [{digit(geo.k_axis, 1, step, geo.k)}])\n"
+                         f"            .{vocab.lookup(self.p.facts)}({plan.decode})\n"
+                         "            .commit();\n")  # fmt: skip
+            size += int(cr * geo.width * dtype_bytes(plan.decode))
+            buf, codes, plan = decoded, plan.decode, contraction(plan.decode, True, self.p.facts)
+        packet = column_packet(plan, codes, geo.width, block_of(first), geo.chip.lanes)
         if packet is None:
             raise Unsupported(f"{first.dtype} weights: {geo.width} columns are no whole fetch packets")
         fetch = (f".fetch(time = [{rows}, {geo.k_digit(packet)}], "
