@@ -31,7 +31,7 @@ from chiplore.simulator.pack.generator.lanes import fuse
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.pack.generator.program import store_engines
 from chiplore.simulator.pack.generator.signature import read_signature
-from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, GeneratedSpace, Twin
+from chiplore.simulator.pack.generator.space import SHARE_NONE, STAGE_NONE, SUBDECODE_NONE, GeneratedSpace, Twin
 from chiplore.simulator.pack.generator.stream import share_out
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import random_pack
@@ -328,6 +328,29 @@ def test_a_store_whose_slices_hold_partial_units_gathers_its_rows_first() -> Non
     whole = near_point(space, facts, {"kgroups": 8, "spread": 0, "stage": 0})
     assert "128 rows x 15 row-groups" in space.summary(whole, facts)  # 256 B a slice
     assert space.why_invalid({**whole, "stage": 1}, facts) == STAGE_NONE
+
+
+def test_the_sub_queue_decodes_every_other_chunk_beside_main() -> None:
+    """Under 0.6.0 f4 codes are decoded by main's fetch adapter, a pass's slowest stage on a chip of few
+    slices (1x128's FFN stayed 1.3x its bound). With `subdecode` the sub queue decodes every other chunk
+    (of the stacked up/gate, the gate's) into DM, and main contracts those chunks as decoded f8; where no
+    stream decodes (0.7.0 streams f4) the setting is its twin's."""
+    space = space_of("decoder_feedforward")
+    assert ("subdecode", (0, 1)) in [(k.name, k.values) for k in space.knobs]
+    facts = compile_facts("0.6.0")
+    setting = near_point(space, facts, {"subdecode": 1, "direct": 0})
+    source = space.source(setting, facts, "0.6.0")
+    plain = space.source({**setting, "subdecode": 0}, facts, "0.6.0")
+    decoded = re.findall(r"let (\w+_d): dm<f8e4m3>\{[^}]*\} = sub\((\w+_c)\)", source)
+    assert decoded and all(f"main({name})" in source for name, _ in decoded)
+    for name, _ in decoded:  # main contracts what sub decoded: no table lookup of its own on those chunks
+        assert ".decode(" not in source.split(f"main({name})", 1)[1].split(".commit", 1)[0]
+    assert "= sub(" in source and not re.search(r"_d: dm<f8e4m3>\{[^}]*\} = sub\(", plain)
+    result = host_test(source, pack("decoder_feedforward").case, "0.6.0", ("g0", "exact", "cancel"))
+    assert result.correctness is not None and result.correctness.passed, result.message
+    newer = compile_facts("0.7.0")
+    streamed = near_point(space, newer, {"direct": 1, "subdecode": 0})
+    assert space.why_invalid({**streamed, "subdecode": 1}, newer) == SUBDECODE_NONE
 
 
 def test_engines_are_shared_out_in_proportion_to_the_loads() -> None:
