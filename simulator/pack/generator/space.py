@@ -13,7 +13,8 @@ heads when per-head ops run, and whole HBM units of output when the rows are sto
 come in tiles of the fastest contraction's packet; where those admit few k-group counts (a small K of
 f4 codes), counts only a smaller tile admits are offered too, beside them. Where a design's
 stored rows still end in partial units on their slices (spread rows, a cluster's share no multiple of
-a unit), `stage` gathers them onto few slices in whole units before the store.
+a unit), `stage` gathers them onto few slices in whole units before the store. Where a stream's codes
+are decoded on the way in, `subdecode` has the sub queue decode every other chunk into DM beside main.
 """
 
 from __future__ import annotations
