@@ -115,7 +115,6 @@ def write(sig: Signature, analysis: Analysis, rows: tuple[RowSpace, ...], design
         loop = program.mark()
         accumulators = stream.accumulators()
         stream.run(accumulators)
-        program.subdecoded = program.subdecoded or stream.sub_decoded
         streamed = program.mark()
         frame = row_frame(geo)
         space = rows[group.index]

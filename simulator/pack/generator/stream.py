@@ -100,8 +100,6 @@ class Stream:
         # slowest stage where the chip has few slices: with `subdecode` the sub queue decodes every other
         # chunk into DM beside main, and main contracts those decoded (twice the table lookups at once)
         self.subdecode = subdecode
-        self.sub_decoded = False  # whether a chunk was written with the sub queue's decode (else subdecode's twin)
-        self._sub_turns = False  # whether this stream's loop gives every other chunk to the sub queue
         # the DMAs of a chunk that land in one cluster share out its weight engines (else each takes them all)
         self.share = share
         # a body mark (after the previous group's stream) where the first loop step's weights are loaded
@@ -133,9 +131,9 @@ class Stream:
         # so the next chunk's scales load into the other one while this chunk contracts. A stream whose
         # decode is shared with the sub queue alternates too: the second chunk of a step is sub's (of
         # stacked members, every other member's chunks are).
-        sub = self.subdecoded(units)
+        sub = self._shares_decode(units)
         pairs = len(units) == 1 and (units[0][0].op.scale_kind == "block" or sub) and chunks > 1
-        self._sub_turns = sub and (pairs or len(units) > 1)
+        turns = sub and (pairs or len(units) > 1)  # the loop gives every other chunk to the sub queue
         var = self.p.loop_var("s" if pairs else "c")
         steps = (
             [(var, f"{var} * {cr}", "")]
@@ -163,7 +161,7 @@ class Stream:
             for unit, members in enumerate(units):
                 accumulator = self._accumulator(accumulators, members)
                 for _, offset, suffix in steps:
-                    on_sub = self._sub_turns and (suffix.endswith("_b") if pairs else unit % 2 == 1)
+                    on_sub = turns and (suffix.endswith("_b") if pairs else unit % 2 == 1)
                     loads, work, size = self._chunk(members, accumulator, buffers, offset, suffix, depth, cr,
                                                     on_sub)  # fmt: skip
                     body.append(loads + work)
@@ -183,7 +181,7 @@ class Stream:
             for members in units:
                 self._peel(members, self._accumulator(accumulators, members), start, rows, suffix)
 
-    def subdecoded(self, units: list[tuple[Member, ...]]) -> bool:
+    def _shares_decode(self, units: list[tuple[Member, ...]]) -> bool:
         """Whether the design shares this stream's decode with the sub queue: codes some unit decodes on the
         way in, and a sub fetch of whole 8-byte reads over a slice's columns."""
         if not self.subdecode:
@@ -242,7 +240,7 @@ class Stream:
                          "            .commit();\n")  # fmt: skip
             size += int(cr * geo.width * dtype_bytes(plan.decode))
             buf, codes, plan = decoded, plan.decode, contraction(plan.decode, True, self.p.facts)
-            self.sub_decoded = True
+            self.p.subdecoded = True
         packet = column_packet(plan, codes, geo.width, block_of(first), geo.chip.lanes)
         if packet is None:
             raise Unsupported(f"{first.dtype} weights: {geo.width} columns are no whole fetch packets")
