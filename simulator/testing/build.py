@@ -2,10 +2,11 @@
 
 A pack is a random sketch (`random_graphs.random_sketch`) written as `kernel.toml` without a
 reference.py (its reference is its op graph's), and a `baseline.fe` the design generator writes:
-`generated_space(spec)` for a spec read from the sketch with a signature-only baseline, then
+`generated_space(spec, chip)` for a spec read from the sketch with a signature-only baseline, then
 `space.source` at the space's first valid point (the plainest setting), under the pack's toolchain
-with the facts its compiler shows (`compile_facts`: which constructs the toolchain has, what learning
-would record; no device truth). The baseline must then pass the derived reference on the smoke set.
+with the facts its compiler shows (`compile_facts`: which constructs the toolchain has and the chip's
+shape, what learning would record; no device truth), so a campaign runs on any shape
+CHIPLORE_SIM_TRUTH names. The baseline must then pass the derived reference on the smoke set.
 A pack whose numerics leave more open than its atol on some set (an add that cancels a rounded
 value, a contraction's bf16 input) gets the atol that covers it, as docs/kernels.md asks of an author.
 
@@ -31,7 +32,7 @@ from chiplore.simulator.execute.grading import SMOKE_SET, case_inputs, grade_cas
 from chiplore.simulator.execute.graph_reference import evaluate, rounding_envelope
 from chiplore.simulator.kernels.manifest import BASELINE, MANIFEST, PackProblem
 from chiplore.simulator.kernels.pack import CHECK_SETS, KernelPack, read_pack
-from chiplore.simulator.pack.generator import generated_space, generation_problem
+from chiplore.simulator.pack.generator import generated_space, generation_problem, vocab
 from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.testing.random_graphs import random_sketch
 from chiplore.simulator.testing.sketch import PackSketch
@@ -124,11 +125,13 @@ def _baseline(sketch: PackSketch, folder: Path) -> tuple[Status, str]:
     except PackProblem as problem:
         return "ill_formed", str(problem)
     spec = pack.spec
-    problem = generation_problem(spec)
-    space = generated_space(spec) if problem is None else None
+    # written for the chip the compiler checks against (a truth file's shape), as `learn` would find it
+    facts = compile_facts(sketch.toolchain)
+    chip = vocab.chip(facts)
+    problem = generation_problem(spec, chip)
+    space = generated_space(spec, chip) if problem is None else None
     if space is None:
         return "generator_gap", problem or "generated_space returned None with no problem named"
-    facts = compile_facts(sketch.toolchain)
     first = next(iter(points(space, facts)), None)
     if first is None:
         return "no_valid_point", f"no valid point under {sketch.toolchain}: {space.why_empty(facts)}"

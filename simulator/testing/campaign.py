@@ -96,12 +96,12 @@ def _load_and_design(build: PackBuild, target: SimRNGD, points: int, outcome: Pa
             return
         outcome.loaded = True
         step = "design space"
-        space = target.pack().design_space(spec)
+        version = build.sketch.toolchain
+        facts = compile_facts(version)  # the shape among them: the space is written for the chip at hand
+        space = target.pack().design_space(spec, facts)
         if space is None:
             outcome.crashes.append("design space: a loaded pack has no design space")
             return
-        version = build.sketch.toolchain
-        facts = compile_facts(version)
         step = "sample"
         sample = sample_points(space, facts, points, random.Random(f"unseen/{build.seed}"))
         tested_source = None  # the first drawn point's (the space's first is validated when the pack is added)

@@ -78,6 +78,23 @@ def test_two_random_packs_load_design_compile_and_pass_their_host_test(tmp_path:
         assert outcome.crashes == [] and outcome.build == "built", outcome
         assert outcome.loaded and not outcome.refused and outcome.points >= 1 and not outcome.not_compiling
         assert outcome.host_test == "passed", outcome.host_test
+
+
+def test_a_campaign_on_a_chip_of_another_shape_writes_and_designs_for_that_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the four-cluster chip every random pack's baseline failed E0201 (written for the documented two
+    clusters) and every sampled point of its space too: the campaign counted the chip's shape as the
+    generator's gap. Packs and spaces are written for the shape the compiler checks against."""
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(Path(__file__).parents[2] / "simulator" / "chips" / "4x256.toml"))
+    target = SimRNGD(kernels_dir=tmp_path / "installed")
+    for seed in QUICK:
+        outcome = try_pack(seed, tmp_path / "packs", target, points=2)
+        assert outcome.crashes == [] and outcome.build == "built", outcome
+        assert outcome.loaded and outcome.points >= 1 and not outcome.not_compiling, outcome
+        assert outcome.host_test == "passed", outcome.host_test
+        baseline = (tmp_path / "packs" / outcome.name / "baseline.fe").read_text()
+        assert "rep(4)" in baseline and "rep(2)" not in baseline  # every cluster of four holds a copy
         assert outcome.name in {k.name for k in target.kernels()}
 
 
