@@ -9,9 +9,10 @@ whole vocabulary (its kind is the seed mod 6), random shapes, dtypes, scales and
 reference.py (the op graph's reference grades it) and a baseline the design generator writes. Each
 is built, added to a SimRNGD as `chiplore kernel add` adds it, designed (40 seeded valid points of
 its space compiled, the first one host-tested on the smoke set); `chiplore.simulator.testing.campaign`
-says what is counted. With CHIPLORE_SIM_TRUTH naming a chip file (simulator/chips/), packs, baselines and
-spaces are written for that chip's shape. Prints a table by kind of pack, then every distinct failure reason (names and
-numbers generalised) with how many packs show it and the seed of the smallest one.
+says what is counted. With CHIPLORE_SIM_TRUTH naming a chip file (simulator/chips/), packs, baselines
+and spaces are written for that chip's shape. Prints a table by kind of pack, then every distinct
+failure reason (names and numbers generalised) with how many packs show it and the seed of the
+smallest one.
 
 Resumable: each pack's outcome is a line of `--results` (default
 benchmarks/results/unseen_kernels-seed<S>-points<P>.jsonl); a rerun skips the seeds it holds
