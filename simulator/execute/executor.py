@@ -197,6 +197,9 @@ class Executor(PassStages):
         constraints = destination.constraints() + source.constraints()
         dm_side, other = (source, destination) if destination.tensor.space == "hbm" else (destination, source)
         dims = self._enumerate(dm_side, constraints, cuts_of(other))
+        if any(values.size == 0 for _, values, _ in dims):
+            # the views share no element (a loop step's tile of rows where one member has none): nothing moves
+            return
         index = grid_index([(d, v) for d, v, _ in dims])
         self.write(destination, index, self.read(source, index), exact_in=source.tensor.dtype)
 

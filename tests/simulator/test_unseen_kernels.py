@@ -80,6 +80,16 @@ def test_two_random_packs_load_design_compile_and_pass_their_host_test(tmp_path:
         assert outcome.host_test == "passed", outcome.host_test
 
 
+def test_a_chunk_where_one_member_has_no_rows_moves_nothing_and_the_pack_passes(tmp_path: Path) -> None:
+    """Q, K and V rows stacked over two clusters in chunks of 32: in chunk 0 V's rows lie in no cluster's
+    tile, so its DMA moves nothing. The executor raised `ValueError: cannot reshape array of size 0` (a
+    crash of `kernel add` and of every host test); such a DMA is legal and is a no-op."""
+    built = random_pack(7200000003, tmp_path)
+    assert built.status == "built", (built.status, built.reason)
+    baseline = (built.folder / "baseline.fe").read_text()
+    assert ".rename(KV, R0_, 192)" in baseline and ".tile(R0_ % 128, c * 32, 32)" in baseline  # V: chunks 2, 3 only
+
+
 def test_a_campaign_on_a_chip_of_another_shape_writes_and_designs_for_that_shape(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
