@@ -48,7 +48,8 @@ class Rows:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(max(k, p) for k, p in zip(self.key.shape, self.pool.shape[1:], strict=True))
+        # an empty side (no row chosen) is an empty value, not one of extent 1
+        return tuple(0 if 0 in (k, p) else max(k, p) for k, p in zip(self.key.shape, self.pool.shape[1:], strict=True))
 
     @property
     def size(self) -> int:
