@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from chiplore.simulator.execute.grading import SMOKE_SET, grade_case
 from chiplore.simulator.kernels.pack import read_pack
 from chiplore.simulator.kernels.validate import check_reference
+from chiplore.simulator.pack.generator import generated_space, vocab
+from chiplore.simulator.pack.generator.learnt import compile_facts
 from chiplore.simulator.target import SimRNGD
 from chiplore.simulator.testing import KINDS, PackSketch, Param, build_pack, random_pack, random_sketch
 from chiplore.simulator.testing.campaign import INTERNAL_ERROR, PackOutcome, failure_reasons, tabulate, try_pack
 from chiplore.simulator.testing.shrink import renamed, shrink
+from chiplore.simulator.toolchain.check import check
 
 SKETCHED = range(120)  # sketches are cheap: enough of them to meet every op, dtype and scale
 QUICK = (7000004, 7000030)  # two small packs the generator writes today: an MLP chain, an attention output
@@ -88,6 +92,32 @@ def test_a_chunk_where_one_member_has_no_rows_moves_nothing_and_the_pack_passes(
     assert built.status == "built", (built.status, built.reason)
     baseline = (built.folder / "baseline.fe").read_text()
     assert ".rename(KV, R0_, 192)" in baseline and ".tile(R0_ % 128, c * 32, 32)" in baseline  # V: chunks 2, 3 only
+
+
+def test_a_members_rows_committed_by_a_pass_are_read_through_its_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clusters of 64 slices hold four heads a slice: K's head norm takes two passes over its rows of
+    the Q/K/V tensor, and the second read the first's whole tensor, of which only K's rows were written:
+    E0205 on points of the space (an unseen chip's campaign). A pass over one member's rows commits a
+    tensor its readers read through the same view."""
+    chip = tmp_path / "3x64.toml"
+    chip.write_text("[shape]\nclusters = 3\nslices = 64\nengines_per_cluster = 1\nlanes = 4\ndmn_slices = 16\n"
+                    "trf_lane_bytes = 4096\nvrf_bytes = 4096\n")  # fmt: skip
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    built = random_pack(7200000039, tmp_path / "packs")
+    assert built.status == "built", (built.status, built.reason)
+    pack, version = read_pack(built.folder, "installed"), built.sketch.toolchain
+    facts = compile_facts(version)
+    space = generated_space(pack.spec, vocab.chip(facts))
+    assert space is not None
+    point = {"kgroups0": 4, "kgroups1": 8, "bcast": 1, "chunk0": 0, "chunk1": 2, "depth": 2, "engines": 1,
+             "stagger": 0, "tail": 2, "direct": 1, "stage": 0, "subdecode": 0}  # fmt: skip
+    assert space.valid(point, facts)
+    source = space.source(point, facts, version)
+    assert ".tile(Hh1_1, 0, 32))" in source  # the second pass of K's head norm reads K's rows only
+    assert not [d for d in check(source, version).diagnostics if d.is_error]
+    assert grade_case(source, pack.case, version, (SMOKE_SET,)).passed
 
 
 def test_a_campaign_on_a_chip_of_another_shape_writes_and_designs_for_that_shape(

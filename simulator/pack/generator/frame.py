@@ -50,6 +50,7 @@ class Pass:
     reducer: str = ""  # `.reduce_slices(...)` right after the fetch (split-K accumulators)
     ops: list[str] = field(default_factory=list)
     vrfs: list[str] = field(default_factory=list)
+    view: str = ""  # the view of its source it reads (one member's rows): what it commits holds only those
 
     @property
     def chain(self) -> int:
@@ -76,6 +77,9 @@ class Value:
     pass_: Pass | None = None
     uses: int = 1  # readers still to come
     narrow: bool = False  # a rounding point not kept yet: readers want the value rounded to bf16
+    # the tensor holds this value's rows only (a pass over one member's rows committed it), read through
+    # `view`; a reader that must read it whole (a roll) may drop the view: the rest is never stored
+    own: bool = False
 
     @property
     def pending(self) -> bool:
@@ -106,7 +110,7 @@ class FrameEmitter:
     def start(self, value: Value) -> Pass:
         """A new pass reading the committed value."""
         assert value.tensor is not None
-        return Pass(value.ref(), value.dtype, value.frame.time, value.frame.packet)
+        return Pass(value.ref(), value.dtype, value.frame.time, value.frame.packet, view=value.view)
 
     def read(self, value: Value, more: int, consume: bool = True) -> Pass:
         """A pass that goes on from `value` with `more` vector ops. A reader that consumes the value's
@@ -163,7 +167,7 @@ class FrameEmitter:
     def round(self, value: Value, stem: str = "rnd") -> Value:
         """Keep the value's rounding point: commit it in bf16 (in place; a pass when it is already
         committed wider)."""
-        assert value.pending or not value.view, "a view's rows are rounded as a whole copy of its tensor"
+        assert value.pending or not value.view or value.own, "a view's rows are rounded as a whole copy of its tensor"
         value.narrow = False
         if value.dtype != "bf16" or value.pending:
             self.commit(value, "bf16", stem=stem)
@@ -195,7 +199,10 @@ class FrameEmitter:
                     f"{self.render(pass_)}{narrow}\n        .commit();\n")  # fmt: skip
         self._used(pass_)
         self.p.dm(frame.elements, dtype)
-        value.pass_, value.tensor, value.dtype, value.view = None, name, dtype, ""
+        # a pass over one member's rows wrote only those: its readers read them through the same view (a
+        # whole read of the rest was refused, E0205, where a head norm took two passes)
+        value.pass_, value.tensor, value.dtype, value.view = None, name, dtype, pass_.view
+        value.own = bool(pass_.view)
         return value
 
     def commit_into(self, value: Value, target: str, dtype: str) -> None:

@@ -262,13 +262,17 @@ class Rows:
         """value * cos + swap_halves(value) * sin, per head (the sin table carries the sign)."""
         value.uses += 1  # the rolled read
         frame = self.frame
-        if not value.pending and value.view:  # one member's rows of a shared tensor: a copy of its own, so
-            name = self.e.p.name("pre_rope")  # the rotation's passes and registers read whole tensors
+        # one member's rows of a shared tensor: a copy of its own, so the rotation's passes and registers
+        # read whole tensors
+        if not value.pending and value.view and not value.own:
+            name = self.e.p.name("pre_rope")
             self.e.p.emit(f"    let {name}: dm<f32>{{..{frame.layout}, elem: [{frame.elem}]}} = main({value.ref()})\n"
                           f"        {self.e.fetch_text(self.e.start(value))}\n        .commit();\n")  # fmt: skip
             self.e.p.dm(frame.elements, "f32")
             value.tensor, value.view, value.dtype = name, "", "f32"
         self.e.commit(value, "f32", stem="pre_rope")
+        if value.own:  # a tensor of this member's rows alone (rounded through its view): read whole from here on,
+            value.view, value.own = "", False  # its other rows are never stored
         value.uses -= 1
         turned = self.e.p.name("turned_d")
         roll = f"{value.ref()}.roll({self.geo.row_mod(hd)} / {hd // 2}, 1)"
