@@ -13,13 +13,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from chiplore.kg.guard import parameter_names
+from chiplore.kg.guard import code_only, parameter_names
 
 _SUBQUERY = re.compile(r"\b(EXISTS|COUNT|COLLECT)\s*\{", re.IGNORECASE)
 _SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 5.23's CALL (k) { }
 _PLAN = re.compile(r"^\s*(EXPLAIN|PROFILE)\b", re.IGNORECASE)
 _TEMPORAL = re.compile(r"Unknown function '(datetime|date|localdatetime|time|localtime|duration)'", re.IGNORECASE)
 _COMPREHENSION_ALIAS = re.compile(r"Unable to locate a value with alias \[\s*\(.*\|")
+# `-[r:T*1..2]-`: a relationship variable of a variable-length pattern (its types, then the `*`)
+_VARIABLE_LENGTH = re.compile(r"\[\s*([A-Za-z_]\w*)\s*(?::[\w|:\s]*)?\*")
+_LABEL_ALTERNATION = re.compile(r"\(\s*\w*\s*:\s*\w+\s*\|")  # `(f:Claim|Measurement)`
 # A comprehension that counts a pattern, the way a user writes it after the hint above
 _COUNTED = "`MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k`"
 
@@ -61,6 +64,22 @@ FALKORDB = Dialect(
 )
 
 
+def falkordb_refusal(query: str) -> str | None:
+    """Why the embedded store must not run a query it would answer otherwise than Neo4j 5, without an
+    error (None when it answers alike): FalkorDB binds the relationship variable of a variable-length
+    pattern to the path, so `RETURN r` returned nodes among the relationships and `size(r)` failed with a
+    type error. Its length reads the same on both, so a variable read only by `length()` is let through."""
+    code = code_only(query)
+    for found in _VARIABLE_LENGTH.finditer(code):
+        name = found.group(1)
+        uses = [m.start() for m in re.finditer(rf"(?<![\w$.`]){name}\b", code) if m.start() != found.start(1)]
+        if any(not re.search(r"\blength\s*\(\s*$", code[:at], re.IGNORECASE) for at in uses):
+            return (f"the embedded store (FalkorDB) binds `{name}` of a variable-length pattern to a path, not to "
+                    f"a list of relationships as Neo4j does: bind the path (`p = (a)-[:T*1..2]->(b)`) and read "
+                    f"relationships(p), or run the query on the Neo4j store")  # fmt: skip
+    return None
+
+
 def falkordb_hint(message: str, query: str) -> str | None:
     """What to write instead, where FalkorDB refuses Cypher that Neo4j 5 runs (a user's query: the
     named ones avoid these), or None."""
@@ -96,6 +115,15 @@ def falkordb_hint(message: str, query: str) -> str | None:
     if neo4j_only:
         return (f"{neo4j_only.group(1)} is Neo4j's; the embedded store (FalkorDB) answers db.labels(), "
                 "db.relationshipTypes(), db.propertyKeys(), db.indexes() and db.constraints()")  # fmt: skip
+    if "does not currently support =~" in message:
+        return ("the embedded store (FalkorDB) has no regular expressions: match with STARTS WITH, ENDS WITH or "
+                "CONTAINS (`WHERE d.id STARTS WITH '0e'`), or run the query on the Neo4j store")  # fmt: skip
+    if message.startswith("errMsg: Invalid input '|'") and _LABEL_ALTERNATION.search(code_only(query)):
+        return ("the embedded store (FalkorDB) has no label alternatives in a pattern: match any node and "
+                "test its labels (`MATCH (f) WHERE f:Claim OR f:Measurement`)")  # fmt: skip
+    if "only supports shortestPaths in WITH or RETURN" in message:
+        return ("match both ends first and find the path in a WITH or RETURN: `MATCH (a ...), (b ...) WITH "
+                "shortestPath((a)-[:CHILD_OF*]->(b)) AS p RETURN length(p)`")  # fmt: skip
     if message.startswith("Missing parameters"):  # FalkorDB does not say which
         names = sorted(parameter_names(query))
         return f"the query uses {', '.join('$' + n for n in names)}: give each a value" if names else None

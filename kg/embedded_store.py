@@ -17,7 +17,7 @@ from falkordb.query_result import QueryResult
 
 from chiplore.core.errors import QueryError, StoreUnavailable, WriteRefused
 from chiplore.kg.deadline import GRACE_S, DeadlinePassed, run_bounded
-from chiplore.kg.dialect import FALKORDB, falkordb_hint
+from chiplore.kg.dialect import FALKORDB, falkordb_hint, falkordb_refusal
 from chiplore.kg.falkordb_server import (
     QUERY_MEM_CAPACITY_BYTES,
     SERVER_HEAP_MAX_BYTES,
@@ -111,6 +111,9 @@ class EmbeddedStore:
     ) -> GuardedResult:
         check_text(query)
         check_params(params)
+        refused = falkordb_refusal(query)
+        if refused:
+            raise QueryError(f"Cypher error: {refused}")
         self._ensure_open()
         body = blank_comments(query).rstrip().rstrip(";")  # leading blanks kept: positions stay the user's
         columns = return_columns(body)

@@ -108,6 +108,36 @@ def test_neo4j_5_subqueries_run_on_neo4j_and_the_embedded_store_says_what_to_wri
     assert store.read("RETURN '2026-12-02T10:00:00Z' >= '2026-12-01' AS later") == [{"later": True}]
 
 
+def test_a_variable_length_relationship_variable_reads_as_on_neo4j_or_is_refused(store: GraphStore) -> None:
+    """FalkorDB binds `r` of `-[r:T*1..2]->` to the path: `RETURN r` gave nodes among the relationships and
+    `size(r)` a type error, where Neo4j gives a list of relationships. The embedded store refuses such a
+    query in one line that says what to write (but `length(r)`, FalkorDB's own); a path's relationships
+    read alike on both."""
+    store.write("CREATE (:Design {n: 0})-[:CHILD_OF {w: 1}]->(:Design {n: 1})-[:CHILD_OF {w: 2}]->(:Design {n: 2})")
+    listed = "MATCH (a:Design {n: 0})-[r:CHILD_OF*1..2]->(x) RETURN x.n AS n, size(r) AS hops ORDER BY n"
+    if store.backend == "neo4j":
+        assert store.read_untrusted(listed).rows == [{"n": 1, "hops": 1}, {"n": 2, "hops": 2}]
+    else:
+        with pytest.raises(QueryError, match=r"binds `r` of a variable-length pattern to a path.*relationships\(p\)"):
+            store.read_untrusted(listed)
+    rewritten = ("MATCH p = (a:Design {n: 0})-[:CHILD_OF*1..2]->(x) "
+                 "RETURN x.n AS n, size(relationships(p)) AS hops, length(p) AS steps, "
+                 "[e IN relationships(p) | e.w] AS ws ORDER BY n")  # fmt: skip
+    assert store.read_untrusted(rewritten).rows == [{"n": 1, "hops": 1, "steps": 1, "ws": [1]},
+                                                    {"n": 2, "hops": 2, "steps": 2, "ws": [1, 2]}]  # fmt: skip
+    if store.backend != "neo4j":  # its path's length (on Neo4j 5 a type error: size(r) there)
+        by_length = "MATCH (a:Design {n: 0})-[r:CHILD_OF*1..2]->(x) RETURN x.n AS n, length(r) AS hops ORDER BY n"
+        assert store.read_untrusted(by_length).rows == [{"n": 1, "hops": 1}, {"n": 2, "hops": 2}]
+        # what FalkorDB lacks says what to write instead
+        with pytest.raises(QueryError, match="no regular expressions: match with STARTS WITH"):
+            store.read_untrusted("MATCH (d:Design) WHERE toString(d.n) =~ '1.*' RETURN d.n")
+        with pytest.raises(QueryError, match="no label alternatives in a pattern"):
+            store.read_untrusted("MATCH (f:Design|Kernel) RETURN count(f) AS n")
+        with pytest.raises(QueryError, match="find the path in a WITH or RETURN"):
+            store.read_untrusted("MATCH (a:Design {n: 0}), (b:Design {n: 2}) "
+                                 "MATCH p = shortestPath((a)-[:CHILD_OF*]->(b)) RETURN length(p) AS n")  # fmt: skip
+
+
 def test_slow_query_times_out(store: GraphStore) -> None:
     with pytest.raises(QueryError, match=r"ran past its timeout of 0\.2 s"):
         store.read(
