@@ -31,6 +31,7 @@ from chiplore.kg.models import Activity, Check, Measurement
 from chiplore.kg.repo.knowledge import confirm_measurement, supersede
 from chiplore.kg.repo.measurements import (
     carried_over,
+    claims_about,
     consulted_counts,
     device_seconds_behind,
     documented_value,
@@ -84,12 +85,15 @@ class RemeasureSummary(BaseModel):
         })  # fmt: skip
 
 
-def consistent(old: Measurement, new: Estimate) -> bool:
-    """Whether a re-measurement agrees with the measurement it re-checks."""
+def consistent(old: Measurement, new: Estimate, exact: bool = False) -> bool:
+    """Whether a re-measurement agrees with the measurement it re-checks. An `exact` value (a search of a
+    limit) agrees only with itself, but for the float's last bits; a fitted one within three standard
+    errors of the difference or a tenth, on a device with no noise too (its intervals have no width,
+    and a fit that reads other re-measured values moved by 1e-8 to 0.2 %: 'changed' on a quiet chip)."""
     se = math.hypot((old.ci_high - old.ci_low) / (2 * Z95), (new.high - new.low) / (2 * Z95))
-    if se == 0:  # exact values (or a device with no noise): the same, but for the float's last bits
+    if exact:
         return math.isclose(new.value, old.value, rel_tol=1e-9, abs_tol=1e-12)
-    return abs(new.value - old.value) <= max(CONFIRM_Z * se, CONFIRM_FLOOR * abs(old.value))
+    return abs(new.value - old.value) <= max(CONFIRM_Z * se, CONFIRM_FLOOR * abs(old.value), 1e-12)
 
 
 def remeasure(store: GraphStore, target: Target, previous: str, version: str, *, budget_s: float,
@@ -126,7 +130,8 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
             estimates = {key.key: found[name] for name, key in fit.records.items() if name in found}
         for key, estimate in estimates.items():
             old = stale.get(key)
-            if old is not None and consistent(old, estimate):
+            exact = not isinstance(found, Estimate) and session.fits[probe_id].search is not None
+            if old is not None and consistent(old, estimate, exact):
                 rechecks.append(_confirm(store, target.name, version, old, estimate, session, activity))
                 continue
             if isinstance(found, Estimate):
@@ -179,17 +184,32 @@ def _priority(store: GraphStore, target: str, previous: str, version: str, stale
     by_id = consulted_counts(store, [m.id for m in stale.values()])
     consulted = {key: by_id.get(m.id, 0) for key, m in stale.items()}
     claimed = documented_values(store, target, [previous, version])
-    # the vendor now states another value (or a first one): the parameter may well have moved
+    # the vendor now states another value (or a first one): the parameter may well have moved; first where
+    # that value is further from what was measured than a re-measurement confirms (a queued start-up the
+    # 0.7.0 docs first state at about 90 cycles, measured 350 under 0.6.0, stayed stale behind two probes
+    # whose docs had moved towards what was measured)
     redocumented = {p for p, by in claimed.items() if by.get(version) and by.get(version) != by.get(previous)}
+    clock = documented_value(store, CLOCK_HZ.key, version)
+    moved = {p for p in redocumented & set(stale) if _off(store, stale[p], version, clock) > CONFIRM_FLOOR}
 
-    def rank(probe_id: str) -> tuple[int, int, float, str]:
+    def rank(probe_id: str) -> tuple[int, int, int, float, str]:
         keys = by_probe[probe_id]
         cost = device_seconds_behind(store, [stale[key].id for key in keys])
-        return (-int(any(k in redocumented for k in keys)), -sum(consulted.get(k, 0) for k in keys), cost, probe_id)
+        return (-int(any(k in moved for k in keys)), -int(any(k in redocumented for k in keys)),
+                -sum(consulted.get(k, 0) for k in keys), cost, probe_id)  # fmt: skip
 
     # the noise is the spread of the jobs the other probes ran: first, it had none and failed, and its
     # stale measurement outlived every later upgrade
     return sorted(by_probe, key=lambda probe_id: (probe_id == NOISE_PROBE, rank(probe_id)))
+
+
+def _off(store: GraphStore, measured: Measurement, version: str, clock: float | None) -> float:
+    """How far the version's docs put a parameter from its measurement under the previous version: the
+    nearest stated value's relative distance (0 where none converts to the measurement's unit)."""
+    stated = [in_unit(float(c["value"]), c["unit"], measured.unit, clock)  # type: ignore[arg-type]
+              for c in claims_about(store, measured.param, version) if c["value"] is not None]  # fmt: skip
+    scale = abs(measured.value)
+    return min((abs(v - measured.value) / scale for v in stated if v is not None and scale > 0), default=0.0)
 
 
 def _given(store: GraphStore, target: str, previous: str, version: str) -> dict[str, float]:

@@ -21,8 +21,18 @@ def test_the_same_value_with_no_interval_confirms_whatever_its_last_bits() -> No
     'changed' (300.050362457077 -> 300.050362457077 in the upgrade's output)."""
     old = measured(300.050362457077, 300.050362457077, 300.050362457077)
     again = 300.050362457077 * (1 + 1e-15)
-    assert consistent(old, Estimate(value=again, low=again, high=again))
-    assert not consistent(old, Estimate(value=301.0, low=301.0, high=301.0))  # exact values: any move is a change
+    assert consistent(old, Estimate(value=again, low=again, high=again), exact=True)
+    # a search's exact limit: any move is a change
+    assert not consistent(old, Estimate(value=301.0, low=301.0, high=301.0), exact=True)
+
+
+def test_a_fitted_value_of_a_quiet_device_that_moved_a_little_confirms() -> None:
+    """On a chip with no noise an upgrade reported six fitted values 'changed' that moved by 1e-8 to 0.2 %
+    (0.499970025777831 -> 0.499970000599988), superseding them and flagging the designs that read them."""
+    old = measured(0.499970025777831, 0.499970025777831, 0.499970025777831)
+    assert consistent(old, Estimate(value=0.499970000599988, low=0.499970000599988, high=0.499970000599988))
+    assert consistent(old, Estimate(value=0.5009, low=0.5009, high=0.5009))  # 0.2 %
+    assert not consistent(old, Estimate(value=0.6, low=0.6, high=0.6))  # past the 10 % floor
 
 
 def test_a_fitted_value_within_three_standard_errors_or_a_tenth_confirms() -> None:
