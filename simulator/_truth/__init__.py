@@ -97,7 +97,7 @@ class ChipTruth(BaseModel):
     dmn_bw: Bandwidth = 143.0  # P06: flow that stays in one DMN
     cluster_ingress: Bandwidth = 285.0  # P07: NoC port into (and out of) one cluster's DM
     hbm_bw: Bandwidth = 1150.0  # P08
-    hbm_unit: Count = 256  # P09: transaction unit
+    hbm_unit: PowerOfTwo = Field(256, ge=32, le=2048)  # P09: transaction unit (a power of two, as MB07 searches)
     rmw_factor: float = Field(42.0, ge=1, le=1e4)  # P10: unit-times per partly written unit
     xcluster_factor: Fraction = 0.5  # P11
     dm2dm_phase_bw: Bandwidth = 118.86  # P12: per phase; read and write serialise
