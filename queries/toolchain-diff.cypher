@@ -4,11 +4,12 @@
 // anchors: Toolchain, Revalidation, LanguageEntry
 // Each branch starts from a toolchain by its indexed version, and finds the other one through their target
 // (a version the graph does not have gives no rows, not every fact 'dropped'; nor does a `from` that is not older
-// than `to`: FalkorDB matched one version against itself); WITH DISTINCT keeps the planners from
+// than `to`: FalkorDB matched one version against itself; nor a `from` the graph learnt nothing under, whose
+// diff read as every fact 'new'); WITH DISTINCT keeps the planners from
 // starting at the facts' labels instead (Neo4j inlines a bare WITH). A claim is new or dropped by its text: the same
 // sentence in a paragraph that changed around it is another claim node, and one sentence in two paragraphs is one row.
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
-WHERE old.ordinal < later.ordinal
+WHERE old.ordinal < later.ordinal AND (old)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT old
 MATCH (r:LegalityRule)-[:HOLDS_UNDER]->(old)
 MATCH (r)-[:HOLDS_UNDER]->(:Toolchain {version: $to})
@@ -17,7 +18,7 @@ RETURN 'rule' AS kind, r.key AS key, 'confirmed' AS change, r.code + ' ' + r.pre
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
-WHERE earlier.ordinal < new.ordinal
+WHERE earlier.ordinal < new.ordinal AND (earlier)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT new
 MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:LegalityRule)-[:HOLDS_UNDER]->(:Toolchain {version: $from})
@@ -27,7 +28,7 @@ RETURN 'rule' AS kind, n.key AS key, 'changed' AS change, o.code + ' ' + o.predi
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
-WHERE old.ordinal < later.ordinal
+WHERE old.ordinal < later.ordinal AND (old)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT old
 MATCH (o:LegalityRule)-[:HOLDS_UNDER]->(old)
 WHERE NOT (o)-[:HOLDS_UNDER]->(:Toolchain {version: $to}) AND o.status = 'retired'
@@ -36,7 +37,7 @@ RETURN 'rule' AS kind, o.key AS key, 'retired' AS change, o.code + ' ' + o.predi
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
-WHERE earlier.ordinal < new.ordinal
+WHERE earlier.ordinal < new.ordinal AND (earlier)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT new
 MATCH (n:LegalityRule)-[:HOLDS_UNDER]->(new)
 WHERE NOT (n)-[:HOLDS_UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:LegalityRule)
@@ -45,7 +46,7 @@ RETURN 'rule' AS kind, n.key AS key, 'new' AS change, null AS before, n.code + '
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
-WHERE old.ordinal < later.ordinal
+WHERE old.ordinal < later.ordinal AND (old)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT old
 MATCH (m:Measurement)-[:UNDER]->(old)
 MATCH (m)-[:UNDER]->(:Toolchain {version: $to})
@@ -59,7 +60,7 @@ RETURN 'measurement' AS kind, m.param AS key, 'confirmed' AS change, m.value AS 
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
-WHERE earlier.ordinal < new.ordinal
+WHERE earlier.ordinal < new.ordinal AND (earlier)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT new
 MATCH (n:Measurement)-[:UNDER]->(new)
 MATCH (n)-[:SUPERSEDES]->(o:Measurement)-[:UNDER]->(:Toolchain {version: $from})
@@ -68,7 +69,7 @@ RETURN 'measurement' AS kind, n.param AS key, 'changed' AS change, o.value AS be
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
-WHERE old.ordinal < later.ordinal
+WHERE old.ordinal < later.ordinal AND (old)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT old
 MATCH (o:Measurement)-[:UNDER]->(old)
 WHERE o.status = 'stale'
@@ -77,7 +78,7 @@ RETURN 'measurement' AS kind, o.param AS key, 'stale' AS change, o.value AS befo
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
-WHERE earlier.ordinal < new.ordinal
+WHERE earlier.ordinal < new.ordinal AND (earlier)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT new
 MATCH (n:Measurement)-[:UNDER]->(new)
 WHERE NOT (n)-[:UNDER]->(:Toolchain {version: $from}) AND NOT (n)-[:SUPERSEDES]->(:Measurement)
@@ -86,7 +87,7 @@ RETURN 'measurement' AS kind, n.param AS key, 'new' AS change, null AS before, n
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (new:Toolchain {version: $to})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(earlier:Toolchain {version: $from})
-WHERE earlier.ordinal < new.ordinal
+WHERE earlier.ordinal < new.ordinal AND (earlier)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT new
 MATCH (c:Claim)-[:UNDER]->(new)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $from})
@@ -103,7 +104,7 @@ RETURN 'claim' AS kind, key, 'new' AS change, null AS before, text AS after,
 ORDER BY key, before, after, detail
 UNION ALL
 MATCH (old:Toolchain {version: $from})<-[:HAS_TOOLCHAIN]-(:Target)-[:HAS_TOOLCHAIN]->(later:Toolchain {version: $to})
-WHERE old.ordinal < later.ordinal
+WHERE old.ordinal < later.ordinal AND (old)<-[:UNDER|HOLDS_UNDER]-()
 WITH DISTINCT old
 MATCH (c:Claim)-[:UNDER]->(old)
 WHERE NOT (c)-[:UNDER]->(:Toolchain {version: $to})

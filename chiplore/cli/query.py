@@ -62,13 +62,30 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
     with app.open_store() as store:
         refuse_unfinished_import(store)  # a fragment's answers would read as the graph's
         rows = store.read(named.text, bound)
+        unlearnt = _unlearnt(store, [str(bound[key]) for key in VERSION_PARAMS if key in bound]) if not rows else []
     emit_records(console, rows, fmt, title=name)
     if not rows:
         listed = [key for key in bound if key in VALUE_LISTS]
         if listed:  # every value asked for is named: the one with no match may be any of them
             asked = ", ".join(f"{key}={value!r}" for key, value in given.items())
             hints = "; ".join(dict.fromkeys(VALUE_LISTS[key] for key in listed))  # each said once
+            if unlearnt:  # the version is listed: what it lacks is anything learnt under it
+                hints = "; ".join(f"the graph knows toolchain {v} but learnt nothing under it (`chiplore learn "
+                                  f"--toolchain {v}` learns it)" for v in unlearnt)  # fmt: skip
             err_console.print(f"[dim]no rows for {asked}: {hints}[/dim]", highlight=False)
+
+
+VERSION_PARAMS = ("toolchain", "from", "to")
+
+
+def _unlearnt(store: Any, versions: list[str]) -> list[str]:
+    """Those of `versions` the graph has as toolchains with no fact under them (no rule, measurement or
+    claim): a named query finds nothing there though `chiplore toolchain list` lists them."""
+    if not versions:
+        return []
+    rows = store.read("MATCH (t:Toolchain) WHERE t.version IN $v AND NOT (t)<-[:UNDER|HOLDS_UNDER]-() "
+                      "RETURN DISTINCT t.version AS v ORDER BY v", {"v": sorted(set(versions))})  # fmt: skip
+    return [str(row["v"]) for row in rows]
 
 
 def _signature(param: named_queries.QueryParam) -> str:

@@ -143,6 +143,9 @@ def test_named_query_errors_are_one_line(embedded_env: dict[str, str]) -> None:
     run(embedded_env, "init")
     empty = run(embedded_env, "query", "dsl-summary", "-p", "toolchain=0.6.0", "-p", "construct=nosuch")
     assert empty.exit_code == 0 and "no rows for toolchain='0.6.0', construct='nosuch'" in empty.stderr  # both named
+    # a version the graph lists but learnt nothing under: a diff from it read as every fact 'new'
+    unlearnt = run(embedded_env, "query", "toolchain-diff", "-p", "from=0.5.0", "-p", "to=0.6.0")
+    assert unlearnt.exit_code == 0 and "the graph knows toolchain 0.5.0 but learnt nothing under it" in unlearnt.stderr
 
 
 def test_named_query_runs_and_lists(embedded_env: dict[str, str]) -> None:
