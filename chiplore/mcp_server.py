@@ -65,15 +65,18 @@ class ChiploreMCP(MCPServer):
         schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), None)
         takes = list((schema or {}).get("properties", {}))
         unknown = sorted(set(arguments) - set(takes)) if schema is not None else []
+        # these refusals leave before the SDK frames a tool's error: framed here as it frames the others
+        framing = f"Error executing tool {name}: "
         if unknown:  # a misnamed argument would be dropped, and the call answered as if it had not been given
-            raise ToolError(f"refused: {name}: no argument {unknown[0]!r} (it takes {', '.join(takes) or 'none'})")
+            raise ToolError(f"{framing}refused: {name}: no argument {unknown[0]!r} "
+                            f"(it takes {', '.join(takes) or 'none'})")  # fmt: skip
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
             if isinstance(error, UnexpectedToolError) or not isinstance(error.__cause__, ValidationError):
                 raise
             # from the validation error: the SDK then logs the refused fields' names, not the caller's values
-            raise ToolError(f"refused: {name}: {arguments_problem(error.__cause__)}") from error.__cause__
+            raise ToolError(f"{framing}refused: {name}: {arguments_problem(error.__cause__)}") from error.__cause__
 
 
 def arguments_problem(error: ValidationError) -> str:
@@ -114,9 +117,10 @@ def build_server(session: Session, *, timeout_s: float = 10.0) -> MCPServer:
         """Run a read-only Cypher query on the graph. Writes, file loads and administration are refused;
         the server stops a query at the timeout; rows past max_rows (at most 1000) are cut and the
         answer says so."""
-        if max_rows < 1:  # as the CLI's --max-rows: no answer is not an answer
+        # as the CLI's --max-rows: no answer is not an answer, and more than the cap was cut without a word
+        if not 1 <= max_rows <= MAX_ROWS:
             raise ToolError(f"refused: max_rows is {max_rows}; ask for 1 to {MAX_ROWS}")
-        limits = UntrustedLimits(max_rows=min(max_rows, MAX_ROWS), max_bytes=MAX_BYTES, timeout_s=timeout_s)
+        limits = UntrustedLimits(max_rows=max_rows, max_bytes=MAX_BYTES, timeout_s=timeout_s)
         result = guarded(lambda: session.cypher(query, params or {}, limits=limits))
         return {"columns": result.columns, "rows": finite(result.rows), "truncated": result.truncated,
                 "cut_reason": result.cut_reason}  # fmt: skip

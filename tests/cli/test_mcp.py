@@ -68,7 +68,10 @@ async def session_calls(env: dict[str, str]) -> dict[str, Any]:
             seen["queries"] = answer(await session.call_tool("list_queries"))
             seen["status"] = answer(await session.call_tool("status"))
             seen["unknown"] = answer(await session.call_tool("design_tree", {"kernel": "no_such_kernel"}))
-            seen["bad_args"] = answer(await session.call_tool("cypher", {"query": 5, "max_rows": "many"}))
+            bad_args = await session.call_tool("cypher", {"query": 5, "max_rows": "many"})
+            seen["bad_args"] = answer(bad_args)
+            seen["bad_args_text"] = "".join(getattr(part, "text", "") for part in bad_args.content)
+            seen["too_many"] = answer(await session.call_tool("cypher", {"query": "RETURN 1 AS x", "max_rows": 5000}))
             seen["misnamed"] = answer(await session.call_tool("named_query", {"name": "stale-facts", "parameters": {}}))
             not_finite = await session.call_tool("cypher", {"query": "RETURN 1.0/0.0 AS inf"})
             seen["inf"] = (answer(not_finite), json.loads(not_finite.content[0].text))  # structured and text alike
@@ -98,6 +101,9 @@ def test_an_mcp_client_reads_the_graph_and_cannot_write_or_hold_the_server(env: 
                                       "max_rows: Input should be a valid integer, unable to parse string as an "
                                       "integer (got 'many')")  # fmt: skip
     assert seen["misnamed"] == (True, "refused: named_query: no argument 'parameters' (it takes name, params)")
+    # framed as the SDK frames a tool's other errors (they came bare), and no cap lowered without a word
+    assert seen["bad_args_text"].startswith("Error executing tool cypher: refused: cypher: query:")
+    assert seen["too_many"] == (True, "refused: max_rows is 5000; ask for 1 to 1000")
     (failed, structured), text = seen["inf"]
     assert not failed and structured["rows"] == [{"inf": None}] and text["rows"] == [{"inf": None}]
     json.dumps(seen, default=str)  # every answer is plain data
