@@ -16,7 +16,7 @@ from chiplore.cli.options import console, err_console, parse_params, split_param
 from chiplore.cli.render import FORMAT_HELP, FORMATS, emit_records
 from chiplore.core.errors import QueryParameterError, UnknownQuery
 from chiplore.kg.graph_io import refuse_unfinished_import
-from chiplore.kg.guard import UntrustedLimits, parameter_names
+from chiplore.kg.guard import UntrustedLimits, code_only, parameter_names
 
 CYPHERLESS_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what a query's name may look like; Cypher has spaces or ( )
 
@@ -147,6 +147,29 @@ def cypher(app: App, text: str, params: tuple[str, ...], fmt: str, as_json: bool
     with app.open_store() as store:
         refuse_unfinished_import(store)  # a fragment's answers would read as the graph's
         result = store.read_untrusted(text, values, limits=limits)
+        absent = _absent_names(store, text) if not result.rows else []
     emit_records(console, result.rows, "json" if as_json else fmt, columns=result.columns)
     if result.truncated:
         err_console.print(f"[yellow]cut:[/yellow] {result.cut_reason}", highlight=False)
+    if absent:  # as Neo4j warns: a misspelt label reads as an empty answer
+        err_console.print(f"[dim]the graph has no {'; no '.join(absent)}: `CALL db.labels()` and "
+                          "`CALL db.relationshipTypes()` list them (docs/graph.md, sections 2 and 3)[/dim]",
+                          highlight=False)  # fmt: skip
+
+
+_LABELS = re.compile(r"\(\s*\w*\s*((?::\s*\w+\s*)+)")  # `(n:Label:Other`
+_TYPES = re.compile(r"\[\s*\w*\s*:\s*(\w+(?:\s*\|\s*:?\s*\w+)*)")  # `[r:TYPE|OTHER`
+
+
+def _absent_names(store: Any, text: str) -> list[str]:
+    """The labels and relationship types a query's patterns name that no node or relationship has."""
+    code = code_only(text)
+    labels = {name for found in _LABELS.findall(code) for name in re.findall(r"\w+", found)}
+    types = {name for found in _TYPES.findall(code) for name in re.findall(r"\w+", found)}
+    if not labels and not types:
+        return []
+    have_labels = {str(row["label"]) for row in store.read("CALL db.labels() YIELD label RETURN label")}
+    have_types = {str(row["t"]) for row in store.read("CALL db.relationshipTypes() YIELD relationshipType AS t "
+                                                       "RETURN t")}  # fmt: skip
+    return ([f"label {name}" for name in sorted(labels - have_labels)]
+            + [f"relationship type {name}" for name in sorted(types - have_types)])  # fmt: skip

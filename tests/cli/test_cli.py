@@ -81,6 +81,13 @@ def test_cypher_reads_with_parameters(env: dict[str, str]) -> None:
     assert twice.exit_code == 2 and "s is given twice" in twice.stderr
     unused = run(env, "cypher", "RETURN '$s' AS s // $s", "-p", "s=1")  # as `query` refuses a misspelt one
     assert unused.exit_code == 2 and "the query reads no $s" in unused.stderr
+    # a misspelt label or type read as an empty answer, with nothing said (Neo4j's own client warns)
+    misspelt = run(env, "cypher", "MATCH (t:Toolchains)<-[:HAS_TOOLCHAINS|HAS_TOOLCHAIN]-(x:Target) RETURN t")
+    assert misspelt.exit_code == 0 and "the graph has no label Toolchains; no relationship type HAS_TOOLCHAINS" in (
+        misspelt.stderr
+    )
+    known = run(env, "cypher", "MATCH (t:Toolchain {version: 'none'})<-[:HAS_TOOLCHAIN]-(:Target) RETURN t")
+    assert known.exit_code == 0 and "the graph has no" not in known.stderr
 
 
 def test_cypher_syntax_error_is_one_line(env: dict[str, str]) -> None:
