@@ -185,6 +185,27 @@ def test_a_slow_dma_start_up_leaves_the_decode_rate_measured(tmp_path: Path, mon
     assert abs(found["lut_bpc_f4"] / truth.lut_bpc - 1) <= 0.05, found["lut_bpc_f4"]  # one table for both
 
 
+def test_the_interference_is_measured_only_where_the_port_bounds_the_dma(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MB15 reads what a running pass costs a cluster's port. Where HBM moves less than the ports the DMA
+    never meets the port, and the factor read 0.86 for 0.985 (0.30 behind engines of 1 B/cycle, 0.42 where
+    the DMA ended before the passes): such a chip gets no factor, and says why."""
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text("hbm_bw = 200.0\nnoise_sigma = 0.0\noutlier_p = 0.0\ndrift_amplitude = 0.0\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    probes = {p.id: p for p in microbenchmarks()}
+    target = SimRNGD(seed=2, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
+    found: dict[str, float] = {"clusters": 2.0, "engines_per_cluster": 4.0}
+    for spec in FITS:
+        if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB05", "MB06"):
+            found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
+    interference = next(spec for spec in FITS if spec.id == "MB15")
+    with pytest.raises(ValueError, match=r"under its port's .*: what a pass costs the port is not observable"):
+        run_fit(interference, probes[interference.template], "0.6.0", bench, found)
+
+
 def test_the_hbm_unit_behind_a_dmn_slower_than_an_engine_is_not_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
