@@ -517,6 +517,11 @@ def test_a_space_no_vrf_holds_reports_the_registers_of_its_tightest_writing(
     space = target.pack().design_space(next(k for k in target.kernels() if k.name == "sliding_project_qkv"), facts)
     reason = space.why_empty(facts)
     assert reason.startswith("2,048 B of VRF live ("), reason
+    # the reasons named account for every refused setting (two named left a fifth of the space unexplained)
+    counted = [
+        (int(n.replace(",", "")), int(t.replace(",", ""))) for n, t in re.findall(r"\(([\d,]+) of ([\d,]+)", reason)
+    ]
+    assert "other reason" in reason and sum(n for n, _ in counted) == counted[0][1], reason
 
 
 def test_rows_that_do_not_split_over_every_cluster_take_the_most_clusters_they_split_over(

@@ -537,8 +537,9 @@ class GeneratedSpace:
 
     def why_empty(self, facts: Facts) -> str:
         """Why no setting is valid ("" when one is): the refusals the settings get, most frequent first,
-        each in the words of its first setting (a user learns what to change in the pack). A setting
-        refused only as another's twin counts in neither: that other setting's refusal is the reason."""
+        each in the words of its first setting (a user learns what to change in the pack), the two most
+        frequent and a count of the rest. A setting refused only as another's twin counts in neither: that
+        other setting's refusal is the reason."""
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
         for setting in settings(self):
@@ -551,7 +552,13 @@ class GeneratedSpace:
             counts[kind] += 1
             first.setdefault(kind, why)
         total = sum(counts.values())
-        return "; ".join(f"{first[kind]} ({n:,} of {total:,} settings)" for kind, n in counts.most_common(2))
+        shown = counts.most_common(2)
+        said = "; ".join(f"{first[kind]} ({n:,} of {total:,} settings)" for kind, n in shown)
+        rest = total - sum(n for _, n in shown)  # the two reasons named left the rest of the space unexplained
+        if rest:
+            others = len(counts) - len(shown)
+            said += f"; {others} other reason{'s' if others > 1 else ''} ({rest:,} of {total:,} settings)"
+        return said
 
     def source(self, params: Params, facts: Facts, version: str) -> str:
         result = self.program(params, facts)
