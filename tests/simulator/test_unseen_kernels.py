@@ -136,6 +136,10 @@ def test_a_campaign_on_a_chip_of_another_shape_writes_and_designs_for_that_shape
         baseline = (tmp_path / "packs" / outcome.name / "baseline.fe").read_text()
         assert "rep(4)" in baseline and "rep(2)" not in baseline  # every cluster of four holds a copy
         assert outcome.name in {k.name for k in target.kernels()}
+    # K and V of 512 rows each share a row space in units of half its rows: each of four clusters held half
+    # a unit, and their scales' loads took empty tiles (E0207). A unit divides each cluster's share now.
+    shared = random_pack(7300000071, tmp_path / "more")
+    assert shared.status == "built", (shared.status, shared.reason)
 
 
 def rope_first() -> PackSketch:

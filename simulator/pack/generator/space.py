@@ -185,8 +185,11 @@ class GeneratedSpace:
             row = RowAxis(name, ((heads, group.rows // hd), (head_rows, hd)))
             space = RowSpace((heads, head_rows), None)
         elif len(group.members) > 1 and not group.stacked:
-            # a unit divides every member's rows and each cluster's half, so both cut the row axis evenly
-            unit = math.gcd(*(m.rows for m in group.members), *((group.rows // 2,) if group.rows % 2 == 0 else ()))
+            # a unit divides every member's rows and each cluster's share (the rows split over the most of the
+            # chip's clusters they divide into), so both cut the row axis evenly: on four clusters a unit of
+            # half the rows left each cluster half a unit, and its operands' loads empty tiles (E0207)
+            clusters = next(c for c in range(self.chip.clusters, 0, -1) if group.rows % c == 0)
+            unit = math.gcd(*(m.rows for m in group.members), group.rows // clusters)
             units, unit_rows = sig.add_atom(f"Ru{g}_", group.rows // unit), sig.add_atom(f"Du{g}_", unit)
             name = sig.add_composite(f"R{g}_", (units, unit_rows))
             row = RowAxis(name, ((units, group.rows // unit), (unit_rows, unit)))
