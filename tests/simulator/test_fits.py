@@ -206,27 +206,6 @@ def test_the_interference_is_measured_only_where_the_port_bounds_the_dma(
         run_fit(interference, probes[interference.template], "0.6.0", bench, found)
 
 
-def test_the_hbm_unit_behind_a_dmn_slower_than_an_engine_is_not_recorded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One DMN a cluster (143 B/cycle, under an engine's 224) moves MB07's reads at its own rate: 865 B at
-    offsets 0..64 and 1,026 at 192, which no unit fits at the rate measured. The least-bad unit, 32 B, was
-    recorded with an interval of no width and the docs' true 256 called contradicted. The fit refuses."""
-    chip_file = tmp_path / "chip.toml"
-    chip_file.write_text("noise_sigma = 0.0\noutlier_p = 0.0\ndrift_amplitude = 0.0\n[shape]\ndmn_slices = 256\n")
-    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
-    probes = {p.id: p for p in microbenchmarks()}
-    target = SimRNGD(seed=2, device=DeviceConfig(agent_budget_s_per_day=1e9))
-    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
-    found: dict[str, float] = {}
-    for spec in FITS:
-        if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB05"):
-            found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
-    alignment = next(spec for spec in FITS if spec.id == "MB07")
-    with pytest.raises(ValueError, match="a DMN slower than an engine hides the units, so the unit is not observable"):
-        run_fit(alignment, probes[alignment.template], "0.6.0", bench, found)
-
-
 def test_a_chip_with_no_noise_has_a_noise_of_zero_where_every_run_reads_the_same() -> None:
     """Every run of every job on the cycle counter's one reading: no spread to fit, and none there."""
     found = noise_sigma([[np.full(30, 552.0), np.full(30, 552.0)], [np.full(30, 4_096.0)]])
