@@ -1,10 +1,11 @@
 """Re-measuring under a new toolchain: the stale measurements of the old version are measured
 again, within a device budget, in the order that matters most:
 
-1. parameters the new version's docs state another value for (or a first one): the vendor says
-   something moved;
-2. then the parameters the designs consulted most (CONSULTED links);
-3. then the cheapest (the device time the old sweep took).
+1. parameters the new version's docs put further from their measurement than a re-measurement
+   confirms (`CONFIRM_FLOOR`): the vendor says something moved;
+2. then the other parameters the new version's docs state another value for (or a first one);
+3. then the parameters the designs consulted most (CONSULTED links);
+4. then the cheapest (the device time the old sweep took).
 
 A probe whose last sweep cost more than the budget left is skipped for a cheaper one. A new value
 consistent with the old one (`consistent`) confirms it: the old measurement holds under the new version
@@ -186,7 +187,7 @@ def _priority(store: GraphStore, target: str, previous: str, version: str, stale
     claimed = documented_values(store, target, [previous, version])
     # the vendor now states another value (or a first one): the parameter may well have moved; first where
     # that value is further from what was measured than a re-measurement confirms (a queued start-up the
-    # 0.7.0 docs first state at about 90 cycles, measured 350 under 0.6.0, stayed stale behind two probes
+    # 0.7.0 docs first state at about 90 cycles, measured 340 under 0.6.0, stayed stale behind two probes
     # whose docs had moved towards what was measured)
     redocumented = {p for p, by in claimed.items() if by.get(version) and by.get(version) != by.get(previous)}
     clock = documented_value(store, CLOCK_HZ.key, version)

@@ -20,8 +20,8 @@ _SCOPED_CALL = re.compile(r"\bCALL\s*\(([^)]*)\)\s*\{", re.IGNORECASE)  # Neo4j 
 _PLAN = re.compile(r"^\s*(EXPLAIN|PROFILE)\b", re.IGNORECASE)
 _TEMPORAL = re.compile(r"Unknown function '(datetime|date|localdatetime|time|localtime|duration)'", re.IGNORECASE)
 _COMPREHENSION_ALIAS = re.compile(r"Unable to locate a value with alias \[\s*\(.*\|")
-# `-[r:T*1..2]-`: a relationship variable of a variable-length pattern (its types, then the `*`)
-_VARIABLE_LENGTH = re.compile(r"\[\s*([A-Za-z_]\w*)\s*(?::[\w|:\s]*)?\*")
+# `-[r:T*1..2]-`, `<-[`r`*]-`: a relationship variable of a variable-length pattern (its types, then the `*`)
+_VARIABLE_LENGTH = re.compile(r"(?:-|<-)\s*\[\s*(`(?:[^`]|``)+`|[A-Za-z_]\w*)\s*(?::[\w|:`\s]*)?\*")
 _LABEL_ALTERNATION = re.compile(r"\(\s*\w*\s*:\s*\w+\s*\|")  # `(f:Claim|Measurement)`
 # A comprehension that counts a pattern, the way a user writes it after the hint above
 _COUNTED = "`MATCH (k:Kernel) WITH k, size([(k)-[:BEST]->() | 1]) AS n WHERE n > 0 RETURN k`"
@@ -64,17 +64,26 @@ FALKORDB = Dialect(
 )
 
 
+def _map_key(code: str, start: int, end: int) -> bool:
+    """Whether the name at code[start:end] is a map literal's key (`{r: 1}`, `{a: 1, r: 2}`)."""
+    return bool(re.match(r"\s*:", code[end:])) and bool(re.search(r"[{,]\s*$", code[:start]))
+
+
 def falkordb_refusal(query: str) -> str | None:
     """Why the embedded store must not run a query it would answer otherwise than Neo4j 5, without an
     error (None when it answers alike): FalkorDB binds the relationship variable of a variable-length
     pattern to the path, so `RETURN r` returned nodes among the relationships and `size(r)` failed with a
     type error. Its length reads the same on both, so a variable read only by `length()` is let through."""
-    code = code_only(query)
+    code = code_only(query, keep_names=True)  # a backquoted variable is a variable too
     for found in _VARIABLE_LENGTH.finditer(code):
         name = found.group(1)
-        uses = [m.start() for m in re.finditer(rf"(?<![\w$.`]){name}\b", code) if m.start() != found.start(1)]
-        if any(not re.search(r"\blength\s*\(\s*$", code[:at], re.IGNORECASE) for at in uses):
-            return (f"the embedded store (FalkorDB) binds `{name}` of a variable-length pattern to a path, not to "
+        word = rf"(?<![\w$.`]){re.escape(name)}" + (r"\b" if name[-1] != "`" else "")
+        uses = [m for m in re.finditer(word, code) if m.start() != found.start(1)]
+        # its reads: not a map's key (`{r: 1}`), nor inside `length(...)`
+        read = [m.start() for m in uses if not _map_key(code, m.start(), m.end())]
+        if any(not re.search(r"\blength\s*\(\s*$", code[:at], re.IGNORECASE) for at in read):
+            shown = name if name.startswith("`") else f"`{name}`"
+            return (f"the embedded store (FalkorDB) binds {shown} of a variable-length pattern to a path, not to "
                     f"a list of relationships as Neo4j does: bind the path (`p = (a)-[:T*1..2]->(b)`) and read "
                     f"relationships(p), or run the query on the Neo4j store")  # fmt: skip
     return None

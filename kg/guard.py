@@ -236,10 +236,11 @@ def blank_comments(query: str) -> str:
                    for kind, start, end in _pieces(query))  # fmt: skip
 
 
-def code_only(query: str) -> str:
-    """The query with its comments, strings and quoted names blanked (newlines kept): what a check of its
-    clauses reads, every position the user's."""
-    return "".join(query[start:end] if kind == "code" else re.sub(r"[^\n]", " ", query[start:end])
+def code_only(query: str, keep_names: bool = False) -> str:
+    """The query with its comments, strings and (unless `keep_names`) quoted names blanked (newlines kept):
+    what a check of its clauses reads, every position the user's."""
+    kept = ("code", "name") if keep_names else ("code",)
+    return "".join(query[start:end] if kind in kept else re.sub(r"[^\n]", " ", query[start:end])
                    for kind, start, end in _pieces(query))  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from chiplore.cli.complete import query_names, query_params
 from chiplore.cli.main import main
 from chiplore.cli.options import console, err_console, parse_params, split_params, store_options
 from chiplore.cli.render import FORMAT_HELP, FORMATS, emit_records
-from chiplore.core.errors import QueryParameterError, UnknownQuery
+from chiplore.core.errors import ChiploreError, QueryParameterError, UnknownQuery
 from chiplore.kg.graph_io import refuse_unfinished_import
 from chiplore.kg.guard import UntrustedLimits, code_only, parameter_names
 
@@ -70,8 +70,8 @@ def query(app: App, name: str | None, params: tuple[str, ...], fmt: str, as_json
             asked = ", ".join(f"{key}={value!r}" for key, value in given.items())
             hints = "; ".join(dict.fromkeys(VALUE_LISTS[key] for key in listed))  # each said once
             if unlearnt:  # the version is listed: what it lacks is anything learnt under it
-                hints = "; ".join(f"the graph knows toolchain {v} but learnt nothing under it (`chiplore learn "
-                                  f"--toolchain {v}` learns it)" for v in unlearnt)  # fmt: skip
+                hints = "; ".join([*(f"the graph knows toolchain {v} but learnt nothing under it" for v in unlearnt),
+                                   hints])  # fmt: skip
             err_console.print(f"[dim]no rows for {asked}: {hints}[/dim]", highlight=False)
 
 
@@ -168,8 +168,11 @@ def _absent_names(store: Any, text: str) -> list[str]:
     types = {name for found in _TYPES.findall(code) for name in re.findall(r"\w+", found)}
     if not labels and not types:
         return []
-    have_labels = {str(row["label"]) for row in store.read("CALL db.labels() YIELD label RETURN label")}
-    have_types = {str(row["t"]) for row in store.read("CALL db.relationshipTypes() YIELD relationshipType AS t "
-                                                       "RETURN t")}  # fmt: skip
+    try:  # a hint: the answer stands without it
+        have_labels = {str(row["label"]) for row in store.read("CALL db.labels() YIELD label RETURN label")}
+        have_types = {str(row["t"]) for row in store.read("CALL db.relationshipTypes() YIELD relationshipType AS t "
+                                                           "RETURN t")}  # fmt: skip
+    except ChiploreError:
+        return []
     return ([f"label {name}" for name in sorted(labels - have_labels)]
             + [f"relationship type {name}" for name in sorted(types - have_types)])  # fmt: skip

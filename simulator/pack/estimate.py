@@ -89,7 +89,7 @@ def bottleneck(stats: ProgramStats, facts: Facts) -> str:
     floor = (roof or clusters * prices.cluster_port) / (carrying * prices.cluster_port)
     if carrying < clusters and ingress >= IDLE_PORTS_SAID and floor >= 1.05:
         line += (f"; {carrying} of {clusters} clusters' ports carry the weights, so it stays at least "
-                 f"{floor:.2g}x its bound")  # fmt: skip
+                 f"{floor:.3g}x its bound")  # fmt: skip
     return line
 
 

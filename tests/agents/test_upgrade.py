@@ -110,6 +110,8 @@ def _state(store: GraphStore) -> dict[str, Any]:
             "MATCH (m:Measurement)-[:UNDER]->(:Toolchain {version: $v}) RETURN m.param AS p, count(m) AS n ORDER BY p",
             {"v": NEW},
         ),
+        # 0.5.0 is registered and nothing was learnt under it: a diff from it listed every fact 'new'
+        "from_unlearnt": queries.run(store, "toolchain-diff", {"from": "0.5.0", "to": OLD}),
     }
 
 
@@ -172,6 +174,11 @@ def test_the_dm_capacity_rule_changed_from_480_to_464_kb(campaign: Campaign) -> 
     assert json.loads(row["before"].split(" ", 1)[1])["value"] == 480 * 1024
     assert json.loads(row["after"].split(" ", 1)[1])["value"] == load_truth(NEW, path="").dm_usable_per_slice
     assert _row(campaign.diff, "measurement", "dm.usable_bytes_per_slice")["after"] == 464 * 1024
+
+
+def test_a_diff_from_a_version_nothing_was_learnt_under_is_empty(campaign: Campaign) -> None:
+    assert campaign.state["from_unlearnt"] == []
+    assert campaign.state["rules"]  # a diff between two learnt versions is not
 
 
 def test_the_cast_split_is_recorded(campaign: Campaign) -> None:

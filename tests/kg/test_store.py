@@ -120,6 +120,13 @@ def test_a_variable_length_relationship_variable_reads_as_on_neo4j_or_is_refused
     else:
         with pytest.raises(QueryError, match=r"binds `r` of a variable-length pattern to a path.*relationships\(p\)"):
             store.read_untrusted(listed)
+        quoted = "MATCH (a:Design {n: 0})-[`r`:CHILD_OF*1..2]->(x) RETURN `r` AS r"  # a quoted name is a name
+        with pytest.raises(QueryError, match="binds `r` of a variable-length pattern"):
+            store.read_untrusted(quoted)
+    # no relationship pattern, no refusal: an index or a list's arithmetic reads `[i*2]` (the review)
+    assert store.read_untrusted("WITH [1, 2, 3, 4] AS xs, 1 AS i RETURN xs[i*2] AS y, [i * 2] AS l").rows == [
+        {"y": 3, "l": [2]}
+    ]
     rewritten = ("MATCH p = (a:Design {n: 0})-[:CHILD_OF*1..2]->(x) "
                  "RETURN x.n AS n, size(relationships(p)) AS hops, length(p) AS steps, "
                  "[e IN relationships(p) | e.w] AS ws ORDER BY n")  # fmt: skip
