@@ -102,6 +102,14 @@ def test_narrow_rows_are_merged_by_content() -> None:
     assert np.array_equal(merged.dense(), np.array([1, 2, 1, 2, 1, 1], dtype=np.float32))
 
 
+def test_rows_chosen_from_none_are_an_empty_value() -> None:
+    """A view of no row (a member's rows in a chunk that holds none) read as extent 1 where the key was
+    empty, and its dense form raised 'cannot reshape array of size 0 into shape (1, 1, 32, 128)'."""
+    empty = Rows(np.zeros((0, 1), dtype=np.int64), TABLE[:1, None, :])
+    assert empty.shape == (0, 40) and empty.size == 0
+    assert empty.dense().shape == (0, 40)
+
+
 def test_a_copy_along_a_key_dim_densifies_as_one_row() -> None:
     copies = Rows(np.zeros((32, 1), dtype=np.int64), TABLE[:1, None, :])
     assert copies.narrowed().dense().shape == (1, 40)

@@ -61,6 +61,7 @@ def test_the_readme_chip_and_the_defaults_are_valid(tmp_path: Path) -> None:
         ("engine_bw = true\n", "engine_bw", "valid number"),
         ('engine_bw = "224"\n', "engine_bw", "valid number"),
         ("hbm_unit = 256.5\n", "hbm_unit", "valid integer"),
+        ("hbm_unit = 300\n", "hbm_unit", "300 is not a power of two"),  # accepted, and learnt as 256
         ("outlier_low = 1.7\n", "outlier_low", "must not exceed outlier_high"),
         ("dmn_bandwidth = 3.0\n", "dmn_bandwidth", "did you mean 'dmn_bw'"),
         ("clusters = 4\n", "clusters", "the chip's shape goes in its [shape] table ([shape] clusters = ...)"),
