@@ -24,6 +24,7 @@ from chiplore.simulator.pack.fits import (
     fit_idle_start,
     fit_queued_start,
     fit_reducer,
+    fit_switch,
     search_bank_run,
     search_dm_capacity,
 )
@@ -204,6 +205,16 @@ def test_the_interference_is_measured_only_where_the_port_bounds_the_dma(
     interference = next(spec for spec in FITS if spec.id == "MB15")
     with pytest.raises(ValueError, match=r"under its port's .*: what a pass costs the port is not observable"):
         run_fit(interference, probes[interference.template], "0.6.0", bench, found)
+
+
+def test_a_switch_latency_that_fits_below_zero_is_none() -> None:
+    """On noisy 8 x 64 and 2 x 64 chips the switch's latency per ring slice came out -1.37 and -0.24 and
+    was recorded: a latency below zero is none, and the per-flit cost is fitted without it."""
+    points = [{"RING": str(r), "FLITS": str(f)} for r in (2, 8, 32, 128) for f in (1, 16, 64, 256)]
+    times = np.array([1000.0 + 2.0 * f + 1.0 * r * f - 1.5 * r for r in (2, 8, 32, 128) for f in (1, 16, 64, 256)])
+    found = fit_switch(points, times, {"empty_kernel_cycles": 500.0})
+    assert found["switch_per_ring"] == 0.0
+    assert found["switch_per_ring_flit"] == pytest.approx(1.0, rel=0.05)
 
 
 def test_a_chip_with_no_noise_has_a_noise_of_zero_where_every_run_reads_the_same() -> None:
