@@ -129,9 +129,9 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
         else:
             fit = session.fits[probe_id]
             estimates = {key.key: found[name] for name, key in fit.records.items() if name in found}
+        exact = not isinstance(found, Estimate) and session.fits[probe_id].search is not None  # a search's limit
         for key, estimate in estimates.items():
             old = stale.get(key)
-            exact = not isinstance(found, Estimate) and session.fits[probe_id].search is not None
             if old is not None and consistent(old, estimate, exact):
                 rechecks.append(_confirm(store, target.name, version, old, estimate, session, activity))
                 continue

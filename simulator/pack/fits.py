@@ -86,6 +86,16 @@ def _slices(given: dict[str, float]) -> float:
     return given.get("slices", 256.0)
 
 
+def _clusters(given: dict[str, float]) -> float:
+    """The clusters the probes were written for (MB00's, else the documented 2)."""
+    return given.get("clusters", 2.0)
+
+
+def _engines_per_cluster(given: dict[str, float]) -> float:
+    """The DMA engines of a cluster (MB00's, else the documented 4)."""
+    return given.get("engines_per_cluster", 4.0)
+
+
 def _rate(nbytes: float, cycles: float, given: dict[str, float]) -> float:
     return nbytes / (cycles - given["empty_kernel_cycles"])
 
@@ -216,7 +226,7 @@ def fit_idle_start(points: list[dict[str, str]], medians: np.ndarray, given: dic
     in turn: each pair adds two start-ups and two one-packet transfers, and no launch. (The empty kernel
     less the launch said the same where the launch is small, but a launch of thousands of cycles, itself
     an extrapolated intercept, left the start-up 12 % off.)"""
-    if given.get("clusters", 2.0) * given.get("engines_per_cluster", 4.0) < 2:
+    if _clusters(given) * _engines_per_cluster(given) < 2:
         # one engine: a command waiting for the last one's copy always chains behind it on that engine
         found = {"dma_start_cycles": given["empty_kernel_cycles"] - given["launch_cycles"]}
     else:
@@ -279,7 +289,7 @@ def fit_interference(points: list[dict[str, str]], medians: np.ndarray, given: d
     if port and roof and "engine_bw" in given:
         # the factor slows a cluster's port: only a DMA the port bounds shows it (engines of 1 B/cycle read
         # 0.30, HBM under the ports 0.86, for 0.985)
-        supply = min(given.get("engines_per_cluster", 4.0) * given["engine_bw"], roof / given.get("clusters", 2.0))
+        supply = min(_engines_per_cluster(given) * given["engine_bw"], roof / _clusters(given))
         if supply < PORT_BOUND * port:
             raise ValueError(f"MB15: a cluster's engines and its share of the roof move {supply:,.1f} B/cycle, "
                              f"under its port's {port:,.1f}: what a pass costs the port is not observable "

@@ -44,6 +44,11 @@ KGROUPS = (1, 2, 4, 8, 16, 32, 64)
 WIDE_KGROUPS = (128, 256, 512, 1024)  # only where no count above fits: a space's choices stay as they were
 
 
+def split_clusters(rows: int, most: int) -> int:
+    """The clusters `rows` split over evenly: the most of the first `most` they divide into."""
+    return next(c for c in range(most, 0, -1) if rows % c == 0)
+
+
 class Twin(str):
     """A refusal that only says another setting writes the same program (not a limit of the chip or
     the pack): `why_empty` leaves it out of what it reports."""
@@ -188,8 +193,8 @@ class GeneratedSpace:
             # a unit divides every member's rows and each cluster's share (the rows split over the most of the
             # chip's clusters they divide into), so both cut the row axis evenly: on four clusters a unit of
             # half the rows left each cluster half a unit, and its operands' loads empty tiles (E0207)
-            clusters = next(c for c in range(self.chip.clusters, 0, -1) if group.rows % c == 0)
-            unit = math.gcd(*(m.rows for m in group.members), group.rows // clusters)
+            share = group.rows // split_clusters(group.rows, self.chip.clusters)
+            unit = math.gcd(*(m.rows for m in group.members), share)
             units, unit_rows = sig.add_atom(f"Ru{g}_", group.rows // unit), sig.add_atom(f"Du{g}_", unit)
             name = sig.add_composite(f"R{g}_", (units, unit_rows))
             row = RowAxis(name, ((units, group.rows // unit), (unit_rows, unit)))
@@ -284,7 +289,7 @@ class GeneratedSpace:
         n = shape.row.size
         # rows split evenly over the most clusters they divide into (on three clusters, 8,192 rows take two:
         # a third's port idles, where every row on cluster 0 left two idle)
-        clusters = next(c for c in range(chip.clusters if shape.fit.clusters > 1 else 1, 0, -1) if n % c == 0)
+        clusters = split_clusters(n, chip.clusters if shape.fit.clusters > 1 else 1)
         per_cluster = n // clusters
         pad = chip.slices // kg
         fits = self._fits(group, shape, per_cluster, pad)
