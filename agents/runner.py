@@ -74,8 +74,11 @@ class DeviceRunner:
     def _budget_text(self) -> str:
         """This run's budget, and the total where earlier runs spent some of it on the same consumer."""
         own = self.budget_s - self.started_at_s
-        earlier = f" ({self.budget_s:.0f} s with earlier runs')" if self.started_at_s >= 0.5 else ""
-        return f"of {own:.0f} s{earlier}"
+        if self.started_at_s < 0.5:
+            return f"of {self.budget_s:.0f} s"
+        if own < 0.5:  # earlier runs (an upgrade's re-measurements) left this one nothing: no negative budget
+            return f"of {self.budget_s:.0f} s (all of it spent before this run: {self.started_at_s:.0f} s)"
+        return f"of {own:.0f} s ({self.budget_s:.0f} s with earlier runs')"
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""

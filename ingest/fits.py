@@ -113,10 +113,11 @@ def fit(fit_spec: ProbeFit, probe: ProbeTemplate, jobs: Jobs, given: dict[str, f
     except KeyError as missing:  # a value an earlier probe should have found: it failed, or has not run
         raise ValueError(f"{fit_spec.id} needs {missing.args[0]}, which no earlier probe measured") from None
     rng = np.random.default_rng(seed)
+    # every draw's median of every point at once (a point's draws are one matrix): learn fits ~30 probes
+    resampled = np.stack([np.median(rng.choice(s, size=(draws, len(s))), axis=1) for s in samples], axis=1)
     boot: dict[str, list[float]] = {name: [] for name in central}
     refused: list[str] = []
-    for _ in range(draws):
-        medians = np.array([np.median(rng.choice(s, size=len(s))) for s in samples])
+    for medians in resampled:
         try:
             drawn = fit_spec.model(points, medians, given)
         except ValueError as error:  # a resample the model cannot read (an outlier run at one point)

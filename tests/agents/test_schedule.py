@@ -143,3 +143,8 @@ def test_a_spent_budget_names_this_runs_share_and_the_total_with_earlier_runs() 
     fresh = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=60.0, charged=lambda: 61.0)
     with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s spent$"):
         fresh.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
+    overdrawn = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=123.0, spent_s=128.0)  # never "of -5 s"
+    with pytest.raises(
+        BudgetExhausted, match=r"^device budget of 123 s \(all of it spent before this run: 128 s\) spent$"
+    ):
+        overdrawn.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
