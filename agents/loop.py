@@ -41,6 +41,7 @@ from chiplore.core.errors import BudgetExhausted, ConfigError, KernelStop
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, TargetPack, points
 from chiplore.core.target import CheckResult, KernelSpec, Target
+from chiplore.ingest.chip import other_chip
 from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.repo.designs import (
     ClaimLost,
@@ -98,6 +99,9 @@ class OptimizeSummary(BaseModel):
     device_s: float
     repeated: int = 0  # proposals whose program a design of the tree already holds (no new design)
     stopped: dict[str, str]  # kernel -> why it stopped
+    # kernels stopped before any design was proposed: no baseline measured and nothing standing in, a
+    # BEST an upgrade has not re-validated, the toolchain moved (the CLI exits 1 when no kernel started)
+    unstarted: list[str] = Field(default_factory=list)
     calendar_s: float | None = None  # the run's calendar at its end: the latest clock of any device
     devices: list[DeviceUsage] = Field(default_factory=list)
     progress: list[BestAt] = Field(default_factory=list)
@@ -239,6 +243,7 @@ class KernelOutcome:
     accepted: int = 0
     spent_s: float = 0.0
     repeated: int = 0
+    started: bool = True  # whether its schedule proposed at all (see OptimizeSummary.unstarted)
 
 
 def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, roles: Roles | None = None,
@@ -249,7 +254,7 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     executor = executor or SequentialExecutor()
     specs = choose_kernels(context.target, config.kernels)
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
-    mismatch = run.pack.chip_mismatch(run.knowledge.facts, context.version)
+    mismatch = other_chip(context.store, context.target) or run.pack.chip_mismatch(run.knowledge.facts, context.version)
     if mismatch:  # every design would be refused: say so before anything is spent
         finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {mismatch}")
         raise ConfigError(mismatch)
@@ -267,7 +272,9 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
                     f"{accepted} accepted")  # fmt: skip
     summary = OptimizeSummary(kernels=[s.name for s in specs], proposals=proposals, accepted=accepted,
                               repeated=repeated, device_s=sum(o.spent_s for o in outcomes),
-                              stopped={s.name: o.stopped for s, o in zip(specs, outcomes, strict=True)})  # fmt: skip
+                              stopped={s.name: o.stopped for s, o in zip(specs, outcomes, strict=True)},
+                              unstarted=[s.name for s, o in zip(specs, outcomes, strict=True)
+                                         if not o.started])  # fmt: skip
     return executor.summary(run, summary)
 
 
@@ -314,7 +321,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
     accepted = resumed + (schedule.accepted if schedule else 0)
     return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, kernel.runner.spent_s - start_spent,
-                         len(kernel.repeats))  # fmt: skip
+                         len(kernel.repeats), started=schedule is not None)  # fmt: skip
 
 
 class KernelRun:

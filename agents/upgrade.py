@@ -34,6 +34,7 @@ from chiplore.agents.runner import BudgetExhausted, DeviceRunner
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
+from chiplore.ingest.chip import other_chip
 from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
@@ -99,6 +100,9 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
             librarian: Librarian | None = None, on_event: Event | None = None) -> UpgradeSummary:  # fmt: skip
     started = time.perf_counter()
     say = on_event or (lambda message: None)
+    refusal = other_chip(store, target)  # the silicon changed, not the toolchain: nothing is marked or re-measured
+    if refusal:
+        raise UpgradeRefused(refusal)
     state = _open(store, target, version, budget_s)
     if state.status == "done":
         summary = UpgradeSummary.model_validate_json(state.summary)

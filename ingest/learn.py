@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
 from chiplore.core.target import Target
+from chiplore.ingest.chip import bind_chip
 from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
@@ -54,6 +55,7 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
           librarian: Librarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
+    bind_chip(store, target)  # before anything is recorded: a graph of another chip is refused whole
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
     rules = learn_rules(store, target, version)

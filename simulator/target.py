@@ -20,6 +20,7 @@ from chiplore.core.settings import Settings
 from chiplore.core.stats import ProgramStats
 from chiplore.core.target import (
     CheckResult,
+    ChipIdentity,
     Correctness,
     DeviceInfo,
     DeviceJob,
@@ -34,6 +35,7 @@ from chiplore.core.target import (
 from chiplore.simulator import DEFAULT_TOOLCHAIN, DESCRIPTION, NAME, TOOLCHAIN_VERSIONS
 from chiplore.simulator.bench import microbenchmarks
 from chiplore.simulator.device import DeviceConfig, SimDevice
+from chiplore.simulator.device.identity import chip_identity
 from chiplore.simulator.device.pool import DevicePool, pool_configs
 from chiplore.simulator.kernels.registry import KernelRegistry
 from chiplore.simulator.pack import SimRNGDPack
@@ -123,6 +125,10 @@ class SimRNGD(Target):
     def device_clock(self, device: str) -> float:
         """The simulated clock of one device (chiplore.core.target.SimulatedClock)."""
         return self._pool.clock(device)
+
+    def chip(self) -> ChipIdentity:
+        """A fingerprint of the chip CHIPLORE_SIM_TRUTH describes (the documented one where it is unset)."""
+        return chip_identity()
 
     def simulated_clock(self) -> SimRNGD:
         """Its devices keep simulated time (chiplore.core.target.SimulatedClock)."""

@@ -187,6 +187,17 @@ class DeviceInfo(Frozen):
     endpoint: str = ""  # where a real device is reached (a host:port, a PCI address); "" for a simulated one
 
 
+class ChipIdentity(Frozen):
+    """What a device says of the chip it is (a part number and revision, a fingerprint). Equal ids are
+    one chip: a graph holds one chip's facts, so a graph learnt on one is refused on another."""
+
+    id: str = Field(min_length=1)
+    note: str = ""  # where the id comes from, for a person (a truth file, a serial number)
+
+    def describe(self) -> str:
+        return f"{self.id} ({self.note})" if self.note else self.id
+
+
 class JobHandle(Frozen):
     job_id: str
     device_id: str
@@ -333,6 +344,13 @@ class Target:
         """Where each kernel comes from, by name (SimRNGD: "built-in", "CHIPLORE_KERNELS", "installed");
         read by `chiplore kernel list`. By default nothing is said."""
         return {}
+
+    def chip(self) -> ChipIdentity | None:
+        """Which chip the devices are (the same for every device of the target). `learn` records it on
+        the graph's Target node, and learn, optimize and upgrade refuse a graph that learnt another:
+        its facts (rates, limits, the shape) would price and judge this chip's designs. None (the
+        default) when the devices say nothing: nothing is recorded or refused."""
+        return None
 
     def simulated_clock(self) -> SimulatedClock | None:
         """The devices' simulated clocks, for a target whose devices keep simulated time (a simulator);

@@ -69,3 +69,17 @@ def toolchains(store: GraphStore, target: str) -> list[dict[str, str]]:
         "RETURN t.version AS version, t.status AS status ORDER BY t.ordinal",
         {"target": target},
     )
+
+
+def learnt_chip(store: GraphStore, target: str) -> tuple[str, str] | None:
+    """The chip the graph learnt (the id its devices reported, and where it came from), or None when no
+    learn recorded one (a fresh graph, or one a chiplore that recorded none learnt)."""
+    rows = store.read("MATCH (t:Target {name: $name}) WHERE t.chip IS NOT NULL RETURN t.chip AS id, "
+                      "coalesce(t.chip_note, '') AS note", {"name": target})  # fmt: skip
+    return (rows[0]["id"], rows[0]["note"]) if rows else None
+
+
+def record_chip(store: GraphStore, target: str, chip: str, note: str) -> None:
+    """The chip the graph learns (its first learn records it; a note where the id comes from may change)."""
+    store.write("MATCH (t:Target {name: $name}) SET t.chip = $chip, t.chip_note = $note",
+                {"name": target, "chip": chip, "note": note})  # fmt: skip

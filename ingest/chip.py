@@ -1,0 +1,35 @@
+"""One graph, one chip: the chip a graph learnt (its devices' word for it), and the refusal of another.
+
+A graph's facts are one chip's: its rates, limits and shape price and judge every design. A data dir
+learnt on one chip and then pointed at another (a forgotten environment variable, a board swapped)
+would otherwise blame the toolchain for what the silicon changed, and mix two chips in one status."""
+
+from __future__ import annotations
+
+from chiplore.core.errors import ConfigError
+from chiplore.core.target import ChipIdentity, Target
+from chiplore.kg.repo.targets import learnt_chip, record_chip
+from chiplore.kg.store import GraphStore
+
+
+def other_chip(store: GraphStore, target: Target) -> str:
+    """Why this graph's facts are not of the target's chip, in one line; "" when they are, or when the
+    devices or the graph say nothing of a chip."""
+    current, learnt = target.chip(), learnt_chip(store, target.name)
+    if current is None or learnt is None or learnt[0] == current.id:
+        return ""
+    was = ChipIdentity(id=learnt[0], note=learnt[1]).describe()
+    return (f"this graph learnt chip {was}, and the devices are now {current.describe()}: a graph holds one "
+            "chip's facts; learn this chip in a data dir of its own, or point the target back at the chip "
+            "this graph learnt")  # fmt: skip
+
+
+def bind_chip(store: GraphStore, target: Target) -> None:
+    """Refuse a graph that learnt another chip (ConfigError); else record this one, which a first learn
+    binds the graph to."""
+    refusal = other_chip(store, target)
+    if refusal:
+        raise ConfigError(refusal)
+    current = target.chip()
+    if current is not None:
+        record_chip(store, target.name, current.id, current.note)

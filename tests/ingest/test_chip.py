@@ -1,0 +1,81 @@
+"""One graph, one chip: a graph learnt on one chip refuses learn, optimize and upgrade on another,
+before anything is recorded (a forgotten CHIPLORE_SIM_TRUTH made an upgrade report the shape as
+'changed by 0.7.0' and a BEST 'repaired' twice as fast, on another chip)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chiplore.agents.loop import OptimizeContext, optimize
+from chiplore.agents.schedule import OptimizeConfig
+from chiplore.agents.upgrade import UpgradeRefused, upgrade
+from chiplore.core.errors import ConfigError
+from chiplore.ingest.chip import bind_chip, other_chip
+from chiplore.ingest.learn import learn
+from chiplore.kg.repo.nodes import count_by_label
+from chiplore.kg.repo.targets import active_toolchain, learnt_chip
+from chiplore.kg.store import GraphStore
+from chiplore.simulator.target import SimRNGD
+from tests.toy import ToyChip
+
+CHIPS = Path(__file__).parents[2] / "simulator" / "chips"
+REFUSAL = (r"^this graph learnt chip SimRNGD #[0-9a-f]{12} \(CHIPLORE_SIM_TRUTH unset\), and the devices are now "
+           r"SimRNGD #[0-9a-f]{12} \(CHIPLORE_SIM_TRUTH=\S+1x128\.toml\): a graph holds one chip's facts")  # fmt: skip
+
+
+def test_a_graph_learnt_on_one_chip_refuses_another_before_recording_anything(
+    graph: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHIPLORE_SIM_TRUTH", raising=False)
+    documented = SimRNGD().chip()
+    assert documented is not None
+    bind_chip(graph, SimRNGD())  # what learn's first step records
+    assert learnt_chip(graph, "simrngd") == (documented.id, "CHIPLORE_SIM_TRUTH unset")
+    before = {label: n for label, n in count_by_label(graph).items() if label != "Activity"}
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(CHIPS / "1x128.toml"))
+    other = SimRNGD()
+    assert other.chip() != documented
+    with pytest.raises(ConfigError, match=REFUSAL):
+        learn(graph, other, "0.6.0")
+    with pytest.raises(UpgradeRefused, match=REFUSAL):
+        upgrade(graph, other, "0.7.0")
+    with pytest.raises(ConfigError, match=REFUSAL):
+        optimize(OptimizeContext(graph, other, "0.6.0"), OptimizeConfig(kernels=("sliding_attention_output",)))
+    assert active_toolchain(graph, other.name) == "0.6.0"  # the upgrade moved nothing
+    assert {label: n for label, n in count_by_label(graph).items() if label != "Activity"} == before
+    assert learnt_chip(graph, other.name) == (documented.id, "CHIPLORE_SIM_TRUTH unset")
+
+
+def test_the_same_chip_from_another_file_is_the_same_chip(graph: GraphStore, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    """The id is the chip's, not its file's: a copy elsewhere is accepted (its note follows it); a
+    target whose devices say nothing of their chip is never refused."""
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(CHIPS / "4x256.toml"))
+    bind_chip(graph, SimRNGD())
+    copy = tmp_path / "board-7.toml"
+    shutil.copy(CHIPS / "4x256.toml", copy)
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(copy))
+    assert other_chip(graph, SimRNGD()) == ""
+    bind_chip(graph, SimRNGD())
+    assert learnt_chip(graph, "simrngd") == (SimRNGD().chip().id, f"CHIPLORE_SIM_TRUTH={copy}")
+    assert ToyChip().chip() is None and other_chip(graph, ToyChip()) == ""
+
+
+def test_the_cli_refuses_an_upgrade_on_another_chip_in_one_line(embedded_env: dict[str, str]) -> None:
+    def chiplore(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chiplore.cli", *args], env={**embedded_env, **env},
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+    assert chiplore("init").returncode == 0
+    assert chiplore("learn", "--budget", "1").returncode == 0  # a first learn binds the graph to its chip
+    refused = chiplore("toolchain", "upgrade", "0.7.0", CHIPLORE_SIM_TRUTH=str(CHIPS / "1x128.toml"))
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "this graph learnt chip SimRNGD #" in lines[0] and "Traceback" not in refused.stderr
+    listed = chiplore("toolchain", "list", "--json")
+    assert '"0.6.0"' in listed.stdout and "0.7.0" in listed.stdout
