@@ -42,7 +42,8 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
     With --workers N (N > 1), every kernel and every design of a round run at once on Ray. A second
     optimize on the same graph joins the work. The LLM policy reads its API key from the environment
     only ($OPENAI_API_KEY for openai:...). Exits 1 when no kernel could start (none has a measured
-    baseline, or a design standing in for one): each one's reason is printed."""
+    baseline or a design standing in for one, or an unfinished upgrade left each BEST to re-validate):
+    each one's reason is printed."""
     workers = schedule.workers
     if workers.devices is not None:
         app = App(app.settings.model_copy(update={"devices": workers.devices}))
@@ -61,8 +62,11 @@ def optimize(app: App, kernels: tuple[str, ...], schedule: Schedule, roles: Role
                                        on_event=lambda kernel, message: reporter.note(message, kernel=kernel),
                                        **schedule.config(settings.seed))  # fmt: skip
         progress = [k for k in session.status() if k.kernel in summary.kernels]
-    # a script must see a run where no kernel could start (no baseline measured, nothing standing in): exit 1
-    started = any(k.best_design is not None for k in progress) or not progress
+    # a script must see a run where no kernel could start (no baseline measured, nothing standing in, a
+    # BEST an unfinished upgrade left un-re-validated): exit 1
+    started = (any(k.best_design is not None for k in progress) or not progress) and (
+        not summary.kernels or any(kernel not in summary.unstarted for kernel in summary.kernels)
+    )
     if output.as_json:
         click.echo(to_json({**summary.model_dump(), "kernels": [k.model_dump() for k in progress]}))
         if not started:
