@@ -148,8 +148,8 @@ class Reporter:
             if kernel is not None and kernel != self.state.kernel:
                 # another kernel's BEST must not be shown beside this one: ask the graph at once
                 self.state.kernel, self.state.best, self._last_refresh = kernel, None, -math.inf
-            elif said.startswith(("accepted ", "stopped")):  # BEST moved, or the kernel's spending is
-                self._last_refresh = -math.inf  # final: the line must not show an older figure
+            elif said.startswith(("accepted ", "stopped", "re-measured ")):  # BEST moved, or spending is final
+                self._last_refresh = -math.inf  # (a kernel's, a probe's): the line must not show an older figure
             self._maybe_refresh()
             if self._progress is not None and self._task is not None:
                 task = next(t for t in self._progress.tasks if t.id == self._task)

@@ -132,3 +132,18 @@ def test_a_new_step_shows_what_the_last_one_spent(capsys: pytest.CaptureFixture[
         reporter.step("optimize under 0.6.0")("the architect designs")  # no kernel named: no refresh for one
     lines = [line for line in capsys.readouterr().err.splitlines() if "the architect designs" in line]
     assert lines and all("617 device-s" in line for line in lines), lines
+
+
+def test_a_re_measurement_shows_what_it_spent_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """An upgrade's re-measurements, seconds apart, each read "| 0 device-s" through 53 device-s of
+    probes: the graph was asked at most every few seconds."""
+    spent = [0.0]
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with Reporter(console, ProgressStyle(verbose=True), refresh=lambda kernel: (spent[0], None)) as reporter:
+        note = reporter.step("toolchain upgrade to 0.7.0")
+        note("rules: 21 confirmed, 3 changed, 5 retired, 1 new")
+        for probe, total in (("MB06", 6.0), ("MB03", 22.0), ("MB01", 25.0)):
+            spent[0] = total  # charged within the refresh interval
+            note(f"re-measured {probe} ({total:.0f} device-s)")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "re-measured" in line]
+    assert [line.rsplit("|", 1)[-1].strip() for line in lines] == ["6 device-s", "22 device-s", "25 device-s"], lines
