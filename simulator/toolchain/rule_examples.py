@@ -403,6 +403,14 @@ FIRST = ChipShape()  # the chip the pairs are written for
 _OPERAND = 131072  # B: TRF and VRF operands are written as B / n, a power of two of it
 
 
+def _swap(text: str, replacements: dict[str, str]) -> str:
+    """Every replacement at once: one after another, a size halved and then halved again (the broken
+    operand's B / 32 became the mended one's B / 64, then B / 128, and fitted: no E0302, E0303 or E0401
+    on a chip of smaller register files or fewer lanes)."""
+    pattern = "|".join(re.escape(old) for old in sorted(replacements, key=len, reverse=True))
+    return re.sub(pattern, lambda match: replacements[match.group(0)], text)
+
+
 def for_shape(source: str, shape: ChipShape) -> str:
     """A pair's program written for a chip of `shape`: its cluster and slice counts in every mapping,
     its engine numbers in every engine list, its lanes and register-file sizes in the operands that
@@ -416,18 +424,18 @@ def for_shape(source: str, shape: ChipShape) -> str:
     for line in source.split("\n"):
         if "dm::empty()" in line and "trf<bf16>{..One, lane:" in line and _OPERAND % shape.trf_lane_bytes == 0:
             per_lane = _OPERAND // shape.trf_lane_bytes  # B / this many bf16 fill one lane twice over
-            line = line.replace("B / 16]", f"B / {per_lane}]").replace("B / 32]", f"B / {2 * per_lane}]")
+            line = _swap(line, {"B / 16]": f"B / {per_lane}]", "B / 32]": f"B / {2 * per_lane}]"})
             line = line.replace("lane: [1 # 8]", f"lane: [1 # {shape.lanes}]")
         if "dm::empty()" in line and "vrf<f32>{..One, elem: [B /" in line and (2 * _OPERAND) % shape.vrf_bytes == 0:
             per_vrf = 2 * _OPERAND // shape.vrf_bytes  # B / this many f32 fill a VRF twice over
-            line = line.replace("B / 32]", f"B / {per_vrf}]").replace("B / 64]", f"B / {2 * per_vrf}]")
+            line = _swap(line, {"B / 32]": f"B / {per_vrf}]", "B / 64]": f"B / {2 * per_vrf}]"})
         lines.append(line)
     text = "\n".join(lines)
     if shape.lanes < 8:  # a contraction's eight outputs a step on a chip of fewer lanes: as many as it has
-        text = text.replace("fold = [1 # 16]", f"fold = [1 # {2 * shape.lanes}]")
-        text = text.replace("fold = [1 # 8]", f"fold = [1 # {shape.lanes}]").replace(
-            "dm<f32>{..One, elem: [1 # 8]}", f"dm<f32>{{..One, elem: [1 # {shape.lanes}]}}"
-        )
+        text = _swap(
+            text,
+            {"fold = [1 # 16]": f"fold = [1 # {2 * shape.lanes}]", "fold = [1 # 8]": f"fold = [1 # {shape.lanes}]"},
+        ).replace("dm<f32>{..One, elem: [1 # 8]}", f"dm<f32>{{..One, elem: [1 # {shape.lanes}]}}")
     text = text.replace("cluster: [H / 32]", f"cluster: [H / 32 # {clusters}]")
     text = text.replace("cluster: [1 # 2]", f"cluster: [1 # {clusters}]")
     # Every full-cluster pad first; then the pads written as parts of it (E0201's example: half).

@@ -591,13 +591,18 @@ def codes(source: str, version: str = "0.6.0") -> list[str]:
     return sorted(d.code for d in check(source, version).diagnostics)
 
 
-@pytest.mark.parametrize("name", ANY_SHAPE)
+# Half the first chip's register files and lanes: writing an example for it halved the broken operand
+# twice (E0302, E0303 and E0401 were not drawn, and a chip engineer's summary called 25 constructs contradicted)
+HALVED = {"2x64-4-lanes-4k": ChipShape(slices=64, lanes=4, engines_per_cluster=1, trf_lane_bytes=4096, vrf_bytes=4096)}
+
+
+@pytest.mark.parametrize("name", ANY_SHAPE | HALVED)
 def test_the_docs_rule_examples_behave_on_the_chip_they_are_written_for(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # What each example pair draws on the first chip, it draws on a chip of another shape when
     # written for it (the diagnostics page of that chip's docs shows these pairs).
-    shape = ANY_SHAPE[name]
+    shape = (ANY_SHAPE | HALVED)[name]
     monkeypatch.delenv(ENV_VAR, raising=False)
     numbers = [rule.number for rule in RULES if rule.code("0.6.0") is not None]
     if shape.clusters == 1:  # nothing for the switch to carry between clusters
