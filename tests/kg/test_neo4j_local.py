@@ -69,3 +69,14 @@ def test_the_password_is_kept_salted_and_the_ports_file_read_with_care(tmp_path:
         assert neo4j_local._last_ports(tmp_path) == (0, 0)
     (tmp_path / "ports").write_text("7687 7474")
     assert neo4j_local._last_ports(tmp_path) == (7687, 7474)
+
+
+def test_java_opts_come_after_chiplores_flags_and_a_broken_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last of a JVM flag wins: CHIPLORE_NEO4J_JAVA_OPTS can undo the small server's defaults."""
+    monkeypatch.setenv(neo4j_local.JAVA_OPTS_ENV, "-Xmx8g -XX:TieredStopAtLevel=4 '-Dname=a b'")
+    flags = neo4j_local.java_flags()
+    assert flags[: len(neo4j_local.JVM_FLAGS)] == neo4j_local.JVM_FLAGS
+    assert flags[len(neo4j_local.JVM_FLAGS) :] == ["-Xmx8g", "-XX:TieredStopAtLevel=4", "-Dname=a b"]
+    monkeypatch.setenv(neo4j_local.JAVA_OPTS_ENV, "-Dname='unclosed")
+    with pytest.raises(neo4j_local.Neo4jLocalError, match=r"CHIPLORE_NEO4J_JAVA_OPTS=.* cannot be split"):
+        neo4j_local.java_flags()
