@@ -70,6 +70,7 @@ class RemeasureSummary(BaseModel):
     order: list[str]  # the stale probes, most important first
     probes_run: list[str]
     probes_skipped: list[str]  # over the budget left
+    skip_reasons: dict[str, str] = {}  # a skipped probe's cost against what was left, in one line
     probes_failed: list[str]
     failure_reasons: dict[str, str] = {}  # a failed probe's reason, in one line
     rechecks: list[Recheck]
@@ -80,6 +81,7 @@ class RemeasureSummary(BaseModel):
         """This pass followed by a later one of the same upgrade: what both ran, what is still skipped."""
         return later.model_copy(update={
             "order": self.order, "probes_run": self.probes_run + later.probes_run,
+            "skip_reasons": {p: why for p, why in later.skip_reasons.items() if p in later.probes_skipped},
             "probes_failed": self.probes_failed + later.probes_failed,
             "failure_reasons": self.failure_reasons | later.failure_reasons, "rechecks": self.rechecks + later.rechecks,
             "claims_judged": self.claims_judged + later.claims_judged, "device_s": self.device_s + later.device_s,
@@ -117,11 +119,18 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     def cost(probe_id: str) -> float:
         return device_seconds_behind(store, [stale[key].id for key in by_probe[probe_id]])
 
+    skip_reasons: dict[str, str] = {}
+
     def admit(probe_id: str) -> Admission:
         needed = cost(probe_id)
         if free_only and needed > 0:
             return "omit"
-        return "skip" if session.spent + COST_MARGIN * needed > budget_s else "run"
+        if session.spent + COST_MARGIN * needed > budget_s:  # the priority bends to cost: say so
+            skip_reasons[probe_id] = (f"its last sweep took {needed:.0f} device-s, and "
+                                      f"{max(budget_s - session.spent, 0.0):.0f} of the budget were left")  # fmt: skip
+            return "skip"
+        skip_reasons.pop(probe_id, None)
+        return "run"
 
     def record(probe_id: str, found: Found) -> None:
         if isinstance(found, Estimate):
@@ -147,7 +156,8 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
     outcome = session.run(order, admit, record)
     judged = judge_claims(store, target.name, version)
     return RemeasureSummary(previous=previous, version=version, order=order, probes_run=outcome.ran,
-                            probes_skipped=outcome.skipped, probes_failed=outcome.failed, failure_reasons=outcome.why,
+                            probes_skipped=outcome.skipped, skip_reasons=skip_reasons, probes_failed=outcome.failed,
+                            failure_reasons=outcome.why,
                             rechecks=rechecks, claims_judged=judged, device_s=session.spent - spent_s)  # fmt: skip
 
 

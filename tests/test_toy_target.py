@@ -382,6 +382,9 @@ def test_optimize_after_an_upgrade_its_budget_left_unfinished_stops_the_kernel_i
         session.optimize()
         upgraded = session.upgrade(NEW, budget_s=0.5)
         assert upgraded.kernels_pending == [GEMV]
+        skipped = upgraded.this_run.probes_skipped if upgraded.this_run else []  # each says what it needed
+        assert skipped and set(upgraded.this_run.skip_reasons) == set(skipped), upgraded.this_run  # type: ignore[union-attr]
+        assert all("device-s, and 0 of the budget were left" in why for why in upgraded.this_run.skip_reasons.values())  # type: ignore[union-attr]
         stopped = session.optimize(toolchain=NEW)
         assert "not re-validated yet" in stopped.stopped[GEMV] and f"toolchain upgrade {NEW}" in stopped.stopped[GEMV]
         assert stopped.device_s == 0 and stopped.unstarted == [GEMV]  # `chiplore optimize` exits 1

@@ -235,6 +235,10 @@ def print_upgrade(console: Console, summary: UpgradeSummary) -> None:
                   f"{rules.new} new")  # fmt: skip
     console.print(f"measurements: {len(measured.confirmed)} confirmed, {len(measured.changed)} changed, "
                   f"{len(measured.stale)} still stale (the old value serves)")  # fmt: skip
+    skipped = summary.this_run.skip_reasons if summary.this_run is not None else {}
+    for probe, why in skipped.items():
+        console.print(f"  {probe} not re-measured: {why} (a larger --budget, or `chiplore learn`, runs it)",
+                      highlight=False)  # fmt: skip
     for r in measured.changed:
         console.print(f"  {r.param}: {r.before:,.4g} [{r.before_ci[0]:,.4g}, {r.before_ci[1]:,.4g}] -> "
                       f"{r.after:,.4g} [{r.after_ci[0]:,.4g}, {r.after_ci[1]:,.4g}]")  # fmt: skip
