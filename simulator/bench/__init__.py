@@ -30,6 +30,9 @@ def knobs(shape: Chip) -> dict[str, str]:
         "DMN": str(shape.slices // 2),
         # the sink: cluster 0's last engine, beside the streams of engine 0 where it has another
         "SINK": str(shape.engines_per_cluster - 1), "AUX": str(min(1, shape.engines - 1)),
+        # MB07's stores: cluster 0's second engine, else its only one (on a chip of one engine a cluster,
+        # engine 1 wrote cluster 0's rows across clusters, slower: the partial-store factor learnt twice over)
+        "STORER": str(min(1, shape.engines_per_cluster - 1)),
         "LOCAL_ENGINES": str(shape.local(0)), "ALL_ENGINES": str(list(range(shape.engines))),
         # MB16's DMA into the cluster: 64 KB a slice, or a quarter of a small DM (a power of two)
         "WRITTEN": str(min(65536, 1 << (shape.dm_usable_per_slice // 4).bit_length() - 1)),
