@@ -75,10 +75,10 @@ class DeviceRunner:
         """This run's budget, and the total where earlier runs spent some of it on the same consumer."""
         own = self.budget_s - self.started_at_s
         if self.started_at_s < 0.5:
-            return f"of {self.budget_s:.0f} s"
-        if own < 0.5:  # earlier runs (an upgrade's re-measurements) left this one nothing: no negative budget
-            return f"of {self.budget_s:.0f} s (all of it spent before this run: {self.started_at_s:.0f} s)"
-        return f"of {own:.0f} s ({self.budget_s:.0f} s with earlier runs')"
+            return f"of {_seconds(self.budget_s)} s"
+        if own <= 0:  # earlier work (an upgrade's re-measurements) left this run nothing: no negative budget
+            return f"of {_seconds(self.budget_s)} s (earlier work spent {_seconds(self.started_at_s)} s of it)"
+        return f"of {_seconds(own)} s ({_seconds(self.budget_s)} s with earlier runs')"
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
@@ -140,3 +140,8 @@ class DeviceRunner:
     def _serve(self, job: DeviceJob) -> DeviceResult:
         """One submission of a job and its result (a runner over several devices chooses one)."""
         return self.target.result(self.target.submit(job))
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds, but a tenth under one (`--budget 0.4` is not "a budget of 0 s")."""
+    return f"{value:.1f}" if abs(value) < 1 else f"{value:.0f}"

@@ -144,7 +144,8 @@ def test_a_spent_budget_names_this_runs_share_and_the_total_with_earlier_runs() 
     with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s spent$"):
         fresh.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
     overdrawn = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=123.0, spent_s=128.0)  # never "of -5 s"
-    with pytest.raises(
-        BudgetExhausted, match=r"^device budget of 123 s \(all of it spent before this run: 128 s\) spent$"
-    ):
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 123 s \(earlier work spent 128 s of it\) spent$"):
         overdrawn.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
+    small = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=6.1, spent_s=5.7, charged=lambda: 6.2)
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 0.4 s \(6 s with earlier runs'\) spent$"):
+        small.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")  # its share, not "all spent before"
