@@ -19,9 +19,11 @@ def other_chip(store: GraphStore, target: Target) -> str:
     if current is None or learnt is None or learnt[0] == current.id:
         return ""
     was = ChipIdentity(id=learnt[0], note=learnt[1]).describe()
-    return (f"this graph learnt chip {was}, and the devices are now {current.describe()}: a graph holds one "
-            "chip's facts; learn this chip in a data dir of its own, or point the target back at the chip "
-            "this graph learnt")  # fmt: skip
+    # the same source saying another chip: a file edited in place, or a chiplore whose chip changed
+    moved = " (the same source, whose chip has changed since)" if learnt[1] and learnt[1] == current.note else ""
+    return (f"this graph learnt chip {was}, and the devices are now {current.describe()}{moved}: a graph holds "
+            "one chip's facts; learn this chip in a data dir of its own, or point the target back at the chip "
+            "this graph learnt (the note in brackets says where each came from)")  # fmt: skip
 
 
 def bind_chip(store: GraphStore, target: Target) -> None:

@@ -4,6 +4,7 @@ before anything is recorded (a forgotten CHIPLORE_SIM_TRUTH made an upgrade repo
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from chiplore.core.errors import ConfigError
 from chiplore.ingest.chip import bind_chip, other_chip
 from chiplore.ingest.learn import learn
 from chiplore.kg.repo.nodes import count_by_label
-from chiplore.kg.repo.targets import active_toolchain, learnt_chip
+from chiplore.kg.repo.targets import active_toolchain, learnt_chip, record_chip
 from chiplore.kg.store import GraphStore
 from chiplore.simulator.target import SimRNGD
 from tests.toy import ToyChip
@@ -77,5 +78,27 @@ def test_the_cli_refuses_an_upgrade_on_another_chip_in_one_line(embedded_env: di
     assert refused.returncode != 0
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "this graph learnt chip SimRNGD #" in lines[0] and "Traceback" not in refused.stderr
-    listed = chiplore("toolchain", "list", "--json")
-    assert '"0.6.0"' in listed.stdout and "0.7.0" in listed.stdout
+    listed = json.loads(chiplore("toolchain", "list", "--json").stdout)
+    assert [row["version"] for row in listed if row["status"] == "active"] == ["0.6.0"]  # the upgrade moved nothing
+
+
+def test_a_chips_id_counts_only_what_its_truth_sets_apart_from_the_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, graph: GraphStore
+) -> None:
+    """A chiplore that adds a truth field keeps every chip's id (the documented chip's is pinned here: a
+    change refuses every graph users have); a file that states a default is the documented chip; a file
+    edited in place is another chip, and the refusal says the source is the same."""
+    monkeypatch.delenv("CHIPLORE_SIM_TRUTH", raising=False)
+    documented = SimRNGD().chip()
+    assert documented is not None and documented.id == "SimRNGD #4bc8495eef4c"
+    chip = tmp_path / "chip.toml"
+    chip.write_text("engine_bw = 224.0\n")  # the default
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip))
+    assert SimRNGD().chip().id == documented.id  # type: ignore[union-attr]
+    bind_chip(graph, SimRNGD())
+    edited = tmp_path / "same-name" / "chip.toml"  # truth files are read once per path: a new path, the same note
+    edited.parent.mkdir()
+    edited.write_text("engine_bw = 250.0\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(edited))
+    record_chip(graph, "simrngd", documented.id, SimRNGD().chip().note)  # type: ignore[union-attr]
+    assert "(the same source, whose chip has changed since)" in other_chip(graph, SimRNGD())
