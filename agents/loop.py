@@ -99,8 +99,8 @@ class OptimizeSummary(BaseModel):
     device_s: float
     repeated: int = 0  # proposals whose program a design of the tree already holds (no new design)
     stopped: dict[str, str]  # kernel -> why it stopped
-    # kernels stopped before any design was proposed: no baseline measured and nothing standing in, a
-    # BEST an upgrade has not re-validated, the toolchain moved (the CLI exits 1 when no kernel started)
+    # kernels stopped before they ran anything: no baseline measured and nothing standing in, or a BEST
+    # an unfinished upgrade left to re-validate (the CLI exits 1 when no kernel started)
     unstarted: list[str] = Field(default_factory=list)
     calendar_s: float | None = None  # the run's calendar at its end: the latest clock of any device
     devices: list[DeviceUsage] = Field(default_factory=list)
@@ -243,7 +243,7 @@ class KernelOutcome:
     accepted: int = 0
     spent_s: float = 0.0
     repeated: int = 0
-    started: bool = True  # whether its schedule proposed at all (see OptimizeSummary.unstarted)
+    started: bool = True  # whether it ran anything: a schedule, a device job, an earlier run's design
 
 
 def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, roles: Roles | None = None,
@@ -320,8 +320,9 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     run.events.note(spec.name, f"stopped: {stopped}")
     run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
     accepted = resumed + (schedule.accepted if schedule else 0)
-    return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, kernel.runner.spent_s - start_spent,
-                         len(kernel.repeats), started=schedule is not None)  # fmt: skip
+    spent = kernel.runner.spent_s - start_spent
+    return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, spent, len(kernel.repeats),
+                         started=schedule is not None or resumed > 0 or spent > 0)  # fmt: skip
 
 
 class KernelRun:

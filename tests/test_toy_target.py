@@ -22,17 +22,20 @@ import pytest
 from click.testing import CliRunner
 
 from chiplore import queries
-from chiplore.agents.loop import OptimizeSummary
+from chiplore.agents.loop import OptimizeSummary, design_id
 from chiplore.agents.repair import repair
 from chiplore.agents.schedule import Roles
 from chiplore.agents.upgrade import UpgradeSummary
 from chiplore.cli import main
 from chiplore.core.errors import ConfigError
+from chiplore.core.ids import content_sha
 from chiplore.core.pack import TargetPack, points
 from chiplore.core.target import DeviceJob, Target
 from chiplore.ingest.learn import LearnSummary
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.repo.designs import best_of, source_of
+from chiplore.kg.models import Activity, DesignNode, KernelVersion
+from chiplore.kg.repo.designs import add_design, best_of, source_of
+from chiplore.kg.repo.knowledge import record_activity
 from chiplore.kg.repo.progress import KernelProgress
 from chiplore.kg.repo.reporting import accepted_changes
 from chiplore.kg.repo.targets import set_active_toolchain
@@ -557,3 +560,26 @@ def test_learning_interrupted_in_its_docs_or_rules_ends_those_activities_interru
         session.learn(toolchain=NEW)  # re-checks what the upgrade left stale, as its own runner activity
         running = store.read("MATCH (a:Activity {outcome: 'running'}) RETURN a.id AS id")
     assert running == [], running
+
+
+def test_a_resumed_run_whose_budget_ends_in_an_earlier_runs_designs_has_started(tmp_path: Path) -> None:
+    """A killed run left designs queued; the next optimize's budget ran out while it measured them. It
+    ran device jobs on a kernel with a BEST, so it started (`chiplore optimize` exits 0), whatever it proposed."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        session.optimize()
+        best = best_of(store, GEMV)
+        assert best is not None
+        killed = Activity(id="killed-run", role="optimize", policy="builtin")
+        record_activity(store, killed)
+        for i in range(3):  # what a kill -9 leaves: queued designs no live run holds, never measured
+            source = source_of(store, best.id).rstrip("\n") + "\n" * (i + 2)
+            sha = content_sha(source)
+            node = DesignNode(id=design_id(GEMV, sha), kernel=GEMV, role="refiner", policy="builtin", depth=1,
+                              rationale="r", change="c", status="queued", owner="", lease_until="")  # fmt: skip
+            add_design(store, node, version=KernelVersion(sha=sha, kernel=GEMV, source=source, toolchain=OLD),
+                       parent=best.id, activity=killed)  # fmt: skip
+        resumed = session.optimize(budget_s=0.6)
+        assert resumed.device_s > 0 and resumed.proposals == 0 and "budget" in resumed.stopped[GEMV]
+        assert resumed.unstarted == []
