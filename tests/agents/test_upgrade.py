@@ -119,7 +119,7 @@ def _state(store: GraphStore) -> dict[str, Any]:
 # (the loop's tests hold the search to quality).
 QUICK = SearchBudget(predictions=24)
 # O and FFN: each breaks under 0.7.0 and is repaired, and FFN takes 0.7.0's f4 contraction; QKV adds time, not cases
-CONFIG = OptimizeConfig(kernels=(O_PROJ, "decoder_feedforward"), patience=4)
+CONFIG = OptimizeConfig(kernels=(O_PROJ, "decoder_feedforward"), patience=2)
 
 
 @pytest.fixture(scope="module")
