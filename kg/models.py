@@ -10,7 +10,7 @@ from chiplore.core.clock import utc_now
 from chiplore.kg.schema import FACT_KEY, FACT_LABELS, NODE_KEYS
 
 FactStatus = Literal["current", "stale", "refuted", "superseded", "retired"]
-ToolchainStatus = Literal["active", "known", "stale"]
+ToolchainStatus = Literal["active", "known"]  # the version the graph works under, and every other (its facts go stale)
 DesignStatus = Literal["proposed", "screened_out", "queued", "measured", "accepted", "rejected", "failed"]
 UNFINISHED: tuple[DesignStatus, ...] = ("proposed", "queued", "measured")  # between proposal and decision
 RunStatus = Literal["ok", "fault", "timeout", "incorrect"]
