@@ -51,7 +51,7 @@ from chiplore.kg.repo.designs import (
 from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.rules import RuleDiff, rule_diff
-from chiplore.kg.repo.targets import active_toolchain, set_active_toolchain
+from chiplore.kg.repo.targets import active_toolchain, learnt_chip, set_active_toolchain
 from chiplore.kg.repo.upgrades import (
     finish_upgrade,
     get_upgrade,
@@ -100,8 +100,8 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
             librarian: Librarian | None = None, on_event: Event | None = None) -> UpgradeSummary:  # fmt: skip
     started = time.perf_counter()
     say = on_event or (lambda message: None)
-    refusal = other_chip(store, target)  # the silicon changed, not the toolchain: nothing is marked or re-measured
-    if refusal:
+    refusal = other_chip(store, target) or _shape_refused(store, target)
+    if refusal:  # the silicon changed, not the toolchain: nothing is marked or re-measured
         raise UpgradeRefused(refusal)
     state = _open(store, target, version, budget_s)
     if state.status == "done":
@@ -175,6 +175,16 @@ def _upgrade(store: GraphStore, target: Target, state: Upgrade, activity: Activi
     outcome = f"{len(pending)} kernel(s) left for a rerun" if pending else "done"
     finish_activity(store, activity.id, ended, outcome)
     return summary
+
+
+def _shape_refused(store: GraphStore, target: Target) -> str:
+    """A graph no learn bound to a chip (an older chiplore learnt it): whether the compiler still takes the
+    shape it learnt, as optimize asks ("" when it does, or when nothing says)."""
+    active = active_toolchain(store, target.name)
+    if active is None or learnt_chip(store, target.name) is not None:
+        return ""
+    pack = target.pack()
+    return pack.chip_mismatch(read_knowledge(store, active, pack.capabilities).facts, active)
 
 
 def _open(store: GraphStore, target: Target, version: str, budget_s: float | None) -> Upgrade:

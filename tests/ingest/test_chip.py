@@ -102,3 +102,20 @@ def test_a_chips_id_counts_only_what_its_truth_sets_apart_from_the_defaults(
     monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(edited))
     record_chip(graph, "simrngd", documented.id, SimRNGD().chip().note)  # type: ignore[union-attr]
     assert "(the same source, whose chip has changed since)" in other_chip(graph, SimRNGD())
+
+
+def test_a_graph_an_older_chiplore_learnt_is_refused_an_upgrade_on_a_chip_of_another_shape(
+    embedded_graph: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No chip is recorded on a graph learnt before chips were (its Target has none): the upgrade asks the
+    compiler whether it still takes the learnt shape, as optimize does, and the next learn binds the chip."""
+    monkeypatch.delenv("CHIPLORE_SIM_TRUTH", raising=False)
+    learn(embedded_graph, SimRNGD(), "0.6.0", budget_s=1)  # the shape (MB00) costs no device time
+    embedded_graph.write("MATCH (t:Target) REMOVE t.chip, t.chip_note")  # what an older chiplore left
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(CHIPS / "1x128.toml"))
+    with pytest.raises(UpgradeRefused, match=r"^this chip is not the one the graph learnt \(2 clusters x 256 slices"):
+        upgrade(embedded_graph, SimRNGD(), "0.7.0")
+    assert active_toolchain(embedded_graph, "simrngd") == "0.6.0"
+    monkeypatch.delenv("CHIPLORE_SIM_TRUTH")
+    bind_chip(embedded_graph, SimRNGD())  # the next learn's first step, on the chip it learnt
+    assert learnt_chip(embedded_graph, "simrngd") == (SimRNGD().chip().id, "CHIPLORE_SIM_TRUTH unset")  # type: ignore[union-attr]
