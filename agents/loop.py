@@ -41,7 +41,7 @@ from chiplore.core.errors import BudgetExhausted, ConfigError, KernelStop
 from chiplore.core.ids import content_sha
 from chiplore.core.pack import Params, TargetPack, points
 from chiplore.core.target import CheckResult, KernelSpec, Target
-from chiplore.ingest.chip import other_chip
+from chiplore.ingest.chip import chip_refusal
 from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.repo.designs import (
     ClaimLost,
@@ -254,7 +254,7 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     executor = executor or SequentialExecutor()
     specs = choose_kernels(context.target, config.kernels)
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
-    mismatch = other_chip(context.store, context.target) or run.pack.chip_mismatch(run.knowledge.facts, context.version)
+    mismatch = chip_refusal(context.store, context.target, run.knowledge.facts, context.version)
     if mismatch:  # every design would be refused: say so before anything is spent
         finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {mismatch}")
         raise ConfigError(mismatch)

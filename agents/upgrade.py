@@ -34,7 +34,7 @@ from chiplore.agents.runner import BudgetExhausted, DeviceRunner
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
-from chiplore.ingest.chip import other_chip
+from chiplore.ingest.chip import chip_refusal
 from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
@@ -51,7 +51,7 @@ from chiplore.kg.repo.designs import (
 from chiplore.kg.repo.knowledge import RUNNING, ended_if_raised, finish_activity, record_activity
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.rules import RuleDiff, rule_diff
-from chiplore.kg.repo.targets import active_toolchain, learnt_chip, set_active_toolchain
+from chiplore.kg.repo.targets import active_toolchain, set_active_toolchain
 from chiplore.kg.repo.upgrades import (
     finish_upgrade,
     get_upgrade,
@@ -100,7 +100,7 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
             librarian: Librarian | None = None, on_event: Event | None = None) -> UpgradeSummary:  # fmt: skip
     started = time.perf_counter()
     say = on_event or (lambda message: None)
-    refusal = other_chip(store, target) or _shape_refused(store, target)
+    refusal = _chip_refused(store, target)
     if refusal:  # the silicon changed, not the toolchain: nothing is marked or re-measured
         raise UpgradeRefused(refusal)
     state = _open(store, target, version, budget_s)
@@ -177,14 +177,13 @@ def _upgrade(store: GraphStore, target: Target, state: Upgrade, activity: Activi
     return summary
 
 
-def _shape_refused(store: GraphStore, target: Target) -> str:
-    """A graph no learn bound to a chip (an older chiplore learnt it): whether the compiler still takes the
-    shape it learnt, as optimize asks ("" when it does, or when nothing says)."""
+def _chip_refused(store: GraphStore, target: Target) -> str:
+    """What optimize asks before it spends anything, asked of the facts of the version being left ("" when
+    the graph has none active: `_open` refuses it)."""
     active = active_toolchain(store, target.name)
-    if active is None or learnt_chip(store, target.name) is not None:
+    if active is None:
         return ""
-    pack = target.pack()
-    return pack.chip_mismatch(read_knowledge(store, active, pack.capabilities).facts, active)
+    return chip_refusal(store, target, read_knowledge(store, active, target.pack().capabilities).facts, active)
 
 
 def _open(store: GraphStore, target: Target, version: str, budget_s: float | None) -> Upgrade:

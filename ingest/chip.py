@@ -7,6 +7,7 @@ would otherwise blame the toolchain for what the silicon changed, and mix two ch
 from __future__ import annotations
 
 from chiplore.core.errors import ConfigError
+from chiplore.core.pack import Facts
 from chiplore.core.target import ChipIdentity, Target
 from chiplore.kg.repo.targets import learnt_chip, record_chip
 from chiplore.kg.store import GraphStore
@@ -24,6 +25,13 @@ def other_chip(store: GraphStore, target: Target) -> str:
     return (f"this graph learnt chip {was}, and the devices are now {current.describe()}{moved}: a graph holds "
             "one chip's facts; learn this chip in a data dir of its own, or point the target back at the chip "
             "this graph learnt (the note in brackets says where each came from)")  # fmt: skip
+
+
+def chip_refusal(store: GraphStore, target: Target, facts: Facts, version: str) -> str:
+    """Why no design priced from this graph's facts can run on the target's chip, in one line ("" when
+    they can): another chip than the one the graph learnt, or a shape the compiler no longer takes (what
+    a graph an older chiplore learnt, with no chip recorded, can still be asked)."""
+    return other_chip(store, target) or target.pack().chip_mismatch(facts, version)
 
 
 def bind_chip(store: GraphStore, target: Target) -> None:

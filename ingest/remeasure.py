@@ -81,7 +81,6 @@ class RemeasureSummary(BaseModel):
         """This pass followed by a later one of the same upgrade: what both ran, what is still skipped."""
         return later.model_copy(update={
             "order": self.order, "probes_run": self.probes_run + later.probes_run,
-            "skip_reasons": {p: why for p, why in later.skip_reasons.items() if p in later.probes_skipped},
             "probes_failed": self.probes_failed + later.probes_failed,
             "failure_reasons": self.failure_reasons | later.failure_reasons, "rechecks": self.rechecks + later.rechecks,
             "claims_judged": self.claims_judged + later.claims_judged, "device_s": self.device_s + later.device_s,
@@ -129,7 +128,6 @@ def remeasure(store: GraphStore, target: Target, previous: str, version: str, *,
             skip_reasons[probe_id] = (f"its last sweep took {needed:.0f} device-s, and "
                                       f"{max(budget_s - session.spent, 0.0):.0f} of the budget were left")  # fmt: skip
             return "skip"
-        skip_reasons.pop(probe_id, None)
         return "run"
 
     def record(probe_id: str, found: Found) -> None:
