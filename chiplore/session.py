@@ -27,6 +27,7 @@ from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError, OutputError, QueryError
 from chiplore.core.target import KernelSpec, Target
+from chiplore.ingest.chip import chip_refusal
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
 from chiplore.ingest.librarian import Librarian
@@ -189,8 +190,8 @@ class Session:
             )
         context = OptimizeContext(self.store, self.target, version)
         roles = roles or self.default_roles()
-        if workers is None or not workers.pooled:
-            return optimize(context, settings, roles, on_event)
+        if workers is None or not workers.pooled or self._chip_refused(version):
+            return optimize(context, settings, roles, on_event)  # a refused graph: recorded and refused here, no Ray
         if self.target_factory is None:
             raise ConfigError("optimize on several workers builds the target in each worker: open the session with "
                               "a target_factory (App.session does)")  # fmt: skip
@@ -201,8 +202,13 @@ class Session:
             raise ConfigError(f"--workers > 1 runs on Ray, which is not installed ({error}): "
                               "pip install 'chiplore[ray]'") from None  # fmt: skip
         with RayEngine(self.target_factory, self.target.devices(), workers=workers.count,
-                       address=workers.ray_address) as engine:  # fmt: skip
+                       address=workers.ray_address, chip=self.target.chip()) as engine:  # fmt: skip
             return optimize(context, settings, roles, on_event, PooledExecutor(engine))
+
+    def _chip_refused(self, version: str) -> bool:
+        """Whether optimize will refuse this graph's chip (the question it asks before spending anything)."""
+        facts = read_knowledge(self.store, version, self.pack.capabilities).facts
+        return bool(chip_refusal(self.store, self.target, facts, version))
 
     def devices(self) -> list[DeviceUsage]:
         """Each device's use in the last run with `--workers` above 1 (none after `--workers 1` runs only)."""

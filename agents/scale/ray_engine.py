@@ -25,7 +25,7 @@ from chiplore.agents.scale.engine import DeviceLost, NoDevices, ScreenRequest, S
 from chiplore.agents.scale.screening import screen_here
 from chiplore.agents.screens import ScreenResult
 from chiplore.core.errors import ConfigError
-from chiplore.core.target import DeviceInfo, DeviceJob, Target
+from chiplore.core.target import ChipIdentity, DeviceInfo, DeviceJob, Target
 
 RESTART_WAIT_S = 60.0  # how long a lost device's actor gets to come back before the device is retired
 _TARGETS: dict[str, Target] = {}  # a worker process's targets, by engine
@@ -60,6 +60,10 @@ class DeviceActor:
     def ping(self) -> int:
         return os.getpid()
 
+    def chip(self) -> tuple[ChipIdentity | None, str]:
+        """The chip this device is, and the address of the node it runs on."""
+        return self.target.chip(), ray.util.get_node_ip_address()
+
     def _clock(self) -> float:
         if self.clock is not None:
             return self.clock.device_clock(self.device)
@@ -75,7 +79,9 @@ class RayEngine:
     """Device actors and screening tasks on a local Ray (started here) or a cluster (joined)."""
 
     def __init__(self, factory: TargetFactory, devices: list[DeviceInfo], *, workers: int,
-                 address: str | None = None) -> None:  # fmt: skip
+                 address: str | None = None, chip: ChipIdentity | None = None) -> None:  # fmt: skip
+        """`chip`: the chip the driver's target is (the one its graph learnt); a device actor that builds
+        its target as another chip (a cluster node set up for another board) is refused before any job."""
         if not devices:
             raise NoDevices("the target offers no device")
         self._devices = list(devices)
@@ -104,6 +110,12 @@ class RayEngine:
             )
             for device in devices
         }  # fmt: skip
+        if chip is not None:
+            try:
+                self._check_chips(chip)
+            except ConfigError:
+                self.close()
+                raise
 
     def __enter__(self) -> RayEngine:
         return self
@@ -142,6 +154,22 @@ class RayEngine:
         self._actors = {}
         if self._owns_ray:
             ray.shutdown()
+
+    def _check_chips(self, expected: ChipIdentity) -> None:
+        """Refuse devices of another chip than the driver's: a run's designs are priced and judged with
+        one chip's facts, and a node's device of another would mix two chips' cycles in one comparison."""
+        ids = list(self._actors)
+        try:
+            answers = ray.get([self._actors[i].chip.remote() for i in ids], timeout=RESTART_WAIT_S)  # type: ignore[attr-defined]
+        except (RayActorError, GetTimeoutError) as error:
+            raise ConfigError(f"the device runners did not say which chip they are ({type(error).__name__})") from None
+        others = [f"{device} on {node} is {chip.describe() if chip else 'a chip that says nothing of itself'}"
+                  for device, (chip, node) in zip(ids, answers, strict=True)
+                  if chip is None or chip.id != expected.id]  # fmt: skip
+        if others:
+            raise ConfigError(f"every device of a run must be the chip this process's target is "
+                              f"({expected.describe()}), and {'; '.join(others)}: set those nodes up for the same "
+                              "chip, or join a cluster whose devices all are")  # fmt: skip
 
     @staticmethod
     def _check_resources(needed: dict[str, float], address: str | None) -> None:

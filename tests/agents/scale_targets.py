@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chiplore.core.ids import content_sha
 from chiplore.core.settings import Settings
-from chiplore.core.target import DeviceJob, JobHandle
+from chiplore.core.target import ChipIdentity, DeviceJob, JobHandle
 from tests.toy import ToyChip
 
 JOB_S = 0.4  # wall seconds a job of the slow toy takes
@@ -34,3 +34,21 @@ class SlowToyChip(ToyChip):
 def slow_toy(settings: Settings) -> SlowToyChip:
     """`CHIPLORE_TARGET=tests.agents.scale_targets:slow_toy`: the slow toy with the settings' seed and devices."""
     return SlowToyChip(seed=settings.seed, devices=settings.devices)
+
+
+class ChippedToy(SlowToyChip):
+    """The slow toy whose devices say which chip they are (`chip_id`), as a cluster node set up for
+    another board would."""
+
+    def __init__(self, chip_id: str, devices: int = 1, job_s: float = JOB_S) -> None:
+        super().__init__(devices=devices, job_s=job_s)
+        self.chip_id = chip_id
+
+    def chip(self) -> ChipIdentity:
+        return ChipIdentity(id=self.chip_id, note="a test's toy")
+
+
+def chipped_toy_leaving(mark: Path, chip_id: str) -> ChippedToy:
+    """A factory of ChippedToy that first creates `mark`: a test sees whether a device actor was built."""
+    mark.touch()
+    return ChippedToy(chip_id, job_s=0.0)

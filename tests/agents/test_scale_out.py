@@ -24,6 +24,8 @@ from chiplore.agents.loop import OptimizeContext, optimize
 from chiplore.agents.scale.loop import PooledExecutor
 from chiplore.agents.scale.ray_engine import RayEngine, device_resource
 from chiplore.agents.schedule import OptimizeConfig
+from chiplore.core.errors import ConfigError
+from chiplore.core.target import ChipIdentity
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.repo.integrity import violations
 from chiplore.kg.repo.targets import register_target
@@ -31,7 +33,7 @@ from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 from chiplore.session import Session, Workers
 from chiplore.simulator.device.pool import KIND
-from tests.agents.scale_targets import SlowToyChip
+from tests.agents.scale_targets import ChippedToy, SlowToyChip, chipped_toy_leaving
 from tests.conftest import BACKENDS, Neo4jServer, wipe_neo4j
 from tests.toy import ToyChip
 
@@ -192,6 +194,36 @@ def test_a_device_actor_killed_mid_job_has_its_job_run_on_another_device(toy_gra
     _, sha, died_at = killed[0].split(".")
     assert [m for m in marks.glob(f"toy-0.{sha}.*") if int(m.name.split(".")[2]) > int(died_at)]
     assert restarted != victim
+
+
+def test_devices_of_another_chip_than_the_drivers_are_refused_before_any_job(local_ray: str) -> None:
+    """A cluster node set up for another board builds its device actors' target as another chip: the
+    engine asks each actor which chip it is and refuses the lot in one line naming the odd devices."""
+    make = functools.partial(ChippedToy, "toy B", devices=2, job_s=0.1)
+    with pytest.raises(ConfigError) as refused:
+        RayEngine(make, make().devices(), workers=2, chip=ChipIdentity(id="toy A"))
+    message = str(refused.value)
+    assert "toy A" in message and "toy-0 on " in message and "toy-1 on " in message and "is toy B" in message
+    with RayEngine(make, make().devices(), workers=2, chip=ChipIdentity(id="toy B")) as engine:
+        assert len(engine.devices()) == 2  # the same chip: no refusal
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
+def test_a_pooled_optimize_of_a_graph_learnt_on_another_chip_is_refused_before_any_actor_starts(
+    toy_graph: GraphStore, local_ray: str, tmp_path: Path
+) -> None:
+    """The graph's chip is asked before Ray's device actors are built (each builds its target with the
+    factory, which leaves a mark); the refusal is recorded on the run's activity, as without workers."""
+    Session(toy_graph, ChippedToy("toy A", job_s=0.0)).learn()
+    mark = tmp_path / "an actor was built"
+    session = Session(toy_graph, ChippedToy("toy B", job_s=0.0),
+                      target_factory=functools.partial(chipped_toy_leaving, mark, "toy B"))  # fmt: skip
+    with pytest.raises(ConfigError, match="this graph learnt chip toy A"):
+        session.optimize(workers=Workers(2))
+    assert not mark.exists()
+    outcomes = [r["outcome"] for r in toy_graph.read("MATCH (a:Activity) WHERE a.id STARTS WITH 'optimize-' "
+                                                     "RETURN a.outcome AS outcome")]  # fmt: skip
+    assert len(outcomes) == 1 and outcomes[0].startswith("stopped: this graph learnt chip toy A")
 
 
 def test_a_device_that_faults_loses_and_duplicates_nothing(toy_graph: GraphStore, local_ray: str) -> None:
