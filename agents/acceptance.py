@@ -23,7 +23,7 @@ from chiplore.agents.lifecycle import Decider
 from chiplore.agents.runner import Outcome, Runner
 from chiplore.core.ids import content_sha
 from chiplore.kg.models import Activity, Comparison, DesignNode
-from chiplore.kg.repo.designs import best_of, set_best, source_of, update_design
+from chiplore.kg.repo.designs import BestMoved, best_of, set_best, source_of, update_design
 from chiplore.kg.repo.progress import pooled_cycles
 from chiplore.kg.repo.runs import (
     graded_runs,
@@ -94,6 +94,17 @@ class JudgeAgainstBest(Decider):
         return True
 
     def decide(self, node: DesignNode, source: str) -> bool:
+        """Judge the design against BEST (a verdict already recorded against it is applied); True when
+        it ended accepted. Another process on the graph may accept a design while this one is judged:
+        the verdict then decides nothing, and the design is judged again against the new BEST."""
+        while True:
+            try:
+                return self._decide_against_best(node, source)
+            except BestMoved as moved:
+                self.events.note(self.kernel, f"{node.id}: another run changed BEST while it was judged "
+                                              f"({moved}); judged again")  # fmt: skip
+
+    def _decide_against_best(self, node: DesignNode, source: str) -> bool:
         store, me = self.store, self.lease.owner
         best = best_of(store, self.kernel)
         assert best is not None and best.measured_cycles is not None and node.measured_cycles is not None
@@ -113,8 +124,9 @@ class JudgeAgainstBest(Decider):
             return False
         if verdict.decision == "accept":
             why = f"{why} ({verdict.method})"
-            set_best(store, self.kernel, node.id, held_by=me, status="accepted", reason=why, owner="", lease_until="",
-                     measured_cycles=statistics.median(pooled_cycles(store, node.id, self.version)))  # fmt: skip
+            cycles = statistics.median(pooled_cycles(store, node.id, self.version))
+            set_best(store, self.kernel, node.id, held_by=me, replaces=best.id, status="accepted", reason=why, owner="",
+                     lease_until="", measured_cycles=cycles)  # fmt: skip
             self.events.note(self.kernel, f"accepted {node.id}: {node.measured_cycles:,.0f} cycles, {why}")
             return True
         why = f"{why} ({verdict.method}, {verdict.decision})"

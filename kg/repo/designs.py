@@ -65,6 +65,11 @@ class ClaimLost(RuntimeError):
     """Another process has taken the design over (its owner's lease expired)."""
 
 
+class BestMoved(RuntimeError):
+    """The kernel's BEST is no longer the design a verdict was made against (another process accepted
+    a design meanwhile): the verdict decides nothing; the candidate is judged again."""
+
+
 class DesignGone(StoreError, KeyError):
     """No design of that id: unknown, or gone from under a run (a graph replaced by an import)."""
 
@@ -131,22 +136,33 @@ def set_design_status(store: GraphStore, design_id: str, status: DesignStatus) -
     update_design(store, design_id, status=status)
 
 
-def set_best(store: GraphStore, kernel: str, design_id: str, *, held_by: str | None = None, **props: object) -> None:
+def set_best(store: GraphStore, kernel: str, design_id: str, *, held_by: str | None = None,
+             replaces: str | None = None, **props: object) -> None:  # fmt: skip
     """Point the kernel's BEST at a design (there is exactly one BEST per kernel), and set the
     design's properties (its status, say) in the same statement: a kill between the two cannot
     leave an accepted design that is not BEST, or a BEST that is not accepted. With `held_by`, only
-    while that process holds the design (ClaimLost otherwise)."""
+    while that process holds the design (ClaimLost otherwise); with `replaces`, only while that
+    design is still BEST (BestMoved otherwise: another process on the graph accepted one meanwhile)."""
     rows = store.write(
-        "MATCH (k:Kernel {name: $kernel}) MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held "
+        # the kernel's write lock first (set and cleared: nothing stays), so that two processes
+        # replacing one BEST are ordered and the second sees the first's BEST
+        "MATCH (k:Kernel {name: $kernel}) SET k.best_lock = true SET k.best_lock = null "
+        "WITH k MATCH (d:DesignNode {id: $id}) WHERE $held IS NULL OR d.owner = $held "
+        "OPTIONAL MATCH (k)-[:BEST]->(current:DesignNode) "
+        "WITH k, d, current WHERE $replaces IS NULL OR current.id = $replaces "
         # (FalkorDB shows what `d += $props` set only past a WITH)
         f"WITH k, d, d.status AS was SET d += $props WITH k, d, was SET {moved('k', 'was', 'd.status')} "
         "WITH k, d OPTIONAL MATCH (k)-[old:BEST]->() DELETE old "
         "WITH DISTINCT k, d MERGE (k)-[:BEST]->(d) RETURN d.id AS id",
-        {"kernel": kernel, "id": design_id, "props": props, "held": held_by},
+        {"kernel": kernel, "id": design_id, "props": props, "held": held_by, "replaces": replaces},
     )
     if not rows:
-        if held_by is not None and get_design(store, design_id) is not None:
+        design = get_design(store, design_id)
+        if held_by is not None and design is not None and design.owner != held_by:
             raise ClaimLost(f"design {design_id} is no longer held by {held_by}")
+        if replaces is not None and design is not None:
+            now = best_of(store, kernel)
+            raise BestMoved(f"{kernel}'s BEST is {now.id if now else 'none'}, no longer {replaces}")
         raise KeyError(f"no kernel {kernel!r} or design {design_id!r}")
 
 

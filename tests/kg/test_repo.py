@@ -27,10 +27,12 @@ from chiplore.kg.models import (
 )
 from chiplore.kg.repo.design_counts import miscounted, status_counts
 from chiplore.kg.repo.designs import (
+    BestMoved,
     add_design,
     best_of,
     children_of,
     close_unfinished,
+    get_design,
     register_kernel,
     set_best,
     set_design_status,
@@ -109,6 +111,14 @@ def test_design_tree_with_shared_sources_and_a_single_best(graph: GraphStore) ->
     best = best_of(graph, "gemv")
     assert best is not None and best.id == "d1" and best.measured_cycles == 900.0
     assert graph.read("MATCH (:Kernel)-[r:BEST]->() RETURN count(r) AS n") == [{"n": 1}]
+    # replacing a BEST another process has replaced since is refused, and changes nothing
+    with pytest.raises(BestMoved, match="BEST is d1, no longer d2"):
+        set_best(graph, "gemv", "d0", replaces="d2", status="accepted")
+    assert best_of(graph, "gemv").id == "d1" and get_design(graph, "d0").status != "accepted"  # type: ignore[union-attr]
+    set_best(graph, "gemv", "d0", replaces="d1", measured_cycles=800.0)
+    assert best_of(graph, "gemv").id == "d0"  # type: ignore[union-attr]
+    assert graph.read("MATCH (k:Kernel) RETURN k.best_lock AS lock") == [{"lock": None}]  # the lock leaves nothing
+    set_best(graph, "gemv", "d1", measured_cycles=900.0)
     # a design whose parent is missing is refused whole: no node, no source left behind
     with pytest.raises(KeyError):
         add_design(graph, _design(3, 2), version=_version("orphan"), parent="missing", activity=actor)

@@ -107,6 +107,7 @@ HOT_PATHS: tuple[HotPath, ...] = (
     HotPath("designs.add_design", _new_design, keyed_lookups=True),
     HotPath("designs.update_design", lambda st, s: designs.update_design(st, s.design, reason="plan probe")),
     HotPath("designs.set_best", lambda st, s: designs.set_best(st, s.kernel, s.best, status="accepted"), True),
+    HotPath("designs.set_best replacing", lambda st, s: designs.set_best(st, s.kernel, s.best, replaces=s.best), True),
     HotPath("runs.record_device_runs", _new_run, keyed_lookups=True),
     HotPath("runs.record_comparison", _new_comparison, keyed_lookups=True),
     HotPath(
