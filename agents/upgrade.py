@@ -64,6 +64,7 @@ from chiplore.kg.repo.upgrades import (
     upgrade_device_s,
     upgrade_to,
 )
+from chiplore.kg.repo.work_marks import FACTS_MARK, one_at_a_time
 from chiplore.kg.store import GraphStore
 
 BUDGET_SHARE = 0.20  # of the device time learning the old version took
@@ -103,17 +104,18 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     refusal = _chip_refused(store, target)
     if refusal:  # the silicon changed, not the toolchain: nothing is marked or re-measured
         raise UpgradeRefused(refusal)
-    state = _open(store, target, version, budget_s)
-    if state.status == "done":
-        summary = UpgradeSummary.model_validate_json(state.summary)
-        return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
-    # every run of one upgrade is its one activity, begun when the upgrade began (the Upgrade node keeps
-    # that): a rerun's start made what the first run created read as made before its activity began
-    activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING,
-                        started_at=state.started_at)  # fmt: skip
-    record_activity(store, activity)
-    with ended_if_raised(store, activity.id):  # Ctrl-C, a dead store: a rerun resumes
-        return _upgrade(store, target, state, activity, librarian, say, started)
+    with one_at_a_time(store, FACTS_MARK, f"toolchain upgrade {version}"):  # a second upgrade, or a learn: refused
+        state = _open(store, target, version, budget_s)
+        if state.status == "done":
+            summary = UpgradeSummary.model_validate_json(state.summary)
+            return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
+        # every run of one upgrade is its one activity, begun when the upgrade began (the Upgrade node keeps
+        # that): a rerun's start made what the first run created read as made before its activity began
+        activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING,
+                            started_at=state.started_at)  # fmt: skip
+        record_activity(store, activity)
+        with ended_if_raised(store, activity.id):  # Ctrl-C, a dead store: a rerun resumes
+            return _upgrade(store, target, state, activity, librarian, say, started)
 
 
 def _upgrade(store: GraphStore, target: Target, state: Upgrade, activity: Activity, librarian: Librarian | None,

@@ -31,6 +31,7 @@ from chiplore.kg.models import Activity
 from chiplore.kg.repo.knowledge import ended_if_raised, finish_activity, learnt_counts
 from chiplore.kg.repo.language import refresh_verdicts
 from chiplore.kg.repo.upgrades import upgrade_to
+from chiplore.kg.repo.work_marks import FACTS_MARK, one_at_a_time
 from chiplore.kg.store import GraphStore
 
 DEFAULT_BUDGET_S = 900.0  # fifteen device-minutes
@@ -55,6 +56,12 @@ def learn(store: GraphStore, target: Target, version: str, *, budget_s: float = 
           librarian: Librarian | None = None, on_probe: Callable[[str, float], None] | None = None,
           ) -> LearnSummary:  # fmt: skip
     started = time.perf_counter()
+    with one_at_a_time(store, FACTS_MARK, f"learn {version}"):  # a second learn, or an upgrade: refused
+        return _learn(store, target, version, budget_s, librarian, on_probe, started)
+
+
+def _learn(store: GraphStore, target: Target, version: str, budget_s: float, librarian: Librarian | None,
+           on_probe: Callable[[str, float], None] | None, started: float) -> LearnSummary:  # fmt: skip
     bind_chip(store, target)  # before anything is recorded: a graph of another chip is refused whole
     librarian = librarian or BuiltinLibrarian(target.pack().doc_patterns)
     docs = ingest_docs(store, target, version, librarian)
