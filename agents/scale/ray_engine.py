@@ -19,7 +19,7 @@ import time
 import uuid
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from chiplore.agents.scale.engine import DeviceLost, NoDevices, ScreenRequest, Served, TargetFactory
 from chiplore.agents.scale.screening import screen_here
@@ -28,6 +28,7 @@ from chiplore.core.errors import ConfigError
 from chiplore.core.target import ChipIdentity, DeviceInfo, DeviceJob, Target
 
 RESTART_WAIT_S = 60.0  # how long a lost device's actor gets to come back before the device is retired
+CHIP_ANSWER_S = 600.0  # how long the device runners get to start and say their chip (a busy cluster's wait)
 _TARGETS: dict[str, Target] = {}  # a worker process's targets, by engine
 
 
@@ -113,7 +114,7 @@ class RayEngine:
         if chip is not None:
             try:
                 self._check_chips(chip)
-            except ConfigError:
+            except BaseException:  # a refusal, Ctrl-C while the actors start: none is left behind, nor an own Ray
                 self.close()
                 raise
 
@@ -159,10 +160,18 @@ class RayEngine:
         """Refuse devices of another chip than the driver's: a run's designs are priced and judged with
         one chip's facts, and a node's device of another would mix two chips' cycles in one comparison."""
         ids = list(self._actors)
+        asked = [self._actors[i].chip.remote() for i in ids]  # type: ignore[attr-defined]
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=CHIP_ANSWER_S)
+        if len(ready) < len(asked):  # their devices held by another run, or nodes that never came
+            late = [device for device, ref in zip(ids, asked, strict=True) if ref not in ready]
+            raise ConfigError(f"{len(late)} device runner(s) did not start within {CHIP_ANSWER_S:.0f} s "
+                              f"({', '.join(late[:8])}{' ...' if len(late) > 8 else ''}): their devices are busy "
+                              "(another run holds them) or their nodes are gone")  # fmt: skip
         try:
-            answers = ray.get([self._actors[i].chip.remote() for i in ids], timeout=RESTART_WAIT_S)  # type: ignore[attr-defined]
-        except (RayActorError, GetTimeoutError) as error:
-            raise ConfigError(f"the device runners did not say which chip they are ({type(error).__name__})") from None
+            answers = ray.get(asked)
+        except RayError as error:  # the target could not be built on a node, or could not say its chip
+            cause = str(error).strip().splitlines()[-1][:300] if str(error).strip() else type(error).__name__
+            raise ConfigError(f"a device runner failed as it started: {cause}") from None
         others = [f"{device} on {node} is {chip.describe() if chip else 'a chip that says nothing of itself'}"
                   for device, (chip, node) in zip(ids, answers, strict=True)
                   if chip is None or chip.id != expected.id]  # fmt: skip

@@ -160,9 +160,9 @@ def set_best(store: GraphStore, kernel: str, design_id: str, *, held_by: str | N
         design = get_design(store, design_id)
         if held_by is not None and design is not None and design.owner != held_by:
             raise ClaimLost(f"design {design_id} is no longer held by {held_by}")
-        if replaces is not None and design is not None:
-            now = best_of(store, kernel)
-            raise BestMoved(f"{kernel}'s BEST is {now.id if now else 'none'}, no longer {replaces}")
+        now = best_of(store, kernel) if replaces is not None and design is not None else None
+        if now is not None and now.id != replaces:  # BEST did move: each retry of a verdict follows real progress
+            raise BestMoved(f"{kernel}'s BEST is {now.id}, no longer {replaces}")
         raise KeyError(f"no kernel {kernel!r} or design {design_id!r}")
 
 

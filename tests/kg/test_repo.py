@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from rich.console import Console
 
@@ -25,6 +28,7 @@ from chiplore.kg.models import (
     Toolchain,
     Upgrade,
 )
+from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.repo.design_counts import miscounted, status_counts
 from chiplore.kg.repo.designs import (
     BestMoved,
@@ -361,3 +365,51 @@ def test_claims_the_new_docs_do_not_make_again_are_retired_or_superseded(graph: 
     assert graph.read(superseding) == [{"new": "moved-new", "old": "moved"}]
     assert settle_unsaid_claims(graph, "simrngd", "0.6.0", "0.7.0") == {}
     assert graph.read(superseding) == [{"new": "moved-new", "old": "moved"}]  # once
+
+
+class _Captured(Exception):
+    """What `set_best` would write (its statement and parameters), caught before it reaches a store."""
+
+
+class _Capture:
+    def write(self, query: str, params: dict[str, object] | None = None) -> list[dict[str, object]]:
+        raise _Captured(query, params)
+
+
+def test_a_best_replaced_in_another_open_transaction_waits_for_it_then_moves_on(
+    neo4j_store: Neo4jStore,
+) -> None:
+    """Two runs replacing one BEST on Neo4j: while one's transaction (BEST d0 -> d1) is still open, the
+    other's `set_best(d2, replaces=d0)` waits on the kernel's write lock, then sees d1 and raises
+    BestMoved, instead of overwriting d1 (a design accepted against a BEST no longer BEST)."""
+    graph = neo4j_store
+    ensure_schema(graph)
+    actor = record_activity(graph, Activity(id="a1", role="refiner", policy="builtin"))
+    register_kernel(graph, Kernel(name="gemv", target="simrngd", weight_bytes=1 << 20, bound_cycles=1000.0))
+    for i in range(3):
+        add_design(graph, _design(i, min(i, 1)), version=_version(f"v{i}"), parent="d0" if i else None, activity=actor)
+    set_best(graph, "gemv", "d0")
+    with pytest.raises(_Captured) as captured:
+        set_best(_Capture(), "gemv", "d1", replaces="d0", status="accepted")  # type: ignore[arg-type]
+    query, params = captured.value.args
+    waited: dict[str, object] = {}
+
+    def second() -> None:
+        started = time.monotonic()
+        try:
+            set_best(graph, "gemv", "d2", replaces="d0", status="accepted")
+            waited["outcome"] = "replaced"
+        except BestMoved as moved:
+            waited["outcome"] = str(moved)
+        waited["s"] = time.monotonic() - started
+
+    with graph._driver.session(database=graph.database) as session, session.begin_transaction() as first:
+        first.run(query, params).consume()
+        other = threading.Thread(target=second)
+        other.start()
+        time.sleep(1.0)  # the second is waiting on the lock the first holds
+        assert "outcome" not in waited
+        first.commit()
+    other.join(timeout=30)
+    assert waited["outcome"] == "gemv's BEST is d1, no longer d0"
+    assert best_of(graph, "gemv").id == "d1"  # type: ignore[union-attr]
