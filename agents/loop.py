@@ -67,6 +67,7 @@ from chiplore.kg.repo.nodes import Link, Ref, link
 from chiplore.kg.repo.runs import graded_median, ledger_seconds, wrong_on_check_sets
 from chiplore.kg.repo.targets import active_toolchain
 from chiplore.kg.repo.upgrades import best_left_unchecked
+from chiplore.kg.repo.work_marks import FACTS_MARK, UPGRADE_WORK, work_under_way
 from chiplore.kg.store import GraphStore
 
 ROOT_POLL_S = 1.0  # how often a run waiting for another's baseline looks again
@@ -254,8 +255,9 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     executor = executor or SequentialExecutor()
     specs = choose_kernels(context.target, config.kernels)
     run = OptimizeRun(context, config, roles or Roles(), Events([on_event] if on_event else []))
-    mismatch = chip_refusal(context.store, context.target, run.knowledge.facts, context.version)
-    if mismatch:  # every design would be refused: say so before anything is spent
+    facts = run.knowledge.facts
+    mismatch = chip_refusal(context.store, context.target, facts, context.version) or _upgrading(context.store)
+    if mismatch:  # every design would be refused, or recorded under a toolchain being left: say so first
         finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {mismatch}")
         raise ConfigError(mismatch)
     run.shares = BudgetShares.split(config.budget_s, len(specs))
@@ -278,6 +280,18 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     return executor.summary(run, summary)
 
 
+def _upgrading(store: GraphStore) -> str:
+    """Why optimize waits for a toolchain upgrade under way on the graph ("" when none is). This run's
+    activity is recorded before it asks, and the upgrade asks for live optimize runs after it marks the
+    graph: of two that start together, one sees the other."""
+    held = work_under_way(store, FACTS_MARK)
+    if held is None or not held[1].startswith(UPGRADE_WORK):
+        return ""
+    owner, work, since = held
+    return (f"a {work} is under way on this graph (process {owner}, since {since}): let it finish, then "
+            "optimize goes on under the new toolchain")  # fmt: skip
+
+
 def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> KernelOutcome:
     """One kernel's run: its baseline, the designs an earlier run left, then the schedule's rounds."""
     kernel = KernelRun(run, executor, spec)
@@ -292,6 +306,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
                         "values, calibrated on the baseline's run")  # fmt: skip
     with executor.kernel_active(kernel):
         try:
+            _not_moved(run)  # an upgrade another machine's run did not see: nothing recorded under the old version
             kernel.measure_root()
             executor.accepted(kernel)
             for result in executor.run_round(kernel, kernel.resume_jobs(), None):
@@ -303,10 +318,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
                                       architected=architected_under(store, spec.name, version) > 0,
                                       since_accept=proposals_since_accept(store, spec.name))  # fmt: skip
             while True:
-                moved = active_toolchain(store, run.context.target.name)
-                if moved is not None and moved != version:  # an upgrade ran meanwhile: its designs are closed
-                    raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): "
-                                        f"`chiplore optimize` goes on under {moved}")  # fmt: skip
+                _not_moved(run)  # an upgrade ran meanwhile: its designs are closed
                 with executor.proposing():
                     batch = schedule.next_batch()
                 if not batch:
@@ -323,6 +335,14 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
     spent = kernel.runner.spent_s - start_spent
     return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, spent, len(kernel.repeats),
                          started=schedule is not None or resumed > 0 or spent > 0)  # fmt: skip
+
+
+def _not_moved(run: OptimizeRun) -> None:
+    """KernelStopped when the graph's toolchain is no longer the run's (an upgrade ran meanwhile)."""
+    moved = active_toolchain(run.context.store, run.context.target.name)
+    if moved is not None and moved != run.context.version:
+        raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): `chiplore optimize` "
+                            f"goes on under {moved}")  # fmt: skip
 
 
 class KernelRun:

@@ -64,7 +64,7 @@ from chiplore.kg.repo.upgrades import (
     upgrade_device_s,
     upgrade_to,
 )
-from chiplore.kg.repo.work_marks import FACTS_MARK, one_at_a_time
+from chiplore.kg.repo.work_marks import FACTS_MARK, UPGRADE_WORK, live_optimize_runs, one_at_a_time
 from chiplore.kg.store import GraphStore
 
 BUDGET_SHARE = 0.20  # of the device time learning the old version took
@@ -104,7 +104,14 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     refusal = _chip_refused(store, target)
     if refusal:  # the silicon changed, not the toolchain: nothing is marked or re-measured
         raise UpgradeRefused(refusal)
-    with one_at_a_time(store, FACTS_MARK, f"toolchain upgrade {version}"):  # a second upgrade, or a learn: refused
+    with one_at_a_time(store, FACTS_MARK, f"{UPGRADE_WORK} {version}"):  # a second upgrade, or a learn: refused
+        # an optimize under way would go on under the old toolchain and record its results there (a baseline
+        # measured under 0.6.0 after the move read as the 0.7.0 graph's); a later one sees the mark and waits
+        live = live_optimize_runs(store)
+        if live:
+            raise UpgradeRefused(f"an optimize is under way on this graph (process {'; '.join(live)}): it works "
+                                 "under the active toolchain; let it finish (or stop it: Ctrl-C keeps its work), "
+                                 "then run the upgrade")  # fmt: skip
         state = _open(store, target, version, budget_s)
         if state.status == "done":
             summary = UpgradeSummary.model_validate_json(state.summary)

@@ -4,6 +4,7 @@ killed one left is taken over. Designs have their own, finer claims (agents/leas
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,9 +12,11 @@ from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.kg.graph_file import SCHEMA_STATE
 from chiplore.kg.processes import owner_runs, this_process
+from chiplore.kg.repo.designs import working_owners
 from chiplore.kg.store import GraphStore
 
 FACTS_MARK = "facts-under-way"  # learn and toolchain upgrade: both measure and re-check the graph's facts
+UPGRADE_WORK = "toolchain upgrade"  # the work an upgrade names on the mark (`toolchain upgrade VERSION`)
 
 
 class WorkUnderWay(ConfigError):
@@ -45,6 +48,35 @@ def claim_work(store: GraphStore, mark: str, work: str) -> tuple[str, str, str] 
 def release_work(store: GraphStore, mark: str) -> None:
     """Drop this process's mark (another's is left alone)."""
     store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m", {"name": mark, "me": this_process()})
+
+
+def work_under_way(store: GraphStore, mark: str) -> tuple[str, str, str] | None:
+    """The live process of another than this one that holds `mark`: (owner, its work, since when)."""
+    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.owner AS owner, m.work AS work, "
+                      "m.started_at AS at", {"name": mark})  # fmt: skip
+    if not rows or not rows[0]["owner"]:
+        return None
+    owner = str(rows[0]["owner"])
+    if owner == this_process() or not owner_runs(owner):
+        return None
+    return owner, str(rows[0]["work"] or ""), str(rows[0]["at"] or "")
+
+
+def live_optimize_runs(store: GraphStore) -> list[str]:
+    """The `optimize` runs under way on the graph, other than this process's: a running optimize activity
+    whose process runs on this machine, or one of another machine's that holds a design under a lease
+    (nothing here can tell whether another machine's process still runs). Each as `process (since ...)`."""
+    rows = store.read("MATCH (a:Activity {outcome: 'running'}) WHERE a.id STARTS WITH 'optimize-' AND "
+                      "a.owner IS NOT NULL RETURN a.owner AS owner, a.started_at AS at ORDER BY at")  # fmt: skip
+    leased = {owner.rsplit(":", 1)[0] for owner in working_owners(store)}  # a design's owner is host:pid:tag
+    here, me = socket.gethostname(), this_process()
+    live = []
+    for row in rows:
+        owner = str(row["owner"])
+        local = owner.partition(":")[0] == here
+        if owner != me and ((local and owner_runs(owner)) or (not local and owner in leased)):
+            live.append(f"{owner} (since {row['at']})")
+    return live
 
 
 def holder(store: GraphStore, mark: str) -> str | None:
