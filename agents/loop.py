@@ -143,6 +143,9 @@ class OptimizeRun:
     activity: Activity = field(init=False)
     lease: Lease = field(default_factory=Lease)
     shares: BudgetShares = field(default_factory=lambda: BudgetShares.split(0.0, 0))
+    # each kernel's device time in the ledger as the run began: its budget runs on top, and what another run
+    # on the graph spends meanwhile counts against it (a kernel's start would count it as an earlier run's)
+    ledger_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         store, target = self.context.store, self.context.target
@@ -261,6 +264,7 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
         finish_activity(context.store, run.activity.id, utc_now(), f"stopped: {mismatch}")
         raise ConfigError(mismatch)
     run.shares = BudgetShares.split(config.budget_s, len(specs))
+    run.ledger_s = {spec.name: ledger_seconds(context.store, spec.name) for spec in specs}
     # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
     # Ctrl-C, a model that never answers, a dead database: the run's record says so
     heartbeat = Heartbeat(context.store, run.lease, [s.name for s in specs])
@@ -330,7 +334,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
         except KernelStop as error:
             stopped = str(error)
     run.events.note(spec.name, f"stopped: {stopped}")
-    run.shares.give_back(kernel.budget_s, kernel.runner.spent_s - start_spent)
+    run.shares.give_back(kernel.budget_s, kernel.runner.spent_by_all() - start_spent)  # others' spending too
     accepted = resumed + (schedule.accepted if schedule else 0)
     spent = kernel.runner.spent_s - start_spent
     return KernelOutcome(stopped, schedule.proposals if schedule else 0, accepted, spent, len(kernel.repeats),
@@ -355,7 +359,9 @@ class KernelRun:
         self.repeats: list[str] = []  # designs a proposal's program repeated (appended from the round's threads)
         register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                       bound_cycles=spec.bound_cycles))  # fmt: skip
-        spent = ledger_seconds(store, spec.name)  # earlier runs' time: this run gets its budget on top
+        spent = run.ledger_s.get(spec.name)  # earlier runs' time: this run gets its budget on top
+        if spent is None:
+            spent = ledger_seconds(store, spec.name)
         self.budget_s = run.shares.take()
         self.runner = executor.make_runner(target, RecordRuns(store, run.activity),
                                            budget_s=self.budget_s + spent, spent_s=spent,

@@ -67,7 +67,7 @@ class DeviceRunner:
     def same_device(self) -> AbstractContextManager[None]:
         return nullcontext()  # one device: every job runs on it
 
-    def _spent(self) -> float:
+    def spent_by_all(self) -> float:
         """Device time spent, by this runner or (through the ledger) by any other process."""
         return max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
 
@@ -82,7 +82,7 @@ class DeviceRunner:
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""
-        return self._spent() >= self.budget_s
+        return self.spent_by_all() >= self.budget_s
 
     def run(self, kernel: str, sha: str, source: str, version: str, *, fixtures: Fixtures = "graded",
             repeats: int = 7, finishing: bool = False) -> Outcome:  # fmt: skip
@@ -92,7 +92,7 @@ class DeviceRunner:
         faults: list[str] = []
 
         def attempt() -> DeviceResult:
-            left = self.budget_s - self._spent()  # the ledger is read once a job
+            left = self.budget_s - self.spent_by_all()  # the ledger is read once a job
             if left <= 0 and not finishing:
                 raise BudgetExhausted(f"device budget {self._budget_text()} spent")
             limit = left if math.isfinite(left) and left > 0 else None  # a finishing job past it: the device's own

@@ -9,11 +9,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.schedule import Roles
 from chiplore.kg.embedded_store import EmbeddedStore
+from chiplore.kg.models import Activity, DeviceRun
 from chiplore.kg.repo.integrity import violations
+from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.runs import record_device_runs
+from chiplore.kg.store import GraphStore
+from chiplore.session import Session
+from chiplore.simulator.target import SimRNGD
 from tests.helpers import QUICK_SEARCH
 
 pytestmark = pytest.mark.slow  # the fast tier leaves this module out
@@ -52,3 +61,50 @@ def test_two_optimize_runs_on_one_graph_share_the_work_and_corrupt_nothing(tmp_p
     # one budget for both: each may overshoot it by the job that crossed it (a few device-seconds)
     assert spent <= BUDGET_S + 2 * 10.0, spent
     assert owners[0]["n"] <= 2  # at most what each run's last job left measured when the budget stopped it
+
+
+class _BesideAnotherRun:
+    """The builtin architect, and another run on the graph that, as the first kernel is designed, has
+    spent past that kernel's share and part of the second kernel's."""
+
+    role, name = "architect", "builtin"
+
+    def __init__(self, store: GraphStore, spent: dict[str, float]) -> None:
+        self.store, self.spent, self.inner = store, spent, BuiltinArchitect()
+
+    def propose(self, view: Any, count: int) -> list[Any]:
+        if self.spent:
+            other = record_activity(self.store, Activity(id="optimize-beside", role="runner", policy="builtin"))
+            self.store.write("MERGE (:KernelVersion {sha: 'another-runs-program'})")
+            record_device_runs(self.store, [
+                (DeviceRun(id=f"beside-{kernel}", kernel=kernel, job_id=f"beside-{kernel}", cycles=[1.0],
+                           median_cycles=1.0, status="ok", device_s=seconds, toolchain="0.6.0"),
+                 "another-runs-program") for kernel, seconds in self.spent.items()], activity=other)  # fmt: skip
+            self.spent = {}
+        return self.inner.propose(view, count)
+
+    def why_empty(self, view: Any) -> str:
+        return self.inner.why_empty(view)
+
+
+def test_what_another_run_spends_meanwhile_counts_against_each_kernels_share(tmp_path: Path) -> None:
+    """Two optimize runs on one graph, three kernels, --budget 240 each: 326 device-s were spent. A
+    kernel's budget ran on top of the ledger as *the kernel* began (another run's time meanwhile read as
+    an earlier run's), and a kernel gave the next its share less only its own spending. Both now count
+    the other run's: the ledger as the run began, and what the ledger says the kernel took."""
+    qkv, budget = "sliding_project_qkv", 30.0  # 15 s a kernel
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, SimRNGD(seed=3), search_predictions=int(QUICK_SEARCH["CHIPLORE_SEARCH_PREDICTIONS"]))
+        session.prepare()
+        session.learn()
+        other = {qkv: 20.0, O_PROJ: 10.0}  # past QKV's share; two thirds of O's
+        architect = _BesideAnotherRun(store, dict(other))
+        summary = session.optimize([qkv, O_PROJ], roles=Roles(architect=architect), budget_s=budget)  # type: ignore[arg-type]
+        assert summary.kernels == [qkv, O_PROJ]
+        mine = store.read("MATCH (r:DeviceRun {kernel: $k})-[:CREATED_BY]->(a:Activity) "
+                          "WHERE a.id <> 'optimize-beside' RETURN sum(r.device_s) AS s",
+                          {"k": O_PROJ})[0]  # fmt: skip
+        assert violations(store) == []
+    # O's share is 15 s, 10 of them spent by the other run: this run's own part is what is left (a job is
+    # stopped at the budget's end); it was 29.7 s: 15 + what QKV's share had "left" of this run's own part
+    assert mine["s"] <= budget / 2 - other[O_PROJ] + 0.5, (mine, summary.stopped)
