@@ -53,6 +53,7 @@ from chiplore.kg.repo.designs import (
     prediction_pairs,
     proposals_since_accept,
     register_kernel,
+    release_held,
     retire_root,
     root_of,
     set_best,
@@ -334,6 +335,7 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
         except KernelStop as error:
             stopped = str(error)
     run.events.note(spec.name, f"stopped: {stopped}")
+    release_held(run.context.store, spec.name, run.lease.owner)  # claimed, never reached: free for the next run
     run.shares.give_back(kernel.budget_s, kernel.runner.spent_by_all() - start_spent)  # others' spending too
     accepted = resumed + (schedule.accepted if schedule else 0)
     spent = kernel.runner.spent_s - start_spent

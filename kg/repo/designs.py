@@ -57,7 +57,8 @@ def add_design(
         {"id": design.id},
     )
     if not placed:
-        raise KeyError(f"design {design.id}: its parent, kernel or activity is not in the graph")
+        raise DesignGone(f"design {design.id}: its parent, kernel or activity is not in the graph (was the graph "
+                         "replaced or emptied under this run?)")  # fmt: skip
     return design
 
 
@@ -329,6 +330,18 @@ def renew_leases(store: GraphStore, kernels: Sequence[str], owner: str, until: s
         "UNWIND $kernels AS kernel MATCH (d:DesignNode {kernel: kernel}) WHERE d.owner = $owner AND d.status IN $open "
         "SET d.lease_until = $until RETURN count(d) AS n",
         {"kernels": list(kernels), "owner": owner, "until": until, "open": list(UNFINISHED)},
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
+def release_held(store: GraphStore, kernel: str, owner: str) -> int:
+    """Drop `owner`'s claims on the kernel's unfinished designs (a run ending with designs it claimed and
+    never reached: the next run of any process takes them at once, and no reader sees a finished run
+    still holding work). How many were released."""
+    rows = store.write(
+        "MATCH (d:DesignNode {kernel: $kernel}) WHERE d.owner = $owner AND d.status IN $open "
+        "SET d.owner = '', d.lease_until = '' RETURN count(d) AS n",
+        {"kernel": kernel, "owner": owner, "open": list(UNFINISHED)},
     )
     return int(rows[0]["n"]) if rows else 0
 

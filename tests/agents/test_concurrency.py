@@ -105,6 +105,8 @@ def test_what_another_run_spends_meanwhile_counts_against_each_kernels_share(tmp
                           "WHERE a.id <> 'optimize-beside' RETURN sum(r.device_s) AS s",
                           {"k": O_PROJ})[0]  # fmt: skip
         assert violations(store) == []
+        held = store.read("MATCH (d:DesignNode) WHERE d.owner <> '' RETURN d.id AS id, d.status AS status")
+    assert held == []  # a finished run holds nothing, not even designs it claimed and never reached
     # O's share is 15 s, 10 of them spent by the other run: this run's own part is what is left (a job is
     # stopped at the budget's end); it was 29.7 s: 15 + what QKV's share had "left" of this run's own part
     assert mine["s"] <= budget / 2 - other[O_PROJ] + 0.5, (mine, summary.stopped)

@@ -38,6 +38,7 @@ from chiplore.kg.repo.designs import (
     close_unfinished,
     get_design,
     register_kernel,
+    release_held,
     set_best,
     set_design_status,
     update_design,
@@ -123,6 +124,11 @@ def test_design_tree_with_shared_sources_and_a_single_best(graph: GraphStore) ->
     assert best_of(graph, "gemv").id == "d0"  # type: ignore[union-attr]
     assert graph.read("MATCH (k:Kernel) RETURN k.best_lock AS lock") == [{"lock": None}]  # the lock leaves nothing
     set_best(graph, "gemv", "d1", measured_cycles=900.0)
+    # a run's claims on designs it never reached go with it; others' stay
+    update_design(graph, "d2", status="queued", owner="me:1:a", lease_until="2999-01-01T00:00:00Z")
+    update_design(graph, "d0", status="queued", owner="other:2:b", lease_until="2999-01-01T00:00:00Z")
+    assert release_held(graph, "gemv", "me:1:a") == 1
+    assert (get_design(graph, "d2").owner, get_design(graph, "d0").owner) == ("", "other:2:b")  # type: ignore[union-attr]
     # a design whose parent is missing is refused whole: no node, no source left behind
     with pytest.raises(KeyError):
         add_design(graph, _design(3, 2), version=_version("orphan"), parent="missing", activity=actor)
