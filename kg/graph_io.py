@@ -45,6 +45,7 @@ from chiplore.kg.graph_file import (
 )
 from chiplore.kg.processes import owner_runs, this_process
 from chiplore.kg.repo.designs import working_owners
+from chiplore.kg.repo.work_marks import FACTS_MARK, live_optimize_runs, work_under_way
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from chiplore.kg.store import GraphStore
 
@@ -262,10 +263,13 @@ def import_lines(
             "or pass --replace to delete them first"
         )
     if held:
-        working = working_owners(store)
+        working = [f"{owner} holds designs" for owner in working_owners(store)]
+        working += [f"an optimize, process {run}" for run in live_optimize_runs(store)]  # between two leases too
+        if (facts := work_under_way(store, FACTS_MARK)) is not None:
+            working.append(f"a {facts[1] or 'learn'}, process {facts[0]}")
         if working:  # its next write would find its designs gone, and the graph a mix of both
             raise GraphFileError(
-                f"a run is working on this graph (process {working[0]} holds designs): let it end, or stop it, "
+                f"a run is working on this graph ({working[0]}): let it end, or stop it, "
                 "before --replace deletes what it writes to"
             )
     ensure_schema(store)

@@ -9,6 +9,8 @@ import io
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.repo.devices import device_usage, record_device_job
+from chiplore.kg.repo.work_marks import FACTS_MARK
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 from chiplore.kg.testing.sample import SampleSummary, build_sample_graph, sample_query_params
@@ -210,3 +213,29 @@ def test_replace_is_refused_while_a_run_holds_designs(embedded_store: EmbeddedSt
     # a dead process's lease holds nothing: the import goes ahead
     embedded_store.write("MATCH (d:DesignNode) SET d.owner = $owner", {"owner": f"{socket.gethostname()}:999999:t"})
     assert import_jsonl(embedded_store, file, replace=True).nodes == 1
+
+
+def test_replace_is_refused_while_an_optimize_runs_between_leases_or_a_learn_runs(embedded_store: EmbeddedStore,
+                                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """An optimize pricing its next designs holds no lease: `--replace` wiped the graph under it, and it
+    died on its next design. A live optimize run, or a learn or an upgrade under way, refuses it too."""
+    file = _write(tmp_path / "one.jsonl", [HEADER, KERNEL, END1])
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        owner = f"{socket.gethostname()}:{live.pid}"
+        embedded_store.write("CREATE (:Activity {id: 'optimize-x', role: 'runner', policy: 'builtin', "
+                             "outcome: 'running', owner: $owner, started_at: '2026-12-07T10:00:00Z'})",
+                             {"owner": owner})  # fmt: skip
+        with pytest.raises(GraphFileError, match=f"a run is working on this graph \\(an optimize, process {owner} "):
+            import_jsonl(embedded_store, file, replace=True)
+        embedded_store.write("MATCH (a:Activity) SET a.outcome = 'ok'")
+        embedded_store.write(f"CREATE (:SchemaVersion {{name: '{FACTS_MARK}', owner: $owner, work: 'learn 0.6.0', "
+                             "started_at: '2026-12-07T10:00:00Z'})", {"owner": owner})  # fmt: skip
+        with pytest.raises(
+            GraphFileError, match=f"a run is working on this graph \\(a learn 0.6.0, process {owner}\\)"
+        ):
+            import_jsonl(embedded_store, file, replace=True)
+    finally:
+        live.kill()
+        live.wait()
+    assert import_jsonl(embedded_store, file, replace=True).nodes == 1  # their process is gone: nothing refuses
