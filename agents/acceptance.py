@@ -97,14 +97,15 @@ class JudgeAgainstBest(Decider):
         """Judge the design against BEST (a verdict already recorded against it is applied); True when
         it ended accepted. Another process on the graph may accept a design while this one is judged:
         the verdict then decides nothing, and the design is judged again against the new BEST."""
+        checked: dict[str, str] = {}  # the check sets' verdict, whichever BEST it is judged against
         while True:
             try:
-                return self._decide_against_best(node, source)
+                return self._decide_against_best(node, source, checked)
             except BestMoved as moved:
                 self.events.note(self.kernel, f"{node.id}: another run changed BEST while it was judged "
                                               f"({moved}); judged again")  # fmt: skip
 
-    def _decide_against_best(self, node: DesignNode, source: str) -> bool:
+    def _decide_against_best(self, node: DesignNode, source: str, checked: dict[str, str]) -> bool:
         store, me = self.store, self.lease.owner
         best = best_of(store, self.kernel)
         assert best is not None and best.measured_cycles is not None and node.measured_cycles is not None
@@ -118,7 +119,9 @@ class JudgeAgainstBest(Decider):
         else:
             self._refresh(best.id)  # the recorded verdict's pairs ran BEST (a killed run refreshed nothing)
         why = _interval(verdict)
-        if verdict.decision == "accept" and (wrong := self._fails_checks(node, source)):
+        if verdict.decision == "accept" and node.id not in checked:
+            checked[node.id] = self._fails_checks(node, source)
+        if verdict.decision == "accept" and (wrong := checked[node.id]):
             why = f"{why} ({verdict.method}, accept), but incorrect on the check sets: {wrong}"
             self._end(node, "failed", why)
             return False

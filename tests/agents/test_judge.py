@@ -19,6 +19,7 @@ from chiplore.agents.judge import (
     PAIR_PLAN,
     PairRunner,
     SequentialJudge,
+    Verdict,
     early,
     gain_shown,
     pair_spread,
@@ -234,3 +235,58 @@ def test_a_winner_gets_its_graded_run_before_it_becomes_best(graph: GraphStore, 
     history = best_history(graph, O_PROJ)
     assert [design for _, design, _ in history] == [root.id, decided.id]
     assert 0 < history[0][0] < history[1][0] and history[1][2] == fast
+
+
+class _AnotherRunAcceptsMeanwhile(SequentialJudge):
+    """The sequential judge, beside another run on the graph: no early triage, and while the first
+    decision's pairs run, the other run makes `other` BEST."""
+
+    def __init__(self, graph: GraphStore, other: DesignNode, cycles: float) -> None:
+        super().__init__()
+        self.graph, self.other, self.cycles, self.decisions = graph, other, cycles, 0
+
+    def triage(self, sigma: float, run_pair: PairRunner) -> Verdict | None:
+        return None
+
+    def decide(self, candidate: float, best: float, sigma: float, *, late: bool, run_pair: PairRunner) -> Verdict:
+        verdict = super().decide(candidate, best, sigma, late=late, run_pair=run_pair)
+        self.decisions += 1
+        if self.decisions == 1:
+            set_best(self.graph, O_PROJ, self.other.id, status="accepted", measured_cycles=self.cycles)
+        return verdict
+
+
+def test_a_verdict_against_a_best_another_run_replaced_meanwhile_is_judged_again(
+    graph: GraphStore, programs: tuple[str, str]
+) -> None:
+    """Two runs on one graph: a design accepted against BEST after another run had replaced it was made
+    BEST all the same (a design accepted against a stale BEST). Its verdict now decides nothing, it is
+    judged again against the new BEST, and its check sets run once."""
+    slow, fast = programs
+    target = SimRNGD(seed=8)
+    spec = next(k for k in target.kernels() if k.name == O_PROJ)
+    activity = record_activity(graph, Activity(id="judge-test", role="runner", policy="builtin"))
+    register_kernel(graph, Kernel(name=O_PROJ, target=target.name, weight_bytes=spec.weight_bytes,
+                                  bound_cycles=spec.bound_cycles))  # fmt: skip
+    lease, runner = Lease(), DeviceRunner(target, RecordRuns(graph, activity), budget_s=900.0, backoff_s=0.0)
+    baseline = _design(graph, O_PROJ, slow, activity, lease, None, "queued")
+    cycles = float(runner.run(O_PROJ, content_sha(slow), slow, VERSION).result.median_cycles or 0)
+    set_best(graph, O_PROJ, baseline.id, status="accepted", measured_cycles=cycles, owner="", lease_until="")
+    other_source = slow + "\n// the other run's design: the baseline's program, one comment longer\n"
+    other = _design(graph, O_PROJ, other_source, activity, lease, baseline.id, "measured")
+    judge = _AnotherRunAcceptsMeanwhile(graph, other, cycles)
+    decider = JudgeAgainstBest(graph, O_PROJ, VERSION, runner, judge, SIGMA, activity, Events(), lease,
+                               check_sets=spec.check_sets)  # fmt: skip
+    lifecycle = DesignLifecycle(graph, O_PROJ, VERSION, Screener([]), runner, decider,
+                                lambda node, source, params: Candidate(node.id, O_PROJ, source, {}), Events(),
+                                lease)  # fmt: skip
+    node = _design(graph, O_PROJ, fast, activity, lease, baseline.id, "queued")
+    assert spec.check_sets and lifecycle.advance(node, fast, None)  # accepted in the end, against the new BEST
+    comparisons = graph.read(
+        "MATCH (c:Comparison)-[:CANDIDATE]->(:DesignNode {id: $id}) MATCH (c)-[:INCUMBENT]->(i:DesignNode) "
+        "RETURN i.id AS against, c.decision AS decision ORDER BY c.decided_at", {"id": node.id})  # fmt: skip
+    assert comparisons == [{"against": baseline.id, "decision": "superseded"},
+                           {"against": other.id, "decision": "accept"}]  # fmt: skip
+    assert judge.decisions == 2 and best_of(graph, O_PROJ).id == node.id  # type: ignore[union-attr]
+    checks = [r for r in _runs(graph, node.id) if r["fixtures"] not in ("graded", "smoke")]
+    assert len(checks) == 1, checks  # the check sets do not depend on which BEST it beat
