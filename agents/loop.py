@@ -147,10 +147,12 @@ class OptimizeRun:
     # each kernel's device time in the ledger as the run began: its budget runs on top, and what another run
     # on the graph spends meanwhile counts against it (a kernel's start would count it as an earlier run's)
     ledger_s: dict[str, float] = field(default_factory=dict)
+    active_at_start: str | None = field(init=False)  # the graph's toolchain as the run began: an upgrade moves it
 
     def __post_init__(self) -> None:
         store, target = self.context.store, self.context.target
         self.pack = target.pack()
+        self.active_at_start = active_toolchain(store, target.name)
         self.knowledge = read_knowledge(store, self.context.version, self.pack.capabilities)
         self.model = CalibratedCostModel(self.pack.cost_model, GraphPredictionMemory(store))
         policies = sorted({getattr(role, "name", "builtin") for role in (self.roles.architect, self.roles.refiner)})
@@ -344,9 +346,10 @@ def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> K
 
 
 def _not_moved(run: OptimizeRun) -> None:
-    """KernelStopped when the graph's toolchain is no longer the run's (an upgrade ran meanwhile)."""
+    """KernelStopped when the graph's toolchain is no longer what it was as the run began (an upgrade ran
+    meanwhile; a run of another version than the active one, on a graph with no BEST yet, is not moved)."""
     moved = active_toolchain(run.context.store, run.context.target.name)
-    if moved is not None and moved != run.context.version:
+    if moved is not None and run.active_at_start is not None and moved != run.active_at_start:
         raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): `chiplore optimize` "
                             f"goes on under {moved}")  # fmt: skip
 

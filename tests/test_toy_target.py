@@ -462,6 +462,18 @@ def test_an_optimize_stops_when_an_upgrade_moves_the_toolchain_under_it(tmp_path
     assert f"the toolchain moved to {NEW} under this run" in summary.stopped[GEMV], summary.stopped
 
 
+def test_an_optimize_of_another_toolchain_on_a_graph_with_no_best_is_not_taken_for_a_moved_one(
+    tmp_path: Path,
+) -> None:
+    """A kernel checks the toolchain has not moved before its baseline: against the graph's toolchain as
+    the run began, not the run's own version (allowed to differ while no kernel has a BEST)."""
+    with EmbeddedStore(tmp_path / "data") as store:
+        session = Session(store, ToyChip(seed=SEED))
+        session.learn()
+        summary = session.optimize(toolchain=NEW, patience=1)
+    assert "moved" not in summary.stopped[GEMV] and summary.proposals > 0, summary.stopped
+
+
 def test_a_demo_interrupted_in_its_upgrade_finishes_the_upgrade_when_run_again(tmp_path: Path) -> None:
     """Ctrl-C during the demo's upgrade, then the demo again: the rerun took the new toolchain (already
     active) for its first round, learnt it, never finished the upgrade, and reported the old toolchain's
