@@ -290,13 +290,14 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
 def _upgrading(store: GraphStore) -> str:
     """Why optimize waits for a toolchain upgrade under way on the graph ("" when none is). This run's
     activity is recorded before it asks, and the upgrade asks for live optimize runs after it marks the
-    graph: of two that start together, one sees the other."""
+    graph: of two that start together on one machine, one sees the other (another machine's run is seen
+    while it holds a design; a kernel also checks the toolchain has not moved before its baseline)."""
     held = work_under_way(store, FACTS_MARK)
     if held is None or not held[1].startswith(UPGRADE_WORK):
         return ""
     owner, work, since = held
-    return (f"a {work} is under way on this graph (process {owner}, since {since}): let it finish, then "
-            "optimize goes on under the new toolchain")  # fmt: skip
+    return (f"a {work} is under way on this graph (process {owner}, since {since}): let it finish, then run "
+            "`chiplore optimize` again (under the new toolchain)")  # fmt: skip
 
 
 def optimize_kernel(run: OptimizeRun, executor: Executor, spec: KernelSpec) -> KernelOutcome:

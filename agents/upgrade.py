@@ -104,6 +104,9 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
     refusal = _chip_refused(store, target)
     if refusal:  # the silicon changed, not the toolchain: nothing is marked or re-measured
         raise UpgradeRefused(refusal)
+    finished = _validated(store, target, version)  # what is refused whatever runs beside it, first
+    if finished is not None and finished.status == "done":
+        return _already_done(finished, started)
     with one_at_a_time(store, FACTS_MARK, f"{UPGRADE_WORK} {version}"):  # a second upgrade, or a learn: refused
         # an optimize under way would go on under the old toolchain and record its results there (a baseline
         # measured under 0.6.0 after the move read as the 0.7.0 graph's); a later one sees the mark and waits
@@ -114,8 +117,7 @@ def upgrade(store: GraphStore, target: Target, version: str, *, budget_s: float 
                                  "then run the upgrade")  # fmt: skip
         state = _open(store, target, version, budget_s)
         if state.status == "done":
-            summary = UpgradeSummary.model_validate_json(state.summary)
-            return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
+            return _already_done(state, started)
         # every run of one upgrade is its one activity, begun when the upgrade began (the Upgrade node keeps
         # that): a rerun's start made what the first run created read as made before its activity began
         activity = Activity(id=f"upgrade-{state.id}", role="upgrade", policy="builtin", outcome=RUNNING,
@@ -195,7 +197,14 @@ def _chip_refused(store: GraphStore, target: Target) -> str:
     return chip_refusal(store, target, read_knowledge(store, active, target.pack().capabilities).facts, active)
 
 
-def _open(store: GraphStore, target: Target, version: str, budget_s: float | None) -> Upgrade:
+def _already_done(state: Upgrade, started: float) -> UpgradeSummary:
+    summary = UpgradeSummary.model_validate_json(state.summary)
+    return summary.model_copy(update={"already_done": True, "wall_s": time.perf_counter() - started})
+
+
+def _validated(store: GraphStore, target: Target, version: str) -> Upgrade | None:
+    """UpgradeRefused for an upgrade to `version` that cannot be (unknown, older, no active toolchain);
+    the upgrade that made `version` active when it is, else None. Reads only."""
     versions = target.toolchains()
     if version not in versions:
         raise UpgradeRefused(f"unknown toolchain {version!r}; {target.name} has {', '.join(versions)}")
@@ -206,9 +215,18 @@ def _open(store: GraphStore, target: Target, version: str, budget_s: float | Non
         found = upgrade_to(store, target.name, version)
         if found is None:
             raise UpgradeRefused(f"{version} is already the active toolchain (no upgrade led to it)")
-        return _with_budget(store, found, budget_s)
+        return found
     if versions.index(version) < versions.index(current):
         raise UpgradeRefused(f"{version} is older than the active {current}: chiplore upgrades, it does not downgrade")
+    return None
+
+
+def _open(store: GraphStore, target: Target, version: str, budget_s: float | None) -> Upgrade:
+    found = _validated(store, target, version)
+    if found is not None:
+        return _with_budget(store, found, budget_s)
+    current = active_toolchain(store, target.name)
+    assert current is not None  # (_validated refused a graph with none)
     uid = Upgrade.id_of(target.name, current, version)
     existing = get_upgrade(store, uid)
     if existing is not None:

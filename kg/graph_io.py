@@ -262,20 +262,17 @@ def import_lines(
             f"the {store.backend} store already holds {held:,} nodes: import into an empty one, "
             "or pass --replace to delete them first"
         )
-    if held:
-        working = [f"{owner} holds designs" for owner in working_owners(store)]
-        working += [f"an optimize, process {run}" for run in live_optimize_runs(store)]  # between two leases too
-        if (facts := work_under_way(store, FACTS_MARK)) is not None:
-            working.append(f"a {facts[1] or 'learn'}, process {facts[0]}")
-        if working:  # its next write would find its designs gone, and the graph a mix of both
-            raise GraphFileError(
-                f"a run is working on this graph ({working[0]}): let it end, or stop it, "
-                "before --replace deletes what it writes to"
-            )
     ensure_schema(store)
     # marked before the first delete, cleared after the last write: a graph an interrupted import
-    # left half-written is refused by every command until an import finishes (unfinished_import)
+    # left half-written is refused by every command until an import finishes (unfinished_import); marked
+    # before the runs are asked too, so that a command opening the graph meanwhile sees the import
     _claim_import(store, source)
+    working = _working(store) if held else ""
+    if working:  # its next write would find its designs gone, and the graph a mix of both
+        store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
+                    {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
+        raise GraphFileError(f"a run is working on this graph ({working}): let it end, or stop it, "
+                             "before --replace deletes what it writes to")  # fmt: skip
     while held and store.write(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} WITH n LIMIT 20000 DETACH DELETE n "
                                "RETURN count(*) AS deleted")[0]["deleted"]:  # fmt: skip
         pass
@@ -303,6 +300,16 @@ def import_lines(
     return done
 
 
+def _working(store: GraphStore) -> str:
+    """The first run working on the graph ("" when none is): a live process holding designs, an optimize
+    between two leases, a learn or an upgrade under way."""
+    working = [f"{owner} holds designs" for owner in working_owners(store)]
+    working += [f"an optimize, process {run}" for run in live_optimize_runs(store)]
+    if (facts := work_under_way(store, FACTS_MARK)) is not None:
+        working.append(f"{facts[1] or 'work on its facts'}, process {facts[0]}")
+    return working[0] if working else ""
+
+
 def _claim_import(store: GraphStore, source: str) -> None:
     """Mark the graph as being imported into by this process: an import another live process is
     writing is refused (the two would delete and mix each other's nodes); a dead one's is taken over."""
@@ -315,7 +322,8 @@ def _claim_import(store: GraphStore, source: str) -> None:
         return
     if owner and owner_runs(owner):
         raise GraphFileError(f"an import into this graph is under way (process {owner}): let it finish")
-    taken = store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) WHERE m.owner = $old OR m.owner IS NULL "
+    taken = store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) SET m.mark_lock = true SET m.mark_lock = null "
+                        "WITH m WHERE m.owner = $old OR m.owner IS NULL "  # (the lock first: see work_marks)
                         "SET m.owner = $me, m.started_at = $now, m.source = $source RETURN count(m) AS n",
                         {**mark, "old": owner})  # fmt: skip
     if not taken or not int(taken[0]["n"]):

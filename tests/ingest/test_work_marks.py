@@ -6,9 +6,12 @@ is taken over by the next."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,11 +23,12 @@ from chiplore.core.errors import ConfigError
 from chiplore.ingest.learn import learn
 from chiplore.kg.graph_file import SCHEMA_STATE
 from chiplore.kg.models import Activity
-from chiplore.kg.processes import this_process
+from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.repo.knowledge import RUNNING, record_activity
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import active_toolchain, register_target
-from chiplore.kg.repo.work_marks import FACTS_MARK, WorkUnderWay, holder, one_at_a_time
+from chiplore.kg.repo.work_marks import FACTS_MARK, WorkUnderWay, claim_work, holder, mark_owner, one_at_a_time
+from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 from tests.toy import ToyChip
 from tests.toy.versions import DEFAULT_VERSION, VERSIONS
@@ -50,7 +54,7 @@ def toy_graph(graph: GraphStore) -> GraphStore:
 
 def _mark_held_by(graph: GraphStore, pid: int, work: str) -> None:
     graph.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) SET m.owner = $owner, m.work = $work, "
-                "m.started_at = '2026-12-07T10:00:00+00:00'",
+                "m.started_at = '2026-12-07T10:00:00+00:00', m.lease_until = '2999-01-01T00:00:00Z'",
                 {"name": FACTS_MARK, "owner": f"{socket.gethostname()}:{pid}", "work": work})  # fmt: skip
 
 
@@ -82,13 +86,13 @@ def test_an_upgrade_while_a_learn_runs_is_refused_and_a_learn_inside_ones_own_wo
     learn(graph, chip, DEFAULT_VERSION)
     newer = [v for v in VERSIONS if v != DEFAULT_VERSION][-1]
     _mark_held_by(graph, other_process.pid, f"learn {DEFAULT_VERSION}")
-    with pytest.raises(WorkUnderWay, match="already at work on this graph's facts"):
+    with pytest.raises(WorkUnderWay, match="another process is at work on this graph's facts"):
         upgrade(graph, chip, newer)
     graph.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) DELETE m", {"name": FACTS_MARK})
     with one_at_a_time(graph, FACTS_MARK, "an outer piece of work"):
-        assert holder(graph, FACTS_MARK) == this_process()
+        assert holder(graph, FACTS_MARK) == mark_owner()
         learn(graph, chip, DEFAULT_VERSION)  # this process's own work: not refused, and the mark stays
-        assert holder(graph, FACTS_MARK) == this_process()
+        assert holder(graph, FACTS_MARK) == mark_owner()
     assert holder(graph, FACTS_MARK) is None
     assert upgrade(graph, chip, newer).to_version == newer
 
@@ -120,3 +124,63 @@ def test_an_upgrade_beside_a_live_optimize_is_refused_and_an_optimize_beside_an_
 
     _mark_held_by(graph, other_process.pid, f"learn {DEFAULT_VERSION}")  # a learn beside it is no reason to wait
     assert optimize(OptimizeContext(graph, chip, DEFAULT_VERSION), OptimizeConfig(patience=1)).kernels == ["gemv"]
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
+def test_a_mark_whose_lease_lapsed_is_taken_over_and_one_of_this_pid_before_a_restart_is_not_ours(
+    toy_graph: GraphStore,
+) -> None:
+    """Another machine's process that was killed held its mark for good (nothing here can tell it is gone):
+    the mark now lapses with its lease. A container restarted with the same host and pid took the dead
+    process's mark for its own, ran unmarked and never dropped it: a mark is this process's only if this
+    process took it."""
+    graph, remote, restarted = toy_graph, "another-host:4242:0badc0de", f"{socket.gethostname()}:{os.getpid()}:0badc0de"
+    for owner, until, refused in ((remote, "2999-01-01T00:00:00Z", True), (remote, "2000-01-01T00:00:00Z", False),
+                                  (restarted, "2000-01-01T00:00:00Z", False)):  # fmt: skip
+        graph.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) SET m.owner = $owner, m.work = 'learn 1.0', "
+                    "m.started_at = '2026-12-07T10:00:00Z', m.lease_until = $until",
+                    {"name": FACTS_MARK, "owner": owner, "until": until})  # fmt: skip
+        if refused:
+            with pytest.raises(WorkUnderWay, match="another-host:4242:0badc0de"):
+                learn(graph, ToyChip(), DEFAULT_VERSION)
+            continue
+        with one_at_a_time(graph, FACTS_MARK, "learn 1.0"):
+            assert holder(graph, FACTS_MARK) == mark_owner() != owner
+        assert holder(graph, FACTS_MARK) is None
+
+
+class _Captured(Exception):
+    pass
+
+
+class _TakeOverStatement:
+    """A store whose mark is a dead process's: claim_work's second statement (the take-over) is caught."""
+
+    def write(self, query: str, params: dict[str, object] | None = None) -> list[dict[str, object]]:
+        if query.startswith("MERGE"):
+            return [{"owner": "deadhost:1:x", "work": "learn", "at": "t", "until": "2000-01-01T00:00:00Z"}]
+        raise _Captured(query, params)
+
+
+def test_two_processes_taking_over_one_dead_mark_on_neo4j_are_ordered(neo4j_store: Neo4jStore) -> None:
+    """Two learns after a killed one: both took its mark over on Neo4j (the owner was read before the
+    node's lock was taken). The second now waits for the first's transaction and finds the mark held."""
+    graph = neo4j_store
+    ensure_schema(graph)
+    graph.write(f"CREATE (:{SCHEMA_STATE} {{name: $name, owner: 'deadhost:1:x', work: 'learn', "
+                "lease_until: '2000-01-01T00:00:00Z'})", {"name": FACTS_MARK})  # fmt: skip
+    with pytest.raises(_Captured) as captured:
+        claim_work(_TakeOverStatement(), FACTS_MARK, "learn 1.0")  # type: ignore[arg-type]
+    query, params = captured.value.args
+    first_owner = "another-host:7:first"
+    got: dict[str, object] = {}
+    with graph._driver.session(database=graph.database) as session, session.begin_transaction() as first:
+        assert first.run(query, {**params, "me": first_owner}).single()["n"] == 1
+        second = threading.Thread(target=lambda: got.update(held=claim_work(graph, FACTS_MARK, "learn 1.0")))
+        second.start()
+        time.sleep(1.0)
+        assert "held" not in got  # waiting on the lock the first holds
+        first.commit()
+    second.join(timeout=30)
+    assert got["held"] is not None and got["held"][0] == first_owner  # type: ignore[index]
+    assert holder(graph, FACTS_MARK) == first_owner

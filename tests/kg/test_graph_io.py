@@ -19,7 +19,14 @@ import pytest
 from chiplore import queries as named_queries
 from chiplore.kg.cypher_script import export_cypher, literal, statements
 from chiplore.kg.embedded_store import EmbeddedStore
-from chiplore.kg.graph_io import GraphFileError, copy_graph, export_jsonl, graph_counts, import_jsonl
+from chiplore.kg.graph_io import (
+    GraphFileError,
+    copy_graph,
+    export_jsonl,
+    graph_counts,
+    import_jsonl,
+    unfinished_import,
+)
 from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.repo.devices import device_usage, record_device_job
 from chiplore.kg.repo.work_marks import FACTS_MARK
@@ -230,11 +237,11 @@ def test_replace_is_refused_while_an_optimize_runs_between_leases_or_a_learn_run
             import_jsonl(embedded_store, file, replace=True)
         embedded_store.write("MATCH (a:Activity) SET a.outcome = 'ok'")
         embedded_store.write(f"CREATE (:SchemaVersion {{name: '{FACTS_MARK}', owner: $owner, work: 'learn 0.6.0', "
-                             "started_at: '2026-12-07T10:00:00Z'})", {"owner": owner})  # fmt: skip
-        with pytest.raises(
-            GraphFileError, match=f"a run is working on this graph \\(a learn 0.6.0, process {owner}\\)"
-        ):
+                             "started_at: '2026-12-07T10:00:00Z', lease_until: '2999-01-01T00:00:00Z'})",
+                             {"owner": owner})  # fmt: skip
+        with pytest.raises(GraphFileError, match=f"a run is working on this graph \\(learn 0.6.0, process {owner}\\)"):
             import_jsonl(embedded_store, file, replace=True)
+        assert unfinished_import(embedded_store) is None  # a refused import leaves no mark of its own
     finally:
         live.kill()
         live.wait()
