@@ -72,13 +72,22 @@ class DeviceRunner:
         return max(self.spent_s, self.charged()) if self.charged is not None else self.spent_s
 
     def _budget_text(self) -> str:
-        """This run's budget, and the total where earlier runs spent some of it on the same consumer."""
+        """This run's budget, with the total where earlier runs spent some of it on the same consumer, and
+        what another run on the graph spent of it meanwhile."""
         own = self.budget_s - self.started_at_s
-        if self.started_at_s < 0.5:
-            return f"of {_seconds(self.budget_s)} s"
-        if own <= 0:  # earlier work (an upgrade's re-measurements) left this run nothing: no negative budget
-            return f"of {_seconds(self.budget_s)} s (earlier work spent {_seconds(self.started_at_s)} s of it)"
-        return f"of {_seconds(own)} s ({_seconds(self.budget_s)} s with earlier runs')"
+        notes = []
+        if own <= 0 and self.started_at_s >= 0.5:  # earlier work (an upgrade's re-measurements) left it nothing
+            head = f"of {_seconds(self.budget_s)} s"
+            notes.append(f"earlier work spent {_seconds(self.started_at_s)} s of it")
+        elif self.started_at_s >= 0.5:
+            head = f"of {_seconds(own)} s"
+            notes.append(f"{_seconds(self.budget_s)} s with earlier runs'")
+        else:
+            head = f"of {_seconds(self.budget_s)} s"
+        others = self.charged() - self.spent_s if self.charged is not None else 0.0
+        if others >= 0.5:
+            notes.append(f"another run on the graph spent {_seconds(others)} s of it meanwhile")
+        return f"{head} ({'; '.join(notes)})" if notes else head
 
     def exhausted(self) -> bool:
         """Whether the budget is spent, by this runner or (through the ledger) by any other process."""

@@ -138,14 +138,16 @@ def test_a_spent_budget_names_this_runs_share_and_the_total_with_earlier_runs() 
     """`optimize --budget 60` on a kernel that earlier runs spent 30 s on: the runner's limit is 90 s of
     the ledger, and its message says 60 (the user's) before the 90, not the 90 alone."""
     runner = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=90.0, spent_s=30.0, charged=lambda: 95.0)
-    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s \(90 s with earlier runs'\) spent$"):
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s \(90 s with earlier runs'; another run on the "
+                                              r"graph spent 65 s of it meanwhile\) spent$"):  # fmt: skip
         runner.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
-    fresh = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=60.0, charged=lambda: 61.0)
-    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s spent$"):
+    fresh = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=60.0, charged=lambda: 60.2)  # all by another run
+    with pytest.raises(BudgetExhausted, match=r"^device budget of 60 s \(another run on the graph spent 60 s of it "
+                                              r"meanwhile\) spent$"):  # fmt: skip
         fresh.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
     overdrawn = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=123.0, spent_s=128.0)  # never "of -5 s"
     with pytest.raises(BudgetExhausted, match=r"^device budget of 123 s \(earlier work spent 128 s of it\) spent$"):
         overdrawn.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")
-    small = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=6.1, spent_s=5.7, charged=lambda: 6.2)
+    small = DeviceRunner(SimRNGD(), lambda *args: "run", budget_s=6.1, spent_s=5.7, charged=lambda: 6.1)
     with pytest.raises(BudgetExhausted, match=r"^device budget of 0.4 s \(6 s with earlier runs'\) spent$"):
         small.run("sliding_attention_output", "sha", "kernel k() {}", "0.6.0")  # its share, not "all spent before"
