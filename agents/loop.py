@@ -351,8 +351,8 @@ def _not_moved(run: OptimizeRun) -> None:
     meanwhile; a run of another version than the active one, on a graph with no BEST yet, is not moved)."""
     moved = active_toolchain(run.context.store, run.context.target.name)
     if moved is not None and run.active_at_start is not None and moved != run.active_at_start:
-        raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): `chiplore optimize` "
-                            f"goes on under {moved}")  # fmt: skip
+        raise KernelStopped(f"the toolchain moved to {moved} under this run (an upgrade): run `chiplore optimize` "
+                            f"again to go on under {moved}")  # fmt: skip
 
 
 class KernelRun:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from chiplore.agents.proposers import BuiltinArchitect
+from chiplore.agents.proposers.search import SearchBudget
 from chiplore.agents.schedule import Roles
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.models import Activity, DeviceRun
@@ -70,7 +71,8 @@ class _BesideAnotherRun:
     role, name = "architect", "builtin"
 
     def __init__(self, store: GraphStore, spent: dict[str, float]) -> None:
-        self.store, self.spent, self.inner = store, spent, BuiltinArchitect()
+        predictions = int(QUICK_SEARCH["CHIPLORE_SEARCH_PREDICTIONS"])  # a short search: pricing is not the subject
+        self.store, self.spent, self.inner = store, spent, BuiltinArchitect(SearchBudget(predictions=predictions))
 
     def propose(self, view: Any, count: int) -> list[Any]:
         if self.spent:
@@ -94,7 +96,7 @@ def test_what_another_run_spends_meanwhile_counts_against_each_kernels_share(tmp
     the other run's: the ledger as the run began, and what the ledger says the kernel took."""
     qkv, budget = "sliding_project_qkv", 30.0  # 15 s a kernel
     with EmbeddedStore(tmp_path / "data") as store:
-        session = Session(store, SimRNGD(seed=3), search_predictions=int(QUICK_SEARCH["CHIPLORE_SEARCH_PREDICTIONS"]))
+        session = Session(store, SimRNGD(seed=3))
         session.prepare()
         session.learn()
         other = {qkv: 20.0, O_PROJ: 10.0}  # past QKV's share; two thirds of O's
