@@ -15,6 +15,8 @@ from chiplore import queries as named_queries
 from chiplore.core.pack import Capability, Facts
 from chiplore.core.params import NOISE_SIGMA, ParamKey
 from chiplore.core.rules import NotIn, Predicate, predicate_of
+from chiplore.core.target import Target
+from chiplore.ingest.chip import chip_refusal
 from chiplore.kg.repo.measurements import measurements_under, stale_values
 from chiplore.kg.schema import fact_id
 from chiplore.kg.store import GraphStore
@@ -88,3 +90,9 @@ def _refuses(rule: Rule, capability: Capability) -> bool:
     if capability.value is None:
         return True
     return isinstance(rule.predicate, NotIn) and capability.value in rule.predicate.value
+
+
+def chip_refused_under(store: GraphStore, target: Target, version: str) -> str:
+    """Why no design priced from the graph's facts under `version` can run on the target's chip, in one
+    line ("" when they can): what optimize asks before it spends anything (ingest.chip.chip_refusal)."""
+    return chip_refusal(store, target, read_knowledge(store, version, target.pack().capabilities).facts, version)

@@ -365,9 +365,7 @@ class KernelRun:
         self.repeats: list[str] = []  # designs a proposal's program repeated (appended from the round's threads)
         register_kernel(store, Kernel(name=spec.name, target=target.name, weight_bytes=spec.weight_bytes,
                                       bound_cycles=spec.bound_cycles))  # fmt: skip
-        spent = run.ledger_s.get(spec.name)  # earlier runs' time: this run gets its budget on top
-        if spent is None:
-            spent = ledger_seconds(store, spec.name)
+        spent = run.ledger_s[spec.name]  # earlier runs' time (as the run began): this run gets its budget on top
         self.budget_s = run.shares.take()
         self.runner = executor.make_runner(target, RecordRuns(store, run.activity),
                                            budget_s=self.budget_s + spent, spent_s=spent,

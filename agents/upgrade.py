@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from chiplore.agents.callbacks import RecordRuns
-from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.knowledge import chip_refused_under, read_knowledge
 from chiplore.agents.lease import Lease
 from chiplore.agents.revalidate import Revalidator
 from chiplore.agents.runner import BudgetExhausted, DeviceRunner
 from chiplore.core.clock import utc_now
 from chiplore.core.errors import ConfigError
 from chiplore.core.target import KernelSpec, Target
-from chiplore.ingest.chip import chip_refusal
 from chiplore.ingest.docs import DocsSummary, ingest_docs
 from chiplore.ingest.dsl_summary import LanguageSummary, summarise
 from chiplore.ingest.librarian import BuiltinLibrarian, Librarian
@@ -194,7 +193,7 @@ def _chip_refused(store: GraphStore, target: Target) -> str:
     active = active_toolchain(store, target.name)
     if active is None:
         return ""
-    return chip_refusal(store, target, read_knowledge(store, active, target.pack().capabilities).facts, active)
+    return chip_refused_under(store, target, active)
 
 
 def _already_done(state: Upgrade, started: float) -> UpgradeSummary:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from chiplore import queries as named_queries
 from chiplore.agents.callbacks import Note
-from chiplore.agents.knowledge import read_knowledge
+from chiplore.agents.knowledge import chip_refused_under, read_knowledge
 from chiplore.agents.loop import OptimizeContext, OptimizeSummary, choose_kernels, optimize
 from chiplore.agents.proposers import BuiltinArchitect
 from chiplore.agents.proposers.search import SearchBudget
@@ -27,7 +27,6 @@ from chiplore.agents.schedule import OptimizeConfig, Roles
 from chiplore.agents.upgrade import UpgradeSummary, upgrade
 from chiplore.core.errors import ConfigError, OutputError, QueryError
 from chiplore.core.target import KernelSpec, Target
-from chiplore.ingest.chip import chip_refusal
 from chiplore.ingest.learn import DEFAULT_BUDGET_S as LEARN_BUDGET_S
 from chiplore.ingest.learn import LearnSummary, learn
 from chiplore.ingest.librarian import Librarian
@@ -190,7 +189,7 @@ class Session:
             )
         context = OptimizeContext(self.store, self.target, version)
         roles = roles or self.default_roles()
-        if workers is None or not workers.pooled or self._chip_refused(version):
+        if workers is None or not workers.pooled or chip_refused_under(self.store, self.target, version):
             return optimize(context, settings, roles, on_event)  # a refused graph: recorded and refused here, no Ray
         if self.target_factory is None:
             raise ConfigError("optimize on several workers builds the target in each worker: open the session with "
@@ -204,11 +203,6 @@ class Session:
         with RayEngine(self.target_factory, self.target.devices(), workers=workers.count,
                        address=workers.ray_address, chip=self.target.chip()) as engine:  # fmt: skip
             return optimize(context, settings, roles, on_event, PooledExecutor(engine))
-
-    def _chip_refused(self, version: str) -> bool:
-        """Whether optimize will refuse this graph's chip (the question it asks before spending anything)."""
-        facts = read_knowledge(self.store, version, self.pack.capabilities).facts
-        return bool(chip_refusal(self.store, self.target, facts, version))
 
     def devices(self) -> list[DeviceUsage]:
         """Each device's use in the last run with `--workers` above 1 (none after `--workers 1` runs only)."""

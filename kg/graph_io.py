@@ -269,8 +269,7 @@ def import_lines(
     _claim_import(store, source)
     working = _working(store) if held else ""
     if working:  # its next write would find its designs gone, and the graph a mix of both
-        store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
-                    {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
+        _release_import(store)
         raise GraphFileError(f"a run is working on this graph ({working}): let it end, or stop it, "
                              "before --replace deletes what it writes to")  # fmt: skip
     while held and store.write(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} WITH n LIMIT 20000 DETACH DELETE n "
@@ -294,8 +293,7 @@ def import_lines(
         _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
     for pair in list(waiting.relationships):
         _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
-    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
-                {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
+    _release_import(store)
     store.compact()
     return done
 
@@ -308,6 +306,12 @@ def _working(store: GraphStore) -> str:
     if (facts := work_under_way(store, FACTS_MARK)) is not None:
         working.append(f"{facts[1] or 'work on its facts'}, process {facts[0]}")
     return working[0] if working else ""
+
+
+def _release_import(store: GraphStore) -> None:
+    """Clear this process's import mark (an import finished, or refused before it deleted anything)."""
+    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
+                {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
 
 
 def _claim_import(store: GraphStore, source: str) -> None:
