@@ -12,16 +12,18 @@ from types import TracebackType
 from chiplore.agents.lease import Lease
 from chiplore.core.errors import ChiploreError
 from chiplore.kg.repo.designs import renew_leases
+from chiplore.kg.repo.knowledge import renew_activity
 from chiplore.kg.store import GraphStore
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    """Renews, every quarter of a lease, the leases of the designs of `kernels` this run holds."""
+    """Renews, every quarter of a lease, the leases of the designs of `kernels` this run holds, and that
+    of the run's own `activity` (another machine's upgrade waits while it holds)."""
 
-    def __init__(self, store: GraphStore, lease: Lease, kernels: Sequence[str]) -> None:
-        self.store, self.lease, self.kernels = store, lease, list(kernels)
+    def __init__(self, store: GraphStore, lease: Lease, kernels: Sequence[str], activity: str | None = None) -> None:
+        self.store, self.lease, self.kernels, self.activity = store, lease, list(kernels), activity
         self.every_s = lease.seconds / 4
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="chiplore-heartbeat", daemon=True)
@@ -37,7 +39,10 @@ class Heartbeat:
 
     def beat(self) -> int:
         """Renew now; how many designs this run holds."""
-        return renew_leases(self.store, self.kernels, self.lease.owner, self.lease.until())
+        until = self.lease.until()
+        if self.activity is not None:
+            renew_activity(self.store, self.activity, until)
+        return renew_leases(self.store, self.kernels, self.lease.owner, until)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every_s):

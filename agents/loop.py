@@ -156,8 +156,10 @@ class OptimizeRun:
         self.knowledge = read_knowledge(store, self.context.version, self.pack.capabilities)
         self.model = CalibratedCostModel(self.pack.cost_model, GraphPredictionMemory(store))
         policies = sorted({getattr(role, "name", "builtin") for role in (self.roles.architect, self.roles.refiner)})
+        # leased, as its designs are: an upgrade on another machine sees this run while its heartbeat beats
         self.activity = record_activity(store, Activity(id=f"optimize-{uuid.uuid4().hex[:12]}", role="runner",
-                                                        policy="+".join(policies), outcome=RUNNING))  # fmt: skip
+                                                        policy="+".join(policies), outcome=RUNNING,
+                                                        lease_until=self.lease.until()))  # fmt: skip
 
 
 def design_id(kernel: str, sha: str) -> str:
@@ -270,7 +272,7 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
     run.ledger_s = {spec.name: ledger_seconds(context.store, spec.name) for spec in specs}
     # the heartbeat keeps this run's claims while a step outlasts a lease (a graded job on a busy host)
     # Ctrl-C, a model that never answers, a dead database: the run's record says so
-    heartbeat = Heartbeat(context.store, run.lease, [s.name for s in specs])
+    heartbeat = Heartbeat(context.store, run.lease, [s.name for s in specs], activity=run.activity.id)
     with ended_if_raised(context.store, run.activity.id), heartbeat, executor.session(run, specs):
         outcomes = executor.each_kernel(specs, partial(optimize_kernel, run, executor))
     run.model.keep()  # the predictions of the last searches, for a later run
@@ -290,8 +292,8 @@ def optimize(context: OptimizeContext, config: OptimizeConfig | None = None, rol
 def _upgrading(store: GraphStore) -> str:
     """Why optimize waits for a toolchain upgrade under way on the graph ("" when none is). This run's
     activity is recorded before it asks, and the upgrade asks for live optimize runs after it marks the
-    graph: of two that start together on one machine, one sees the other (another machine's run is seen
-    while it holds a design; a kernel also checks the toolchain has not moved before its baseline)."""
+    graph: of two that start together, one sees the other (another machine's run by its activity's lease;
+    a kernel also checks the toolchain has not moved before its baseline)."""
     held = work_under_way(store, FACTS_MARK)
     if held is None or not held[1].startswith(UPGRADE_WORK):
         return ""

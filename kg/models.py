@@ -359,6 +359,8 @@ class Activity(GraphNode):
     ended_at: str | None = None
     outcome: str = "ok"
     owner: str | None = None  # `host:pid` of the process a `running` activity runs in
+    # a running optimize renews it from its heartbeat: another machine's run is live while it holds
+    lease_until: str | None = None
 
     @model_validator(mode="before")
     @classmethod

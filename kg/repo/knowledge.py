@@ -34,6 +34,12 @@ def record_activity(store: GraphStore, activity: Activity) -> Activity:
     return activity
 
 
+def renew_activity(store: GraphStore, activity_id: str, until: str) -> None:
+    """Extend a running activity's lease to `until` (its run's heartbeat; a finished one keeps its end)."""
+    store.write("MATCH (a:Activity {id: $id, outcome: $running}) SET a.lease_until = $until",
+                {"id": activity_id, "running": RUNNING, "until": until})  # fmt: skip
+
+
 def _provenance(node: Ref, activity: Activity, target: str, toolchain: str) -> list[Link]:
     return [
         Link(node, "CREATED_BY", Ref.to(activity)),

@@ -92,17 +92,22 @@ def work_under_way(store: GraphStore, mark: str) -> tuple[str, str, str] | None:
 
 def live_optimize_runs(store: GraphStore) -> list[str]:
     """The `optimize` runs under way on the graph, other than this process's: a running optimize activity
-    whose process runs on this machine, or one of another machine's that holds a design under a lease
-    (nothing here can tell whether another machine's process still runs). Each as `process (since ...)`."""
+    whose process runs on this machine, or one of another machine's whose lease holds (nothing here can
+    tell whether another machine's process still runs: its heartbeat renews the lease, which lapses
+    MARK_LEASE_S after a kill). Each as `process (since ...)`."""
     rows = store.read("MATCH (a:Activity {outcome: 'running'}) WHERE a.id STARTS WITH 'optimize-' AND "
-                      "a.owner IS NOT NULL RETURN a.owner AS owner, a.started_at AS at ORDER BY at")  # fmt: skip
+                      "a.owner IS NOT NULL RETURN a.owner AS owner, a.started_at AS at, a.lease_until AS until "
+                      "ORDER BY at")  # fmt: skip
     leased = {owner.rsplit(":", 1)[0] for owner in working_owners(store)}  # a design's owner is host:pid:tag
-    here, me = socket.gethostname(), this_process()
+    here, me, now = socket.gethostname(), this_process(), to_iso(datetime.now(UTC))
     live = []
     for row in rows:
         owner = str(row["owner"])
         local = owner.partition(":")[0] == here
-        if owner != me and ((local and owner_runs(owner)) or (not local and owner in leased)):
+        # another machine's: its run's lease holds (its heartbeat renews it), or it holds a design (a run of
+        # a chiplore that did not lease its activity)
+        remote = str(row["until"] or "") >= now or owner in leased
+        if owner != me and ((local and owner_runs(owner)) or (not local and remote)):
             live.append(f"{owner} (since {row['at']})")
     return live
 

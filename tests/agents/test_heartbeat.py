@@ -13,7 +13,7 @@ from chiplore.agents.loop import claim
 from chiplore.core.ids import content_sha
 from chiplore.kg.models import Activity, DesignNode, Kernel, KernelVersion
 from chiplore.kg.repo.designs import add_design, get_design, register_kernel
-from chiplore.kg.repo.knowledge import record_activity
+from chiplore.kg.repo.knowledge import RUNNING, record_activity
 from chiplore.kg.store import GraphStore
 
 KERNEL = "slow_kernel"
@@ -33,11 +33,15 @@ def _held_root(graph: GraphStore, lease: Lease) -> DesignNode:
 def test_a_claim_outlives_its_lease_while_the_heartbeat_runs_and_is_free_once_it_stops(graph: GraphStore) -> None:
     mine, other = Lease(seconds=2.0), Lease()
     node = _held_root(graph, mine)
-    with Heartbeat(graph, mine, [KERNEL]) as heartbeat:
+    run = record_activity(graph, Activity(id="optimize-heartbeat", role="runner", policy="builtin", outcome=RUNNING,
+                                          lease_until=mine.until()))  # fmt: skip
+    with Heartbeat(graph, mine, [KERNEL], activity=run.id) as heartbeat:
         time.sleep(5.0)  # two and a half leases: renewed every half second
         held = get_design(graph, node.id)
         assert held is not None and not claim(graph, held, other)
         assert heartbeat.beat() == 1
+        renewed = graph.read("MATCH (a:Activity {id: $id}) RETURN a.lease_until AS until", {"id": run.id})
+        assert renewed[0]["until"] > run.lease_until  # the run's own lease too: another machine sees it live
     time.sleep(2.5)  # the last renewal has run out
     free = get_design(graph, node.id)
     assert free is not None and claim(graph, free, other)

@@ -127,6 +127,25 @@ def test_an_upgrade_beside_a_live_optimize_is_refused_and_an_optimize_beside_an_
 
 
 @pytest.mark.parametrize("store", ["embedded"], indirect=True)
+def test_another_machines_optimize_holds_an_upgrade_off_while_its_lease_holds(toy_graph: GraphStore) -> None:
+    """Another machine's optimize was seen only while it held a design: at its start, or while its roles
+    proposed, an upgrade went ahead beside it. Its activity's lease (renewed by its heartbeat) says it runs;
+    a killed one's lapses and no longer holds the upgrade off."""
+    graph, chip = toy_graph, ToyChip()
+    learn(graph, chip, DEFAULT_VERSION)
+    newer = [v for v in VERSIONS if v != DEFAULT_VERSION][-1]
+    remote = "another-host:4242"
+    record_activity(graph, Activity(id="optimize-remote", role="runner", policy="builtin", outcome=RUNNING,
+                                    owner=remote, lease_until="2999-01-01T00:00:00Z"))  # fmt: skip
+    assert graph.read("MATCH (d:DesignNode) WHERE d.owner <> '' RETURN count(d) AS n") == [{"n": 0}]  # none held
+    with pytest.raises(UpgradeRefused, match=f"an optimize is under way on this graph \\(process {remote} "):
+        upgrade(graph, chip, newer)
+    graph.write("MATCH (a:Activity {id: 'optimize-remote'}) SET a.lease_until = '2000-01-01T00:00:00Z'")  # killed
+    upgrade(graph, chip, newer)
+    assert active_toolchain(graph, chip.name) == newer
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
 def test_a_mark_whose_lease_lapsed_is_taken_over_and_one_of_this_pid_before_a_restart_is_not_ours(
     toy_graph: GraphStore,
 ) -> None:
