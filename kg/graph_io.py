@@ -43,9 +43,16 @@ from chiplore.kg.graph_file import (
     RelationshipLine,
     read_lines,
 )
-from chiplore.kg.processes import owner_runs, this_process
 from chiplore.kg.repo.designs import working_owners
-from chiplore.kg.repo.work_marks import FACTS_MARK, live_optimize_runs, work_under_way
+from chiplore.kg.repo.work_marks import (
+    FACTS_MARK,
+    claim_work,
+    live_optimize_runs,
+    mark_live,
+    release_work,
+    renewing,
+    work_under_way,
+)
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from chiplore.kg.store import GraphStore
 
@@ -240,6 +247,7 @@ def data_nodes(store: GraphStore) -> int:
 
 
 IMPORT_MARK = "import-under-way"  # the name of the schema-state node an import holds while it writes
+IMPORT_WORK = "import from"  # the work an import names on its mark (`import from SOURCE`)
 
 
 class UnfinishedImport(GraphFileError):
@@ -272,6 +280,16 @@ def import_lines(
         _release_import(store)
         raise GraphFileError(f"a run is working on this graph ({working}): let it end, or stop it, "
                              "before --replace deletes what it writes to")  # fmt: skip
+    with renewing(store, IMPORT_MARK):  # a long import on another machine is not taken for a killed one
+        done = _write(store, lines, held, on_progress)
+    _release_import(store)
+    store.compact()
+    return done
+
+
+def _write(store: GraphStore, lines: Iterable[NodeLine | RelationshipLine], held: int,
+           on_progress: Progress | None) -> Imported:  # fmt: skip
+    """Delete the `held` nodes, then write the lines, a page at a time."""
     while held and store.write(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} WITH n LIMIT 20000 DETACH DELETE n "
                                "RETURN count(*) AS deleted")[0]["deleted"]:  # fmt: skip
         pass
@@ -293,8 +311,6 @@ def import_lines(
         _flush_nodes(store, done, group, waiting.nodes.pop(group), on_progress)
     for pair in list(waiting.relationships):
         _flush_relationships(store, done, pair, waiting.relationships.pop(pair), on_progress)
-    _release_import(store)
-    store.compact()
     return done
 
 
@@ -310,39 +326,31 @@ def _working(store: GraphStore) -> str:
 
 def _release_import(store: GraphStore) -> None:
     """Clear this process's import mark (an import finished, or refused before it deleted anything)."""
-    store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) DELETE m",
-                {"name": IMPORT_MARK, "me": this_process()})  # fmt: skip
+    release_work(store, IMPORT_MARK)
 
 
 def _claim_import(store: GraphStore, source: str) -> None:
     """Mark the graph as being imported into by this process: an import another live process is
-    writing is refused (the two would delete and mix each other's nodes); a dead one's is taken over."""
-    me, now = this_process(), utc_now()
-    mark = {"name": IMPORT_MARK, "me": me, "now": now, "source": source}
-    rows = store.write(f"MERGE (m:{SCHEMA_STATE} {{name: $name}}) ON CREATE SET m.owner = $me, m.started_at = $now, "
-                       "m.source = $source RETURN m.owner AS owner", mark)  # fmt: skip
-    owner = rows[0]["owner"] if rows else me
-    if owner == me:
-        return
-    if owner and owner_runs(owner):
-        raise GraphFileError(f"an import into this graph is under way (process {owner}): let it finish")
-    taken = store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) SET m.mark_lock = true SET m.mark_lock = null "
-                        "WITH m WHERE m.owner = $old OR m.owner IS NULL "  # (the lock first: see work_marks)
-                        "SET m.owner = $me, m.started_at = $now, m.source = $source RETURN count(m) AS n",
-                        {**mark, "old": owner})  # fmt: skip
-    if not taken or not int(taken[0]["n"]):
-        raise GraphFileError("another import took this graph a moment ago: let it finish")
+    writing is refused (the two would delete and mix each other's nodes); a dead one's is taken over (at
+    once on its machine; from another once its lease lapses)."""
+    held = claim_work(store, IMPORT_MARK, f"{IMPORT_WORK} {source}")
+    if held is not None:
+        raise GraphFileError(f"an import into this graph is under way (process {held[0]}, since {held[2]}): "
+                             "let it finish")  # fmt: skip
 
 
 def unfinished_import(store: GraphStore) -> UnfinishedImport | None:
     """What an import under way, or one that did not finish, left in the graph's mark (when, from
-    what, and what to do), or None."""
-    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.source AS source, "
-                      "m.owner AS owner", {"name": IMPORT_MARK})  # fmt: skip
+    what, and what to do), or None. The mark outlives its import's process: the graph it left is partial."""
+    rows = store.read(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) RETURN m.started_at AS at, m.work AS work, "
+                      "m.source AS source, m.owner AS owner, m.lease_until AS until",
+                      {"name": IMPORT_MARK})  # fmt: skip
     if not rows:
         return None
-    owner, started = rows[0]["owner"], f"(started {rows[0]['at']}, from {rows[0]['source']})"
-    if owner and owner_runs(owner):
+    row = rows[0]
+    source = str(row["work"] or "").removeprefix(f"{IMPORT_WORK} ") or row["source"]  # (an older mark: `source`)
+    owner, started = str(row["owner"] or ""), f"(started {row['at']}, from {source})"
+    if mark_live(owner, str(row["until"] or "")):
         return UnfinishedImport(f"an import into this graph is under way (process {owner}) {started}: the graph "
                                 "is partial; let it finish")  # fmt: skip
     return UnfinishedImport(

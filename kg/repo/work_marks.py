@@ -44,7 +44,7 @@ def _lease_end(seconds: float = MARK_LEASE_S) -> str:
     return to_iso(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
-def _live(owner: str, lease_until: str) -> bool:
+def mark_live(owner: str, lease_until: str) -> bool:
     """Whether a mark's owner may still be at work: its lease holds and, on this machine, it runs."""
     return bool(owner) and lease_until >= to_iso(datetime.now(UTC)) and owner_runs(owner)
 
@@ -60,7 +60,7 @@ def claim_work(store: GraphStore, mark: str, work: str) -> tuple[str, str, str] 
     owner = str(rows[0]["owner"] or "") if rows else me
     if owner == me:
         return None
-    if _live(owner, str(rows[0]["until"] or "")):
+    if mark_live(owner, str(rows[0]["until"] or "")):
         return owner, str(rows[0]["work"] or ""), str(rows[0]["at"] or "")
     # a killed process's mark: taken over only if nobody took it first (compare and set, under the node's
     # write lock, taken before the owner is read: two processes taking over one mark are ordered)
@@ -85,7 +85,7 @@ def work_under_way(store: GraphStore, mark: str) -> tuple[str, str, str] | None:
     if not rows or not rows[0]["owner"]:
         return None
     owner = str(rows[0]["owner"])
-    if owner == mark_owner() or not _live(owner, str(rows[0]["until"] or "")):
+    if owner == mark_owner() or not mark_live(owner, str(rows[0]["until"] or "")):
         return None
     return owner, str(rows[0]["work"] or ""), str(rows[0]["at"] or "")
 
@@ -119,7 +119,7 @@ def holder(store: GraphStore, mark: str) -> str | None:
 
 
 @contextmanager
-def _heartbeat(store: GraphStore, mark: str) -> Iterator[None]:
+def renewing(store: GraphStore, mark: str) -> Iterator[None]:
     """Renew this process's lease on `mark` while the work runs (a quarter of the lease apart)."""
     stop = threading.Event()
 
@@ -166,7 +166,7 @@ def one_at_a_time(store: GraphStore, mark: str, work: str) -> Iterator[None]:
     with _held_lock:
         _held[key] = 1
     try:
-        with _heartbeat(store, mark):
+        with renewing(store, mark):
             yield
     finally:
         with _held_lock:

@@ -246,3 +246,29 @@ def test_replace_is_refused_while_an_optimize_runs_between_leases_or_a_learn_run
         live.kill()
         live.wait()
     assert import_jsonl(embedded_store, file, replace=True).nodes == 1  # their process is gone: nothing refuses
+
+
+def test_another_machines_import_is_under_way_while_its_lease_holds_and_a_killed_ones_is_taken_over(
+    embedded_store: EmbeddedStore, tmp_path: Path
+) -> None:
+    """A killed import of another machine read as "under way" for good (nothing here can tell its process
+    is gone): its mark now lapses with its lease, and the graph it left reads as one that did not finish."""
+    file = _write(tmp_path / "one.jsonl", [HEADER, KERNEL, END1])
+    ensure_schema(embedded_store)
+    embedded_store.write("CREATE (:SchemaVersion {name: 'import-under-way', owner: 'another-host:77:abc', "
+                         "work: 'import from /elsewhere/graph.jsonl', started_at: '2026-12-07T10:00:00Z', "
+                         "lease_until: '2999-01-01T00:00:00Z'})")  # fmt: skip
+    left = unfinished_import(embedded_store)
+    assert left is not None and "is under way (process another-host:77:abc) (started 2026-12-07T10:00:00Z, " \
+        "from /elsewhere/graph.jsonl)" in str(left)  # fmt: skip
+    with pytest.raises(GraphFileError, match="an import into this graph is under way \\(process another-host:77:abc"):
+        import_jsonl(embedded_store, file, replace=True)
+    embedded_store.write(
+        "MATCH (m:SchemaVersion {name: 'import-under-way'}) SET m.lease_until = '2000-01-01T00:00:00Z'"
+    )
+    left = unfinished_import(embedded_store)
+    assert left is not None and "did not finish (started 2026-12-07T10:00:00Z, from /elsewhere/graph.jsonl)" in str(
+        left
+    )
+    assert import_jsonl(embedded_store, file, replace=True).nodes == 1
+    assert unfinished_import(embedded_store) is None
