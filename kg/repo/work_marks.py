@@ -45,7 +45,10 @@ def _lease_end(seconds: float = MARK_LEASE_S) -> str:
 
 
 def mark_live(owner: str, lease_until: str) -> bool:
-    """Whether a mark's owner may still be at work: its lease holds and, on this machine, it runs."""
+    """Whether a mark's owner may still be at work: its lease holds and, on this machine, it runs (a mark
+    an older chiplore wrote has no lease: its owner's process decides)."""
+    if not lease_until:
+        return bool(owner) and owner_runs(owner)
     return bool(owner) and lease_until >= to_iso(datetime.now(UTC)) and owner_runs(owner)
 
 
