@@ -26,11 +26,11 @@ class FlowModel:
 def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:
     packet = flow.bytes / max(flow.packets, 1)
     unit = truth.hbm_unit
+    touched, partial = flow.in_units(unit)  # in the chip's unit, not the 256 B the compiler reports
     if op.dma_kind in HBM_WRITES:
-        full = flow.hbm_units - flow.partial_units
-        units = (full + truth.rmw_factor * flow.partial_units) / max(flow.packets, 1)
+        units = (touched - partial + truth.rmw_factor * partial) / max(flow.packets, 1)
     elif op.dma_kind in HBM_READS:
-        units = flow.hbm_units / max(flow.packets, 1)
+        units = touched / max(flow.packets, 1)
     else:
         units = math.ceil(packet / unit)
     caps = {

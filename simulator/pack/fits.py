@@ -76,9 +76,22 @@ def fit_packet_size(points: list[dict[str, str]], medians: np.ndarray, given: di
     if len(moved) != 1:
         raise ValueError(f"MB04: the points move different amounts ({sorted(moved)})")
     total = moved.pop()
-    packets = np.array([total / float(p["PACKET"]) for p in points])
-    intercept, slope = _line(packets, medians)
-    return {"engine_bw": total / (intercept - given["empty_kernel_cycles"]), "pkt_overhead": slope}
+    sizes = np.array([float(p["PACKET"]) for p in points])
+    packets = total / sizes
+    spent = medians - given["empty_kernel_cycles"]
+
+    def fitted(unit: float) -> tuple[float, float, float]:
+        # a packet moves whole HBM units: on a chip of units above the smallest packet, the small packets
+        # move more than their bytes (a 2 KB unit: a 256-B packet costs 2 KB), so the bytes are the units'
+        units = packets * np.ceil(sizes / unit) * unit
+        design = np.column_stack([units, packets])
+        (per_byte, overhead), *_ = np.linalg.lstsq(design, spent, rcond=None)
+        return float(np.sum((design @ np.array([per_byte, overhead]) - spent) ** 2)), per_byte, overhead
+
+    # units up to the smallest packet cost what their bytes do: the fit tells the larger ones apart only
+    candidates = [float(u) for u in (1 << k for k in range(5, 12)) if u >= sizes.min()]
+    _, per_byte, overhead = min((fitted(u) for u in candidates), key=lambda f: f[0])
+    return {"engine_bw": 1.0 / per_byte, "pkt_overhead": overhead}
 
 
 def _slices(given: dict[str, float]) -> float:
@@ -141,6 +154,9 @@ def fit_dm_to_dm(points: list[dict[str, str]], medians: np.ndarray, given: dict[
 SCALE_SLACK = 0.08  # MB07: how far the bytes a read moves may be off by one common factor
 
 
+MB07_ROW, MB07_READ = 1280, 960  # MB07's HBM rows, and the bytes each packet reads of one
+
+
 def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:
     start, bw, overhead = given["empty_kernel_cycles"], given["engine_bw"], given["pkt_overhead"]
     reads = {int(p["OFFSET"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] == "1"}
@@ -150,8 +166,12 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
     offsets = sorted(moved)
     seen = np.array([moved[off] for off in offsets])
 
-    def expected(unit: int) -> np.ndarray:  # reads of 960 B at `off` move ceil((off + 960) / unit) units
-        return np.array([-(-(off + 960) // unit) * unit for off in offsets], dtype=float)
+    def expected(unit: int) -> np.ndarray:
+        # the bytes of the units a 960-B read at `off` into a 1,280-B row touches, over the rows: a unit
+        # above 256 B does not divide the rows, so their reads start at every offset 1,280 takes modulo it
+        first = np.arange(8)[:, None] * MB07_ROW + np.array(offsets)[None, :]  # 8 rows: every unit's period
+        touched, _ = _units(first, first + MB07_READ, unit, extent=None)
+        return touched.mean(axis=0) * unit
 
     def scale(unit: int) -> float:
         return float(seen @ expected(unit) / (expected(unit) @ expected(unit)))
@@ -167,10 +187,31 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
     unit = min((1 << k for k in range(5, 12)), key=mismatch)  # transaction units are powers of two
     stores = {int(p["STORE"]): float(m) for p, m in zip(points, medians, strict=True) if p["STORES"] != "1"}
     count = 16 * int(_slices(given))
-    touched = sum((r * 240 + 239) // unit - (r * 240) // unit + 1 for r in range(count))  # all partial
-    unit_time = unit / bw
-    rmw = ((stores[240] - stores[256]) / unit_time + count) / touched
+
+    def written(width: int) -> tuple[float, float]:  # (whole, partial) units `count` rows of `width` bytes write
+        first = np.arange(count) * width
+        touched, partial = _units(first, first + width, unit, extent=count * width)
+        return float(touched.sum() - partial.sum()), float(partial.sum())
+
+    (whole_256, partial_256), (whole_240, partial_240) = written(256), written(240)
+    # the two stores differ in units only (same packets): the time between them is the units' cost at
+    # the engine's rate, the partial ones at rmw times a whole one
+    units_apart = (stores[240] - stores[256]) / (unit / bw)
+    rmw = (units_apart - (whole_240 - whole_256)) / max(partial_240 - partial_256, 1.0)
     return {"hbm_unit": float(unit), "rmw_factor": rmw}
+
+
+def _units(first: np.ndarray, end: np.ndarray, unit: int, extent: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per packet [first, end): the `unit`-byte HBM units it touches, and (a write's, `extent` its
+    tensor's bytes) those it writes only partly: a unit cut at either end, unless it ends the tensor."""
+    lo, hi = np.floor_divide(first, unit), -np.floor_divide(-end, unit)
+    touched = hi - lo
+    if extent is None:
+        return touched, np.zeros_like(touched)
+    head = (first % unit) != 0
+    tail = ((end % unit) != 0) & (end < extent)
+    partial = np.where(touched == 1, head | tail, head.astype(int) + tail.astype(int))
+    return touched, partial
 
 
 def fit_decode(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

@@ -127,18 +127,32 @@ def pass_cycles(c: Counters, p: Prices) -> float:
     return cycles
 
 
+COMPILER_UNIT = 256.0  # the HBM unit ferc's stats count in (docs/simrngd.md §6)
+
+
+def unit_bytes(packet: float, touched: float, unit: float) -> float:
+    """The HBM bytes a packet of `packet` bytes moves in `unit`-byte units, from the 256-B units it
+    touches (`touched` bytes): the same where the unit is 256 B; a larger unit rounds those up to whole
+    units (exact for aligned packets); a smaller one trims the 256-B rounding to its own."""
+    if unit == COMPILER_UNIT or not touched:
+        return touched
+    if unit > COMPILER_UNIT:
+        return math.ceil(touched / unit - 1e-9) * unit
+    return max(math.ceil(packet / unit - 1e-9) * unit, touched - COMPILER_UNIT + unit)
+
+
 def flow_cap(kind: str, c: Counters, p: Prices) -> float:
     """Bytes per cycle one engine's flow reaches alone."""
     packets = max(c.get("packets", 0.0), 1.0)
     packet = c.get("bytes", 0.0) / packets
-    partial = c.get("partial_units", 0.0)
-    if kind in ("d2h", "scatter"):
-        units = (c.get("hbm_units", 0.0) - partial + p.partial_store * partial) / packets
-    elif kind in ("h2d", "gather"):
-        units = c.get("hbm_units", 0.0) / packets
+    partial = c.get("partial_units", 0.0) / packets
+    if kind in ("d2h", "scatter", "h2d", "gather"):
+        # HBM bytes a packet moves: the compiler counts 256-B units; in the chip's (learnt) unit
+        moved = unit_bytes(packet, c.get("hbm_units", 0.0) / packets * COMPILER_UNIT, p.hbm_unit)
+        moved += (p.partial_store - 1.0) * partial * p.hbm_unit if kind in ("d2h", "scatter") else 0.0
     else:
-        units = math.ceil(packet / p.hbm_unit) if packet else 0.0
-    engine = packet / (units * p.hbm_unit / p.engine_bw + p.packet_overhead) if packet else 0.0
+        moved = math.ceil(packet / p.hbm_unit) * p.hbm_unit if packet else 0.0
+    engine = packet / (moved / p.engine_bw + p.packet_overhead) if packet else 0.0
     # consecutive packets in different DMNs raise the DMN's cap up to double; a lone packet is not a stream
     alternation = c.get("dmn_alternation", 0.0) if packets > 1 else 1.0
     cap = min(engine, p.dmn_bw * (1 + alternation))

@@ -25,6 +25,7 @@ from chiplore.simulator.toolchain.placement import Constraint, LoweringError, Vi
 
 MAX_PACKET = 4096
 HBM_UNIT = 256
+UNIT_SIZES = tuple(1 << k for k in range(5, 12))  # the HBM units a chip may have: 32 B to 2 KB
 MAX_PACKETS = 4_000_000  # enumeration guard: far above any real kernel
 
 
@@ -433,19 +434,13 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
         dmn = dm_slice[picked] // shape.dmn_slices + cluster[picked] * shape.slices  # a DMN id, chip-wide
         alt = float(np.mean(dmn[1:] != dmn[:-1])) if picked.size > 1 else 0.0
         units, partial, partial_packets = 0.0, 0, 0
+        at_units: tuple[tuple[int, float, int], ...] = ()
         if hbm is not None:
             start = hbm[picked]
             end = start + sizes[picked]
-            first_unit = np.floor(start / HBM_UNIT)
-            last_unit = np.ceil(end / HBM_UNIT)
-            units = float((last_unit - first_unit).sum())
-            if hbm_write:
-                # HBM tensors are allocated in whole units: writing up to a tensor's end needs no RMW.
-                head = (start % HBM_UNIT) != 0
-                tail = ((end % HBM_UNIT) != 0) & (end < hbm_extent)
-                one_unit = (last_unit - first_unit) == 1
-                partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
-                partial_packets = int((head | tail).sum())
+            units, partial, partial_packets = _touched(start, end, HBM_UNIT, hbm_write, hbm_extent)
+            # the chip's own unit may be another power of two: its cost model reads the count in it
+            at_units = tuple((unit, *_touched(start, end, unit, hbm_write, hbm_extent)[:2]) for unit in UNIT_SIZES)
         home = int(np.bincount(cluster[picked]).argmax())
         cross = home != shape.engine_cluster(e) or bool(crossing[picked].mean() > 0.5)
         flows.append(
@@ -459,9 +454,26 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
                 hbm_units=units,
                 partial_units=partial,
                 partial_packets=partial_packets,
+                at_units=at_units,
                 source_cluster=_other_cluster(e, home, picked, sources, crossing, cluster)
                 if cross and sources is not None
                 else None,
             )
         )
     return tuple(flows)
+
+
+def _touched(start: np.ndarray, end: np.ndarray, unit: int, write: bool, extent: int) -> tuple[float, int, int]:
+    """Packets [start, end) in HBM units of `unit` bytes: the units they touch, and of a write's, those
+    only partly written and the packets that write one (HBM tensors are allocated in whole units:
+    writing up to a tensor's end needs no read-modify-write)."""
+    first_unit = np.floor(start / unit)
+    last_unit = np.ceil(end / unit)
+    units = float((last_unit - first_unit).sum())
+    if not write:
+        return units, 0, 0
+    head = (start % unit) != 0
+    tail = ((end % unit) != 0) & (end < extent)
+    one_unit = (last_unit - first_unit) == 1
+    partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
+    return units, partial, int((head | tail).sum())

@@ -30,8 +30,20 @@ class Flow(Frozen):
     hbm_units: float  # 256-byte HBM units touched, summed over packets (0 when no HBM side)
     partial_units: int  # HBM units only partly written (read-modify-write)
     partial_packets: int = 0  # packets that write at least one partial unit
+    # (unit bytes, units touched, units partly written) for each unit a chip may have (32 B to 2 KB):
+    # the compiler reports 256-B units; the chip's cost is in its own
+    at_units: tuple[tuple[int, float, int], ...] = ()
     # A cross-cluster DM -> DM flow's other cluster (where its data or its engine sits); None otherwise.
     source_cluster: int | None = None
+
+    def in_units(self, unit: int) -> tuple[float, int]:
+        """The HBM units of `unit` bytes the flow touches, and those it writes only partly."""
+        for size, units, partial in self.at_units:
+            if size == unit:
+                return units, partial
+        if unit == 256 or not self.at_units:
+            return self.hbm_units, self.partial_units
+        raise ValueError(f"no HBM unit count for {unit}-byte units")
 
 
 class PartialDigit(Frozen):

@@ -276,3 +276,27 @@ def test_a_chip_of_one_engine_a_cluster_learns_the_partial_store_factor(
     truth = load_truth("0.6.0")
     assert found["hbm_unit"] == truth.hbm_unit
     assert abs(found["rmw_factor"] / truth.rmw_factor - 1) <= 0.05, found["rmw_factor"]
+
+
+@pytest.mark.parametrize("unit", [64, 512, 2048])
+def test_a_chip_of_another_hbm_unit_learns_it_and_its_rates(
+    unit: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiler counts 256-B units and the cost model charged each as a unit of the chip's: a chip of
+    512-B units streamed at half its engines' rate (learnt 108 B/cycle for 224, its unit as 256), one of
+    32-B units above it. The cost is in the chip's own unit now, and MB07 finds units that do not
+    divide its 1,280-B rows."""
+    chip_file = tmp_path / "chip.toml"
+    chip_file.write_text(f"hbm_unit = {unit}\n")
+    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
+    target = SimRNGD(seed=3, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
+    shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), "0.6.0", bench)
+    probes = {p.id: p for p in microbenchmarks(Chip.named(shape))}
+    found = dict(shape)
+    for spec in FITS:
+        if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB05", "MB07"):
+            found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
+    truth = load_truth("0.6.0")
+    assert found["hbm_unit"] == unit == truth.hbm_unit
+    assert abs(found["engine_bw"] / truth.engine_bw - 1) <= 0.05, found["engine_bw"]
