@@ -61,6 +61,7 @@ SUBDECODE_NONE = Twin(
 )
 DIRECT_NONE = Twin("direct 1: the rules let no weight of this kernel stream into the contraction: direct 0 writes it")
 VRF_LIVE = " of VRF live"  # the end of a refusal for registers that fit no VRF of the chip
+SHOWN_REASONS = 4  # an empty space's refusal names its most frequent reasons, then counts the rest
 TAILS = (0, 1, 2)  # the last chunk whole, in two halves, or in a half and two quarters (Geometry.tail_rows)
 
 
@@ -545,8 +546,9 @@ class GeneratedSpace:
 
     def why_empty(self, facts: Facts) -> str:
         """Why no setting is valid ("" when one is): the refusals the settings get, most frequent first,
-        each in the words of its first setting (a user learns what to change in the pack), the two most
-        frequent and a count of the rest. A setting refused only as another's twin counts in neither: that
+        each in the words of its first setting (a user learns what to change in the pack or the chip),
+        the four most frequent and a count of the rest (with two, a new user's chip left 43 % of its
+        settings unexplained). A setting refused only as another's twin counts in neither: that
         other setting's refusal is the reason."""
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
@@ -560,9 +562,9 @@ class GeneratedSpace:
             counts[kind] += 1
             first.setdefault(kind, why)
         total = sum(counts.values())
-        shown = counts.most_common(2)
+        shown = counts.most_common(SHOWN_REASONS)
         said = "; ".join(f"{first[kind]} ({n:,} of {total:,} settings)" for kind, n in shown)
-        rest = total - sum(n for _, n in shown)  # the two reasons named left the rest of the space unexplained
+        rest = total - sum(n for _, n in shown)  # the reasons named left the rest of the space unexplained
         if rest:
             others = len(counts) - len(shown)
             said += f"; {others} other reason{'s' if others > 1 else ''} ({rest:,} of {total:,} settings)"
