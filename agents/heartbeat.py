@@ -40,9 +40,10 @@ class Heartbeat:
     def beat(self) -> int:
         """Renew now; how many designs this run holds."""
         until = self.lease.until()
+        held = renew_leases(self.store, self.kernels, self.lease.owner, until)  # the claims first: what a miss loses
         if self.activity is not None:
             renew_activity(self.store, self.activity, until)
-        return renew_leases(self.store, self.kernels, self.lease.owner, until)
+        return held
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every_s):

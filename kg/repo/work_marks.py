@@ -45,11 +45,15 @@ def _lease_end(seconds: float = MARK_LEASE_S) -> str:
 
 
 def mark_live(owner: str, lease_until: str) -> bool:
-    """Whether a mark's owner may still be at work: its lease holds and, on this machine, it runs (a mark
-    an older chiplore wrote has no lease: its owner's process decides)."""
-    if not lease_until:
-        return bool(owner) and owner_runs(owner)
-    return bool(owner) and lease_until >= to_iso(datetime.now(UTC)) and owner_runs(owner)
+    """Whether a mark's owner may still be at work: on this machine, whether its process runs (a stalled
+    heartbeat is no death); on another, whether its lease holds (none on a mark an older chiplore wrote:
+    nothing here can tell, and a mark that never lapses would block the graph for good)."""
+    if not owner:
+        return False
+    if owner.partition(":")[0] == socket.gethostname():
+        # this pid under another token: a process before a restart (a container's pids start again)
+        return owner_runs(owner) and (owner == mark_owner() or not owner.startswith(f"{this_process()}:"))
+    return lease_until >= to_iso(datetime.now(UTC))
 
 
 def claim_work(store: GraphStore, mark: str, work: str) -> tuple[str, str, str] | None:
@@ -97,7 +101,7 @@ def live_optimize_runs(store: GraphStore) -> list[str]:
     """The `optimize` runs under way on the graph, other than this process's: a running optimize activity
     whose process runs on this machine, or one of another machine's whose lease holds (nothing here can
     tell whether another machine's process still runs: its heartbeat renews the lease, which lapses
-    MARK_LEASE_S after a kill). Each as `process (since ...)`."""
+    a lease's length after a kill). Each as `process (since ...)`."""
     rows = store.read("MATCH (a:Activity {outcome: 'running'}) WHERE a.id STARTS WITH 'optimize-' AND "
                       "a.owner IS NOT NULL RETURN a.owner AS owner, a.started_at AS at, a.lease_until AS until "
                       "ORDER BY at")  # fmt: skip

@@ -27,7 +27,15 @@ from chiplore.kg.neo4j_store import Neo4jStore
 from chiplore.kg.repo.knowledge import RUNNING, record_activity
 from chiplore.kg.repo.nodes import count_by_label
 from chiplore.kg.repo.targets import active_toolchain, register_target
-from chiplore.kg.repo.work_marks import FACTS_MARK, WorkUnderWay, claim_work, holder, mark_owner, one_at_a_time
+from chiplore.kg.repo.work_marks import (
+    FACTS_MARK,
+    WorkUnderWay,
+    claim_work,
+    holder,
+    mark_owner,
+    one_at_a_time,
+    work_under_way,
+)
 from chiplore.kg.schema import ensure_schema
 from chiplore.kg.store import GraphStore
 from tests.toy import ToyChip
@@ -166,6 +174,23 @@ def test_a_mark_whose_lease_lapsed_is_taken_over_and_one_of_this_pid_before_a_re
         with one_at_a_time(graph, FACTS_MARK, "learn 1.0"):
             assert holder(graph, FACTS_MARK) == mark_owner() != owner
         assert holder(graph, FACTS_MARK) is None
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
+def test_a_mark_with_no_lease_of_another_machine_lapses_and_one_of_a_live_process_here_holds(
+    toy_graph: GraphStore, other_process: subprocess.Popen[bytes]
+) -> None:
+    """A mark an older chiplore wrote has no lease: another machine's blocked the graph for good (nothing
+    here can tell its process is gone). A live process of this machine holds its mark whatever its lease
+    says (a heartbeat that stalled is no death)."""
+    graph, local = toy_graph, f"{socket.gethostname()}:{other_process.pid}"
+    graph.write(f"CREATE (:{SCHEMA_STATE} {{name: $name, owner: 'another-host:4242', work: 'learn 1.0', "
+                "started_at: '2026-12-07T10:00:00Z'})", {"name": FACTS_MARK})  # fmt: skip
+    assert work_under_way(graph, FACTS_MARK) is None
+    graph.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name}}) SET m.owner = $owner, "
+                "m.lease_until = '2000-01-01T00:00:00Z'", {"name": FACTS_MARK, "owner": local})  # fmt: skip
+    with pytest.raises(WorkUnderWay, match=f"process {local}"):
+        learn(graph, ToyChip(), DEFAULT_VERSION)
 
 
 class _Captured(Exception):
