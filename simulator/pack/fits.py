@@ -9,6 +9,7 @@ recording; this module is the chip-specific part: which cycles isolate which par
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -78,20 +79,29 @@ def fit_packet_size(points: list[dict[str, str]], medians: np.ndarray, given: di
     total = moved.pop()
     sizes = np.array([float(p["PACKET"]) for p in points])
     packets = total / sizes
-    spent = medians - given["empty_kernel_cycles"]
+    empty = given["empty_kernel_cycles"]
 
     def fitted(unit: float) -> tuple[float, float, float]:
         # a packet moves whole HBM units: on a chip of units above the smallest packet, the small packets
-        # move more than their bytes (a 2 KB unit: a 256-B packet costs 2 KB), so the bytes are the units'
+        # move more than their bytes (a 2 KB unit: a 256-B packet costs 2 KB), so the time is the units'
+        # bytes at the engine's rate plus each packet's overhead; with no such unit, the line it always was
         units = packets * np.ceil(sizes / unit) * unit
-        design = np.column_stack([units, packets])
-        (per_byte, overhead), *_ = np.linalg.lstsq(design, spent, rcond=None)
-        return float(np.sum((design @ np.array([per_byte, overhead]) - spent) ** 2)), per_byte, overhead
+        if not (units > total).any():
+            intercept, slope = _line(packets, medians)
+            bw, predicted = total / (intercept - empty), intercept + slope * packets
+        else:
+            per_byte, slope = _least_squares([units, packets], medians - empty)
+            bw, predicted = 1.0 / per_byte, empty + per_byte * units + slope * packets
+        if not bw > 0:
+            return math.inf, math.nan, math.nan
+        return float(np.sum((predicted / medians - 1.0) ** 2)), bw, slope
 
     # units up to the smallest packet cost what their bytes do: the fit tells the larger ones apart only
     candidates = [float(u) for u in (1 << k for k in range(5, 12)) if u >= sizes.min()]
-    _, per_byte, overhead = min((fitted(u) for u in candidates), key=lambda f: f[0])
-    return {"engine_bw": 1.0 / per_byte, "pkt_overhead": overhead}
+    residual, bw, overhead = min((fitted(u) for u in candidates), key=lambda f: f[0])
+    if not math.isfinite(residual):
+        raise ValueError("MB04: no packet cost fits the times (the stream is no faster than the empty kernel)")
+    return {"engine_bw": bw, "pkt_overhead": overhead}
 
 
 def _slices(given: dict[str, float]) -> float:
@@ -197,7 +207,9 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
     # the two stores differ in units only (same packets): the time between them is the units' cost at
     # the engine's rate, the partial ones at rmw times a whole one
     units_apart = (stores[240] - stores[256]) / (unit / bw)
-    rmw = (units_apart - (whole_240 - whole_256)) / max(partial_240 - partial_256, 1.0)
+    if partial_240 <= partial_256:  # (no unit of 32 B to 2 KB does this to MB07's rows: a guard)
+        raise ValueError(f"MB07: the 240-B stores write no more partial {unit}-B units than the 256-B ones")
+    rmw = (units_apart - (whole_240 - whole_256)) / (partial_240 - partial_256)
     return {"hbm_unit": float(unit), "rmw_factor": rmw}
 
 

@@ -41,9 +41,9 @@ class Flow(Frozen):
         for size, units, partial in self.at_units:
             if size == unit:
                 return units, partial
-        if unit == 256 or not self.at_units:
-            return self.hbm_units, self.partial_units
-        raise ValueError(f"no HBM unit count for {unit}-byte units")
+        if not self.hbm_units:  # no HBM side
+            return 0.0, 0
+        raise ValueError(f"no count of {unit}-byte HBM units for this flow (counted: {[u for u, *_ in self.at_units]})")
 
 
 class PartialDigit(Frozen):
