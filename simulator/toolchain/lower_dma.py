@@ -17,13 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chiplore.simulator._truth import chip_shape
+from chiplore.simulator._truth import MAX_PACKET, chip_shape
 from chiplore.simulator.dsl import ir
 from chiplore.simulator.toolchain.digits import AxisSystem, Digit
 from chiplore.simulator.toolchain.lowered import DmaKind, Flow
 from chiplore.simulator.toolchain.placement import Constraint, LoweringError, View, admitted_values
 
-MAX_PACKET = 4096
 HBM_UNIT = 256
 UNIT_SIZES = tuple(1 << k for k in range(5, 12))  # the HBM units a chip may have: 32 B to 2 KB
 MAX_PACKETS = 4_000_000  # enumeration guard: far above any real kernel
