@@ -251,6 +251,7 @@ def test_a_baseline_the_device_cannot_run_stops_its_kernel_and_is_recorded(tmp_p
         again = optimize(
             OptimizeContext(store, SimRNGD(seed=9), VERSION),
             OptimizeConfig(kernels=(O_PROJ,), budget_s=600, patience=1),
+            Roles(BuiltinArchitect(SearchBudget(predictions=16))),  # the baseline is the subject, not the search
         )
         assert again.accepted >= 1
         assert store.read("MATCH (:Kernel)-[:ROOT]->(d:DesignNode) RETURN d.status AS s") == [{"s": "accepted"}]
