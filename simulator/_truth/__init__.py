@@ -148,14 +148,11 @@ class ChipTruth(BaseModel):
 
     @property
     def engine_stream(self) -> float:
-        """What one DMA engine streams at best (docs/simrngd.md §7.2): packets of the largest size in
-        whole HBM units, each with its overhead, into DMNs it alternates (one, where a cluster is one
-        DMN). `engine_bw` alone is out of reach: a one-engine-a-cluster chip's bound was 8 % below any
-        program's."""
-        units = -(-MAX_PACKET // self.hbm_unit) * self.hbm_unit
-        engine = MAX_PACKET / (units / self.engine_bw + self.pkt_overhead)
-        alternating = self.shape.slices // self.shape.dmn_slices >= 2
-        return min(engine, self.dmn_bw * (2.0 if alternating else 1.0))
+        """What one DMA engine streams at best (docs/simrngd.md §7.2): packets of the largest size, each
+        with its overhead, into DMNs it alternates (twice `dmn_bw`, which a lone packet, or packets into
+        two clusters, reach even where a cluster is one DMN). `engine_bw` alone is out of reach: a
+        one-engine-a-cluster chip's bound was 8 % below any program's."""
+        return min(MAX_PACKET / (MAX_PACKET / self.engine_bw + self.pkt_overhead), 2.0 * self.dmn_bw)
 
 
 class TruthFileError(ConfigError, ValueError):

@@ -35,7 +35,7 @@ def model_flow(op: DmaOp, flow: Flow, truth: ChipTruth) -> FlowModel:
         units = math.ceil(packet / unit)
     caps = {
         "engine": packet / (units * unit / truth.engine_bw + truth.pkt_overhead),
-        # A lone packet is not a stream: no pair of packets shares a DMN port, so it is not DMN-capped.
+        # A lone packet is not a stream: no pair of packets shares a DMN port, so it counts as alternating.
         "dmn": truth.dmn_bw * (1 + (flow.alt_fraction if flow.packets > 1 else 1.0)),
     }
     if op.dma_kind in DM_TO_DM:

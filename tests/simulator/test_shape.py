@@ -527,6 +527,20 @@ def test_a_space_no_vrf_holds_reports_the_registers_of_its_tightest_writing(
     assert sum(n for n, _ in counted) == counted[0][1], reason
 
 
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.0"])
+def test_a_stream_of_lone_packets_into_a_cluster_of_one_dmn_stays_above_the_bound(
+    version: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A cluster of one DMN caps a stream at `dmn_bw`, but a lone packet counts as alternating DMNs: a
+    roof of `dmn_bw` per engine there let MB03's 512 one-packet commands run 1.6x under their "bound"."""
+    use_chip(monkeypatch, tmp_path, ChipShape(clusters=1, slices=64, dmn_slices=64, engines_per_cluster=1),
+             "dma_startup = 5.0\ndma_chain_startup = 5.0\ndmn_bw = 100.0")  # fmt: skip
+    commands = 512
+    probe = next(p for p in microbenchmarks(Chip(1, 64, 1)) if p.id == "MB03")
+    source = probe.instantiate({"COMMANDS": str(commands)}, version)
+    assert estimate(source, version).cycles >= weight_bound_cycles(commands * 4096)
+
+
 def test_rows_that_do_not_split_over_every_cluster_take_the_most_clusters_they_split_over(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
