@@ -130,32 +130,40 @@ def pass_cycles(c: Counters, p: Prices) -> float:
 COMPILER_UNIT = 256.0  # the HBM unit ferc's stats count in (docs/simrngd.md §6)
 
 
+def start_granule(packet: float, touched: float) -> float:
+    """Every how many bytes a flow's packets start in HBM, from the 256-B units they touch on average
+    (`touched` bytes): a count above the packet's own says they start off 256-B bounds, that often; a
+    flow aligned to 256 B is taken to start on its packets' own power of two (rows of 256 B every 256 B,
+    4 KB ones every 4 KB)."""
+    granule = packet + COMPILER_UNIT - touched
+    if granule < COMPILER_UNIT - 1e-9:
+        return max(granule, 1.0)
+    return float(int(packet) & -int(packet)) if packet >= 1 and packet == int(packet) else COMPILER_UNIT
+
+
 def unit_bytes(packet: float, touched: float, unit: float) -> float:
     """The HBM bytes a packet of `packet` bytes moves in `unit`-byte units, from the 256-B units it
-    touches (`touched` bytes, on average over the flow's packets). Packets whose starts fall every `g`
-    bytes touch `packet + unit - g` on average where `g` < `unit`, and whole units of the packet
-    otherwise; the 256-B count tells `g` where it is finer than 256 B, and a flow aligned to 256 B is
-    taken to start on its packets' own power of two (rows of 256 B every 256 B, 4 KB ones every 4 KB)."""
+    touches (`touched` bytes, on average over the flow's packets): packets starting every `g` bytes
+    touch `packet + unit - g` on average where `g` < `unit`, and the packet's whole units otherwise."""
     if unit == COMPILER_UNIT or not touched or not packet:
         return touched
-    granule = packet + COMPILER_UNIT - touched  # a 256-B count above the packet's bytes: starts off 256 B
-    if granule >= COMPILER_UNIT - 1e-9:
-        granule = float(int(packet) & -int(packet)) if packet == int(packet) else 1.0  # its power of two
+    granule = start_granule(packet, touched)
     if granule < unit:
         return packet + unit - granule
     return math.ceil(packet / unit - 1e-9) * unit
 
 
-def partial_units(packet: float, partial: float, cutting: float, units: float, unit: float) -> float:
-    """The partly written `unit`-byte units of a packet of `packet` bytes, from the compiler's 256-B
-    counts (`partial` units, and the share of packets `cutting` one): the same where the unit is 256 B;
-    a larger unit is cut too by every packet that does not fill whole ones; a finer one cuts at most
-    one unit where a 256-B one was cut (a row's end, or its start)."""
+def partial_units(packet: float, touched: float, partial: float, units: float, unit: float) -> float:
+    """The partly written `unit`-byte units of a store's packet, from the compiler's 256-B counts (the
+    bytes its units touch, `partial` of them cut): the same where the unit is 256 B; packets that start
+    on the unit's bounds cut one where they end off one; starting every `g` < `unit` bytes, each end is
+    off a bound `1 - g / unit` of the time."""
     if unit == COMPILER_UNIT:
         return partial
-    if unit > COMPILER_UNIT:
-        return min(units, partial + (1.0 if packet % unit else 0.0))
-    return min(partial, cutting)
+    granule = start_granule(packet, touched)
+    if granule >= unit:
+        return min(units, 1.0 if packet % unit else 0.0)
+    return min(units, 2.0 * (1.0 - granule / unit))
 
 
 def flow_cap(kind: str, c: Counters, p: Prices) -> float:
@@ -164,10 +172,11 @@ def flow_cap(kind: str, c: Counters, p: Prices) -> float:
     packet = c.get("bytes", 0.0) / packets
     if kind in ("d2h", "scatter", "h2d", "gather"):
         # HBM bytes a packet moves: the compiler counts 256-B units; in the chip's (learnt) unit
-        moved = unit_bytes(packet, c.get("hbm_units", 0.0) / packets * COMPILER_UNIT, p.hbm_unit)
+        touched = c.get("hbm_units", 0.0) / packets * COMPILER_UNIT
+        moved = unit_bytes(packet, touched, p.hbm_unit)
         if kind in ("d2h", "scatter"):  # and a write's partly written units cost `partial_store` whole ones
-            cut, cutting = c.get("partial_units", 0.0) / packets, c.get("partial_packets", 0.0) / packets
-            partial = partial_units(packet, cut, cutting, moved / p.hbm_unit, p.hbm_unit)
+            partial = partial_units(packet, touched, c.get("partial_units", 0.0) / packets, moved / p.hbm_unit,
+                                    p.hbm_unit)  # fmt: skip
             moved += (p.partial_store - 1.0) * partial * p.hbm_unit
     else:
         moved = math.ceil(packet / p.hbm_unit) * p.hbm_unit if packet else 0.0
