@@ -21,6 +21,7 @@ carries its number and an import applies the schema itself.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 
 from chiplore.core.clock import utc_now
+from chiplore.core.errors import StoreError
 from chiplore.kg.graph_file import (
     FORMAT,
     FORMAT_VERSION,
@@ -49,6 +51,7 @@ from chiplore.kg.repo.work_marks import (
     claim_work,
     live_optimize_runs,
     mark_live,
+    mark_owner,
     release_work,
     renewing,
     work_under_way,
@@ -246,6 +249,8 @@ def data_nodes(store: GraphStore) -> int:
     return int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
 
 
+log = logging.getLogger(__name__)
+
 IMPORT_MARK = "import-under-way"  # the name of the schema-state node an import holds while it writes
 IMPORT_WORK = "import from"  # the work an import names on its mark (`import from SOURCE`)
 
@@ -280,8 +285,12 @@ def import_lines(
         _release_import(store)
         raise GraphFileError(f"a run is working on this graph ({working}): let it end, or stop it, "
                              "before --replace deletes what it writes to")  # fmt: skip
-    with renewing(store, IMPORT_MARK):  # a long import on another machine is not taken for a killed one
-        done = _write(store, lines, held, on_progress)
+    try:
+        with renewing(store, IMPORT_MARK):  # a long import on another machine is not taken for a killed one
+            done = _write(store, lines, held, on_progress)
+    except BaseException:  # (Ctrl-C too) the graph stays marked partial, by nobody: this process may go on
+        _abandon_import(store)
+        raise
     _release_import(store)
     store.compact()
     return done
@@ -327,6 +336,16 @@ def _working(store: GraphStore) -> str:
 def _release_import(store: GraphStore) -> None:
     """Clear this process's import mark (an import finished, or refused before it deleted anything)."""
     release_work(store, IMPORT_MARK)
+
+
+def _abandon_import(store: GraphStore) -> None:
+    """Leave this process's import mark ownerless: the graph reads as one an import did not finish (not
+    as one still under way, which a long-lived process that goes on would hold it for)."""
+    try:
+        store.write(f"MATCH (m:{SCHEMA_STATE} {{name: $name, owner: $me}}) SET m.owner = '', m.lease_until = ''",
+                    {"name": IMPORT_MARK, "me": mark_owner()})  # fmt: skip
+    except StoreError as error:  # the store that failed the import: its own error is the one to see
+        log.warning("could not mark the unfinished import: %s", error)
 
 
 def _claim_import(store: GraphStore, source: str) -> None:

@@ -51,8 +51,10 @@ def mark_live(owner: str, lease_until: str) -> bool:
     if not owner:
         return False
     if owner.partition(":")[0] == socket.gethostname():
-        # this pid under another token: a process before a restart (a container's pids start again)
-        return owner_runs(owner) and (owner == mark_owner() or not owner.startswith(f"{this_process()}:"))
+        # this pid under another token, or none: a process before a restart (a container's pids start again)
+        if owner == this_process() or owner.startswith(f"{this_process()}:"):
+            return owner == mark_owner()
+        return owner_runs(owner)
     return lease_until >= to_iso(datetime.now(UTC))
 
 
@@ -168,8 +170,9 @@ def one_at_a_time(store: GraphStore, mark: str, work: str) -> Iterator[None]:
     if held is not None:
         owner, theirs, since = held
         raise WorkUnderWay(f"another process is at work on this graph's facts ({theirs or 'work'}, process {owner}, "
-                           f"since {since}): let it finish, then run this again (the mark of one that was killed "
-                           f"lapses {MARK_LEASE_S:.0f} s after its last heartbeat)")  # fmt: skip
+                           f"since {since}): let it finish, then run this again (a killed one's mark is taken over "
+                           f"at once on its machine, from another {MARK_LEASE_S:.0f} s after its last "
+                           "heartbeat)")  # fmt: skip
     with _held_lock:
         _held[key] = 1
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from chiplore.kg.embedded_store import EmbeddedStore
 from chiplore.kg.graph_file import NodeLine, RelationshipLine, read_lines
-from chiplore.kg.graph_io import import_lines
+from chiplore.kg.graph_io import import_lines, unfinished_import
 
 pytestmark = pytest.mark.server
 
@@ -46,15 +46,20 @@ def test_a_graph_an_interrupted_import_left_is_refused_until_an_import_finishes(
     with EmbeddedStore(data) as store:
         with pytest.raises(KeyboardInterrupt):
             import_lines(store, cut_short(), replace=True, source=str(graph))
-        # while its process runs, the import is under way: commands wait for it, a second import is refused
-        live = chiplore(env, "graph", "import", str(graph), "--replace")
-        assert live.returncode == 1 and "an import into this graph is under way (process " in live.stderr
-        assert "let it finish" in chiplore(env, "status").stderr
-        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-        store.write(
-            "MATCH (m:SchemaVersion {name: 'import-under-way'}) SET m.owner = $dead",
-            {"dead": f"{socket.gethostname()}:{int(ended.stdout)}"},
-        )  # its process has ended since
+        # the interrupted process goes on (a notebook, say): its graph is one an import did not finish
+        left = unfinished_import(store)
+        assert left is not None and "did not finish" in str(left)
+        # while an import's process runs, it is under way: commands wait for it, a second import is refused
+        importing = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        try:
+            store.write("MATCH (m:SchemaVersion {name: 'import-under-way'}) SET m.owner = $live",
+                        {"live": f"{socket.gethostname()}:{importing.pid}"})  # fmt: skip
+            live = chiplore(env, "graph", "import", str(graph), "--replace")
+            assert live.returncode == 1 and "an import into this graph is under way (process " in live.stderr
+            assert "let it finish" in chiplore(env, "status").stderr
+        finally:
+            importing.kill()
+            importing.wait()  # its process has ended since
     for args in (
         ("status",),
         ("best", "gemv"),
