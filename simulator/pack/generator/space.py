@@ -562,7 +562,7 @@ class GeneratedSpace:
             counts[kind] += 1
             first.setdefault(kind, why)
         total = sum(counts.values())
-        shown = counts.most_common(SHOWN_REASONS)
+        shown = counts.most_common(SHOWN_REASONS if len(counts) > SHOWN_REASONS + 1 else None)  # not "1 other"
         said = "; ".join(f"{first[kind]} ({n:,} of {total:,} settings)" for kind, n in shown)
         rest = total - sum(n for _, n in shown)  # the reasons named left the rest of the space unexplained
         if rest:
