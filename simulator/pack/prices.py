@@ -138,7 +138,10 @@ def start_granule(packet: float, touched: float) -> float:
     granule = packet + COMPILER_UNIT - touched
     if granule < COMPILER_UNIT - 1e-9:
         return max(granule, 1.0)
-    return float(int(packet) & -int(packet)) if packet >= 1 and packet == int(packet) else COMPILER_UNIT
+    if packet == int(packet) and packet >= 1:
+        return float(int(packet) & -int(packet))
+    # an average of sizes (whole packets and a last, shorter one): their starts keep the whole ones' scale
+    return float(max(COMPILER_UNIT, 2 ** math.floor(math.log2(packet))))
 
 
 def unit_bytes(packet: float, touched: float, unit: float) -> float:
