@@ -261,18 +261,8 @@ def test_a_chip_of_one_engine_a_cluster_learns_the_partial_store_factor(
     """MB07's stores ran on engine 1, which on a chip of one engine a cluster is cluster 1's: it wrote
     cluster 0's rows across clusters, slower, and the partial-store factor came out 80.75 [80.12, 83.70]
     for 42. They run on cluster 0's own engine there."""
-    chip_file = tmp_path / "chip.toml"
-    chip_file.write_text("engine_bw = 260.0\nhbm_bw = 900.0\n[shape]\nclusters = 2\nslices = 64\nlanes = 4\n"
-                         "engines_per_cluster = 1\n")  # fmt: skip
-    monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
-    target = SimRNGD(seed=2, device=DeviceConfig(agent_budget_s_per_day=1e9))
-    bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
-    shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), "0.6.0", bench)
-    probes = {p.id: p for p in microbenchmarks(Chip.named(shape))}
-    found = dict(shape)
-    for spec in FITS:
-        if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB05", "MB07"):
-            found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
+    found = _dma_facts(tmp_path, monkeypatch, "engine_bw = 260.0\nhbm_bw = 900.0\n[shape]\nclusters = 2\n"
+                       "slices = 64\nlanes = 4\nengines_per_cluster = 1\n", seed=2)  # fmt: skip
     truth = load_truth("0.6.0")
     assert found["hbm_unit"] == truth.hbm_unit
     assert abs(found["rmw_factor"] / truth.rmw_factor - 1) <= 0.05, found["rmw_factor"]
@@ -286,10 +276,18 @@ def test_a_chip_of_another_hbm_unit_learns_it_and_its_rates(
     512-B units streamed at half its engines' rate (learnt 108 B/cycle for 224, its unit as 256), one of
     32-B units above it. The cost is in the chip's own unit now, and MB07 finds units that do not
     divide its 1,280-B rows."""
+    found = _dma_facts(tmp_path, monkeypatch, f"hbm_unit = {unit}\n", seed=3)
+    truth = load_truth("0.6.0")
+    assert found["hbm_unit"] == unit == truth.hbm_unit
+    assert abs(found["engine_bw"] / truth.engine_bw - 1) <= 0.05, found["engine_bw"]
+
+
+def _dma_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chip: str, seed: int) -> dict[str, float]:
+    """What the DMA probes (MB01-MB05, MB07) learn of the chip a truth file of `chip` simulates."""
     chip_file = tmp_path / "chip.toml"
-    chip_file.write_text(f"hbm_unit = {unit}\n")
+    chip_file.write_text(chip)
     monkeypatch.setenv("CHIPLORE_SIM_TRUTH", str(chip_file))
-    target = SimRNGD(seed=3, device=DeviceConfig(agent_budget_s_per_day=1e9))
+    target = SimRNGD(seed=seed, device=DeviceConfig(agent_budget_s_per_day=1e9))
     bench = Bench(target, wait=target.device.advance, clock=lambda: target.device.now)
     shape = search_shape(next(p for p in microbenchmarks() if p.id == "MB00"), "0.6.0", bench)
     probes = {p.id: p for p in microbenchmarks(Chip.named(shape))}
@@ -297,6 +295,4 @@ def test_a_chip_of_another_hbm_unit_learns_it_and_its_rates(
     for spec in FITS:
         if spec.id in ("MB01", "MB02", "MB03", "MB04", "MB05", "MB07"):
             found |= {k: e.value for k, e in run_fit(spec, probes[spec.template], "0.6.0", bench, found).items()}
-    truth = load_truth("0.6.0")
-    assert found["hbm_unit"] == unit == truth.hbm_unit
-    assert abs(found["engine_bw"] / truth.engine_bw - 1) <= 0.05, found["engine_bw"]
+    return found
