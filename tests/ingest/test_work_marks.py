@@ -132,6 +132,9 @@ def test_an_upgrade_beside_a_live_optimize_is_refused_and_an_optimize_beside_an_
 
     _mark_held_by(graph, other_process.pid, f"learn {DEFAULT_VERSION}")  # a learn beside it is no reason to wait
     assert optimize(OptimizeContext(graph, chip, DEFAULT_VERSION), OptimizeConfig(patience=1)).kernels == ["gemv"]
+    ran = graph.read("MATCH (a:Activity) WHERE a.id STARTS WITH 'optimize-' AND a.id <> 'optimize-elsewhere' "
+                     "AND NOT a.outcome STARTS WITH 'stopped' RETURN a.lease_until AS until")  # fmt: skip
+    assert len(ran) == 1 and ran[0]["until"], ran  # the run leased its activity: another machine sees it by that
 
 
 @pytest.mark.parametrize("store", ["embedded"], indirect=True)
