@@ -108,15 +108,15 @@ def live_optimize_runs(store: GraphStore) -> list[str]:
                       "a.owner IS NOT NULL RETURN a.owner AS owner, a.started_at AS at, a.lease_until AS until "
                       "ORDER BY at")  # fmt: skip
     leased = {owner.rsplit(":", 1)[0] for owner in working_owners(store)}  # a design's owner is host:pid:tag
-    here, me, now = socket.gethostname(), this_process(), to_iso(datetime.now(UTC))
     live = []
     for row in rows:
         owner = str(row["owner"])
-        local = owner.partition(":")[0] == here
-        # another machine's: its run's lease holds (its heartbeat renews it), or it holds a design (a run of
-        # a chiplore that did not lease its activity)
-        remote = str(row["until"] or "") >= now or owner in leased
-        if owner != me and ((local and owner_runs(owner)) or (not local and remote)):
+        if owner == this_process():
+            continue
+        # as a mark's owner (its run's lease, renewed by its heartbeat); or another machine's that holds a
+        # design (a run of a chiplore that did not lease its activity)
+        remote = owner.partition(":")[0] != socket.gethostname()
+        if mark_live(owner, str(row["until"] or "")) or (remote and owner in leased):
             live.append(f"{owner} (since {row['at']})")
     return live
 
