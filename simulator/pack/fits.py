@@ -18,6 +18,7 @@ from chiplore.core.probes import Bench, ProbeFit, largest_accepted
 from chiplore.core.target import DeviceJob, ProbeTemplate
 from chiplore.simulator.bench import SHAPE_START
 from chiplore.simulator.pack import params as P
+from chiplore.simulator.toolchain.lower_dma import packet_units
 
 MIB = 1 << 20
 
@@ -180,7 +181,7 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
         # the bytes of the units a 960-B read at `off` into a 1,280-B row touches, over the rows: a unit
         # above 256 B does not divide the rows, so their reads start at every offset 1,280 takes modulo it
         first = np.arange(8)[:, None] * MB07_ROW + np.array(offsets)[None, :]  # 8 rows: every unit's period
-        touched, _ = _units(first, first + MB07_READ, unit, extent=None)
+        touched, _ = packet_units(first, first + MB07_READ, unit, extent=None)
         return touched.mean(axis=0) * unit
 
     def scale(unit: int) -> float:
@@ -200,7 +201,7 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
 
     def written(width: int) -> tuple[float, float]:  # (whole, partial) units `count` rows of `width` bytes write
         first = np.arange(count) * width
-        touched, partial = _units(first, first + width, unit, extent=count * width)
+        touched, partial = packet_units(first, first + width, unit, extent=count * width)
         return float(touched.sum() - partial.sum()), float(partial.sum())
 
     (whole_256, partial_256), (whole_240, partial_240) = written(256), written(240)
@@ -211,19 +212,6 @@ def fit_hbm_alignment(points: list[dict[str, str]], medians: np.ndarray, given: 
         raise ValueError(f"MB07: the 240-B stores write no more partial {unit}-B units than the 256-B ones")
     rmw = (units_apart - (whole_240 - whole_256)) / (partial_240 - partial_256)
     return {"hbm_unit": float(unit), "rmw_factor": rmw}
-
-
-def _units(first: np.ndarray, end: np.ndarray, unit: int, extent: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per packet [first, end): the `unit`-byte HBM units it touches, and (a write's, `extent` its
-    tensor's bytes) those it writes only partly: a unit cut at either end, unless it ends the tensor."""
-    lo, hi = np.floor_divide(first, unit), -np.floor_divide(-end, unit)
-    touched = hi - lo
-    if extent is None:
-        return touched, np.zeros_like(touched)
-    head = (first % unit) != 0
-    tail = ((end % unit) != 0) & (end < extent)
-    partial = np.where(touched == 1, head | tail, head.astype(int) + tail.astype(int))
-    return touched, partial
 
 
 def fit_decode(points: list[dict[str, str]], medians: np.ndarray, given: dict[str, float]) -> dict[str, float]:

@@ -464,15 +464,18 @@ def _flows(engines: tuple[int, ...], cluster: np.ndarray, dm_slice: np.ndarray, 
 
 def _touched(start: np.ndarray, end: np.ndarray, unit: int, write: bool, extent: int) -> tuple[float, int, int]:
     """Packets [start, end) in HBM units of `unit` bytes: the units they touch, and of a write's, those
-    only partly written and the packets that write one (HBM tensors are allocated in whole units:
-    writing up to a tensor's end needs no read-modify-write)."""
-    first_unit = np.floor(start / unit)
-    last_unit = np.ceil(end / unit)
-    units = float((last_unit - first_unit).sum())
-    if not write:
-        return units, 0, 0
+    only partly written and the packets that write one."""
+    touched, partial = packet_units(start, end, unit, extent if write else None)
+    return float(touched.sum()), int(partial.sum()), int(np.count_nonzero(partial))
+
+
+def packet_units(start: np.ndarray, end: np.ndarray, unit: int, extent: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per packet [start, end): the `unit`-byte HBM units it touches, and, for a write into a tensor of
+    `extent` bytes (None: a read), those it writes only partly: a unit cut at either end, unless the
+    cut is the tensor's end (HBM tensors are allocated in whole units: no read-modify-write there)."""
+    touched = -np.floor_divide(-end, unit) - np.floor_divide(start, unit)
+    if extent is None:
+        return touched, np.zeros_like(touched)
     head = (start % unit) != 0
     tail = ((end % unit) != 0) & (end < extent)
-    one_unit = (last_unit - first_unit) == 1
-    partial = int((head | tail)[one_unit].sum() + (head & ~one_unit).sum() + (tail & ~one_unit).sum())
-    return units, partial, int((head | tail).sum())
+    return touched, np.where(touched == 1, head | tail, head.astype(int) + tail.astype(int))
