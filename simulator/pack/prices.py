@@ -144,26 +144,25 @@ def start_granule(packet: float, touched: float) -> float:
     return float(max(COMPILER_UNIT, 2 ** math.floor(math.log2(packet))))
 
 
-def unit_bytes(packet: float, touched: float, unit: float) -> float:
+def unit_bytes(packet: float, touched: float, granule: float, unit: float) -> float:
     """The HBM bytes a packet of `packet` bytes moves in `unit`-byte units, from the 256-B units it
-    touches (`touched` bytes, on average over the flow's packets): packets starting every `g` bytes
-    touch `packet + unit - g` on average where `g` < `unit`, and the packet's whole units otherwise."""
+    touches (`touched` bytes, on average over the flow's packets): packets starting every `granule`
+    bytes touch `packet + unit - granule` on average where that is under a unit, and the packet's whole
+    units otherwise."""
     if unit == COMPILER_UNIT or not touched or not packet:
         return touched
-    granule = start_granule(packet, touched)
     if granule < unit:
         return packet + unit - granule
     return math.ceil(packet / unit - 1e-9) * unit
 
 
-def partial_units(packet: float, touched: float, partial: float, units: float, unit: float) -> float:
-    """The partly written `unit`-byte units of a store's packet, from the compiler's 256-B counts (the
-    bytes its units touch, `partial` of them cut): the same where the unit is 256 B; packets that start
-    on the unit's bounds cut one where they end off one; starting every `g` < `unit` bytes, each end is
-    off a bound `1 - g / unit` of the time."""
+def partial_units(packet: float, granule: float, partial: float, units: float, unit: float) -> float:
+    """The partly written `unit`-byte units of a store's packet, from the compiler's count of partial
+    256-B ones (`partial`): the same where the unit is 256 B; packets that start on the unit's bounds cut
+    one where they end off one; starting every `granule` < `unit` bytes, each end is off a bound
+    `1 - granule / unit` of the time."""
     if unit == COMPILER_UNIT:
         return partial
-    granule = start_granule(packet, touched)
     if granule >= unit:
         return min(units, 1.0 if packet % unit else 0.0)
     return min(units, 2.0 * (1.0 - granule / unit))
@@ -176,9 +175,10 @@ def flow_cap(kind: str, c: Counters, p: Prices) -> float:
     if kind in ("d2h", "scatter", "h2d", "gather"):
         # HBM bytes a packet moves: the compiler counts 256-B units; in the chip's (learnt) unit
         touched = c.get("hbm_units", 0.0) / packets * COMPILER_UNIT
-        moved = unit_bytes(packet, touched, p.hbm_unit)
+        granule = start_granule(packet, touched)
+        moved = unit_bytes(packet, touched, granule, p.hbm_unit)
         if kind in ("d2h", "scatter"):  # and a write's partly written units cost `partial_store` whole ones
-            partial = partial_units(packet, touched, c.get("partial_units", 0.0) / packets, moved / p.hbm_unit,
+            partial = partial_units(packet, granule, c.get("partial_units", 0.0) / packets, moved / p.hbm_unit,
                                     p.hbm_unit)  # fmt: skip
             moved += (p.partial_store - 1.0) * partial * p.hbm_unit
     else:
