@@ -59,6 +59,8 @@ from chiplore.kg.repo.work_marks import (
 from chiplore.kg.schema import FACT_LABEL, LATEST_VERSION, NODE_KEYS, ensure_schema, schema_version
 from chiplore.kg.store import GraphStore
 
+log = logging.getLogger(__name__)
+
 
 class GraphCounts(BaseModel):
     """Nodes per schema label and relationships per type: what a round trip must keep."""
@@ -248,8 +250,6 @@ def data_nodes(store: GraphStore) -> int:
     """Nodes other than the schema's own: zero for a store an import may fill."""
     return int(store.read(f"MATCH (n) WHERE NOT n:{SCHEMA_STATE} RETURN count(n) AS c")[0]["c"])
 
-
-log = logging.getLogger(__name__)
 
 IMPORT_MARK = "import-under-way"  # the name of the schema-state node an import holds while it writes
 IMPORT_WORK = "import from"  # the work an import names on its mark (`import from SOURCE`)
